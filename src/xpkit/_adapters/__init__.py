@@ -1,0 +1,60 @@
+"""One adapter per array library, and the registry that finds them.
+
+Adding a library means adding one module here and one entry in `ADAPTERS`.
+"""
+
+from __future__ import annotations
+
+from ._base import Adapter, MemoryInfo
+from .cupy import CupyAdapter
+from .dask import DaskAdapter
+from .jax import JaxAdapter
+from .numpy import NumpyAdapter
+from .strict import StrictAdapter
+from .torch import TorchAdapter
+
+__all__ = [
+    "ADAPTERS",
+    "Adapter",
+    "MemoryInfo",
+    "adapter_for_array",
+    "get_adapter",
+]
+
+#: Registry, in the order a GPU is looked for by ``"gpu"`` / ``"auto"``.
+ADAPTERS: dict[str, Adapter] = {
+    a.key: a
+    for a in (
+        NumpyAdapter(),
+        TorchAdapter(),
+        StrictAdapter(),
+        CupyAdapter(),
+        JaxAdapter(),
+        DaskAdapter(),
+    )
+}
+
+# Array type -> adapter; filled on first sight of each type.
+_BY_TYPE: dict[type, Adapter] = {}
+
+
+def get_adapter(key: str) -> Adapter:
+    """The adapter registered under ``key`` (KeyError when unknown)."""
+    return ADAPTERS[key]
+
+
+def adapter_for_array(x: object) -> Adapter | None:
+    """The adapter whose library ``x`` is an array of, or None.
+
+    Looks only at already imported modules (never imports a library) and
+    caches the answer per array type.
+    """
+    cls = type(x)
+    found = _BY_TYPE.get(cls)
+    if found is not None:
+        return found
+    for adapter in ADAPTERS.values():
+        if adapter.owns(x):
+            _BY_TYPE[cls] = adapter
+            return adapter
+    return None

@@ -1,0 +1,172 @@
+"""The questions every adapter answers about its array library.
+
+An adapter knows one library and nothing else. The facade (`xpkit.Backend`) and
+the memory layer ask adapters; they never branch on a library's name and never
+import an optional library themselves.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, ClassVar
+
+import numpy as np
+
+__all__ = ["Adapter", "MemoryInfo"]
+
+
+@dataclass(frozen=True)
+class MemoryInfo:
+    """Free and total bytes of one device, as its library reports them."""
+
+    free: int
+    total: int
+
+
+class Adapter:
+    """Base adapter: the defaults of a host-memory, CPU-only library.
+
+    Subclasses set the class attributes and override what differs. Methods
+    that need the library import it on first use, never at import time.
+    """
+
+    #: Key used in ``Backend(key)`` and in the registry.
+    key: ClassVar[str] = ""
+    #: Top-level module whose presence decides "installed" / "imported".
+    module: ClassVar[str] = ""
+    #: The optional-dependency extra that installs the library.
+    extra: ClassVar[str] = ""
+    #: Human name used in messages.
+    label: ClassVar[str] = ""
+
+    # -- presence ---------------------------------------------------------
+    def is_installed(self) -> bool:
+        """Whether the library can be imported, without importing it."""
+        if self.module in sys.modules:
+            return True
+        try:
+            return importlib.util.find_spec(self.module) is not None
+        except (ImportError, ValueError):  # pragma: no cover - broken installs
+            return False
+
+    def is_imported(self) -> bool:
+        """Whether the library has already been imported by someone."""
+        return self.module in sys.modules
+
+    def version(self) -> str | None:
+        """The library's version, or None when it is not installed."""
+        if not self.is_installed():
+            return None
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version(self.distribution())
+        except PackageNotFoundError:  # pragma: no cover - odd installs
+            return None
+
+    def distribution(self) -> str:
+        """Name of the distribution that installs the library."""
+        return self.module.replace("_", "-")
+
+    def require(self) -> None:
+        """Raise ImportError naming the extra when the library is missing."""
+        if not self.is_installed():
+            msg = (
+                f"backend {self.key!r} needs {self.label}, which is not installed; "
+                f"install it with: pip install 'xpkit[{self.extra}]'"
+            )
+            raise ImportError(msg)
+
+    # -- namespace and arrays --------------------------------------------
+    def namespace(self) -> ModuleType:
+        """The Array-API-compliant namespace of the library."""
+        raise NotImplementedError
+
+    def owns(self, x: object) -> bool:
+        """Whether ``x`` is an array of this library (checked via sys.modules)."""
+        raise NotImplementedError
+
+    def to_numpy(self, x: Any) -> np.ndarray[Any, Any]:
+        """Bring an array of this library to the host as a NumPy array."""
+        return np.from_dlpack(x)
+
+    def to_cpu(self, x: Any) -> Any:
+        """Move an array of this library to its CPU device (same library)."""
+        return x
+
+    # -- devices -----------------------------------------------------------
+    def devices(self) -> tuple[str, ...]:
+        """Device strings usable here, default first."""
+        return ("cpu",)
+
+    def default_device(self) -> str:
+        """The device a Backend uses when none is pinned."""
+        found = self.devices()
+        if not found:
+            msg = f"{self.label} sees no usable device on this machine"
+            raise RuntimeError(msg)
+        return found[0]
+
+    def canonical_device(self, device: str) -> str:
+        """Normalise a device string (aliases, implicit indices)."""
+        return device.strip().lower()
+
+    def validate_device(self, device: str) -> str:
+        """Return how ``device`` is listed by `devices`, or raise ValueError."""
+        listed = self.devices()
+        text = device.strip()
+        if text in listed:
+            return text
+        canon = self.canonical_device(text)
+        for candidate in listed:
+            if self.canonical_device(candidate) == canon:
+                return candidate
+        msg = (
+            f"device={device!r} does not exist for backend {self.key!r} on this "
+            f"machine; available devices: {', '.join(listed) or 'none'}"
+        )
+        raise ValueError(msg)
+
+    def native_device(self, device: str) -> Any:
+        """The library's own device object for a device string."""
+        return device
+
+    def device_str(self, native: Any) -> str:
+        """The device string of a library device object (inverse of native)."""
+        return self.canonical_device(str(native))
+
+    def backend_name(self, device: str) -> str:  # noqa: ARG002
+        """``Backend.name`` for this library on ``device``."""
+        return self.key
+
+    def is_gpu(self, device: str) -> bool:  # noqa: ARG002
+        """Whether ``device`` is a GPU (or other accelerator)."""
+        return False
+
+    def device_name(self, device: str) -> str:
+        """A human-readable name of the device."""
+        return device
+
+    def unified_memory(self, device: str) -> bool:  # noqa: ARG002
+        """Whether ``device`` shares the host's memory (CPU, Apple MPS)."""
+        return not self.is_gpu(device)
+
+    def supports_float64(self, device: str) -> bool:  # noqa: ARG002
+        """Whether float64 (and complex128) arrays can live on ``device``."""
+        return True
+
+    # -- memory (used by xpkit._memory) -----------------------------------
+    def memory_info(self, device: str) -> MemoryInfo | None:  # noqa: ARG002
+        """Free/total bytes of a device; None when it is host memory."""
+        return None
+
+    def empty_cache(self) -> None:
+        """Release cached device memory, if the library is already imported."""
+        return
+
+    def is_oom(self, exc: BaseException) -> bool:  # noqa: ARG002
+        """Whether ``exc`` (one link of a chain) is this library's OOM signal."""
+        return False

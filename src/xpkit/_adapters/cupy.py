@@ -1,0 +1,121 @@
+"""Adapter for CuPy (CUDA/ROCm GPUs)."""
+
+from __future__ import annotations
+
+import sys
+from types import ModuleType
+from typing import Any
+
+import array_api_compat
+import numpy as np
+
+from ._base import Adapter, MemoryInfo
+
+__all__ = ["CupyAdapter"]
+
+_ALLOC_FAILED = ("_alloc_failed", "cudaerrormemoryallocation", "out of memory")
+
+
+def _cupy() -> Any:
+    import cupy
+
+    return cupy
+
+
+class CupyAdapter(Adapter):
+    """CuPy through ``array_api_compat.cupy``; devices ``"cuda"``, ``"cuda:N"``.
+
+    CuPy has no CPU device: moving a CuPy array "to the CPU" gives a NumPy
+    array.
+    """
+
+    key = "cupy"
+    module = "cupy"
+    extra = "cupy"
+    label = "CuPy"
+
+    def namespace(self) -> ModuleType:
+        """``array_api_compat.cupy``."""
+        import array_api_compat.cupy as xp
+
+        return xp
+
+    def owns(self, x: object) -> bool:
+        """``cupy.ndarray`` instances."""
+        return bool(array_api_compat.is_cupy_array(x))
+
+    def to_numpy(self, x: Any) -> np.ndarray[Any, Any]:
+        """Device-to-host copy (``ndarray.get``)."""
+        return np.asarray(x.get())
+
+    def to_cpu(self, x: Any) -> Any:
+        """A NumPy array (CuPy has no CPU device)."""
+        return self.to_numpy(x)
+
+    def devices(self) -> tuple[str, ...]:
+        """``"cuda"`` and ``"cuda:N"`` for each visible GPU; empty without one."""
+        cupy = _cupy()
+        try:
+            n = int(cupy.cuda.runtime.getDeviceCount())
+        except Exception:  # noqa: BLE001 - no driver / no device
+            return ()
+        return ("cuda", *(f"cuda:{i}" for i in range(n))) if n else ()
+
+    def canonical_device(self, device: str) -> str:
+        """``"cuda"`` means ``"cuda:0"``."""
+        name = device.strip().lower()
+        return "cuda:0" if name == "cuda" else name
+
+    def native_device(self, device: str) -> Any:
+        """A ``cupy.cuda.Device``."""
+        return _cupy().cuda.Device(int(self.canonical_device(device).split(":")[1]))
+
+    def device_str(self, native: Any) -> str:
+        """``"cuda:N"``."""
+        return f"cuda:{int(native.id)}"
+
+    def backend_name(self, device: str) -> str:  # noqa: ARG002
+        """Always ``"cupy"``."""
+        return "cupy"
+
+    def is_gpu(self, device: str) -> bool:  # noqa: ARG002
+        """Every CuPy device is a GPU."""
+        return True
+
+    def device_name(self, device: str) -> str:
+        """The GPU's name from the CUDA runtime."""
+        cupy = _cupy()
+        index = int(self.canonical_device(device).split(":")[1])
+        props = cupy.cuda.runtime.getDeviceProperties(index)
+        name = props.get("name", b"CUDA device")
+        return name.decode() if isinstance(name, bytes) else str(name)
+
+    def memory_info(self, device: str) -> MemoryInfo | None:
+        """``memGetInfo`` plus the free bytes held by CuPy's memory pool."""
+        cupy = _cupy()
+        with self.native_device(device):
+            free, total = cupy.cuda.runtime.memGetInfo()
+            pooled = cupy.get_default_memory_pool().free_bytes()
+        return MemoryInfo(free=int(free) + int(pooled), total=int(total))
+
+    def empty_cache(self) -> None:
+        """Free the device and pinned memory pools, only if CuPy is in use."""
+        cupy = sys.modules.get("cupy")
+        if cupy is None:
+            return
+        cupy.get_default_memory_pool().free_all_blocks()
+        cupy.get_default_pinned_memory_pool().free_all_blocks()
+
+    def is_oom(self, exc: BaseException) -> bool:
+        """``cupy.cuda.memory.OutOfMemoryError`` and cuBLAS/cuSOLVER/cuFFT
+        ``*_ALLOC_FAILED`` errors raised by CuPy.
+        """
+        memory = sys.modules.get("cupy.cuda.memory")
+        oom_type = getattr(memory, "OutOfMemoryError", None)
+        if oom_type is not None and isinstance(exc, oom_type):
+            return True
+        module = type(exc).__module__ or ""
+        if not module.startswith(("cupy", "cupy_backends")):
+            return False
+        text = str(exc).lower()
+        return any(m in text for m in _ALLOC_FAILED)

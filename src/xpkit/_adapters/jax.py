@@ -1,0 +1,117 @@
+"""Adapter for JAX: its CPU device and GPUs/TPUs."""
+
+from __future__ import annotations
+
+import sys
+from types import ModuleType
+from typing import Any
+
+import array_api_compat
+import numpy as np
+
+from ._base import Adapter, MemoryInfo
+
+__all__ = ["JaxAdapter"]
+
+_ALIASES = {"cuda": "gpu", "rocm": "gpu"}
+
+
+def _jax() -> Any:
+    import jax
+
+    return jax
+
+
+class JaxAdapter(Adapter):
+    """JAX through ``jax.numpy`` (Array-API-compliant since JAX 0.4.32).
+
+    Devices are spelled ``"<platform>"`` or ``"<platform>:<n>"``, the n-th
+    device of that platform: ``"cpu"``, ``"gpu"``, ``"gpu:1"``. ``"cuda"`` is
+    accepted as an alias of ``"gpu"``.
+    """
+
+    key = "jax"
+    module = "jax"
+    extra = "jax"
+    label = "JAX"
+
+    def namespace(self) -> ModuleType:
+        """``jax.numpy``."""
+        import jax.numpy as jnp
+
+        return jnp
+
+    def owns(self, x: object) -> bool:
+        """``jax.Array`` instances (tracers included)."""
+        return bool(array_api_compat.is_jax_array(x))
+
+    def to_numpy(self, x: Any) -> np.ndarray[Any, Any]:
+        """``np.asarray``: zero-copy (read-only) on the CPU, a copy from GPUs."""
+        return np.asarray(x)
+
+    def to_cpu(self, x: Any) -> Any:
+        """``jax.device_put`` onto the first CPU device."""
+        jax = _jax()
+        return jax.device_put(x, jax.devices("cpu")[0])
+
+    def devices(self) -> tuple[str, ...]:
+        """The default platform's devices first, then the CPU."""
+        jax = _jax()
+        found = [self.device_str(d) for d in jax.devices()]
+        if "cpu" not in found:
+            found.append("cpu")
+        return tuple(found)
+
+    def canonical_device(self, device: str) -> str:
+        """``"<platform>:<n>"`` with aliases resolved."""
+        platform, _, index = device.strip().lower().partition(":")
+        platform = _ALIASES.get(platform, platform)
+        return f"{platform}:{index or 0}"
+
+    def native_device(self, device: str) -> Any:
+        """The ``jax.Device`` object."""
+        platform, _, index = self.canonical_device(device).partition(":")
+        return _jax().devices(platform)[int(index)]
+
+    def device_str(self, native: Any) -> str:
+        """``"cpu"``, ``"gpu"``, ``"gpu:1"`` (index 0 is implicit)."""
+        jax = _jax()
+        platform = str(native.platform)
+        position = list(jax.devices(platform)).index(native)
+        return platform if position == 0 else f"{platform}:{position}"
+
+    def backend_name(self, device: str) -> str:
+        """``"jax-cpu"``, ``"jax-gpu"``, ``"jax-tpu"``."""
+        return f"jax-{self.canonical_device(device).split(':', 1)[0]}"
+
+    def is_gpu(self, device: str) -> bool:
+        """Anything but the CPU platform is an accelerator."""
+        return not self.canonical_device(device).startswith("cpu:")
+
+    def device_name(self, device: str) -> str:
+        """JAX's ``device_kind``."""
+        return str(self.native_device(device).device_kind)
+
+    def supports_float64(self, device: str) -> bool:  # noqa: ARG002
+        """Only with ``jax_enable_x64`` switched on (JAX's global setting)."""
+        return bool(_jax().config.jax_enable_x64)
+
+    def memory_info(self, device: str) -> MemoryInfo | None:
+        """``Device.memory_stats()`` where the device reports them."""
+        if not self.is_gpu(device):
+            return None
+        stats = self.native_device(device).memory_stats()
+        if not stats or "bytes_limit" not in stats:
+            return None
+        total = int(stats["bytes_limit"])
+        used = int(stats.get("bytes_in_use", 0))
+        return MemoryInfo(free=max(total - used, 0), total=total)
+
+    def is_oom(self, exc: BaseException) -> bool:
+        """XLA's ``RESOURCE_EXHAUSTED`` status, as ``JaxRuntimeError``."""
+        if "jax" not in sys.modules or not isinstance(exc, RuntimeError):
+            return False
+        module = type(exc).__module__ or ""
+        if not module.startswith(("jax", "jaxlib")):
+            return False
+        return "RESOURCE_EXHAUSTED" in str(exc)

@@ -1,0 +1,44 @@
+"""Adapter for NumPy (host memory, always installed)."""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+import array_api_compat
+import numpy as np
+
+from ._base import Adapter
+
+__all__ = ["NumpyAdapter"]
+
+
+class NumpyAdapter(Adapter):
+    """NumPy through ``array_api_compat.numpy``."""
+
+    key = "numpy"
+    module = "numpy"
+    extra = "all"
+    label = "NumPy"
+
+    def is_installed(self) -> bool:
+        """NumPy is a core dependency."""
+        return True
+
+    def namespace(self) -> ModuleType:
+        """``array_api_compat.numpy``."""
+        import array_api_compat.numpy as xp
+
+        return xp
+
+    def owns(self, x: object) -> bool:
+        """NumPy arrays and NumPy scalars."""
+        return bool(array_api_compat.is_numpy_array(x))
+
+    def to_numpy(self, x: Any) -> np.ndarray[Any, Any]:
+        """Zero-copy: the array itself (scalars become 0-d arrays)."""
+        return np.asarray(x)
+
+    def is_oom(self, exc: BaseException) -> bool:
+        """Host allocation failures (``numpy._ArrayMemoryError`` included)."""
+        return isinstance(exc, MemoryError)

@@ -1,0 +1,74 @@
+"""Adapter for array-api-strict, the reference implementation of the standard."""
+
+from __future__ import annotations
+
+import sys
+from types import ModuleType
+from typing import Any
+
+from ._base import Adapter
+
+__all__ = ["StrictAdapter"]
+
+_CPU = "CPU_DEVICE"
+
+
+class StrictAdapter(Adapter):
+    """array-api-strict: the namespace is the module itself.
+
+    Its devices are the CPU (``"cpu"``, its ``CPU_DEVICE``) and the simulated
+    devices it ships for testing device handling (``"device1"``,
+    ``"device2"``, ``"no_float64"``, ...).
+    """
+
+    key = "array_api_strict"
+    module = "array_api_strict"
+    extra = "strict"
+    label = "array-api-strict"
+
+    def namespace(self) -> ModuleType:
+        """The ``array_api_strict`` module."""
+        import array_api_strict
+
+        return array_api_strict
+
+    def owns(self, x: object) -> bool:
+        """Arrays of array-api-strict."""
+        module = sys.modules.get("array_api_strict._array_object")
+        return module is not None and isinstance(x, module.Array)
+
+    def devices(self) -> tuple[str, ...]:
+        """``"cpu"`` first, then the simulated devices."""
+        info = self.namespace().__array_namespace_info__()
+        return tuple(self.device_str(d) for d in info.devices())
+
+    def canonical_device(self, device: str) -> str:
+        """``CPU_DEVICE`` is spelled ``"cpu"``; other names are kept."""
+        name = device.strip()
+        return "cpu" if name.lower() in {"cpu", _CPU.lower()} else name
+
+    def native_device(self, device: str) -> Any:
+        """An ``array_api_strict.Device``."""
+        name = _CPU if device == "cpu" else device
+        return self.namespace().Device(name)
+
+    def device_str(self, native: Any) -> str:
+        """Inverse of `native_device`."""
+        text = str(native)
+        if text.startswith("array_api_strict.Device("):
+            text = text[len("array_api_strict.Device(") : -1].strip("'\"")
+        return self.canonical_device(text)
+
+    def supports_float64(self, device: str) -> bool:
+        """Asks the library's inspection API about this device's dtypes."""
+        info = self.namespace().__array_namespace_info__()
+        return "float64" in info.dtypes(device=self.native_device(device))
+
+    def to_cpu(self, x: Any) -> Any:
+        """Move to ``CPU_DEVICE``."""
+        return x.to_device(self.native_device("cpu"))
+
+    def is_oom(self, exc: BaseException) -> bool:
+        """Host memory: a MemoryError."""
+        return isinstance(exc, MemoryError)
+

@@ -1,0 +1,166 @@
+"""Adapter for PyTorch: CPU, CUDA and Apple MPS devices."""
+
+from __future__ import annotations
+
+import platform
+import sys
+from types import ModuleType
+from typing import Any
+
+import array_api_compat
+import numpy as np
+
+from ._base import Adapter, MemoryInfo
+
+__all__ = ["TorchAdapter"]
+
+#: Messages of RuntimeErrors (incl. ``torch.AcceleratorError``) that mean OOM.
+_OOM_MESSAGES = (
+    "cuda out of memory",
+    "cuda error: out of memory",
+    "cublas_status_alloc_failed",
+    "cusolver_status_alloc_failed",
+    "cufft_alloc_failed",
+    "hip out of memory",
+    "hip error: out of memory",
+    "defaultcpuallocator: can't allocate memory",
+    "mps backend out of memory",
+)
+
+
+def _torch() -> Any:
+    import torch
+
+    return torch
+
+
+class TorchAdapter(Adapter):
+    """PyTorch through ``array_api_compat.torch``; device order cuda → mps → cpu."""
+
+    key = "torch"
+    module = "torch"
+    extra = "torch"
+    label = "PyTorch"
+
+    def namespace(self) -> ModuleType:
+        """``array_api_compat.torch``."""
+        import array_api_compat.torch as xp
+
+        return xp
+
+    def owns(self, x: object) -> bool:
+        """``torch.Tensor`` instances."""
+        return bool(array_api_compat.is_torch_array(x))
+
+    def to_numpy(self, x: Any) -> np.ndarray[Any, Any]:
+        """Detach, move to the CPU when needed, then share memory with NumPy."""
+        torch = _torch()
+        t = x.detach()
+        if t.device.type != "cpu":
+            t = t.cpu()
+        if t.dtype == torch.bfloat16:  # NumPy has no bfloat16
+            t = t.to(torch.float32)
+        return np.asarray(t.resolve_conj().resolve_neg().numpy())
+
+    def to_cpu(self, x: Any) -> Any:
+        """``tensor.cpu()``."""
+        return x.cpu()
+
+    def devices(self) -> tuple[str, ...]:
+        """``"cuda"`` and ``"cuda:N"``, ``"mps"``, then ``"cpu"``."""
+        torch = _torch()
+        found: list[str] = []
+        if torch.cuda.is_available():
+            n = torch.cuda.device_count()
+            found += ["cuda", *(f"cuda:{i}" for i in range(n))]
+        mps = getattr(torch.backends, "mps", None)
+        if mps is not None and mps.is_available():
+            found.append("mps")
+        found.append("cpu")
+        return tuple(found)
+
+    def canonical_device(self, device: str) -> str:
+        """``"cuda"`` means ``"cuda:0"``; ``"mps:0"`` is ``"mps"``."""
+        name = device.strip().lower()
+        if name == "cuda":
+            return "cuda:0"
+        if name == "mps:0":
+            return "mps"
+        return name
+
+    def native_device(self, device: str) -> Any:
+        """A ``torch.device``."""
+        return _torch().device(device)
+
+    def device_str(self, native: Any) -> str:
+        """``"cpu"``, ``"cuda:N"`` or ``"mps"``."""
+        return self.canonical_device(str(native))
+
+    def backend_name(self, device: str) -> str:
+        """``"torch-cpu"``, ``"torch-cuda"`` or ``"torch-mps"``."""
+        return f"torch-{device.split(':', 1)[0]}"
+
+    def is_gpu(self, device: str) -> bool:
+        """CUDA (or ROCm, which torch also calls cuda) and MPS devices."""
+        return device.split(":", 1)[0] in {"cuda", "mps"}
+
+    def device_name(self, device: str) -> str:
+        """The CUDA device name, "Apple MPS", or the CPU's name."""
+        kind, _, index = self.canonical_device(device).partition(":")
+        if kind == "cuda":
+            return str(_torch().cuda.get_device_name(int(index or 0)))
+        if kind == "mps":
+            return "Apple MPS"
+        return platform.processor() or platform.machine() or "CPU"
+
+    def unified_memory(self, device: str) -> bool:
+        """The CPU and Apple's MPS share host memory; CUDA GPUs do not."""
+        return not device.startswith("cuda")
+
+    def supports_float64(self, device: str) -> bool:
+        """MPS has no float64."""
+        return not device.startswith("mps")
+
+    def memory_info(self, device: str) -> MemoryInfo | None:
+        """CUDA: driver free memory plus the caching allocator's idle blocks.
+
+        MPS: Metal's recommended working set minus what the driver holds.
+        CPU: None (host memory).
+        """
+        torch = _torch()
+        kind, _, index = self.canonical_device(device).partition(":")
+        if kind == "cuda":
+            idx = int(index or 0)
+            free, total = torch.cuda.mem_get_info(idx)
+            idle = torch.cuda.memory_reserved(idx) - torch.cuda.memory_allocated(idx)
+            return MemoryInfo(free=int(free) + max(int(idle), 0), total=int(total))
+        if kind == "mps":
+            total = int(torch.mps.recommended_max_memory())
+            used = int(torch.mps.driver_allocated_memory())
+            return MemoryInfo(free=max(total - used, 0), total=total)
+        return None
+
+    def empty_cache(self) -> None:
+        """Empty the CUDA/MPS caching allocators, only where already in use."""
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return
+        cuda = getattr(torch, "cuda", None)
+        if cuda is not None and cuda.is_initialized():
+            cuda.empty_cache()
+        mps_backend = getattr(getattr(torch, "backends", None), "mps", None)
+        if mps_backend is not None and mps_backend.is_available():
+            torch.mps.empty_cache()
+
+    def is_oom(self, exc: BaseException) -> bool:
+        """``torch.OutOfMemoryError`` and the OOM RuntimeErrors of torch."""
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return False
+        oom_type = getattr(torch, "OutOfMemoryError", None)
+        if oom_type is not None and isinstance(exc, oom_type):
+            return True
+        if not isinstance(exc, RuntimeError):
+            return False
+        text = str(exc).lower()
+        return any(m in text for m in _OOM_MESSAGES)

@@ -1,0 +1,565 @@
+"""`Backend`: a typed facade over one library's Array-API namespace on one device.
+
+Every method delegates to ``self.xp``, the namespace `array_api_compat`
+resolves for the library; library facts come from the library's adapter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+import array_api_compat
+import numpy as np
+
+from ._adapters import ADAPTERS, Adapter, adapter_for_array
+from ._dtypes import dtype_name, narrow_for_device
+
+__all__ = ["BACKEND_NAMES", "Backend"]
+
+#: Names accepted by ``Backend(...)``.
+BACKEND_NAMES: tuple[str, ...] = ("auto", *ADAPTERS)
+
+#: Which library ``"auto"`` picks, in order of preference.
+_AUTO_PREFERENCE = ("torch", "numpy")
+
+_PY_SCALARS = (bool, int, float, complex)
+
+
+class _Unavailable:
+    """Stands in for a namespace/device that this host does not have.
+
+    A `Backend` unpickled on a machine without its device keeps its name and
+    device; any use raises `RuntimeError` saying why, instead of silently
+    running somewhere else.
+    """
+
+    def __init__(self, reason: str) -> None:
+        self._reason = reason
+
+    def __getattr__(self, attr: str) -> NoReturn:
+        raise RuntimeError(self._reason)
+
+    def __reduce__(self) -> NoReturn:  # pragma: no cover - never pickled
+        raise RuntimeError(self._reason)
+
+
+class Backend:
+    """Backend abstraction for numerical operations.
+
+    A `Backend` is one array library on one device. Code written against its
+    methods and its namespace `xp` runs unchanged on every supported library.
+
+    Parameters
+    ----------
+    backend : str, default "numpy"
+        ``"numpy"``; ``"torch"`` (device detection cuda → mps → cpu);
+        ``"auto"`` (torch when installed, else numpy); ``"array_api_strict"``;
+        ``"cupy"``; ``"jax"``; ``"dask"``.
+    device : str, optional
+        Pin a device (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``, ...). A
+        device that does not exist here raises `ValueError`; nothing falls
+        back silently.
+
+    Attributes
+    ----------
+    name : str
+        Backend identifier: ``"numpy"``, ``"torch-cpu"``, ``"torch-cuda"``,
+        ``"torch-mps"``, ``"array_api_strict"``, ``"cupy"``, ``"jax-cpu"``,
+        ``"jax-gpu"``, ``"dask"``.
+    device : str
+        The device arrays are placed on (``"cpu"``, ``"cuda"``, ``"mps"``, ...).
+    xp : module
+        The Array-API-compliant namespace (e.g. ``array_api_compat.torch``).
+    is_gpu : bool
+        Whether `device` is a GPU.
+    library : str
+        The library's key, as accepted by ``Backend(...)``.
+
+    Raises
+    ------
+    ValueError
+        Unknown ``backend`` name, or a ``device`` that does not exist.
+    TypeError
+        ``backend`` or ``device`` is not a string.
+    ImportError
+        The library is not installed (the message names the extra to install).
+    """
+
+    __slots__ = ("_adapter", "_canon", "_f64", "_native", "device", "is_gpu", "name", "xp")
+
+    name: str
+    device: str
+    xp: Any
+    is_gpu: bool
+
+    def __init__(self, backend: str = "numpy", *, device: str | None = None) -> None:
+        adapter = _adapter_for_name(backend)
+        if device is not None and not isinstance(device, str):
+            msg = f"device must be a string or None, got {device!r}"
+            raise TypeError(msg)
+        adapter.require()
+        dev = adapter.default_device() if device is None else adapter.validate_device(device)
+        self._bind(adapter, dev, adapter.namespace(), adapter.native_device(dev))
+        self._f64 = adapter.supports_float64(dev)
+
+    def _bind(self, adapter: Adapter, device: str, xp: Any, native: Any) -> None:
+        self._adapter = adapter
+        self._canon = adapter.canonical_device(device)
+        self._native = native
+        self.name = adapter.backend_name(device)
+        self.device = device
+        self.xp = xp
+        self.is_gpu = adapter.is_gpu(device)
+
+    # -- identity --------------------------------------------------------
+    @property
+    def library(self) -> str:
+        """The library's key (``"numpy"``, ``"torch"``, ...)."""
+        return self._adapter.key
+
+    def __repr__(self) -> str:
+        return f"Backend({self._adapter.key!r}, device={self.device!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Backend):
+            return NotImplemented
+        return self._adapter is other._adapter and self._canon == other._canon
+
+    def __hash__(self) -> int:
+        return hash((self._adapter.key, self._canon))
+
+    def __reduce__(self) -> tuple[Any, tuple[str, str]]:
+        return (_restore, (self._adapter.key, self.device))
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Backend:
+        return self  # immutable: one library on one device
+
+    def __copy__(self) -> Backend:
+        return self
+
+    # -- construction from arrays ----------------------------------------
+    @classmethod
+    def from_arrays(cls, *arrays: Any) -> Backend:
+        """The backend (library and device) that ``arrays`` live on.
+
+        Python scalars and None are skipped; with no arrays left, NumPy.
+
+        Raises
+        ------
+        TypeError
+            Arrays of two libraries, or an object that is not an array.
+        ValueError
+            Arrays of one library on two devices.
+        """
+        found: Adapter | None = None
+        found_dev = ""
+        found_at = -1
+        for i, x in enumerate(arrays):
+            if x is None or isinstance(x, _PY_SCALARS):
+                continue
+            adapter = adapter_for_array(x)
+            if adapter is None:
+                msg = (
+                    f"arrays[{i}] is a {type(x).__qualname__}, not an array of a "
+                    f"supported library ({', '.join(ADAPTERS)})"
+                )
+                raise TypeError(msg)
+            dev = adapter.device_str(array_api_compat.device(x))
+            if found is None:
+                found, found_dev, found_at = adapter, dev, i
+                continue
+            if adapter is not found:
+                msg = (
+                    f"arrays mix libraries: arrays[{found_at}] is {found.label}, "
+                    f"arrays[{i}] is {adapter.label}"
+                )
+                raise TypeError(msg)
+            if adapter.canonical_device(dev) != adapter.canonical_device(found_dev):
+                msg = (
+                    f"arrays mix devices: arrays[{found_at}] is on {found_dev!r}, "
+                    f"arrays[{i}] is on {dev!r}"
+                )
+                raise ValueError(msg)
+        if found is None:
+            return cls("numpy")
+        return cls(found.key, device=found_dev)
+
+    # -- helpers -----------------------------------------------------------
+    def _xp_dtype(self, name: str, device: str | None = None) -> Any:
+        where = self._adapter.backend_name(device or self.device)
+        supports = self._f64 if device is None else self._adapter.supports_float64(device)
+        return getattr(self.xp, narrow_for_device(name, supports, where))
+
+    def _target(self, device: Any, param: str = "device") -> tuple[str | None, Any]:
+        """(device string or None for the backend's own, native device)."""
+        if device is None:
+            return None, self._native
+        if isinstance(device, str):
+            dev = self._adapter.validate_device(device)
+            return dev, self._adapter.native_device(dev)
+        try:
+            dev = self._adapter.validate_device(self._adapter.device_str(device))
+        except (AttributeError, TypeError, ValueError):
+            msg = f"{param}={device!r} is not a device of backend {self.name!r}"
+            raise TypeError(msg) from None
+        return dev, self._adapter.native_device(dev)
+
+    def _host(self, x: Any, param: str) -> np.ndarray[Any, Any]:
+        """Foreign data (other libraries, lists, scalars) as a numeric host array."""
+        adapter = adapter_for_array(x)
+        if adapter is not None:
+            host = adapter.to_numpy(x)
+        else:
+            try:
+                host = np.asarray(x)
+            except (ValueError, TypeError) as exc:
+                msg = f"{param} is not array-like (ragged or mixed nesting?): {exc}"
+                raise ValueError(msg) from None
+        if host.dtype.kind not in "biufc":
+            msg = f"{param} has non-numeric dtype {host.dtype} (value {x!r:.60})"
+            raise TypeError(msg)
+        if not host.flags.writeable:  # read-only views (e.g. of JAX arrays)
+            host = host.copy()
+        return host
+
+    def _ref(self, array: Any, dtype: Any, device: Any) -> tuple[Any, Any, str | None]:
+        """dtype and native device for a ``*_like`` call on ``array``."""
+        if self._adapter.owns(array):
+            ref_dtype = array.dtype
+            dev_str, native = self._target(device)
+            if device is None:
+                native = array_api_compat.device(array)
+                dev_str = self._adapter.device_str(native)
+        else:
+            ref_dtype = self._host(array, "array").dtype
+            dev_str, native = self._target(device)
+        name = dtype_name(ref_dtype if dtype is None else dtype)
+        assert name is not None
+        return self._xp_dtype(name, dev_str), native, dev_str
+
+    # -- creation and conversion ----------------------------------------------
+    def asarray(self, x: Any, dtype: Any = None, device: Any = None) -> Any:
+        """Convert input to a backend array.
+
+        Handles arrays of any supported library, lists and scalars. Places the
+        result on the backend's device (or an explicit ``device``).
+
+        Parameters
+        ----------
+        x : array_like
+            Input data (array of any supported library, nested list, scalar).
+        dtype : str or dtype, optional
+            Desired dtype as a string or any library's dtype; if None, inferred
+            from the input (NumPy's rules: Python floats become float64).
+        device : str, optional
+            Target device; if None, the backend's device.
+
+        Returns
+        -------
+        array
+            An array of this backend's library. On devices without float64
+            (MPS), float64 becomes float32 with one `PrecisionWarning`.
+        """
+        dev_str, native = self._target(device)
+        name = dtype_name(dtype)
+        if self._adapter.owns(x):
+            if name is None:
+                name = dtype_name(x.dtype)
+                assert name is not None
+            return self.xp.asarray(x, dtype=self._xp_dtype(name, dev_str), device=native)
+        host = self._host(x, "x")
+        target = self._xp_dtype(name or _host_dtype_name(host), dev_str)
+        return self.xp.asarray(host, dtype=target, device=native)
+
+    def asarray_like(self, x: Any, ref: Any) -> Any:
+        """Convert ``x`` to an array matching ``ref``'s dtype and device."""
+        xp_dtype, native, _ = self._ref(ref, None, None)
+        if self._adapter.owns(x):
+            return self.xp.asarray(x, dtype=xp_dtype, device=native)
+        return self.xp.asarray(self._host(x, "x"), dtype=xp_dtype, device=native)
+
+    def check_arrays(self, *inputs: Any) -> list[Any]:
+        """Coerce all inputs to the same dtype (and device) as the first.
+
+        None values are passed through. Lists of arrays are converted
+        element-wise. Host data (NumPy arrays, lists, scalars) is moved to the
+        first array's device; arrays of this backend's library on another
+        device raise `ValueError`, arrays of another library `TypeError`.
+
+        Returns
+        -------
+        list
+            Converted arrays in the same order as inputs.
+        """
+        ref: list[Any] = []  # [xp dtype, native device, device string]
+        out: list[Any] = []
+        for i, item in enumerate(inputs):
+            if item is None:
+                out.append(None)
+            elif _is_array_list(item):
+                out.append(
+                    [self._check_one(v, f"inputs[{i}][{j}]", ref) for j, v in enumerate(item)]
+                )
+            else:
+                out.append(self._check_one(item, f"inputs[{i}]", ref))
+        return out
+
+    def _check_one(self, x: Any, param: str, ref: list[Any]) -> Any:
+        adapter = adapter_for_array(x)
+        host_lib = ADAPTERS["numpy"]
+        if adapter is not None and adapter is not self._adapter and adapter is not host_lib:
+            msg = (
+                f"{param} is a {adapter.label} array but this backend is {self.name!r}; "
+                f"convert it explicitly with Backend.asarray"
+            )
+            raise TypeError(msg)
+        if adapter is self._adapter:
+            dev = self._adapter.device_str(array_api_compat.device(x))
+            if ref and self._adapter.canonical_device(dev) != self._adapter.canonical_device(
+                ref[2]
+            ):
+                msg = f"{param} is on device {dev!r} but the first input is on {ref[2]!r}"
+                raise ValueError(msg)
+            if not ref:
+                name = dtype_name(x.dtype)
+                assert name is not None
+                ref += [self._xp_dtype(name, dev), array_api_compat.device(x), dev]
+            return self.xp.asarray(x, dtype=ref[0], device=ref[1])
+        host = self._host(x, param)
+        if not ref:
+            ref += [self._xp_dtype(_host_dtype_name(host)), self._native, self.device]
+        return self.xp.asarray(host, dtype=ref[0], device=ref[1])
+
+    def copy(self, array: Any) -> Any:
+        """Return an independent copy of the array."""
+        return self.xp.asarray(array, copy=True)
+
+    @staticmethod
+    def dtype_to_str(dtype: Any) -> str | None:
+        """Normalize a dtype (numpy, torch, strict, jax, or string) to its name.
+
+        Returns
+        -------
+        str or None
+            e.g. ``"float32"``, ``"float64"``, or None if ``dtype`` is None.
+
+        Raises
+        ------
+        TypeError
+            ``dtype`` is not a numeric or boolean dtype.
+        """
+        return dtype_name(dtype)
+
+    def full(self, shape: Any, fill_value: Any, dtype: Any = None) -> Any:
+        """Create an array filled with ``fill_value``.
+
+        With ``dtype=None`` the dtype follows NumPy's rules for the fill value
+        (float → float64 where the device has it, int → int64, bool → bool).
+        """
+        shape = _check_shape(shape)
+        _check_scalar(fill_value)
+        name = dtype_name(dtype) or np.result_type(fill_value).name
+        return self.xp.full(shape, fill_value, dtype=self._xp_dtype(name), device=self._native)
+
+    def full_like(
+        self,
+        array: Any,
+        fill_value: Any,
+        shape: Any = None,
+        dtype: Any = None,
+        device: Any = None,
+    ) -> Any:
+        """Create an array filled with ``fill_value``, optionally another shape.
+
+        Parameters
+        ----------
+        array : array
+            Reference array for dtype (and device) inference.
+        fill_value : scalar
+            Fill value.
+        shape : int or tuple of int, optional
+            Output shape; if None, ``array.shape``.
+        dtype : str or dtype, optional
+            Output dtype; if None, ``array.dtype``.
+        device : str, optional
+            Target device; if None, ``array``'s device (the backend's device
+            for host data).
+        """
+        _check_scalar(fill_value)
+        xp_dtype, native, _ = self._ref(array, dtype, device)
+        out_shape = _shape_of(array) if shape is None else _check_shape(shape)
+        return self.xp.full(out_shape, fill_value, dtype=xp_dtype, device=native)
+
+    def ones_like(
+        self, array: Any, shape: Any = None, dtype: Any = None, device: Any = None
+    ) -> Any:
+        """Create a ones array like ``array``, optionally of another shape."""
+        xp_dtype, native, _ = self._ref(array, dtype, device)
+        out_shape = _shape_of(array) if shape is None else _check_shape(shape)
+        return self.xp.ones(out_shape, dtype=xp_dtype, device=native)
+
+    def zeros_like(
+        self, array: Any, shape: Any = None, dtype: Any = None, device: Any = None
+    ) -> Any:
+        """Create a zeros array like ``array``, optionally of another shape."""
+        xp_dtype, native, _ = self._ref(array, dtype, device)
+        out_shape = _shape_of(array) if shape is None else _check_shape(shape)
+        return self.xp.zeros(out_shape, dtype=xp_dtype, device=native)
+
+    # -- operations ----------------------------------------------------------
+    def concatenate(self, arrays: Sequence[Any], axis: int = 0) -> Any:
+        """Concatenate a non-empty sequence of arrays along ``axis``."""
+        if isinstance(arrays, (str, bytes)) or not isinstance(arrays, Sequence):
+            msg = f"arrays must be a sequence of arrays, got {type(arrays).__qualname__}"
+            raise TypeError(msg)
+        if len(arrays) == 0:
+            msg = "arrays must not be empty"
+            raise ValueError(msg)
+        return self.xp.concat(list(arrays), axis=_check_axis(axis))
+
+    def expand_dims(self, array: Any, axis: int) -> Any:
+        """Insert a new axis at position ``axis``."""
+        return self.xp.expand_dims(array, axis=_check_axis(axis))
+
+    def flatnonzero(self, array: Any) -> Any:
+        """Indices of the non-zero elements of the flattened array."""
+        return self.xp.nonzero(self.xp.reshape(array, (-1,)))[0]
+
+    def matmul(self, A: Any, B: Any) -> Any:  # noqa: N803 - the seed's names
+        """Matrix multiplication ``A @ B``."""
+        return self.xp.matmul(A, B)
+
+    def sort(self, array: Any, axis: int = -1) -> Any:
+        """Sort along ``axis``, returning values only."""
+        return self.xp.sort(array, axis=_check_axis(axis))
+
+    def svd(self, X: Any, full_matrices: bool = False) -> tuple[Any, Any, Any]:  # noqa: N803
+        """Singular Value Decomposition, reduced by default.
+
+        Returns
+        -------
+        tuple
+            ``(U, s, Vt)``: left singular vectors, singular values (descending)
+            and right singular vectors (transposed), with ``U * s @ Vt == X``.
+        """
+        if not isinstance(full_matrices, bool):
+            msg = f"full_matrices must be a bool, got {full_matrices!r}"
+            raise TypeError(msg)
+        u, s, vt = self.xp.linalg.svd(X, full_matrices=full_matrices)
+        return u, s, vt
+
+    # -- transfers -----------------------------------------------------------
+    def to_cpu(self, array: Any) -> Any:
+        """Transfer an array to its library's CPU device. No-op for NumPy.
+
+        CuPy has no CPU device: its arrays come back as NumPy arrays.
+        """
+        adapter = adapter_for_array(array)
+        if adapter is None:
+            return self._host(array, "array")
+        return adapter.to_cpu(array)
+
+    def to_device(self, arr: Any) -> Any:
+        """Transfer an array (NumPy or any supported library) to the backend's device."""
+        return self.asarray(arr)
+
+    def to_gpu(self, array: Any, device: Any = None) -> Any:
+        """Transfer an array to the GPU, by default the backend's device.
+
+        A no-op where the backend's device is the CPU; an explicit ``device``
+        that does not exist raises `ValueError`.
+        """
+        return self.asarray(array, device=device)
+
+    def to_numpy(self, arr: Any) -> np.ndarray[Any, Any]:
+        """Convert an array of any supported library to a NumPy array.
+
+        Zero-copy where the library allows it (NumPy, CPU torch tensors, CPU
+        array-api-strict and JAX arrays); device arrays are copied to the host.
+        """
+        adapter = adapter_for_array(arr)
+        if adapter is not None:
+            return adapter.to_numpy(arr)
+        return self._host(arr, "arr")
+
+
+def _adapter_for_name(backend: object) -> Adapter:
+    if not isinstance(backend, str):
+        msg = f"backend must be a string, got {backend!r}"
+        raise TypeError(msg)
+    key = backend.strip().lower()
+    if key == "auto":
+        key = next(k for k in _AUTO_PREFERENCE if ADAPTERS[k].is_installed())
+    if key not in ADAPTERS:
+        msg = f"backend={backend!r} is not known; accepted names: {', '.join(BACKEND_NAMES)}"
+        raise ValueError(msg)
+    return ADAPTERS[key]
+
+
+def _restore(key: str, device: str) -> Backend:
+    """Unpickle: the same library and device, or a Backend that refuses to run."""
+    try:
+        return Backend(key, device=device)
+    except (ImportError, ValueError, RuntimeError) as exc:
+        adapter = ADAPTERS[key]
+        reason = (
+            f"this Backend was pickled on a host with {adapter.label} device "
+            f"{device!r}, which this host does not have ({exc})"
+        )
+        unavailable = _Unavailable(reason)
+        b = Backend.__new__(Backend)
+        b._bind(adapter, device, unavailable, unavailable)
+        b._f64 = True
+        return b
+
+
+def _host_dtype_name(host: np.ndarray[Any, Any]) -> str:
+    name = dtype_name(host.dtype)
+    assert name is not None
+    return name
+
+
+def _is_array_list(item: Any) -> bool:
+    return (
+        isinstance(item, (list, tuple))
+        and len(item) > 0
+        and all(adapter_for_array(v) is not None for v in item)
+    )
+
+
+def _check_shape(shape: Any) -> tuple[int, ...]:
+    dims = (shape,) if isinstance(shape, (int, np.integer)) else shape
+    if isinstance(dims, (str, bytes)) or not isinstance(dims, (tuple, list)):
+        msg = f"shape must be an int or a tuple of ints, got {shape!r}"
+        raise TypeError(msg)
+    out: list[int] = []
+    for d in dims:
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
+            msg = f"shape must be an int or a tuple of ints, got {shape!r}"
+            raise TypeError(msg)
+        if d < 0:
+            msg = f"shape must not have negative sizes, got {shape!r}"
+            raise ValueError(msg)
+        out.append(int(d))
+    return tuple(out)
+
+
+def _shape_of(array: Any) -> tuple[int, ...]:
+    shape = getattr(array, "shape", None)
+    if shape is None:
+        return tuple(np.shape(array))
+    return tuple(shape)
+
+
+def _check_scalar(fill_value: Any) -> None:
+    if not isinstance(fill_value, (*_PY_SCALARS, np.generic)):
+        msg = f"fill_value must be a Python or NumPy scalar, got {fill_value!r}"
+        raise TypeError(msg)
+
+
+def _check_axis(axis: Any) -> int:
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        msg = f"axis must be an int, got {axis!r}"
+        raise TypeError(msg)
+    return int(axis)

@@ -1,0 +1,105 @@
+"""Dtype names shared by every backend, and the float64 downcast policy."""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from typing import Any
+
+import numpy as np
+
+__all__ = ["DTYPE_NAMES", "PrecisionWarning", "dtype_name", "narrow_for_device"]
+
+#: Dtype names of the Array API standard (plus float16/bfloat16 where libraries
+#: have them), the vocabulary every backend is addressed in.
+DTYPE_NAMES = frozenset(
+    {
+        "bool",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "float16",
+        "bfloat16",
+        "float32",
+        "float64",
+        "complex64",
+        "complex128",
+    }
+)
+
+_NARROW = {"float64": "float32", "complex128": "complex64"}
+
+
+class PrecisionWarning(UserWarning):
+    """A requested precision is not available on a device and was narrowed."""
+
+
+_warned_lock = threading.Lock()
+_warned: set[str] = set()
+
+
+def dtype_name(dtype: Any) -> str | None:
+    """Normalise a dtype of any supported library (or its name) to a string.
+
+    Raises
+    ------
+    TypeError
+        When ``dtype`` is not a numeric or boolean dtype.
+    """
+    if dtype is None:
+        return None
+    if isinstance(dtype, str):
+        text = dtype.strip()
+        candidate = text.rsplit(".", 1)[-1]
+        if candidate in DTYPE_NAMES:
+            return candidate
+        return _numpy_name(dtype, text)
+    if dtype in (bool, int, float, complex):
+        return _numpy_name(dtype, dtype)
+    # torch.float32 -> "torch.float32"; array_api_strict.float32 likewise.
+    module = type(dtype).__module__ or ""
+    if not module.startswith("numpy"):
+        candidate = str(dtype).rsplit(".", 1)[-1]
+        if candidate in DTYPE_NAMES:
+            return candidate
+    return _numpy_name(dtype, dtype)
+
+
+def _numpy_name(dtype: Any, shown: Any) -> str:
+    try:
+        name = np.dtype(dtype).name
+    except TypeError:
+        name = ""
+    if name not in DTYPE_NAMES:
+        msg = (
+            f"dtype={shown!r} is not a numeric or boolean dtype; expected one of "
+            f"{', '.join(sorted(DTYPE_NAMES))}"
+        )
+        raise TypeError(msg)
+    return name
+
+
+def narrow_for_device(name: str, supports_float64: bool, where: str) -> str:
+    """Map float64/complex128 to float32/complex64 on devices without them.
+
+    Warns once per process and device (a `PrecisionWarning`).
+    """
+    if supports_float64 or name not in _NARROW:
+        return name
+    narrow = _NARROW[name]
+    with _warned_lock:
+        first = where not in _warned
+        _warned.add(where)
+    if first:
+        warnings.warn(
+            f"{where} has no {name}; using {narrow} instead "
+            "(warned once per process)",
+            PrecisionWarning,
+            stacklevel=4,
+        )
+    return narrow

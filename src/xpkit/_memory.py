@@ -1,0 +1,330 @@
+"""Memory budgets, batch sizing and memory-aware worker counts.
+
+Every library fact (free device memory) comes from the adapters. Host memory
+is measured with psutil *and* the process's cgroup limit, without importing or
+initialising any GPU library.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import warnings
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import psutil
+
+from ._dtypes import dtype_name
+
+if TYPE_CHECKING:
+    from ._backend import Backend
+
+__all__ = [
+    "BATCH_WORKING_SET_CEILING_GB",
+    "FALLBACK_BUDGET_GB",
+    "HEADROOM",
+    "MemoryCapWarning",
+    "array_nbytes",
+    "auto_batch_size",
+    "auto_n_jobs_for_arrays",
+    "device_memory_budget",
+    "gb_to_bytes",
+    "host_available_bytes",
+]
+
+#: Ceiling on a *measured* budget used to size batches: working sets beyond it
+#: add allocation cost without throughput gain and starve unified-memory hosts.
+BATCH_WORKING_SET_CEILING_GB = 8.0
+#: Budget used when nothing can be measured.
+FALLBACK_BUDGET_GB = 4.0
+#: Fraction of measured free memory that a budget may use.
+HEADROOM = 0.8
+
+_GB = 1024**3
+
+
+class MemoryCapWarning(UserWarning):
+    """Memory, not the CPU count, limited a worker count."""
+
+
+def gb_to_bytes(gb: float) -> int:
+    """Convert a GB budget to bytes — the package's one GB↔bytes conversion.
+
+    A GB here is 2**30 bytes, as device memory is reported.
+    """
+    _check_positive("gb", gb, allow_zero=True)
+    return int(gb * _GB)
+
+
+def _check_positive(param: str, value: Any, *, allow_zero: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        try:
+            value = float(value)  # NumPy scalars
+        except (TypeError, ValueError):
+            msg = f"{param} must be a number, got {value!r}"
+            raise TypeError(msg) from None
+    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        kind = "a finite non-negative" if allow_zero else "a finite positive"
+        msg = f"{param} must be {kind} number, got {value!r}"
+        raise ValueError(msg)
+    return float(value)
+
+
+def _check_count(param: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        try:
+            value = operator.index(value)
+        except TypeError:
+            msg = f"{param} must be an int, got {value!r}"
+            raise TypeError(msg) from None
+    if value < 1:
+        msg = f"{param} must be a positive int, got {value!r}"
+        raise ValueError(msg)
+    return int(value)
+
+
+# -- host memory --------------------------------------------------------------
+def _cgroup_available(root: Path) -> int | None:
+    """Bytes the process's cgroup still allows, or None without a limit.
+
+    Reads ``/proc/self/cgroup`` (under ``root``) to find the process's own
+    cgroup, then its v2 ``memory.max``/``memory.current`` or v1
+    ``memory.limit_in_bytes``/``memory.usage_in_bytes``, walking up to the
+    nearest ancestor that sets a limit.
+    """
+    try:
+        lines = (root / "proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    best: int | None = None
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, rel = parts
+        if controllers == "":  # cgroup v2 unified hierarchy
+            base, limit_f, usage_f = root / "sys/fs/cgroup", "memory.max", "memory.current"
+        elif "memory" in controllers.split(","):
+            base = root / "sys/fs/cgroup/memory"
+            limit_f, usage_f = "memory.limit_in_bytes", "memory.usage_in_bytes"
+        else:
+            continue
+        avail = _cgroup_walk(base, rel.lstrip("/"), limit_f, usage_f)
+        if avail is not None:
+            best = avail if best is None else min(best, avail)
+    return best
+
+
+def _cgroup_walk(base: Path, rel: str, limit_f: str, usage_f: str) -> int | None:
+    parts = [p for p in rel.split("/") if p]
+    best: int | None = None
+    for depth in range(len(parts), -1, -1):
+        folder = base.joinpath(*parts[:depth])
+        try:
+            raw = (folder / limit_f).read_text().strip()
+        except OSError:
+            continue
+        if raw == "max" or not raw.isdigit() or int(raw) >= 2**60:
+            continue  # no limit at this level (v1 reports a huge number)
+        try:
+            usage = int((folder / usage_f).read_text().strip())
+        except (OSError, ValueError):
+            usage = 0
+        avail = max(int(raw) - usage, 0)
+        best = avail if best is None else min(best, avail)
+    return best
+
+
+def host_available_bytes(_root: Path = Path("/")) -> int:
+    """Available host RAM: psutil's figure, capped by the cgroup limit."""
+    available = int(psutil.virtual_memory().available)
+    limited = _cgroup_available(_root)
+    return available if limited is None else min(available, limited)
+
+
+# -- budgets -----------------------------------------------------------------
+def device_memory_budget(
+    backend: Backend | None = None,
+    max_gpu_memory_gb: float | None = None,
+    *,
+    cap_for_batching: bool = False,
+) -> float:
+    """Usable memory budget in GB for a backend's device.
+
+    An explicit ``max_gpu_memory_gb`` always wins, uncapped. Otherwise the
+    budget is measured at call time, with `HEADROOM`: the device's free memory
+    as its library reports it (CUDA ``mem_get_info`` or CuPy ``memGetInfo``
+    plus pool-cached bytes; MPS recommended working set minus driver-held
+    memory; JAX ``memory_stats()``), else available host RAM honouring the
+    process's cgroup limit. Measuring host memory never imports a GPU library.
+    When nothing can be measured the conservative `FALLBACK_BUDGET_GB` applies.
+
+    Parameters
+    ----------
+    backend : Backend, optional
+        The backend whose device the work runs on. None means the host (CPU).
+    max_gpu_memory_gb : float, optional
+        Explicit budget override in GB; a finite positive number.
+    cap_for_batching : bool, default False
+        Cap a measured budget at `BATCH_WORKING_SET_CEILING_GB` (for sizing
+        batches). Never applied to an explicit ``max_gpu_memory_gb``.
+
+    Returns
+    -------
+    float
+        Budget in GB.
+    """
+    if max_gpu_memory_gb is not None:
+        return _check_positive("max_gpu_memory_gb", max_gpu_memory_gb)
+    if not isinstance(cap_for_batching, bool):
+        msg = f"cap_for_batching must be a bool, got {cap_for_batching!r}"
+        raise TypeError(msg)
+    budget = _measured_gb(backend)
+    if cap_for_batching:
+        budget = min(budget, BATCH_WORKING_SET_CEILING_GB)
+    return budget
+
+
+def _measured_gb(backend: Backend | None) -> float:
+    from ._backend import Backend
+
+    if backend is not None and not isinstance(backend, Backend):
+        msg = f"backend must be a Backend or None, got {backend!r}"
+        raise TypeError(msg)
+    try:
+        info = None
+        if backend is not None:
+            info = backend._adapter.memory_info(backend.device)  # noqa: SLF001
+        free = host_available_bytes() if info is None else info.free
+    except Exception:  # noqa: BLE001 - any failed query means "can't measure"
+        return FALLBACK_BUDGET_GB
+    if free <= 0:
+        return FALLBACK_BUDGET_GB
+    return free * HEADROOM / _GB
+
+
+# -- batch sizing ---------------------------------------------------------------
+def auto_batch_size(
+    n_items: int,
+    bytes_per_item: float,
+    *,
+    budget_gb: float,
+    overhead: float = 1.0,
+    min_batch: int = 1,
+) -> tuple[int, int]:
+    """Split ``n_items`` into batches that fit a memory budget.
+
+    The one batch calculator of the package: callers give the per-item
+    working set and their algorithm's allocation ``overhead``; the clamp and
+    ceil policy lives here.
+
+    Parameters
+    ----------
+    n_items : int
+        Total number of items (permutations, targets, ...).
+    bytes_per_item : float
+        Dominant working-set size of one item in bytes.
+    budget_gb : float
+        Memory budget, e.g. from `device_memory_budget`.
+    overhead : float, default 1.0
+        Multiplier for intermediate allocations (3.0 when the computation
+        holds about three times the input working set).
+    min_batch : int, default 1
+        Smallest batch worth dispatching; never exceeds ``n_items``.
+
+    Returns
+    -------
+    tuple of int
+        ``(batch_size, n_batches)`` with ``batch_size * n_batches >= n_items``.
+
+    Raises
+    ------
+    ValueError
+        A non-positive, NaN or infinite argument, or a single item that does
+        not fit the budget (the message says how many GB one item needs).
+    """
+    n = _check_count("n_items", n_items)
+    per_item = _check_positive("bytes_per_item", bytes_per_item) * _check_positive(
+        "overhead", overhead
+    )
+    budget = gb_to_bytes(_check_positive("budget_gb", budget_gb))
+    floor = min(_check_count("min_batch", min_batch), n)
+    if per_item > budget:
+        msg = (
+            f"one item needs {per_item / _GB:.3g} GB (bytes_per_item * overhead) "
+            f"but budget_gb={budget_gb!r}"
+        )
+        raise ValueError(msg)
+    batch = min(max(int(budget // per_item), floor), n)
+    return batch, math.ceil(n / batch)
+
+
+# -- worker counts ----------------------------------------------------------------
+def array_nbytes(x: Any) -> int:
+    """Bytes held by an array of any supported library (or array-like)."""
+    nbytes = getattr(x, "nbytes", None)
+    if isinstance(nbytes, int):
+        return nbytes
+    shape = getattr(x, "shape", None)
+    dtype = getattr(x, "dtype", None)
+    if shape is None or dtype is None:
+        import numpy as np
+
+        return int(np.asarray(x).nbytes)
+    name = dtype_name(dtype) or "float64"
+    itemsize = 1 if name == "bool" else int("".join(filter(str.isdigit, name))) // 8
+    return math.prod(int(d) for d in shape) * itemsize
+
+
+def auto_n_jobs_for_arrays(
+    arrays: Iterable[Any],
+    *,
+    max_memory_gb: float | None = None,
+    min_jobs: int = 1,
+) -> int:
+    """Memory-aware joblib worker count for a per-item map over ``arrays``.
+
+    Sizes workers by the largest item (each worker receives a pickled copy of
+    its item), within the same measured budget as `device_memory_budget`
+    for the host. The CPU count is joblib's, which honours cgroup CPU quotas.
+    None entries are ignored; an empty list returns ``min_jobs``. Warns
+    (`MemoryCapWarning`) when memory, not CPUs, limits the count.
+
+    Parameters
+    ----------
+    arrays : iterable of arrays
+        Items of the map (None entries allowed).
+    max_memory_gb : float, optional
+        Explicit memory budget in GB; None measures available host RAM.
+    min_jobs : int, default 1
+        Minimum number of workers.
+
+    Returns
+    -------
+    int
+        Worker count for ``joblib.Parallel(n_jobs=...)``.
+    """
+    floor = _check_count("min_jobs", min_jobs)
+    if isinstance(arrays, (str, bytes)) or not isinstance(arrays, Iterable):
+        msg = f"arrays must be an iterable of arrays, got {type(arrays).__qualname__}"
+        raise TypeError(msg)
+    sizes = [array_nbytes(a) for a in arrays if a is not None]
+    if not sizes:
+        return floor
+    budget_gb = device_memory_budget(None, max_memory_gb)
+    import joblib
+
+    cpus = int(joblib.cpu_count())
+    largest = max(max(sizes), 1)
+    by_memory = int(gb_to_bytes(budget_gb) // largest)
+    if by_memory < cpus:
+        warnings.warn(
+            f"memory caps the worker count at {max(by_memory, floor)} (of {cpus} CPUs): "
+            f"the largest item is {largest / _GB:.3g} GB, the budget {budget_gb:.3g} GB",
+            MemoryCapWarning,
+            stacklevel=2,
+        )
+    return max(floor, min(cpus, by_memory))
+

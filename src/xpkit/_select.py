@@ -1,0 +1,183 @@
+"""Choosing a backend: `resolve_backend`, `check_gpu_available`, `auto_select_backend`."""
+
+from __future__ import annotations
+
+import platform
+from typing import Any
+
+from ._adapters import ADAPTERS, Adapter
+from ._backend import BACKEND_NAMES, Backend
+
+__all__ = [
+    "AUTO_CPU_MAX_ELEMENTS",
+    "AUTO_UNIFIED_MIN_ELEMENTS",
+    "auto_select_backend",
+    "check_gpu_available",
+    "find_gpus",
+    "resolve_backend",
+]
+
+#: Below this many effective elements (n_samples * n_features * cv) the CPU
+#: wins: transfers and kernel launches cost more than they save.
+AUTO_CPU_MAX_ELEMENTS = 10_000_000
+#: GPUs that share host memory (Apple MPS) pay a higher per-dispatch cost and
+#: are only chosen from this many effective elements on.
+AUTO_UNIFIED_MIN_ELEMENTS = 30_000_000
+
+
+def find_gpus() -> list[tuple[Adapter, str]]:
+    """Every GPU device of every installed library, in registry order.
+
+    Imports the installed libraries that have GPUs to ask them; never imports
+    one that is not installed.
+    """
+    found: list[tuple[Adapter, str]] = []
+    for adapter in ADAPTERS.values():
+        if not adapter.is_installed():
+            continue
+        try:
+            devices = adapter.devices()
+        except Exception:  # noqa: BLE001 - a broken driver means "no GPU here"
+            continue
+        seen: set[str] = set()
+        for dev in devices:
+            canon = adapter.canonical_device(dev)
+            if adapter.is_gpu(dev) and canon not in seen:
+                seen.add(canon)
+                found.append((adapter, dev))
+    return found
+
+
+def resolve_backend(parallel: Any) -> Backend:
+    """Coerce a backend specifier into a `Backend` instance.
+
+    Parameters
+    ----------
+    parallel : None, str or Backend
+        - ``None`` or ``"cpu"``: the NumPy backend.
+        - ``"numpy"``, ``"torch"``, ``"auto"``, ``"array_api_strict"``,
+          ``"cupy"``, ``"jax"``, ``"dask"``: forwarded to ``Backend(...)``.
+        - ``"gpu"``: the first GPU found (torch CUDA/MPS, then CuPy, then JAX);
+          raises `RuntimeError` when there is none, never falls back to the CPU.
+        - A `Backend` instance: returned as-is (no new device detection).
+
+    Returns
+    -------
+    Backend
+        Resolved backend instance.
+
+    Raises
+    ------
+    ValueError
+        ``parallel`` is none of the above.
+    RuntimeError
+        ``"gpu"`` was asked for on a machine without one.
+    """
+    if isinstance(parallel, Backend):
+        return parallel
+    if parallel is None:
+        return Backend("numpy")
+    if not isinstance(parallel, str):
+        msg = (
+            f"parallel must be None, a string or a Backend, got {parallel!r}; "
+            f"accepted strings: cpu, gpu, {', '.join(BACKEND_NAMES)}"
+        )
+        raise ValueError(msg)
+    key = parallel.strip().lower()
+    if key == "cpu":
+        return Backend("numpy")
+    if key == "gpu":
+        gpus = find_gpus()
+        if not gpus:
+            msg = (
+                "parallel='gpu' was requested but no GPU is available "
+                "(looked for torch CUDA/MPS, CuPy and JAX GPUs)"
+            )
+            raise RuntimeError(msg)
+        adapter, dev = gpus[0]
+        return Backend(adapter.key, device=dev)
+    if key not in BACKEND_NAMES:
+        msg = (
+            f"parallel={parallel!r} is not a backend specifier; accepted: None, "
+            f"cpu, gpu, {', '.join(BACKEND_NAMES)}, or a Backend"
+        )
+        raise ValueError(msg)
+    return Backend(key)
+
+
+def check_gpu_available() -> tuple[bool, dict[str, Any]]:
+    """Check if GPU acceleration is available.
+
+    Returns
+    -------
+    tuple
+        ``(available, info)`` where ``available`` is True if any GPU (torch
+        CUDA/MPS, CuPy, JAX) is usable and ``info`` has the keys
+
+        - ``"backend"``: library of the first GPU (``"torch"``, ``"cupy"``,
+          ``"jax"``), or ``"numpy"`` when there is none;
+        - ``"device"``: its device (``"cuda"``, ``"mps"``, ``"gpu"``), or
+          ``"cpu"``;
+        - ``"device_name"``: a human-readable device name;
+        - ``"gpus"``: a list with one dict (backend, device, device_name) per
+          GPU found across all libraries.
+    """
+    gpus = [
+        {"backend": a.key, "device": dev, "device_name": _device_name(a, dev)}
+        for a, dev in find_gpus()
+    ]
+    if gpus:
+        first = gpus[0]
+        return True, {**first, "gpus": gpus}
+    cpu = platform.processor() or platform.machine() or "CPU"
+    return False, {"backend": "numpy", "device": "cpu", "device_name": cpu, "gpus": []}
+
+
+def _device_name(adapter: Adapter, device: str) -> str:
+    try:
+        return adapter.device_name(device)
+    except Exception:  # noqa: BLE001 - the name is cosmetic
+        return device
+
+
+def auto_select_backend(n_samples: int, n_features: int, cv: int = 1) -> Backend:
+    """Automatically select a backend based on problem size.
+
+    The workload is ``n_samples * n_features * cv`` elements (``cv`` folds
+    multiply the work). Small problems use NumPy, to avoid transfer and
+    launch overhead; large ones prefer a GPU when one is available:
+
+    - below ``AUTO_CPU_MAX_ELEMENTS`` (10 million): NumPy;
+    - a discrete GPU (CUDA via torch, CuPy or JAX) from 10 million elements;
+    - a GPU sharing host memory (Apple MPS) only from
+      ``AUTO_UNIFIED_MIN_ELEMENTS`` (30 million) elements;
+    - NumPy otherwise.
+
+    Parameters
+    ----------
+    n_samples : int
+        Number of samples in the dataset (positive).
+    n_features : int
+        Number of features in the dataset (positive).
+    cv : int, default 1
+        Number of cross-validation folds (positive).
+
+    Returns
+    -------
+    Backend
+        Selected backend instance.
+    """
+    for param, value in (("n_samples", n_samples), ("n_features", n_features), ("cv", cv)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            msg = f"{param} must be an int, got {value!r}"
+            raise TypeError(msg)
+        if value < 1:
+            msg = f"{param} must be positive, got {value!r}"
+            raise ValueError(msg)
+    work = n_samples * n_features * cv
+    if work < AUTO_CPU_MAX_ELEMENTS:
+        return Backend("numpy")
+    for adapter, dev in find_gpus():
+        if not adapter.unified_memory(dev) or work >= AUTO_UNIFIED_MIN_ELEMENTS:
+            return Backend(adapter.key, device=dev)
+    return Backend("numpy")

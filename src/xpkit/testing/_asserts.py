@@ -1,0 +1,95 @@
+"""Precision-aware assertions over arrays of any supported library."""
+
+from __future__ import annotations
+
+import warnings
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .._adapters import ADAPTERS, adapter_for_array
+from .._dtypes import PrecisionWarning
+
+if TYPE_CHECKING:
+    from .._backend import Backend
+
+__all__ = ["assert_array_almost_equal"]
+
+#: The strictest ``decimal`` that float32-only devices (MPS) are held to.
+FLOAT32_DEVICE_DECIMAL = 2
+
+
+def assert_array_almost_equal(
+    x: Any,
+    y: Any,
+    decimal: int = 6,
+    err_msg: str = "",
+    verbose: bool = True,
+    backend: Backend | None = None,
+) -> None:
+    """Test array equality with automatic precision adjustment for MPS.
+
+    Arrays of any supported library are compared on the host, as
+    ``numpy.testing.assert_array_almost_equal`` does. On devices without
+    float64 (Apple MPS) the requested ``decimal`` is reduced to at most
+    ``2``, with a `PrecisionWarning` saying so, since float32 cannot meet
+    float64 expectations.
+
+    Parameters
+    ----------
+    x, y : array_like
+        Arrays to compare.
+    decimal : int, default 6
+        Desired decimal precision.
+    err_msg : str, default ""
+        Error message prefix.
+    verbose : bool, default True
+        Whether the failure message shows the conflicting values.
+    backend : Backend, optional
+        Backend whose device sets the precision; detected from ``x``/``y``
+        (the first non-NumPy array) when None.
+
+    Raises
+    ------
+    AssertionError
+        The arrays differ by more than the precision allows.
+    """
+    __tracebackhide__ = True
+    from .._backend import Backend
+
+    if isinstance(decimal, bool) or not isinstance(decimal, (int, np.integer)):
+        msg = f"decimal must be an int, got {decimal!r}"
+        raise TypeError(msg)
+    if backend is not None and not isinstance(backend, Backend):
+        msg = f"backend must be a Backend or None, got {backend!r}"
+        raise TypeError(msg)
+    if not _supports_float64(x, y, backend) and decimal > FLOAT32_DEVICE_DECIMAL:
+        warnings.warn(
+            f"comparing at decimal={FLOAT32_DEVICE_DECIMAL} instead of {decimal}: "
+            "the device has no float64",
+            PrecisionWarning,
+            stacklevel=2,
+        )
+        decimal = FLOAT32_DEVICE_DECIMAL
+    np.testing.assert_array_almost_equal(
+        _host(x), _host(y), decimal=int(decimal), err_msg=err_msg, verbose=verbose
+    )
+
+
+def _supports_float64(x: Any, y: Any, backend: Backend | None) -> bool:
+    if backend is not None:
+        return backend._f64  # noqa: SLF001
+    numpy_adapter = ADAPTERS["numpy"]
+    for a in (x, y):
+        adapter = adapter_for_array(a)
+        if adapter is not None and adapter is not numpy_adapter:
+            import array_api_compat
+
+            dev = adapter.device_str(array_api_compat.device(a))
+            return adapter.supports_float64(dev)
+    return True
+
+
+def _host(a: Any) -> np.ndarray[Any, Any]:
+    adapter = adapter_for_array(a)
+    return np.asarray(a) if adapter is None else adapter.to_numpy(a)

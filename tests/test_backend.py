@@ -1,0 +1,248 @@
+"""Every facade method, on every available backend, against NumPy's answer."""
+
+from __future__ import annotations
+
+import array_api_compat
+import numpy as np
+import pytest
+from helpers import tolerance
+
+import xpkit
+
+
+def close(b: xpkit.Backend, actual, desired) -> None:
+    """Same namespace, device and shape as expected, values within tolerance."""
+    assert array_api_compat.array_namespace(actual) is b.xp
+    assert xpkit.Backend.from_arrays(actual) == b
+    host = b.to_numpy(actual)
+    assert isinstance(host, np.ndarray)
+    desired = np.asarray(desired)
+    assert host.shape == desired.shape
+    np.testing.assert_allclose(host, desired, rtol=tolerance(host.dtype.name), atol=1e-12)
+
+
+def test_attributes(xpkit_backend):
+    b = xpkit_backend
+    assert isinstance(b.name, str)
+    assert isinstance(b.device, str)
+    assert b.is_gpu is (b.device not in {"cpu"})
+    assert hasattr(b.xp, "linalg")
+    assert hasattr(b.xp, "permute_dims")
+
+
+@pytest.mark.parametrize("data", [[[1.5, 2.0], [3.0, -4.0]], [1, 2, 3], [True, False], 2.5])
+def test_asarray_from_python(xpkit_backend, data):
+    b = xpkit_backend
+    x = b.asarray(data)
+    expected = np.asarray(data)
+    close(b, x, expected)
+    assert b.dtype_to_str(x.dtype) == expected.dtype.name
+
+
+@pytest.mark.parametrize("dtype", ["float32", np.float32, np.dtype("float32"), "native"])
+def test_asarray_dtype_spellings(xpkit_backend, dtype):
+    b = xpkit_backend
+    dtype = b.xp.float32 if dtype == "native" else dtype
+    x = b.asarray(np.arange(6).reshape(2, 3), dtype=dtype)
+    assert b.dtype_to_str(x.dtype) == "float32"
+    close(b, x, np.arange(6, dtype=np.float32).reshape(2, 3))
+
+
+def test_asarray_from_numpy_and_own_arrays(xpkit_backend, rng):
+    b = xpkit_backend
+    a = rng.standard_normal((4, 3))
+    x = b.asarray(a)
+    close(b, x, a)
+    y = b.asarray(x, dtype="float32")
+    assert b.dtype_to_str(y.dtype) == "float32"
+    close(b, y, a.astype(np.float32))
+
+
+def test_asarray_from_every_other_library(xpkit_backend, rng):
+    b = xpkit_backend
+    a = rng.standard_normal((3, 2))
+    for other in ("numpy", "torch", "array_api_strict", "jax", "dask"):
+        if not _installed(other):
+            continue
+        src = xpkit.Backend(other, device="cpu")
+        x = b.asarray(src.asarray(a))
+        close(b, x, a)
+
+
+def _installed(key: str) -> bool:
+    from xpkit._adapters import ADAPTERS
+
+    return ADAPTERS[key].is_installed()
+
+
+def test_asarray_like(xpkit_backend):
+    b = xpkit_backend
+    ref = b.asarray([1.0, 2.0], dtype="float32")
+    x = b.asarray_like([1, 2, 3], ref)
+    assert b.dtype_to_str(x.dtype) == "float32"
+    close(b, x, np.array([1, 2, 3], dtype=np.float32))
+
+
+def test_check_arrays(xpkit_backend, rng):
+    b = xpkit_backend
+    first = b.asarray(rng.standard_normal(3), dtype="float32")
+    ints = np.arange(3)
+    out = b.check_arrays(first, ints, None, [np.ones(2), np.arange(1, 3)], 2.0)
+    assert out[2] is None
+    assert isinstance(out[3], list)
+    for arr in (out[0], out[1], *out[3], out[4]):
+        assert b.dtype_to_str(arr.dtype) == "float32"
+        assert xpkit.Backend.from_arrays(arr) == b
+    close(b, out[1], ints.astype(np.float32))
+    close(b, out[3][1], np.array([1, 2], dtype=np.float32))
+
+
+def test_check_arrays_host_first(xpkit_backend):
+    b = xpkit_backend
+    out = b.check_arrays(np.array([1, 2], dtype=np.int32), np.array([0.5, 1.5]))
+    close(b, out[0], np.array([1, 2], dtype=np.int32))
+    close(b, out[1], np.array([0, 1], dtype=np.int32))
+
+
+def test_concatenate(xpkit_backend, rng):
+    b = xpkit_backend
+    a1, a2 = rng.standard_normal((2, 3)), rng.standard_normal((4, 3))
+    close(b, b.concatenate([b.asarray(a1), b.asarray(a2)]), np.concatenate([a1, a2]))
+    c1 = rng.standard_normal((2, 1))
+    close(
+        b,
+        b.concatenate((b.asarray(a1), b.asarray(c1)), axis=1),
+        np.concatenate([a1, c1], axis=1),
+    )
+
+
+def test_copy_is_independent(xpkit_backend, rng):
+    b = xpkit_backend
+    a = rng.standard_normal((3, 2))
+    x = b.asarray(a.copy())
+    c = b.copy(x)
+    close(b, c, a)
+    if array_api_compat.is_writeable_array(x):
+        x[0, 0] = 99.0
+        close(b, c, a)
+        assert b.to_numpy(x)[0, 0] == 99.0
+
+
+def test_expand_dims(xpkit_backend):
+    b = xpkit_backend
+    a = np.arange(6.0).reshape(2, 3)
+    for axis in (0, 1, -1):
+        close(b, b.expand_dims(b.asarray(a), axis), np.expand_dims(a, axis))
+
+
+def test_flatnonzero(xpkit_backend):
+    b = xpkit_backend
+    a = np.array([[0.0, 1.5, 0.0], [2.0, 0.0, -3.0]])
+    got = b.flatnonzero(b.asarray(a))
+    np.testing.assert_array_equal(b.to_numpy(got), np.flatnonzero(a))
+
+
+@pytest.mark.parametrize(
+    ("fill", "dtype", "expected"),
+    [(1.5, None, "float64"), (3, None, "int64"), (True, None, "bool"), (2, "float32", "float32")],
+)
+def test_full(xpkit_backend, fill, dtype, expected):
+    b = xpkit_backend
+    x = b.full((2, 3), fill, dtype=dtype)
+    assert b.dtype_to_str(x.dtype) == expected
+    close(b, x, np.full((2, 3), fill, dtype=expected))
+    close(b, b.full(4, fill, dtype=dtype), np.full(4, fill, dtype=expected))
+
+
+@pytest.mark.parametrize("method", ["full_like", "ones_like", "zeros_like"])
+def test_like_methods(xpkit_backend, method):
+    b = xpkit_backend
+    ref = b.asarray(np.arange(6, dtype=np.float32).reshape(2, 3))
+    args = (7.0,) if method == "full_like" else ()
+    np_fn = {"full_like": np.full_like, "ones_like": np.ones_like, "zeros_like": np.zeros_like}
+    host_ref = np.arange(6, dtype=np.float32).reshape(2, 3)
+    same = getattr(b, method)(ref, *args)
+    assert b.dtype_to_str(same.dtype) == "float32"
+    close(b, same, np_fn[method](host_ref, *args))
+    reshaped = getattr(b, method)(ref, *args, shape=(4,), dtype="int32")
+    assert b.dtype_to_str(reshaped.dtype) == "int32"
+    close(b, reshaped, np_fn[method](host_ref, *args, shape=(4,), dtype=np.int32))
+    on_device = getattr(b, method)(ref, *args, device=b.device)
+    close(b, on_device, np_fn[method](host_ref, *args))
+
+
+def test_matmul(xpkit_backend, rng):
+    b = xpkit_backend
+    a, c = rng.standard_normal((4, 3)), rng.standard_normal((3, 5))
+    close(b, b.matmul(b.asarray(a), b.asarray(c)), a @ c)
+    v = rng.standard_normal(3)
+    close(b, b.matmul(b.asarray(a), b.asarray(v)), a @ v)
+
+
+@pytest.mark.parametrize("axis", [-1, 0, 1])
+def test_sort(xpkit_backend, rng, axis):
+    b = xpkit_backend
+    a = rng.standard_normal((4, 5))
+    close(b, b.sort(b.asarray(a), axis=axis), np.sort(a, axis=axis))
+
+
+@pytest.mark.parametrize("shape", [(6, 4), (4, 6)])
+@pytest.mark.parametrize("full", [False, True])
+def test_svd(xpkit_backend, rng, shape, full):
+    b = xpkit_backend
+    a = rng.standard_normal(shape)
+    if full and b.library == "dask":
+        pytest.skip("dask.array.linalg.svd has no full_matrices=True")
+    u, s, vt = b.svd(b.asarray(a), full_matrices=full)
+    nu, ns, nvt = np.linalg.svd(a, full_matrices=full)
+    close(b, s, ns)
+    assert b.to_numpy(u).shape == nu.shape
+    assert b.to_numpy(vt).shape == nvt.shape
+    k = len(ns)
+    rebuilt = (b.to_numpy(u)[:, :k] * b.to_numpy(s)) @ b.to_numpy(vt)[:k, :]
+    np.testing.assert_allclose(rebuilt, a, atol=1e-10)
+
+
+def test_svd_reduced_by_default(xpkit_backend, rng):
+    b = xpkit_backend
+    u, s, vt = b.svd(b.asarray(rng.standard_normal((7, 3))))
+    assert (b.to_numpy(u).shape, b.to_numpy(s).shape, b.to_numpy(vt).shape) == (
+        (7, 3),
+        (3,),
+        (3, 3),
+    )
+
+
+def test_transfers(xpkit_backend, rng):
+    b = xpkit_backend
+    a = rng.standard_normal((2, 2))
+    x = b.to_device(a)
+    close(b, x, a)
+    cpu = b.to_cpu(x)
+    np.testing.assert_allclose(xpkit.Backend.from_arrays(cpu).to_numpy(cpu), a)
+    assert xpkit.Backend.from_arrays(cpu).device == "cpu"
+    g = b.to_gpu(x)
+    close(b, g, a)
+    host = b.to_numpy(x)
+    assert isinstance(host, np.ndarray)
+    np.testing.assert_array_equal(host, a)
+
+
+def test_from_arrays_round_trip(xpkit_backend):
+    b = xpkit_backend
+    x = b.asarray([1.0, 2.0])
+    assert xpkit.Backend.from_arrays(x, None, 3.0, x) == b
+    assert xpkit.Backend.from_arrays(x).name == b.name
+
+
+def test_namespace_agnostic_code(xpkit_backend, rng):
+    """Code written against b.xp alone gives NumPy's answer everywhere."""
+    b = xpkit_backend
+    xp = b.xp
+    a = rng.standard_normal((5, 3))
+    x = b.asarray(a)
+    centred = x - xp.mean(x, axis=0)
+    scaled = centred / xp.std(centred, axis=0)
+    out = xp.permute_dims(scaled, (1, 0))
+    expected = ((a - a.mean(0)) / (a - a.mean(0)).std(0)).T
+    close(b, out, expected)
