@@ -22,4 +22,3 @@ if importlib.util.find_spec("jax") is not None:
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(12345)
-

@@ -18,7 +18,9 @@ def close(b: xpkit.Backend, actual, desired) -> None:
     assert isinstance(host, np.ndarray)
     desired = np.asarray(desired)
     assert host.shape == desired.shape
-    np.testing.assert_allclose(host, desired, rtol=tolerance(host.dtype.name), atol=1e-12)
+    np.testing.assert_allclose(
+        host, desired, rtol=tolerance(host.dtype.name), atol=1e-12
+    )
 
 
 def test_attributes(xpkit_backend):
@@ -30,7 +32,9 @@ def test_attributes(xpkit_backend):
     assert hasattr(b.xp, "permute_dims")
 
 
-@pytest.mark.parametrize("data", [[[1.5, 2.0], [3.0, -4.0]], [1, 2, 3], [True, False], 2.5])
+@pytest.mark.parametrize(
+    "data", [[[1.5, 2.0], [3.0, -4.0]], [1, 2, 3], [True, False], 2.5]
+)
 def test_asarray_from_python(xpkit_backend, data):
     b = xpkit_backend
     x = b.asarray(data)
@@ -39,7 +43,9 @@ def test_asarray_from_python(xpkit_backend, data):
     assert b.dtype_to_str(x.dtype) == expected.dtype.name
 
 
-@pytest.mark.parametrize("dtype", ["float32", np.float32, np.dtype("float32"), "native"])
+@pytest.mark.parametrize(
+    "dtype", ["float32", np.float32, np.dtype("float32"), "native"]
+)
 def test_asarray_dtype_spellings(xpkit_backend, dtype):
     b = xpkit_backend
     dtype = b.xp.float32 if dtype == "native" else dtype
@@ -144,7 +150,12 @@ def test_flatnonzero(xpkit_backend):
 
 @pytest.mark.parametrize(
     ("fill", "dtype", "expected"),
-    [(1.5, None, "float64"), (3, None, "int64"), (True, None, "bool"), (2, "float32", "float32")],
+    [
+        (1.5, None, "float64"),
+        (3, None, "int64"),
+        (True, None, "bool"),
+        (2, "float32", "float32"),
+    ],
 )
 def test_full(xpkit_backend, fill, dtype, expected):
     b = xpkit_backend
@@ -159,7 +170,11 @@ def test_like_methods(xpkit_backend, method):
     b = xpkit_backend
     ref = b.asarray(np.arange(6, dtype=np.float32).reshape(2, 3))
     args = (7.0,) if method == "full_like" else ()
-    np_fn = {"full_like": np.full_like, "ones_like": np.ones_like, "zeros_like": np.zeros_like}
+    np_fn = {
+        "full_like": np.full_like,
+        "ones_like": np.ones_like,
+        "zeros_like": np.zeros_like,
+    }
     host_ref = np.arange(6, dtype=np.float32).reshape(2, 3)
     same = getattr(b, method)(ref, *args)
     assert b.dtype_to_str(same.dtype) == "float32"

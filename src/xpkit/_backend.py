@@ -86,7 +86,16 @@ class Backend:
         The library is not installed (the message names the extra to install).
     """
 
-    __slots__ = ("_adapter", "_canon", "_f64", "_native", "device", "is_gpu", "name", "xp")
+    __slots__ = (
+        "_adapter",
+        "_canon",
+        "_f64",
+        "_native",
+        "device",
+        "is_gpu",
+        "name",
+        "xp",
+    )
 
     name: str
     device: str
@@ -99,7 +108,11 @@ class Backend:
             msg = f"device must be a string or None, got {device!r}"
             raise TypeError(msg)
         adapter.require()
-        dev = adapter.default_device() if device is None else adapter.validate_device(device)
+        dev = (
+            adapter.default_device()
+            if device is None
+            else adapter.validate_device(device)
+        )
         self._bind(adapter, dev, adapter.namespace(), adapter.native_device(dev))
         self._f64 = adapter.supports_float64(dev)
 
@@ -188,7 +201,9 @@ class Backend:
     # -- helpers -----------------------------------------------------------
     def _xp_dtype(self, name: str, device: str | None = None) -> Any:
         where = self._adapter.backend_name(device or self.device)
-        supports = self._f64 if device is None else self._adapter.supports_float64(device)
+        supports = (
+            self._f64 if device is None else self._adapter.supports_float64(device)
+        )
         return getattr(self.xp, narrow_for_device(name, supports, where))
 
     def _target(self, device: Any, param: str = "device") -> tuple[str | None, Any]:
@@ -224,7 +239,7 @@ class Backend:
         return host
 
     def _ref(self, array: Any, dtype: Any, device: Any) -> tuple[Any, Any, str | None]:
-        """dtype and native device for a ``*_like`` call on ``array``."""
+        """Dtype and native device for a ``*_like`` call on ``array``."""
         if self._adapter.owns(array):
             ref_dtype = array.dtype
             dev_str, native = self._target(device)
@@ -267,7 +282,9 @@ class Backend:
             if name is None:
                 name = dtype_name(x.dtype)
                 assert name is not None
-            return self.xp.asarray(x, dtype=self._xp_dtype(name, dev_str), device=native)
+            return self.xp.asarray(
+                x, dtype=self._xp_dtype(name, dev_str), device=native
+            )
         host = self._host(x, "x")
         target = self._xp_dtype(name or _host_dtype_name(host), dev_str)
         return self.xp.asarray(host, dtype=target, device=native)
@@ -299,7 +316,10 @@ class Backend:
                 out.append(None)
             elif _is_array_list(item):
                 out.append(
-                    [self._check_one(v, f"inputs[{i}][{j}]", ref) for j, v in enumerate(item)]
+                    [
+                        self._check_one(v, f"inputs[{i}][{j}]", ref)
+                        for j, v in enumerate(item)
+                    ]
                 )
             else:
                 out.append(self._check_one(item, f"inputs[{i}]", ref))
@@ -308,7 +328,11 @@ class Backend:
     def _check_one(self, x: Any, param: str, ref: list[Any]) -> Any:
         adapter = adapter_for_array(x)
         host_lib = ADAPTERS["numpy"]
-        if adapter is not None and adapter is not self._adapter and adapter is not host_lib:
+        if (
+            adapter is not None
+            and adapter is not self._adapter
+            and adapter is not host_lib
+        ):
             msg = (
                 f"{param} is a {adapter.label} array but this backend is {self.name!r}; "
                 f"convert it explicitly with Backend.asarray"
@@ -316,10 +340,12 @@ class Backend:
             raise TypeError(msg)
         if adapter is self._adapter:
             dev = self._adapter.device_str(array_api_compat.device(x))
-            if ref and self._adapter.canonical_device(dev) != self._adapter.canonical_device(
-                ref[2]
-            ):
-                msg = f"{param} is on device {dev!r} but the first input is on {ref[2]!r}"
+            if ref and self._adapter.canonical_device(
+                dev
+            ) != self._adapter.canonical_device(ref[2]):
+                msg = (
+                    f"{param} is on device {dev!r} but the first input is on {ref[2]!r}"
+                )
                 raise ValueError(msg)
             if not ref:
                 name = dtype_name(x.dtype)
@@ -360,7 +386,9 @@ class Backend:
         shape = _check_shape(shape)
         _check_scalar(fill_value)
         name = dtype_name(dtype) or np.result_type(fill_value).name
-        return self.xp.full(shape, fill_value, dtype=self._xp_dtype(name), device=self._native)
+        return self.xp.full(
+            shape, fill_value, dtype=self._xp_dtype(name), device=self._native
+        )
 
     def full_like(
         self,
@@ -411,7 +439,9 @@ class Backend:
     def concatenate(self, arrays: Sequence[Any], axis: int = 0) -> Any:
         """Concatenate a non-empty sequence of arrays along ``axis``."""
         if isinstance(arrays, (str, bytes)) or not isinstance(arrays, Sequence):
-            msg = f"arrays must be a sequence of arrays, got {type(arrays).__qualname__}"
+            msg = (
+                f"arrays must be a sequence of arrays, got {type(arrays).__qualname__}"
+            )
             raise TypeError(msg)
         if len(arrays) == 0:
             msg = "arrays must not be empty"
@@ -426,7 +456,7 @@ class Backend:
         """Indices of the non-zero elements of the flattened array."""
         return self.xp.nonzero(self.xp.reshape(array, (-1,)))[0]
 
-    def matmul(self, A: Any, B: Any) -> Any:  # noqa: N803 - the seed's names
+    def matmul(self, A: Any, B: Any) -> Any:
         """Matrix multiplication ``A @ B``."""
         return self.xp.matmul(A, B)
 
@@ -434,7 +464,7 @@ class Backend:
         """Sort along ``axis``, returning values only."""
         return self.xp.sort(array, axis=_check_axis(axis))
 
-    def svd(self, X: Any, full_matrices: bool = False) -> tuple[Any, Any, Any]:  # noqa: N803
+    def svd(self, X: Any, full_matrices: bool = False) -> tuple[Any, Any, Any]:
         """Singular Value Decomposition, reduced by default.
 
         Returns

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import warnings
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["DTYPE_NAMES", "PrecisionWarning", "dtype_name", "narrow_for_device"]
+__all__ = [
+    "DTYPE_NAMES",
+    "PrecisionWarning",
+    "dtype_name",
+    "external_stacklevel",
+    "narrow_for_device",
+]
 
 #: Dtype names of the Array API standard (plus float16/bfloat16 where libraries
 #: have them), the vocabulary every backend is addressed in.
@@ -72,7 +80,7 @@ def dtype_name(dtype: Any) -> str | None:
 
 def _numpy_name(dtype: Any, shown: Any) -> str:
     try:
-        name = np.dtype(dtype).name
+        name = str(np.dtype(dtype).name)
     except TypeError:
         name = ""
     if name not in DTYPE_NAMES:
@@ -82,6 +90,19 @@ def _numpy_name(dtype: Any, shown: Any) -> str:
         )
         raise TypeError(msg)
     return name
+
+
+_PACKAGE_DIR = str(Path(__file__).resolve().parent)
+
+
+def external_stacklevel() -> int:
+    """``stacklevel`` that points a warning at the first caller outside xpkit."""
+    level = 1
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    return level
 
 
 def narrow_for_device(name: str, supports_float64: bool, where: str) -> str:
@@ -97,9 +118,8 @@ def narrow_for_device(name: str, supports_float64: bool, where: str) -> str:
         _warned.add(where)
     if first:
         warnings.warn(
-            f"{where} has no {name}; using {narrow} instead "
-            "(warned once per process)",
+            f"{where} has no {name}; using {narrow} instead (warned once per process)",
             PrecisionWarning,
-            stacklevel=4,
+            stacklevel=external_stacklevel(),
         )
     return narrow

@@ -105,7 +105,11 @@ def _cgroup_available(root: Path) -> int | None:
             continue
         _, controllers, rel = parts
         if controllers == "":  # cgroup v2 unified hierarchy
-            base, limit_f, usage_f = root / "sys/fs/cgroup", "memory.max", "memory.current"
+            base, limit_f, usage_f = (
+                root / "sys/fs/cgroup",
+                "memory.max",
+                "memory.current",
+            )
         elif "memory" in controllers.split(","):
             base = root / "sys/fs/cgroup/memory"
             limit_f, usage_f = "memory.limit_in_bytes", "memory.usage_in_bytes"
@@ -196,7 +200,7 @@ def _measured_gb(backend: Backend | None) -> float:
     try:
         info = None
         if backend is not None:
-            info = backend._adapter.memory_info(backend.device)  # noqa: SLF001
+            info = backend._adapter.memory_info(backend.device)
         free = host_available_bytes() if info is None else info.free
     except Exception:  # noqa: BLE001 - any failed query means "can't measure"
         return FALLBACK_BUDGET_GB
@@ -257,7 +261,8 @@ def auto_batch_size(
             f"but budget_gb={budget_gb!r}"
         )
         raise ValueError(msg)
-    batch = min(max(int(budget // per_item), floor), n)
+    # The epsilon keeps an exact fit (budget / per_item == k) from flooring to k - 1.
+    batch = min(max(int(budget / per_item * (1 + 1e-12)), floor), n)
     return batch, math.ceil(n / batch)
 
 
@@ -313,11 +318,14 @@ def auto_n_jobs_for_arrays(
     sizes = [array_nbytes(a) for a in arrays if a is not None]
     if not sizes:
         return floor
-    budget_gb = device_memory_budget(None, max_memory_gb)
+    if max_memory_gb is None:
+        budget_gb = device_memory_budget(None)
+    else:
+        budget_gb = _check_positive("max_memory_gb", max_memory_gb)
     import joblib
 
     cpus = int(joblib.cpu_count())
-    largest = max(max(sizes), 1)
+    largest = max(*sizes, 1)
     by_memory = int(gb_to_bytes(budget_gb) // largest)
     if by_memory < cpus:
         warnings.warn(
@@ -327,4 +335,3 @@ def auto_n_jobs_for_arrays(
             stacklevel=2,
         )
     return max(floor, min(cpus, by_memory))
-

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import platform
 from typing import Any
 
@@ -16,6 +17,8 @@ __all__ = [
     "find_gpus",
     "resolve_backend",
 ]
+
+logger = logging.getLogger("xpkit")
 
 #: Below this many effective elements (n_samples * n_features * cv) the CPU
 #: wins: transfers and kernel launches cost more than they save.
@@ -37,7 +40,8 @@ def find_gpus() -> list[tuple[Adapter, str]]:
             continue
         try:
             devices = adapter.devices()
-        except Exception:  # noqa: BLE001 - a broken driver means "no GPU here"
+        except Exception:
+            logger.debug("listing %s devices failed", adapter.label, exc_info=True)
             continue
         seen: set[str] = set()
         for dev in devices:
@@ -82,7 +86,7 @@ def resolve_backend(parallel: Any) -> Backend:
             f"parallel must be None, a string or a Backend, got {parallel!r}; "
             f"accepted strings: cpu, gpu, {', '.join(BACKEND_NAMES)}"
         )
-        raise ValueError(msg)
+        raise ValueError(msg)  # noqa: TRY004 - the seed says ValueError
     key = parallel.strip().lower()
     if key == "cpu":
         return Backend("numpy")
@@ -167,7 +171,11 @@ def auto_select_backend(n_samples: int, n_features: int, cv: int = 1) -> Backend
     Backend
         Selected backend instance.
     """
-    for param, value in (("n_samples", n_samples), ("n_features", n_features), ("cv", cv)):
+    for param, value in (
+        ("n_samples", n_samples),
+        ("n_features", n_features),
+        ("cv", cv),
+    ):
         if isinstance(value, bool) or not isinstance(value, int):
             msg = f"{param} must be an int, got {value!r}"
             raise TypeError(msg)

@@ -150,7 +150,7 @@ class Adapter:
         """A human-readable name of the device."""
         return device
 
-    def unified_memory(self, device: str) -> bool:  # noqa: ARG002
+    def unified_memory(self, device: str) -> bool:
         """Whether ``device`` shares the host's memory (CPU, Apple MPS)."""
         return not self.is_gpu(device)
 

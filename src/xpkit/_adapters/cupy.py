@@ -107,9 +107,7 @@ class CupyAdapter(Adapter):
         cupy.get_default_pinned_memory_pool().free_all_blocks()
 
     def is_oom(self, exc: BaseException) -> bool:
-        """``cupy.cuda.memory.OutOfMemoryError`` and cuBLAS/cuSOLVER/cuFFT
-        ``*_ALLOC_FAILED`` errors raised by CuPy.
-        """
+        """CuPy's ``OutOfMemoryError`` and its ``*_ALLOC_FAILED`` errors."""
         memory = sys.modules.get("cupy.cuda.memory")
         oom_type = getattr(memory, "OutOfMemoryError", None)
         if oom_type is not None and isinstance(exc, oom_type):

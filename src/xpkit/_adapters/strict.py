@@ -71,4 +71,3 @@ class StrictAdapter(Adapter):
     def is_oom(self, exc: BaseException) -> bool:
         """Host memory: a MemoryError."""
         return isinstance(exc, MemoryError)
-

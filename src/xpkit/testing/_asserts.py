@@ -78,7 +78,7 @@ def assert_array_almost_equal(
 
 def _supports_float64(x: Any, y: Any, backend: Backend | None) -> bool:
     if backend is not None:
-        return backend._f64  # noqa: SLF001
+        return backend._f64
     numpy_adapter = ADAPTERS["numpy"]
     for a in (x, y):
         adapter = adapter_for_array(a)

@@ -24,7 +24,9 @@ ENV_VAR = "XPKIT_BACKENDS"
 class BackendParam:
     """One backend to run tests on: a library key, a device, an id."""
 
-    def __init__(self, key: str, device: str | None, ident: str, skip: str = "") -> None:
+    def __init__(
+        self, key: str, device: str | None, ident: str, skip: str = ""
+    ) -> None:
         self.key = key
         self.device = device
         self.id = ident
@@ -103,7 +105,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             raise pytest.UsageError(msg)
         params = tuple(p for p in params if p.key in wanted or p.id in wanted)
     values = [
-        pytest.param(p, id=p.id, marks=pytest.mark.skip(reason=p.skip) if p.skip else ())
+        pytest.param(
+            p, id=p.id, marks=pytest.mark.skip(reason=p.skip) if p.skip else ()
+        )
         for p in params
     ]
     metafunc.parametrize("xpkit_backend", values, indirect=True, scope="session")

@@ -1,0 +1,171 @@
+"""Bad input gets a clear error naming the parameter and the value: one test a case."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import xpkit
+from xpkit._adapters import ADAPTERS
+
+
+def test_unknown_backend_name_lists_accepted_names():
+    with pytest.raises(
+        ValueError, match=r"backend='tensorflow'.*accepted names: auto, numpy, torch"
+    ):
+        xpkit.Backend("tensorflow")
+
+
+def test_backend_name_must_be_a_string():
+    with pytest.raises(TypeError, match="backend must be a string, got 3"):
+        xpkit.Backend(3)
+
+
+def test_device_must_be_a_string():
+    with pytest.raises(TypeError, match="device must be a string or None, got 0"):
+        xpkit.Backend("numpy", device=0)
+
+
+@pytest.mark.parametrize("key", ["torch", "array_api_strict", "cupy", "jax", "dask"])
+def test_missing_library_names_the_extra(monkeypatch, key):
+    adapter = ADAPTERS[key]
+    monkeypatch.setattr(adapter, "is_installed", lambda: False)
+    with pytest.raises(ImportError, match=rf"pip install 'xpkit\[{adapter.extra}\]'"):
+        xpkit.Backend(key)
+
+
+def test_device_that_does_not_exist():
+    with pytest.raises(
+        ValueError, match=r"device='cuda' does not exist .* available devices: cpu"
+    ):
+        xpkit.Backend("numpy", device="cuda")
+
+
+def test_explicit_transfer_to_missing_device_raises():
+    b = xpkit.Backend("numpy")
+    with pytest.raises(ValueError, match="device='cuda:0' does not exist"):
+        b.to_gpu(np.ones(2), device="cuda:0")
+
+
+def test_from_arrays_mixed_libraries():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(
+        TypeError, match=r"arrays\[0\] is NumPy, arrays\[2\] is PyTorch"
+    ):
+        xpkit.Backend.from_arrays(np.ones(2), None, torch.ones(2))
+
+
+def test_from_arrays_mixed_devices():
+    strict = pytest.importorskip("array_api_strict")
+    a = strict.asarray([1.0])
+    b = strict.asarray([1.0], device=strict.Device("device1"))
+    with pytest.raises(
+        ValueError, match=r"arrays\[0\] is on 'cpu', arrays\[1\] is on 'device1'"
+    ):
+        xpkit.Backend.from_arrays(a, b)
+
+
+def test_from_arrays_rejects_non_arrays():
+    with pytest.raises(TypeError, match=r"arrays\[1\] is a str"):
+        xpkit.Backend.from_arrays(np.ones(1), "abc")
+
+
+def test_check_arrays_mixed_libraries():
+    pytest.importorskip("torch")
+    strict = pytest.importorskip("array_api_strict")
+    b = xpkit.Backend("torch", device="cpu")
+    with pytest.raises(TypeError, match=r"inputs\[1\] is a array-api-strict array"):
+        b.check_arrays(b.asarray([1.0]), strict.asarray([1.0]))
+
+
+def test_check_arrays_mixed_devices():
+    strict = pytest.importorskip("array_api_strict")
+    b = xpkit.Backend("array_api_strict")
+    other = strict.asarray([1.0], device=strict.Device("device1"))
+    with pytest.raises(ValueError, match=r"inputs\[1\] is on device 'device1'.*'cpu'"):
+        b.check_arrays(b.asarray([1.0]), other)
+
+
+def test_ragged_list():
+    with pytest.raises(ValueError, match="x is not array-like"):
+        xpkit.Backend("numpy").asarray([[1.0, 2.0], [3.0]])
+
+
+def test_non_numeric_data():
+    with pytest.raises(TypeError, match=r"x has non-numeric dtype <U1"):
+        xpkit.Backend("numpy").asarray(["a", "b"])
+
+
+@pytest.mark.parametrize("dtype", ["object", "str", np.dtype("U3"), object])
+def test_non_numeric_dtype(dtype):
+    with pytest.raises(TypeError, match="dtype=.* is not a numeric or boolean dtype"):
+        xpkit.Backend("numpy").asarray([1, 2], dtype=dtype)
+    with pytest.raises(TypeError, match="is not a numeric or boolean dtype"):
+        xpkit.Backend.dtype_to_str(dtype)
+
+
+@pytest.mark.parametrize(
+    ("shape", "exc"), [("3", TypeError), ((2, 1.5), TypeError), ((2, -1), ValueError)]
+)
+def test_full_bad_shape(shape, exc):
+    with pytest.raises(exc, match="shape must"):
+        xpkit.Backend("numpy").full(shape, 1.0)
+
+
+def test_full_bad_fill_value():
+    with pytest.raises(
+        TypeError, match=r"fill_value must be a Python or NumPy scalar, got \[1\]"
+    ):
+        xpkit.Backend("numpy").full(2, [1])
+
+
+def test_axis_must_be_an_int():
+    b = xpkit.Backend("numpy")
+    with pytest.raises(TypeError, match="axis must be an int, got '0'"):
+        b.sort(np.ones(3), axis="0")
+    with pytest.raises(TypeError, match="axis must be an int, got 1.0"):
+        b.expand_dims(np.ones(3), 1.0)
+
+
+def test_svd_full_matrices_must_be_bool():
+    with pytest.raises(TypeError, match="full_matrices must be a bool, got 'yes'"):
+        xpkit.Backend("numpy").svd(np.eye(2), full_matrices="yes")
+
+
+def test_concatenate_empty_and_non_sequence():
+    b = xpkit.Backend("numpy")
+    with pytest.raises(ValueError, match="arrays must not be empty"):
+        b.concatenate([])
+    with pytest.raises(
+        TypeError, match="arrays must be a sequence of arrays, got ndarray"
+    ):
+        b.concatenate(np.ones((2, 2)))
+
+
+@pytest.mark.parametrize("spec", [42, "tpu", 1.5])
+def test_resolve_backend_bad_spec(spec):
+    with pytest.raises(ValueError, match=rf"parallel.*{spec!r}"):
+        xpkit.resolve_backend(spec)
+
+
+@pytest.mark.parametrize(
+    ("args", "exc", "match"),
+    [
+        ((0, 5), ValueError, "n_samples must be positive, got 0"),
+        ((5, -1), ValueError, "n_features must be positive, got -1"),
+        ((5, 5, 0), ValueError, "cv must be positive, got 0"),
+        (("5", 5), TypeError, "n_samples must be an int, got '5'"),
+        ((5, 5.0), TypeError, "n_features must be an int, got 5.0"),
+    ],
+)
+def test_auto_select_backend_bad_sizes(args, exc, match):
+    with pytest.raises(exc, match=match):
+        xpkit.auto_select_backend(*args)
+
+
+def test_like_methods_bad_device():
+    b = xpkit.Backend("numpy")
+    with pytest.raises(ValueError, match="device='mps' does not exist"):
+        b.zeros_like(np.ones(2), device="mps")
+    with pytest.raises(TypeError, match="device=3 is not a device of backend 'numpy'"):
+        b.ones_like(np.ones(2), device=3)

@@ -1,0 +1,234 @@
+"""Budgets, batch sizing and worker counts (the seed's memory functions)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fakes import fake_cuda, fake_mps
+
+import xpkit
+from xpkit import _memory
+from xpkit._adapters import ADAPTERS, MemoryInfo
+
+GB = 1024**3
+
+
+def test_gb_to_bytes():
+    assert xpkit.gb_to_bytes(1) == 2**30
+    assert xpkit.gb_to_bytes(0.5) == 2**29
+    assert xpkit.gb_to_bytes(0) == 0
+
+
+@pytest.mark.parametrize("bad", [-1.0, math.nan, math.inf])
+def test_gb_to_bytes_rejects(bad):
+    with pytest.raises(ValueError, match="gb must be"):
+        xpkit.gb_to_bytes(bad)
+
+
+@pytest.mark.parametrize(
+    ("n_items", "bytes_per_item", "budget_gb", "overhead", "min_batch", "expected"),
+    [
+        (100, GB / 10, 1.0, 1.0, 1, (10, 10)),
+        (100, GB / 10, 1.0, 2.0, 1, (5, 20)),
+        (7, GB / 10, 1.0, 1.0, 1, (7, 1)),  # everything fits
+        (100, GB / 2, 1.0, 1.0, 4, (4, 25)),  # min_batch wins over the budget
+        (3, GB / 2, 1.0, 1.0, 10, (3, 1)),  # min_batch never above n_items
+        (10, GB / 3, 1.0, 1.0, 1, (3, 4)),
+    ],
+)
+def test_auto_batch_size(
+    n_items, bytes_per_item, budget_gb, overhead, min_batch, expected
+):
+    got = xpkit.auto_batch_size(
+        n_items,
+        bytes_per_item,
+        budget_gb=budget_gb,
+        overhead=overhead,
+        min_batch=min_batch,
+    )
+    assert got == expected
+    assert got[0] * got[1] >= n_items
+    assert (got[0] * (got[1] - 1)) < n_items
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "match"),
+    [
+        ({"n_items": 0}, ValueError, "n_items must be a positive int, got 0"),
+        ({"n_items": 2.5}, TypeError, "n_items must be an int, got 2.5"),
+        (
+            {"bytes_per_item": -1},
+            ValueError,
+            "bytes_per_item must be a finite positive",
+        ),
+        (
+            {"bytes_per_item": math.nan},
+            ValueError,
+            "bytes_per_item must be a finite positive",
+        ),
+        ({"budget_gb": math.inf}, ValueError, "budget_gb must be a finite positive"),
+        ({"budget_gb": 0}, ValueError, "budget_gb must be a finite positive"),
+        ({"overhead": 0.0}, ValueError, "overhead must be a finite positive"),
+        ({"min_batch": 0}, ValueError, "min_batch must be a positive int"),
+        (
+            {"bytes_per_item": 3 * GB},
+            ValueError,
+            r"one item needs 3 GB .* budget_gb=1.0",
+        ),
+    ],
+)
+def test_auto_batch_size_rejects(kwargs, exc, match):
+    args = {"n_items": 10, "bytes_per_item": 100.0, "budget_gb": 1.0} | kwargs
+    with pytest.raises(exc, match=match):
+        xpkit.auto_batch_size(
+            args.pop("n_items"),
+            args.pop("bytes_per_item"),
+            budget_gb=args.pop("budget_gb"),
+            **args,
+        )
+
+
+def test_explicit_budget_wins_uncapped():
+    assert xpkit.device_memory_budget(None, 123.0, cap_for_batching=True) == 123.0
+
+
+@pytest.mark.parametrize("bad", [0, -2.0, math.nan, math.inf])
+def test_explicit_budget_must_be_finite_positive(bad):
+    with pytest.raises(ValueError, match="max_gpu_memory_gb must be a finite positive"):
+        xpkit.device_memory_budget(None, bad)
+
+
+def test_host_budget_is_available_ram_with_headroom(monkeypatch):
+    monkeypatch.setattr(_memory, "host_available_bytes", lambda: 20 * GB)
+    assert xpkit.device_memory_budget() == pytest.approx(20 * _memory.HEADROOM)
+    capped = xpkit.device_memory_budget(cap_for_batching=True)
+    assert capped == min(20 * _memory.HEADROOM, xpkit.BATCH_WORKING_SET_CEILING_GB)
+
+
+def test_budget_falls_back_when_nothing_can_be_measured(monkeypatch):
+    def broken() -> int:
+        raise OSError("no /proc here")
+
+    monkeypatch.setattr(_memory, "host_available_bytes", broken)
+    assert xpkit.device_memory_budget() == _memory.FALLBACK_BUDGET_GB
+
+
+def test_cuda_budget_counts_allocator_cache(monkeypatch):
+    torch = pytest.importorskip("torch")
+    fake_cuda(monkeypatch)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda i: (6 * GB, 80 * GB))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda i: 3 * GB)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda i: 1 * GB)
+    b = xpkit.Backend("torch", device="cuda:1")
+    assert xpkit.device_memory_budget(b) == pytest.approx((6 + 2) * _memory.HEADROOM)
+
+
+def test_mps_budget_is_recommended_minus_driver(monkeypatch):
+    torch = pytest.importorskip("torch")
+    fake_mps(monkeypatch)
+    monkeypatch.setattr(torch.mps, "recommended_max_memory", lambda: 16 * GB)
+    monkeypatch.setattr(torch.mps, "driver_allocated_memory", lambda: 6 * GB)
+    b = xpkit.Backend("torch")
+    assert xpkit.device_memory_budget(b) == pytest.approx(10 * _memory.HEADROOM)
+
+
+def test_jax_and_cupy_budgets_through_their_adapters(monkeypatch):
+    for key in ("jax", "cupy"):
+        adapter = ADAPTERS[key]
+        monkeypatch.setattr(
+            adapter, "memory_info", lambda dev: MemoryInfo(5 * GB, 16 * GB)
+        )
+    b = xpkit.Backend("numpy")
+    monkeypatch.setattr(b, "_adapter", ADAPTERS["jax"])
+    assert xpkit.device_memory_budget(b) == pytest.approx(5 * _memory.HEADROOM)
+
+
+def _write(root: Path, rel: str, text: str) -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_cgroup_v2_limit(tmp_path, monkeypatch):
+    _write(tmp_path, "proc/self/cgroup", "0::/user.slice/job\n")
+    _write(tmp_path, "sys/fs/cgroup/user.slice/job/memory.max", str(2 * GB))
+    _write(tmp_path, "sys/fs/cgroup/user.slice/job/memory.current", str(GB // 2))
+    _write(tmp_path, "sys/fs/cgroup/user.slice/memory.max", "max")
+    assert _memory._cgroup_available(tmp_path) == GB + GB // 2
+    monkeypatch.setattr(
+        _memory.psutil,
+        "virtual_memory",
+        lambda: type("VM", (), {"available": 64 * GB})(),
+    )
+    assert _memory.host_available_bytes(tmp_path) == GB + GB // 2
+
+
+def test_cgroup_v2_parent_limit_applies(tmp_path):
+    _write(tmp_path, "proc/self/cgroup", "0::/a/b\n")
+    _write(tmp_path, "sys/fs/cgroup/a/b/memory.max", "max")
+    _write(tmp_path, "sys/fs/cgroup/a/memory.max", str(4 * GB))
+    _write(tmp_path, "sys/fs/cgroup/a/memory.current", str(GB))
+    assert _memory._cgroup_available(tmp_path) == 3 * GB
+
+
+def test_cgroup_v1_limit(tmp_path):
+    _write(tmp_path, "proc/self/cgroup", "12:cpu,cpuacct:/x\n4:memory:/docker/abc\n")
+    _write(
+        tmp_path, "sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes", str(8 * GB)
+    )
+    _write(
+        tmp_path, "sys/fs/cgroup/memory/docker/abc/memory.usage_in_bytes", str(5 * GB)
+    )
+    assert _memory._cgroup_available(tmp_path) == 3 * GB
+
+
+def test_cgroup_v1_unlimited_and_missing(tmp_path):
+    _write(tmp_path, "proc/self/cgroup", "4:memory:/\n")
+    _write(tmp_path, "sys/fs/cgroup/memory/memory.limit_in_bytes", str(2**63 - 4096))
+    assert _memory._cgroup_available(tmp_path) is None
+    assert _memory._cgroup_available(tmp_path / "nowhere") is None
+
+
+def test_auto_n_jobs_by_memory(monkeypatch):
+    monkeypatch.setattr("joblib.cpu_count", lambda: 8)
+    arrays = [np.zeros(1024**2 // 8), None, np.zeros(10)]  # largest: 1 MiB
+    assert xpkit.auto_n_jobs_for_arrays(arrays, max_memory_gb=1.0) == 8
+    with pytest.warns(
+        xpkit.MemoryCapWarning, match="memory caps the worker count at 3"
+    ):
+        assert xpkit.auto_n_jobs_for_arrays(arrays, max_memory_gb=3 / 1024) == 3
+    with pytest.warns(xpkit.MemoryCapWarning):
+        assert (
+            xpkit.auto_n_jobs_for_arrays(arrays, max_memory_gb=1 / 4096, min_jobs=2)
+            == 2
+        )
+    assert xpkit.auto_n_jobs_for_arrays([], min_jobs=3) == 3
+    assert xpkit.auto_n_jobs_for_arrays([None, None]) == 1
+
+
+def test_auto_n_jobs_sizes_any_library(xpkit_backend, monkeypatch):
+    monkeypatch.setattr("joblib.cpu_count", lambda: 64)
+    x = xpkit_backend.asarray(np.zeros((256, 512)))  # 1 MiB of float64
+    with pytest.warns(xpkit.MemoryCapWarning, match="at 10"):
+        assert xpkit.auto_n_jobs_for_arrays([x], max_memory_gb=10 / 1024) == 10
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "match"),
+    [
+        ({"arrays": 5}, TypeError, "arrays must be an iterable of arrays, got int"),
+        ({"arrays": [], "min_jobs": 0}, ValueError, "min_jobs must be a positive int"),
+        (
+            {"arrays": [np.ones(2)], "max_memory_gb": -1},
+            ValueError,
+            "max_memory_gb must be",
+        ),
+    ],
+)
+def test_auto_n_jobs_rejects(kwargs, exc, match):
+    arrays = kwargs.pop("arrays")
+    with pytest.raises(exc, match=match):
+        xpkit.auto_n_jobs_for_arrays(arrays, **kwargs)

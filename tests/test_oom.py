@@ -1,0 +1,296 @@
+"""OOM detection with the real exception classes, and split-and-retry recovery."""
+
+from __future__ import annotations
+
+import gc
+import logging
+import sys
+import threading
+import weakref
+
+import numpy as np
+import pytest
+
+import xpkit
+
+
+def _numpy_oom() -> MemoryError:
+    try:
+        np.empty(10**15)
+    except MemoryError as exc:  # numpy._core._exceptions._ArrayMemoryError
+        return exc
+    pytest.skip("this host allowed a 7 PiB allocation")
+
+
+def _real_ooms() -> list[tuple[str, BaseException]]:
+    found: list[tuple[str, BaseException]] = [("MemoryError", MemoryError())]
+    if "torch" in sys.modules or _has("torch"):
+        import torch
+
+        found += [
+            (
+                "torch.OutOfMemoryError",
+                torch.OutOfMemoryError(
+                    "CUDA out of memory. Tried to allocate 2.00 GiB"
+                ),
+            ),
+            (
+                "torch.AcceleratorError",
+                torch.AcceleratorError("CUDA error: out of memory"),
+            ),
+            (
+                "cuda RuntimeError",
+                RuntimeError(
+                    "CUDA error: out of memory\nCUDA kernel errors might be ..."
+                ),
+            ),
+            (
+                "cuBLAS",
+                RuntimeError(
+                    "CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"
+                ),
+            ),
+            (
+                "cuSOLVER",
+                RuntimeError(
+                    "cusolver error: CUSOLVER_STATUS_ALLOC_FAILED, when calling ..."
+                ),
+            ),
+            ("cuFFT", RuntimeError("cuFFT error: CUFFT_ALLOC_FAILED")),
+            (
+                "torch CPU",
+                RuntimeError(
+                    "[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory: you tried to allocate 8 bytes."
+                ),
+            ),
+            (
+                "MPS",
+                RuntimeError(
+                    "MPS backend out of memory (MPS allocated: 1.2 GB, other allocations: 0 bytes)"
+                ),
+            ),
+        ]
+    if _has("jax"):
+        from jax.errors import JaxRuntimeError
+
+        found.append(
+            (
+                "JaxRuntimeError",
+                JaxRuntimeError(
+                    "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 1.00GiB."
+                ),
+            )
+        )
+    return found
+
+
+def _has(name: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(name) is not None
+
+
+@pytest.mark.parametrize(
+    ("label", "exc"), _real_ooms(), ids=lambda v: v if isinstance(v, str) else ""
+)
+def test_is_oom_error_real_classes(label, exc):
+    assert xpkit.is_oom_error(exc), label
+
+
+def test_numpy_array_memory_error_is_oom():
+    exc = _numpy_oom()
+    assert type(exc) is not MemoryError
+    assert type(exc).__module__.startswith("numpy")
+    assert xpkit.is_oom_error(exc)
+
+
+LOOKALIKES = [
+    RuntimeError("mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)"),
+    RuntimeError(
+        "Storage size calculation overflowed with sizes=[9223372036854775807]"
+    ),
+    RuntimeError("CUDA error: device-side assert triggered"),
+    KeyError("out of memory"),
+    ValueError("RESOURCE_EXHAUSTED"),
+    RuntimeError("RESOURCE_EXHAUSTED: not from jax"),
+    TypeError("CUDA out of memory"),
+]
+
+
+@pytest.mark.parametrize(
+    "exc", LOOKALIKES, ids=lambda e: f"{type(e).__name__}:{str(e)[:30]}"
+)
+def test_is_oom_error_rejects_lookalikes(exc):
+    pytest.importorskip("torch")
+    assert not xpkit.is_oom_error(exc)
+
+
+def test_is_oom_error_follows_cause_and_context():
+    try:
+        try:
+            raise MemoryError
+        except MemoryError as inner:
+            raise ValueError("wrapped") from inner
+    except ValueError as exc:
+        assert xpkit.is_oom_error(exc)
+    try:
+        try:
+            raise MemoryError
+        except MemoryError:
+            raise KeyError("during handling") from None
+    except KeyError as exc:
+        assert exc.__context__ is not None
+        assert xpkit.is_oom_error(exc)  # the context still holds the OOM
+    cyclic = ValueError("a")
+    other = ValueError("b")
+    cyclic.__context__, other.__context__ = other, cyclic
+    assert not xpkit.is_oom_error(cyclic)
+
+
+def test_is_oom_error_rejects_non_exceptions():
+    with pytest.raises(TypeError, match="exc must be an exception, got 'boom'"):
+        xpkit.is_oom_error("boom")
+
+
+def test_empty_device_cache_never_raises(monkeypatch):
+    from xpkit._adapters import ADAPTERS
+
+    def explode() -> None:
+        raise RuntimeError("driver gone")
+
+    monkeypatch.setattr(ADAPTERS["numpy"], "empty_cache", explode)
+    assert xpkit.empty_device_cache() is None
+
+
+class Capacity:
+    """A row-wise function that fails with ``exc_factory()`` above ``capacity`` rows."""
+
+    def __init__(self, capacity: int, exc_factory=MemoryError) -> None:
+        self.capacity = capacity
+        self.exc_factory = exc_factory
+        self.calls: list[int] = []
+
+    def __call__(self, x, w):
+        self.calls.append(int(x.shape[0]))
+        if x.shape[0] > self.capacity:
+            raise self.exc_factory()
+        return x * 2.0 + w
+
+
+def _ref(x, w):
+    return np.asarray(x) * 2.0 + np.asarray(w)
+
+
+@pytest.mark.parametrize("capacity", [2, 7, 24, 1000])
+def test_compute_oom_safe_exact_recovery(xpkit_backend, rng, capacity):
+    b = xpkit_backend
+    a, w = rng.standard_normal((24, 3)), rng.standard_normal((24, 3))
+    fn = Capacity(capacity)
+    got = xpkit.compute_oom_safe(fn, b.asarray(a), b.asarray(w))
+    assert isinstance(got, np.ndarray)
+    np.testing.assert_array_equal(got, _ref(a, w))
+    assert max(c for c in fn.calls if c <= capacity) <= capacity
+    assert sum(c for c in fn.calls if c <= capacity) == 24  # every row exactly once
+
+
+def test_compute_oom_safe_with_torch_oom(rng):
+    torch = pytest.importorskip("torch")
+    b = xpkit.Backend("torch", device="cpu")
+    a = rng.standard_normal((20, 2))
+    fn = Capacity(4, lambda: torch.OutOfMemoryError("CUDA out of memory."))
+    got = xpkit.compute_oom_safe(fn, b.asarray(a), b.asarray(a))
+    np.testing.assert_array_equal(got, _ref(a, a))
+
+
+def test_compute_oom_safe_reraises_below_min_chunk():
+    fn = Capacity(2)
+    with pytest.raises(MemoryError):
+        xpkit.compute_oom_safe(fn, np.ones((16, 1)), np.ones((16, 1)), min_chunk=4)
+    assert fn.calls == [16, 8, 4]
+
+
+def test_compute_oom_safe_does_not_catch_other_errors():
+    fn = Capacity(2, lambda: ValueError("shape mismatch"))
+    with pytest.raises(ValueError, match="shape mismatch"):
+        xpkit.compute_oom_safe(fn, np.ones((4, 1)), np.ones((4, 1)))
+    assert fn.calls == [4]
+
+
+def test_failed_attempt_buffers_are_freed_before_retry():
+    alive: list[weakref.ref] = []
+    seen_alive_at_retry: list[int] = []
+
+    def fn(x):
+        gc.collect()
+        seen_alive_at_retry.append(sum(r() is not None for r in alive))
+        scratch = np.empty((x.shape[0], 1000))  # the failed attempt's buffer
+        alive.append(weakref.ref(scratch))
+        if x.shape[0] > 4:
+            raise MemoryError
+        return x + 0.0
+
+    got = xpkit.compute_oom_safe(fn, np.arange(16.0)[:, None])
+    np.testing.assert_array_equal(got, np.arange(16.0)[:, None])
+    assert seen_alive_at_retry[0] == 0
+    # successful attempts return; failed ones must be gone by the next call
+    assert all(n <= 1 for n in seen_alive_at_retry), seen_alive_at_retry
+
+
+def test_compute_oom_safe_logs_each_split(caplog):
+    with caplog.at_level(logging.INFO, logger="xpkit"):
+        xpkit.compute_oom_safe(Capacity(4), np.ones((8, 1)), np.ones((8, 1)))
+    splits = [r for r in caplog.records if "out of memory on rows" in r.getMessage()]
+    assert len(splits) == 1
+    assert "rows 0:8 (8 rows), retrying as 4 + 4 rows" in splits[0].getMessage()
+
+
+def test_compute_oom_safe_threads(rng):
+    data = [rng.standard_normal((40, 2)) for _ in range(4)]
+    results: dict[int, np.ndarray] = {}
+
+    def work(i: int) -> None:
+        results[i] = xpkit.compute_oom_safe(Capacity(3 + i), data[i], data[i])
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i in range(4):
+        np.testing.assert_array_equal(results[i], _ref(data[i], data[i]))
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "exc", "match"),
+    [
+        (("notcallable", np.ones(2)), {}, TypeError, "fn must be callable"),
+        ((abs,), {}, ValueError, "arrays must hold at least one array"),
+        (
+            (abs, np.ones(3), np.ones(4)),
+            {},
+            ValueError,
+            r"share their axis-0 length, got lengths \[3, 4\]",
+        ),
+        (
+            (abs, np.float64(1.0)),
+            {},
+            TypeError,
+            r"arrays\[0\] must be an array with at least one axis",
+        ),
+        (
+            (abs, np.ones(2)),
+            {"min_chunk": 0},
+            ValueError,
+            "min_chunk must be a positive int, got 0",
+        ),
+        (
+            (abs, np.ones(2)),
+            {"min_chunk": 1.5},
+            TypeError,
+            "min_chunk must be an int, got 1.5",
+        ),
+    ],
+)
+def test_compute_oom_safe_rejects(args, kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        xpkit.compute_oom_safe(*args, **kwargs)
