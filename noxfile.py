@@ -1,0 +1,55 @@
+"""One session per concern: tests, conformance, lint, bench.
+
+Extras come from pyproject.toml. ``XPKIT_TORCH_SPEC`` (default: torch from
+the extras) lets a machine pin the torch build it installs first, e.g.
+``XPKIT_TORCH_SPEC=torch==2.13.0`` for a CPU wheel already on disk.
+"""
+
+from __future__ import annotations
+
+import os
+
+import nox
+
+PYPROJECT = nox.project.load_toml("pyproject.toml")
+EXTRAS = PYPROJECT["project"]["optional-dependencies"]
+
+nox.options.default_venv_backend = "venv"
+nox.options.sessions = ["lint", "tests", "conformance"]
+
+
+def _install(session: nox.Session, extras: str) -> None:
+    torch_spec = os.environ.get("XPKIT_TORCH_SPEC")
+    if torch_spec:
+        session.install(torch_spec)
+    session.install("-e", f".[{extras}]")
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The unit tests on every backend installed by the ``all`` extra."""
+    _install(session, "all")
+    session.run("python", "-m", "pytest", *session.posargs)
+
+
+@nox.session
+def conformance(session: nox.Session) -> None:
+    """The facade on array-api-strict at its strictest flags."""
+    _install(session, "test")
+    session.run("python", "-m", "pytest", "conformance", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff (lint and format) and mypy --strict on src/."""
+    _install(session, "dev")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+    session.run("mypy", "--strict", "src")
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Benchmarks: dispatch overhead tables, printed as markdown."""
+    _install(session, "all")
+    session.run("python", "benchmarks/bench_dispatch.py")
