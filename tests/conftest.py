@@ -22,3 +22,21 @@ if importlib.util.find_spec("jax") is not None:
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(12345)
+
+
+def pytest_collection_modifyitems(
+    config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    """Skip ``@pytest.mark.gpu`` tests where this machine has no GPU."""
+    gpu_items = [item for item in items if item.get_closest_marker("gpu")]
+    if not gpu_items:
+        return
+    from xpkit._select import find_gpus
+
+    if find_gpus():
+        return
+    skip = pytest.mark.skip(
+        reason="needs a GPU (CUDA, MPS or a JAX GPU); none found here"
+    )
+    for item in gpu_items:
+        item.add_marker(skip)

@@ -37,3 +37,62 @@ def no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
                 d for d in real() if not adapter.is_gpu(d)
             ),
         )
+
+
+class FakeCupyDevice:
+    """Stands in for ``cupy.cuda.Device`` where no CUDA driver exists."""
+
+    def __init__(self, device: int = 0) -> None:
+        self.id = device
+
+    def __enter__(self) -> FakeCupyDevice:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def fake_cupy_gpus(
+    monkeypatch: pytest.MonkeyPatch,
+    count: int = 2,
+    free: int = 0,
+    total: int = 0,
+    pooled: int = 0,
+) -> None:
+    """CuPy (really installed, CPU-only host) believing it sees ``count`` GPUs."""
+    cupy = pytest.importorskip("cupy")
+    monkeypatch.setattr(cupy.cuda.runtime, "getDeviceCount", lambda: count)
+    monkeypatch.setattr(cupy.cuda.runtime, "memGetInfo", lambda: (free, total))
+    monkeypatch.setattr(cupy.cuda, "Device", FakeCupyDevice)
+    pool = type("Pool", (), {"free_bytes": lambda self: pooled})()
+    monkeypatch.setattr(cupy, "get_default_memory_pool", lambda: pool)
+
+
+class FakeJaxGpu:
+    """A JAX GPU device as ``jax.devices('gpu')`` would list it."""
+
+    platform = "gpu"
+    device_kind = "Fake H100"
+
+    def __init__(self, index: int, stats: dict[str, int] | None) -> None:
+        self.id = index
+        self._stats = stats
+
+    def memory_stats(self) -> dict[str, int] | None:
+        return self._stats
+
+
+def fake_jax_gpus(
+    monkeypatch: pytest.MonkeyPatch, count: int = 2, stats: dict[str, int] | None = None
+) -> list[FakeJaxGpu]:
+    jax = pytest.importorskip("jax")
+    real = jax.devices
+    gpus = [FakeJaxGpu(i, stats) for i in range(count)]
+
+    def devices(backend: str | None = None):
+        if backend in (None, "gpu", "cuda"):
+            return list(gpus)
+        return real(backend)
+
+    monkeypatch.setattr(jax, "devices", devices)
+    return gpus

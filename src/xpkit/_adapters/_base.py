@@ -62,14 +62,16 @@ class Adapter:
             return None
         from importlib.metadata import PackageNotFoundError, version
 
-        try:
-            return version(self.distribution())
-        except PackageNotFoundError:  # pragma: no cover - odd installs
-            return None
+        for dist in self.distributions():
+            try:
+                return version(dist)
+            except PackageNotFoundError:
+                continue
+        return None
 
-    def distribution(self) -> str:
-        """Name of the distribution that installs the library."""
-        return self.module.replace("_", "-")
+    def distributions(self) -> tuple[str, ...]:
+        """Names of the distributions that may install the library."""
+        return (self.module.replace("_", "-"),)
 
     def require(self) -> None:
         """Raise ImportError naming the extra when the library is missing."""

@@ -13,7 +13,7 @@ from ._base import Adapter, MemoryInfo
 
 __all__ = ["CupyAdapter"]
 
-_ALLOC_FAILED = ("_alloc_failed", "cudaerrormemoryallocation", "out of memory")
+_ALLOC_FAILED = ("_alloc_failed", "cudaerrormemoryallocation", "hiperroroutofmemory")
 
 
 def _cupy() -> Any:
@@ -33,6 +33,10 @@ class CupyAdapter(Adapter):
     module = "cupy"
     extra = "cupy"
     label = "CuPy"
+
+    def distributions(self) -> tuple[str, ...]:
+        """CuPy ships as one wheel per CUDA/ROCm version."""
+        return ("cupy", "cupy-cuda12x", "cupy-cuda13x", "cupy-cuda11x", "cupy-rocm-6-0")
 
     def namespace(self) -> ModuleType:
         """``array_api_compat.cupy``."""

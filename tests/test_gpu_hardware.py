@@ -1,0 +1,74 @@
+"""Checks that only a real GPU can answer; skipped where there is none.
+
+Run on a GPU machine with ``python -m pytest -m gpu``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import xpkit
+from xpkit._select import find_gpus
+
+pytestmark = pytest.mark.gpu
+
+
+def _gpu_backends() -> list[xpkit.Backend]:
+    return [xpkit.Backend(a.key, device=d) for a, d in find_gpus()]
+
+
+def test_round_trip_and_compute_on_every_gpu(rng):
+    a = rng.standard_normal((64, 32))
+    for b in _gpu_backends():
+        assert b.is_gpu
+        x = b.asarray(a, dtype="float32")
+        assert xpkit.Backend.from_arrays(x) == b
+        _u, s, _vt = b.svd(x)
+        np.testing.assert_allclose(
+            b.to_numpy(s),
+            np.linalg.svd(a.astype(np.float32), compute_uv=False),
+            rtol=1e-4,
+        )
+        np.testing.assert_allclose(
+            b.to_numpy(b.matmul(x, b.xp.permute_dims(x, (1, 0)))),
+            a @ a.T,
+            rtol=1e-3,
+            atol=1e-3,
+        )
+
+
+def test_measured_budget_is_within_the_device(rng):
+    for b in _gpu_backends():
+        info = b._adapter.memory_info(b.device)
+        if info is None:
+            continue
+        budget = xpkit.device_memory_budget(b)
+        assert 0 < budget <= info.total / 1024**3
+
+
+def test_real_device_oom_is_detected_and_recovered():
+    """Allocate more than the device has, on purpose, then recover by splitting."""
+    for b in _gpu_backends():
+        info = b._adapter.memory_info(b.device)
+        if info is None:
+            continue
+        rows = 64
+        per_row = int(info.free / 16)  # 64 rows need ~4x the free memory
+
+        def fn(idx, b=b, per_row=per_row):
+            n = int(idx.shape[0])
+            scratch = b.xp.ones((n, per_row // 4), dtype=b.xp.float32, device=b._native)
+            return b.to_numpy(b.xp.sum(scratch, axis=1))
+
+        try:
+            fn(np.arange(rows))
+        except Exception as exc:  # noqa: BLE001 - any library's OOM
+            assert xpkit.is_oom_error(exc), repr(exc)
+        else:
+            pytest.fail("the oversized allocation did not fail")
+        xpkit.empty_device_cache()
+        got = xpkit.compute_oom_safe(fn, np.arange(rows))
+        np.testing.assert_array_equal(
+            got, np.full(rows, per_row // 4, dtype=np.float32)
+        )
