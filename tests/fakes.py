@@ -7,6 +7,8 @@ the fake device, so tests using these exercise xpkit's decisions, not torch.
 
 from __future__ import annotations
 
+from typing import Self
+
 import pytest
 
 
@@ -45,7 +47,7 @@ class FakeCupyDevice:
     def __init__(self, device: int = 0) -> None:
         self.id = device
 
-    def __enter__(self) -> FakeCupyDevice:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
