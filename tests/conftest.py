@@ -9,14 +9,32 @@ NumPy at float64.
 from __future__ import annotations
 
 import importlib.util
+import os
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, settings
 
 if importlib.util.find_spec("jax") is not None:
     import jax
 
     jax.config.update("jax_enable_x64", True)
+
+
+# Property tests: a quick pass in the default run, thousands in `nox -s fuzz`.
+settings.register_profile(
+    "default",
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile(
+    "fuzz",
+    max_examples=int(os.environ.get("XPKIT_FUZZ_EXAMPLES", "2000")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
 @pytest.fixture

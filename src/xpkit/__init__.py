@@ -6,6 +6,7 @@ layer that sizes work to the device and recovers from out-of-memory errors.
 """
 
 from ._backend import BACKEND_NAMES, Backend
+from ._batches import map_batches
 from ._dtypes import PrecisionWarning
 from ._memory import (
     BATCH_WORKING_SET_CEILING_GB,
@@ -14,6 +15,7 @@ from ._memory import (
     auto_n_jobs_for_arrays,
     device_memory_budget,
     gb_to_bytes,
+    memory_budget,
 )
 from ._oom import compute_oom_safe, empty_device_cache, is_oom_error
 from ._select import auto_select_backend, check_gpu_available, resolve_backend
@@ -37,5 +39,7 @@ __all__ = [
     "empty_device_cache",
     "gb_to_bytes",
     "is_oom_error",
+    "map_batches",
+    "memory_budget",
     "resolve_backend",
 ]

@@ -8,9 +8,13 @@ initialising any GPU library.
 from __future__ import annotations
 
 import math
+import numbers
 import operator
+import os
 import warnings
 from collections.abc import Iterable
+from contextlib import ContextDecorator
+from contextvars import ContextVar, Token
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,9 +33,11 @@ __all__ = [
     "array_nbytes",
     "auto_batch_size",
     "auto_n_jobs_for_arrays",
+    "configured_budget_gb",
     "device_memory_budget",
     "gb_to_bytes",
     "host_available_bytes",
+    "memory_budget",
 ]
 
 #: Ceiling on a *measured* budget used to size batches: working sets beyond it
@@ -59,12 +65,10 @@ def gb_to_bytes(gb: float) -> int:
 
 
 def _check_positive(param: str, value: Any, *, allow_zero: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        try:
-            value = float(value)  # NumPy scalars
-        except (TypeError, ValueError):
-            msg = f"{param} must be a number, got {value!r}"
-            raise TypeError(msg) from None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        msg = f"{param} must be a number, got {value!r}"
+        raise TypeError(msg)
+    value = float(value)
     if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
         kind = "a finite non-negative" if allow_zero else "a finite positive"
         msg = f"{param} must be {kind} number, got {value!r}"
@@ -149,6 +153,67 @@ def host_available_bytes(_root: Path = Path("/")) -> int:
 
 
 # -- budgets -----------------------------------------------------------------
+ENV_BUDGET = "XPKIT_MEMORY_BUDGET_GB"
+
+_active_budget: ContextVar[float | None] = ContextVar(
+    "xpkit_memory_budget", default=None
+)
+
+
+class memory_budget(ContextDecorator):
+    """Set the memory budget (GB) for every xpkit call inside a block.
+
+    Works as a context manager and as a decorator. The setting lives in a
+    `contextvars.ContextVar`, so concurrent threads and asyncio tasks each
+    see their own budget; blocks nest, the innermost winning. An explicit
+    ``max_gpu_memory_gb`` / ``budget_gb`` argument still wins over it.
+
+    Parameters
+    ----------
+    gb : float
+        Budget in GB; a finite positive number.
+
+    Examples
+    --------
+    >>> import xpkit
+    >>> with xpkit.memory_budget(2.0):
+    ...     xpkit.device_memory_budget()
+    2.0
+    """
+
+    def __init__(self, gb: float) -> None:
+        self.gb = _check_positive("gb", gb)
+        self._tokens: list[Token[float | None]] = []
+
+    def __enter__(self) -> memory_budget:
+        self._tokens.append(_active_budget.set(self.gb))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _active_budget.reset(self._tokens.pop())
+
+    def _recreate_cm(self) -> memory_budget:
+        return memory_budget(self.gb)  # a fresh one per decorated call
+
+
+def configured_budget_gb() -> float | None:
+    """The budget of an enclosing `memory_budget` block, else of the env var."""
+    active = _active_budget.get()
+    if active is not None:
+        return active
+    raw = os.environ.get(ENV_BUDGET, "").strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        msg = f"{ENV_BUDGET} must be a finite positive number of GB, got {raw!r}"
+        raise ValueError(msg)
+    return value
+
+
 def device_memory_budget(
     backend: Backend | None = None,
     max_gpu_memory_gb: float | None = None,
@@ -157,8 +222,10 @@ def device_memory_budget(
 ) -> float:
     """Usable memory budget in GB for a backend's device.
 
-    An explicit ``max_gpu_memory_gb`` always wins, uncapped. Otherwise the
-    budget is measured at call time, with `HEADROOM`: the device's free memory
+    An explicit ``max_gpu_memory_gb`` always wins, uncapped; then a budget
+    set by an enclosing `memory_budget` block, then the
+    ``XPKIT_MEMORY_BUDGET_GB`` environment variable (both uncapped). Otherwise
+    the budget is measured at call time, with `HEADROOM`: the device's free memory
     as its library reports it (CUDA ``mem_get_info`` or CuPy ``memGetInfo``
     plus pool-cached bytes; MPS recommended working set minus driver-held
     memory; JAX ``memory_stats()``), else available host RAM honouring the
@@ -185,6 +252,9 @@ def device_memory_budget(
     if not isinstance(cap_for_batching, bool):
         msg = f"cap_for_batching must be a bool, got {cap_for_batching!r}"
         raise TypeError(msg)
+    chosen = configured_budget_gb()
+    if chosen is not None:
+        return chosen
     budget = _measured_gb(backend)
     if cap_for_batching:
         budget = min(budget, BATCH_WORKING_SET_CEILING_GB)

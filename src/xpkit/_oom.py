@@ -13,7 +13,15 @@ import numpy as np
 
 from ._adapters import ADAPTERS, adapter_for_array
 
-__all__ = ["compute_oom_safe", "empty_device_cache", "is_oom_error"]
+__all__ = [
+    "common_rows",
+    "compute_oom_safe",
+    "empty_device_cache",
+    "is_oom_error",
+    "row_slices",
+    "run_split_on_oom",
+    "to_host",
+]
 
 logger = logging.getLogger("xpkit")
 
@@ -92,6 +100,11 @@ def compute_oom_safe(fn: Callable[..., Any], *arrays: Any, min_chunk: int = 1) -
     if not callable(fn):
         msg = f"fn must be callable, got {fn!r}"
         raise TypeError(msg)
+    result, _ = run_split_on_oom(fn, arrays, _check_min_chunk(min_chunk))
+    return result
+
+
+def _check_min_chunk(min_chunk: Any) -> int:
     if isinstance(min_chunk, bool):
         msg = f"min_chunk must be an int, got {min_chunk!r}"
         raise TypeError(msg)
@@ -103,13 +116,36 @@ def compute_oom_safe(fn: Callable[..., Any], *arrays: Any, min_chunk: int = 1) -
     if min_chunk < 1:
         msg = f"min_chunk must be a positive int, got {min_chunk!r}"
         raise ValueError(msg)
-    n = _common_rows(arrays)
+    return int(min_chunk)
+
+
+def run_split_on_oom(
+    fn: Callable[..., Any], arrays: tuple[Any, ...], min_chunk: int
+) -> tuple[np.ndarray[Any, Any], int | None]:
+    """`compute_oom_safe`'s loop; also returns the largest chunk that fitted.
+
+    The second value is None when no OOM happened, else the row count of the
+    largest chunk that succeeded after a split (what a caller can use as its
+    batch size from now on).
+    """
+    n = common_rows(arrays)
     pieces: list[np.ndarray[Any, Any]] = []
+    fitted: int | None = None
+    split = False
+    smallest_failed = n + 1
     pending = [(0, n)]
     while pending:
         start, stop = pending.pop()
+        size = stop - start
+        if size >= smallest_failed and size // 2 >= min_chunk:
+            # A chunk this large already ran out of memory: split without trying.
+            mid = start + size // 2
+            pending += [(mid, stop), (start, mid)]
+            continue
         try:
-            pieces.append(_to_host(fn(*_rows(arrays, start, stop, n))))
+            pieces.append(to_host(fn(*row_slices(arrays, start, stop, n))))
+            if split:
+                fitted = max(fitted or 0, stop - start)
             continue
         except BaseException as exc:
             if not is_oom_error(exc) or (stop - start) // 2 < min_chunk:
@@ -118,6 +154,8 @@ def compute_oom_safe(fn: Callable[..., Any], *arrays: Any, min_chunk: int = 1) -
             traceback.clear_frames(exc.__traceback__)
             reason = f"{type(exc).__name__}: {str(exc)[:200]}"
         # Outside the except block: the exception and its frames are gone.
+        split = True
+        smallest_failed = min(smallest_failed, stop - start)
         empty_device_cache()
         mid = start + (stop - start) // 2
         logger.info(
@@ -130,10 +168,11 @@ def compute_oom_safe(fn: Callable[..., Any], *arrays: Any, min_chunk: int = 1) -
             reason,
         )
         pending += [(mid, stop), (start, mid)]
-    return pieces[0] if len(pieces) == 1 else np.concatenate(pieces, axis=0)
+    result = pieces[0] if len(pieces) == 1 else np.concatenate(pieces, axis=0)
+    return result, fitted
 
 
-def _common_rows(arrays: tuple[Any, ...]) -> int:
+def common_rows(arrays: tuple[Any, ...]) -> int:
     if not arrays:
         msg = "arrays must hold at least one array"
         raise ValueError(msg)
@@ -154,12 +193,14 @@ def _common_rows(arrays: tuple[Any, ...]) -> int:
     return n
 
 
-def _rows(arrays: tuple[Any, ...], start: int, stop: int, n: int) -> tuple[Any, ...]:
+def row_slices(
+    arrays: tuple[Any, ...], start: int, stop: int, n: int
+) -> tuple[Any, ...]:
     if start == 0 and stop == n:
         return arrays
     return tuple(a[start:stop, ...] for a in arrays)
 
 
-def _to_host(result: Any) -> np.ndarray[Any, Any]:
+def to_host(result: Any) -> np.ndarray[Any, Any]:
     adapter = adapter_for_array(result)
     return np.asarray(result) if adapter is None else adapter.to_numpy(result)

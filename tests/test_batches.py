@@ -1,0 +1,262 @@
+"""map_batches, the memory_budget context, and a real OOM under an address-space limit."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+
+import xpkit
+from xpkit import _memory
+
+GB = 1024**3
+
+
+def row_norms(x):
+    return x * x
+
+
+class CountingFn:
+    """Row-wise fn that records its batch sizes and fails above ``capacity`` rows."""
+
+    def __init__(self, capacity: int | None = None) -> None:
+        self.capacity = capacity
+        self.sizes: list[int] = []
+
+    def __call__(self, x, y):
+        n = int(x.shape[0])
+        self.sizes.append(n)
+        if self.capacity is not None and n > self.capacity:
+            raise MemoryError
+        return x * 2.0 - y
+
+
+def test_map_batches_matches_unbatched_on_every_backend(xpkit_backend):
+    b = xpkit_backend
+    a = np.arange(200.0).reshape(100, 2)
+    c = np.ones((100, 2))
+    fn = CountingFn()
+    per_row = 2 * 2 * 8  # two float64 inputs of two columns
+    got = xpkit.map_batches(fn, b.asarray(a), b.asarray(c), budget_gb=10 * per_row / GB)
+    np.testing.assert_array_equal(got, a * 2.0 - c)
+    assert fn.sizes == [10] * 10
+
+
+def test_map_batches_estimates_bytes_from_rows_and_overhead():
+    a = np.zeros((64, 128))  # 1 KiB per row
+    fn = CountingFn()
+    xpkit.map_batches(fn, a, a, budget_gb=16 * 2048 / GB, overhead=2.0)
+    assert fn.sizes == [8] * 8  # 2 KiB per item * 2.0 overhead -> 8 per 16 KiB batch
+
+
+def test_map_batches_explicit_bytes_per_item():
+    a = np.zeros((30, 1))
+    fn = CountingFn()
+    xpkit.map_batches(fn, a, a, bytes_per_item=1000.0, budget_gb=10_000 / GB)
+    assert fn.sizes == [10, 10, 10]
+
+
+def test_map_batches_shrinks_after_an_oom(caplog):
+    a = np.arange(100.0)[:, None]
+    fn = CountingFn(capacity=12)
+    with caplog.at_level(logging.INFO, logger="xpkit"):
+        got = xpkit.map_batches(fn, a, a, budget_gb=50 * 16 / GB)
+    np.testing.assert_array_equal(got, a)
+    # 50 -> 25 -> 12 + 13 -> 13 fails -> 6 + 7; nothing of 13 rows or more is
+    # tried again, and later batches start at the 12 rows that fitted
+    assert fn.sizes[:5] == [50, 25, 12, 13, 6]
+    assert max(fn.sizes[fn.sizes.index(13) + 1 :]) <= 12
+    assert fn.sizes.count(13) == 1
+    assert any("batch size 50 -> 12" in r.getMessage() for r in caplog.records)
+
+
+def test_map_batches_min_batch_is_the_floor_for_recovery():
+    a = np.arange(40.0)[:, None]
+    with pytest.raises(MemoryError):
+        xpkit.map_batches(CountingFn(capacity=3), a, a, budget_gb=1.0, min_batch=8)
+
+
+def test_map_batches_progress_bar(capsys):
+    pytest.importorskip("tqdm")
+    a = np.arange(10.0)[:, None]
+    got = xpkit.map_batches(lambda x: x + 1, a, budget_gb=2 * 8 / GB, progress=True)
+    np.testing.assert_array_equal(got, a + 1)
+
+
+def test_map_batches_uses_the_memory_budget_block():
+    a = np.zeros((40, 1))  # 8 bytes per row
+    fn = CountingFn()
+    with xpkit.memory_budget(80 / GB):
+        xpkit.map_batches(fn, a, a)
+    assert fn.sizes == [5] * 8
+
+
+def test_map_batches_reads_the_environment(monkeypatch):
+    monkeypatch.setenv("XPKIT_MEMORY_BUDGET_GB", str(160 / GB))
+    fn = CountingFn()
+    xpkit.map_batches(fn, np.zeros((40, 1)), np.zeros((40, 1)))
+    assert fn.sizes == [10] * 4
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "exc", "match"),
+    [
+        ((42, np.ones(3)), {}, TypeError, "fn must be callable"),
+        ((abs,), {}, ValueError, "arrays must hold at least one array"),
+        ((abs, np.ones(3), np.ones(2)), {}, ValueError, "share their axis-0 length"),
+        (
+            (abs, np.ones(3)),
+            {"budget_gb": 0},
+            ValueError,
+            "budget_gb must be a finite positive",
+        ),
+        (
+            (abs, np.ones(3)),
+            {"bytes_per_item": -5},
+            ValueError,
+            "bytes_per_item must be a finite positive",
+        ),
+        (
+            (abs, np.ones(3)),
+            {"overhead": float("nan")},
+            ValueError,
+            "overhead must be a finite positive",
+        ),
+        (
+            (abs, np.ones(3)),
+            {"min_batch": 0},
+            ValueError,
+            "min_batch must be a positive int",
+        ),
+        ((abs, np.ones(3)), {"progress": "yes"}, TypeError, "progress must be a bool"),
+        ((abs, np.ones(3)), {"backend": "tpu"}, ValueError, "parallel='tpu'"),
+        (
+            (abs, np.ones(3)),
+            {"budget_gb": 1e-12, "bytes_per_item": 1e6},
+            ValueError,
+            "one item needs",
+        ),
+    ],
+)
+def test_map_batches_rejects(args, kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        xpkit.map_batches(*args, **kwargs)
+
+
+def test_memory_budget_nests_and_restores(monkeypatch):
+    monkeypatch.setattr(_memory, "host_available_bytes", lambda: 10 * GB)
+    measured = xpkit.device_memory_budget()
+    with xpkit.memory_budget(3.0):
+        assert xpkit.device_memory_budget() == 3.0
+        with xpkit.memory_budget(1.0):
+            assert xpkit.device_memory_budget(cap_for_batching=True) == 1.0
+            assert xpkit.device_memory_budget(None, 7.0) == 7.0  # explicit still wins
+        assert xpkit.device_memory_budget() == 3.0
+    assert xpkit.device_memory_budget() == measured
+
+
+def test_memory_budget_as_decorator_is_reentrant():
+    @xpkit.memory_budget(2.0)
+    def inner(depth: int) -> list[float]:
+        got = [xpkit.device_memory_budget()]
+        return got + inner(depth - 1) if depth else got
+
+    assert inner(2) == [2.0, 2.0, 2.0]
+    assert _memory.configured_budget_gb() is None
+
+
+def test_memory_budget_is_per_thread_and_per_task():
+    seen: dict[str, float | None] = {}
+    barrier = threading.Barrier(2)
+
+    def worker(name: str, gb: float) -> None:
+        with xpkit.memory_budget(gb):
+            barrier.wait()
+            seen[name] = _memory.configured_budget_gb()
+
+    threads = [
+        threading.Thread(target=worker, args=(f"t{i}", float(i + 1))) for i in range(2)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen == {"t0": 1.0, "t1": 2.0}
+
+    async def task(gb: float) -> float | None:
+        with xpkit.memory_budget(gb):
+            await asyncio.sleep(0)
+            return _memory.configured_budget_gb()
+
+    async def both() -> list[float | None]:
+        return list(await asyncio.gather(task(4.0), task(5.0)))
+
+    assert asyncio.run(both()) == [4.0, 5.0]
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("inf"), "2"])
+def test_memory_budget_rejects(bad):
+    with pytest.raises((ValueError, TypeError), match="gb must be"):
+        xpkit.memory_budget(bad)
+
+
+@pytest.mark.parametrize("raw", ["abc", "-1", "0", "nan"])
+def test_env_budget_rejects(monkeypatch, raw):
+    monkeypatch.setenv("XPKIT_MEMORY_BUDGET_GB", raw)
+    with pytest.raises(
+        ValueError, match="XPKIT_MEMORY_BUDGET_GB must be a finite positive"
+    ):
+        xpkit.device_memory_budget()
+
+
+REAL_OOM_SCRIPT = textwrap.dedent(
+    """
+    import resource, sys
+    import numpy as np
+    import xpkit
+
+    def vm_size() -> int:
+        for line in open("/proc/self/status"):
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+        raise SystemExit("no VmSize")
+
+    limit = vm_size() + 256 * 1024**2          # 256 MiB more address space
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    cols = 1024**2 // 8                         # one MiB per row of scratch
+
+    def fn(w):
+        scratch = np.ones((w.shape[0], cols)) * w[:, None]
+        return scratch.sum(axis=1)
+
+    w = np.arange(1, 513, dtype=np.float64)      # 512 rows: 512 MiB of scratch
+    try:
+        fn(w)
+    except MemoryError:
+        print("unsplit call: MemoryError")
+    else:
+        raise SystemExit("the unsplit call fitted: the limit did not bite")
+    got = xpkit.compute_oom_safe(fn, w)
+    assert np.array_equal(got, w * cols), "recovered result differs"
+    print("recovered", got.shape[0], "rows exactly")
+    """
+)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_AS and /proc are Linux's")
+def test_real_oom_recovered_under_address_space_limit():
+    out = subprocess.run(
+        [sys.executable, "-c", REAL_OOM_SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "unsplit call: MemoryError" in out.stdout
+    assert "recovered 512 rows exactly" in out.stdout
