@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from contextlib import ContextDecorator
 from contextvars import ContextVar, Token
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 import psutil
 
@@ -185,7 +185,7 @@ class memory_budget(ContextDecorator):
         self.gb = _check_positive("gb", gb)
         self._tokens: list[Token[float | None]] = []
 
-    def __enter__(self) -> memory_budget:
+    def __enter__(self) -> Self:
         self._tokens.append(_active_budget.set(self.gb))
         return self
 
