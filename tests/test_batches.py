@@ -256,6 +256,7 @@ def test_real_oom_recovered_under_address_space_limit():
         capture_output=True,
         text=True,
         timeout=120,
+        check=False,
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "unsplit call: MemoryError" in out.stdout
