@@ -53,3 +53,6 @@ def bench(session: nox.Session) -> None:
     """Benchmarks: dispatch overhead tables, printed as markdown."""
     _install(session, "all")
     session.run("python", "benchmarks/bench_dispatch.py")
+    session.run(
+        "python", "benchmarks/bench_oom.py", "--out", "benchmarks/results/oom.md"
+    )
