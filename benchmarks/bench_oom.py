@@ -137,7 +137,7 @@ def oom_table(repeats: int, title: str, weights: np.ndarray) -> str:
         f"{START_BATCH:,} rows; median of {repeats}. 'ideal' = the largest fixed batch that "
         f"always fits ({ideal_batch:,} rows), known in advance: {t_ideal:.3f} s.",
         "",
-        "| strategy | time (s) | × ideal | wasted rows | OOMs |",
+        "| strategy | time (s) | x ideal | wasted rows | OOMs |",
         "|---|---:|---:|---:|---:|",
     ]
     for name in STRATEGIES:
