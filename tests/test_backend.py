@@ -5,22 +5,17 @@ from __future__ import annotations
 import array_api_compat
 import numpy as np
 import pytest
-from helpers import tolerance
 
 import xpkit
+from xpkit.testing import assert_close, assert_equal
 
 
 def close(b: xpkit.Backend, actual, desired) -> None:
-    """Same namespace, device and shape as expected, values within tolerance."""
+    """On b's namespace and device; NumPy's shape, dtype and values (dtype tolerance)."""
     assert array_api_compat.array_namespace(actual) is b.xp
     assert xpkit.Backend.from_arrays(actual) == b
-    host = b.to_numpy(actual)
-    assert isinstance(host, np.ndarray)
-    desired = np.asarray(desired)
-    assert host.shape == desired.shape
-    np.testing.assert_allclose(
-        host, desired, rtol=tolerance(host.dtype.name), atol=1e-12
-    )
+    assert isinstance(b.to_numpy(actual), np.ndarray)
+    assert_close(actual, np.asarray(desired), check_namespace=False, check_device=False)
 
 
 def test_attributes(xpkit_backend):
@@ -141,11 +136,14 @@ def test_expand_dims(xpkit_backend):
         close(b, b.expand_dims(b.asarray(a), axis), np.expand_dims(a, axis))
 
 
+@pytest.mark.xpkit_xfail(
+    ["array_api_strict-strictest"], reason="nonzero has a data-dependent output shape"
+)
 def test_flatnonzero(xpkit_backend):
     b = xpkit_backend
     a = np.array([[0.0, 1.5, 0.0], [2.0, 0.0, -3.0]])
     got = b.flatnonzero(b.asarray(a))
-    np.testing.assert_array_equal(b.to_numpy(got), np.flatnonzero(a))
+    assert_equal(got, np.flatnonzero(a), check_namespace=False, check_device=False)
 
 
 @pytest.mark.parametrize(
@@ -215,7 +213,7 @@ def test_svd(xpkit_backend, rng, shape, full):
     assert b.to_numpy(vt).shape == nvt.shape
     k = len(ns)
     rebuilt = (b.to_numpy(u)[:, :k] * b.to_numpy(s)) @ b.to_numpy(vt)[:k, :]
-    np.testing.assert_allclose(rebuilt, a, atol=1e-10)
+    assert_close(rebuilt, a, atol=1e-10)
 
 
 def test_svd_reduced_by_default(xpkit_backend, rng):
@@ -234,13 +232,13 @@ def test_transfers(xpkit_backend, rng):
     x = b.to_device(a)
     close(b, x, a)
     cpu = b.to_cpu(x)
-    np.testing.assert_allclose(xpkit.Backend.from_arrays(cpu).to_numpy(cpu), a)
+    assert_close(xpkit.Backend.from_arrays(cpu).to_numpy(cpu), a)
     assert xpkit.Backend.from_arrays(cpu).device == "cpu"
     g = b.to_gpu(x)
     close(b, g, a)
     host = b.to_numpy(x)
     assert isinstance(host, np.ndarray)
-    np.testing.assert_array_equal(host, a)
+    assert_equal(host, a)
 
 
 def test_from_arrays_round_trip(xpkit_backend):

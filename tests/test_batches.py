@@ -14,6 +14,7 @@ import pytest
 
 import xpkit
 from xpkit import _memory
+from xpkit.testing import assert_equal
 
 GB = 1024**3
 
@@ -44,7 +45,7 @@ def test_map_batches_matches_unbatched_on_every_backend(xpkit_backend):
     fn = CountingFn()
     per_row = 2 * 2 * 8  # two float64 inputs of two columns
     got = xpkit.map_batches(fn, b.asarray(a), b.asarray(c), budget_gb=10 * per_row / GB)
-    np.testing.assert_array_equal(got, a * 2.0 - c)
+    assert_equal(got, a * 2.0 - c)
     assert fn.sizes == [10] * 10
 
 
@@ -67,7 +68,7 @@ def test_map_batches_shrinks_after_an_oom(caplog):
     fn = CountingFn(capacity=12)
     with caplog.at_level(logging.INFO, logger="xpkit"):
         got = xpkit.map_batches(fn, a, a, budget_gb=50 * 16 / GB)
-    np.testing.assert_array_equal(got, a)
+    assert_equal(got, a)
     # 50 -> 25 -> 12 + 13 -> 13 fails -> 6 + 7; nothing of 13 rows or more is
     # tried again, and later batches start at the 12 rows that fitted
     assert fn.sizes[:5] == [50, 25, 12, 13, 6]
@@ -86,7 +87,7 @@ def test_map_batches_progress_bar(capsys):
     pytest.importorskip("tqdm")
     a = np.arange(10.0)[:, None]
     got = xpkit.map_batches(lambda x: x + 1, a, budget_gb=2 * 8 / GB, progress=True)
-    np.testing.assert_array_equal(got, a + 1)
+    assert_equal(got, a + 1)
 
 
 def test_map_batches_uses_the_memory_budget_block():

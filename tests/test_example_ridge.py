@@ -5,8 +5,9 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-import numpy as np
 import pytest
+
+from xpkit.testing import assert_close
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "ridge.py"
 
@@ -32,4 +33,4 @@ def test_ridge_matches_scikit_learn(xpkit_backend, rng, alpha):
         .coef_.T
     )
     got = xpkit_backend.to_numpy(ridge_svd(X, y, alpha, xpkit_backend))
-    np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12)
+    assert_close(got, expected, rtol=1e-9, atol=1e-12)

@@ -10,6 +10,7 @@ import pytest
 
 import xpkit
 from xpkit._select import find_gpus
+from xpkit.testing import assert_close, assert_equal
 
 pytestmark = pytest.mark.gpu
 
@@ -25,12 +26,12 @@ def test_round_trip_and_compute_on_every_gpu(rng):
         x = b.asarray(a, dtype="float32")
         assert xpkit.Backend.from_arrays(x) == b
         _u, s, _vt = b.svd(x)
-        np.testing.assert_allclose(
+        assert_close(
             b.to_numpy(s),
             np.linalg.svd(a.astype(np.float32), compute_uv=False),
             rtol=1e-4,
         )
-        np.testing.assert_allclose(
+        assert_close(
             b.to_numpy(b.matmul(x, b.xp.permute_dims(x, (1, 0)))),
             a @ a.T,
             rtol=1e-3,
@@ -69,6 +70,4 @@ def test_real_device_oom_is_detected_and_recovered():
             pytest.fail("the oversized allocation did not fail")
         xpkit.empty_device_cache()
         got = xpkit.compute_oom_safe(fn, np.arange(rows))
-        np.testing.assert_array_equal(
-            got, np.full(rows, per_row // 4, dtype=np.float32)
-        )
+        assert_equal(got, np.full(rows, per_row // 4, dtype=np.float32))

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import xpkit
+from xpkit.testing import assert_equal
 
 
 def _numpy_oom() -> MemoryError:
@@ -188,7 +189,7 @@ def test_compute_oom_safe_exact_recovery(xpkit_backend, rng, capacity):
     fn = Capacity(capacity)
     got = xpkit.compute_oom_safe(fn, b.asarray(a), b.asarray(w))
     assert isinstance(got, np.ndarray)
-    np.testing.assert_array_equal(got, _ref(a, w))
+    assert_equal(got, _ref(a, w))
     assert max(c for c in fn.calls if c <= capacity) <= capacity
     assert sum(c for c in fn.calls if c <= capacity) == 24  # every row exactly once
 
@@ -199,7 +200,7 @@ def test_compute_oom_safe_with_torch_oom(rng):
     a = rng.standard_normal((20, 2))
     fn = Capacity(4, lambda: torch.OutOfMemoryError("CUDA out of memory."))
     got = xpkit.compute_oom_safe(fn, b.asarray(a), b.asarray(a))
-    np.testing.assert_array_equal(got, _ref(a, a))
+    assert_equal(got, _ref(a, a))
 
 
 def test_compute_oom_safe_reraises_below_min_chunk():
@@ -230,7 +231,7 @@ def test_failed_attempt_buffers_are_freed_before_retry():
         return x + 0.0
 
     got = xpkit.compute_oom_safe(fn, np.arange(16.0)[:, None])
-    np.testing.assert_array_equal(got, np.arange(16.0)[:, None])
+    assert_equal(got, np.arange(16.0)[:, None])
     assert seen_alive_at_retry[0] == 0
     # successful attempts return; failed ones must be gone by the next call
     assert all(n <= 1 for n in seen_alive_at_retry), seen_alive_at_retry
@@ -257,7 +258,7 @@ def test_compute_oom_safe_threads(rng):
     for t in threads:
         t.join()
     for i in range(4):
-        np.testing.assert_array_equal(results[i], _ref(data[i], data[i]))
+        assert_equal(results[i], _ref(data[i], data[i]))
 
 
 @pytest.mark.parametrize(

@@ -2,35 +2,54 @@
 
 Registered through the ``pytest11`` entry point, so installing xpkit is
 enough. Fixtures: ``xpkit_backend`` (a `Backend`) and ``xp`` (its namespace).
-Choose backends with ``--xpkit-backends=numpy,torch`` or the
-``XPKIT_BACKENDS`` environment variable (library keys or backend ids).
+
+- Choose backends with ``--xpkit-backends=numpy,torch`` or the
+  ``XPKIT_BACKENDS`` environment variable (library keys such as ``torch`` or
+  ids such as ``torch-cpu``).
+- ``@pytest.mark.xpkit_skip(backends, reason=...)`` and
+  ``@pytest.mark.xpkit_xfail(backends, reason=...)`` skip or (strictly) xfail a
+  test on some backends.
+- ``array_api_strict-strictest`` runs array-api-strict with boolean indexing
+  and data-dependent shapes switched off, for the duration of each test.
+- A library that is not installed, or has no device here, is listed and
+  skipped with the reason, never silently dropped; a GPU backend appears only
+  where the GPU does.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from .._adapters import ADAPTERS
 
-__all__ = ["BackendParam", "available_backend_params"]
+__all__ = ["STRICTEST_ID", "BackendParam", "available_backend_params"]
 
 ENV_VAR = "XPKIT_BACKENDS"
+STRICTEST_ID = "array_api_strict-strictest"
 
 
 class BackendParam:
     """One backend to run tests on: a library key, a device, an id."""
 
     def __init__(
-        self, key: str, device: str | None, ident: str, skip: str = ""
+        self,
+        key: str,
+        device: str | None,
+        ident: str,
+        skip: str = "",
+        strictest: bool = False,
     ) -> None:
         self.key = key
         self.device = device
         self.id = ident
         self.skip = skip
+        self.strictest = strictest
 
     def __repr__(self) -> str:
         return f"BackendParam({self.id!r})"
@@ -38,10 +57,10 @@ class BackendParam:
 
 @functools.cache
 def available_backend_params() -> tuple[BackendParam, ...]:
-    """Every library in the registry; its CPU device and each GPU kind.
+    """Every library in the registry: its CPU device and each kind of GPU.
 
     A library that is not installed (or has no device) gives one parameter
-    that is skipped with the reason, never silently dropped.
+    that is skipped with the reason.
     """
     params: list[BackendParam] = []
     for adapter in ADAPTERS.values():
@@ -62,9 +81,13 @@ def available_backend_params() -> tuple[BackendParam, ...]:
         for dev in devices:
             name = adapter.backend_name(dev)
             if name in seen:
-                continue  # one parameter per backend name (cuda, not cuda:1)
+                continue  # one parameter per backend name (cuda, not also cuda:1)
             seen.add(name)
             params.append(BackendParam(adapter.key, dev, name))
+        if adapter.key == "array_api_strict":
+            params.append(
+                BackendParam(adapter.key, "cpu", STRICTEST_ID, strictest=True)
+            )
     return tuple(params)
 
 
@@ -88,6 +111,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the markers."""
+    config.addinivalue_line(
+        "markers",
+        "xpkit_skip(backends, reason): skip on these backends (library keys or ids)",
+    )
+    config.addinivalue_line(
+        "markers",
+        "xpkit_xfail(backends, reason): expect failure (strictly) on these backends",
+    )
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Parametrize ``xpkit_backend`` over the chosen available backends."""
     if "xpkit_backend" not in metafunc.fixturenames:
@@ -104,27 +139,78 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             )
             raise pytest.UsageError(msg)
         params = tuple(p for p in params if p.key in wanted or p.id in wanted)
-    values = [
-        pytest.param(
-            p, id=p.id, marks=pytest.mark.skip(reason=p.skip) if p.skip else ()
-        )
-        for p in params
-    ]
+    values = [pytest.param(p, id=p.id, marks=_marks_for(metafunc, p)) for p in params]
     metafunc.parametrize("xpkit_backend", values, indirect=True, scope="session")
+
+
+def _marks_for(
+    metafunc: pytest.Metafunc, param: BackendParam
+) -> list[pytest.MarkDecorator]:
+    marks: list[pytest.MarkDecorator] = []
+    if param.skip:
+        marks.append(pytest.mark.skip(reason=param.skip))
+    for mark in metafunc.definition.iter_markers("xpkit_skip"):
+        if _matches(mark, param):
+            marks.append(pytest.mark.skip(reason=_reason(mark, "xpkit_skip")))
+    for mark in metafunc.definition.iter_markers("xpkit_xfail"):
+        if _matches(mark, param):
+            marks.append(
+                pytest.mark.xfail(reason=_reason(mark, "xpkit_xfail"), strict=True)
+            )
+    return marks
+
+
+def _matches(mark: pytest.Mark, param: BackendParam) -> bool:
+    backends = mark.args[0] if mark.args else mark.kwargs.get("backends", ())
+    if isinstance(backends, str):
+        backends = [backends]
+    return any(b in (param.key, param.id) for b in backends)
+
+
+def _reason(mark: pytest.Mark, name: str) -> str:
+    reason = mark.kwargs.get("reason") or (mark.args[1] if len(mark.args) > 1 else "")
+    if not reason:
+        msg = f"@pytest.mark.{name} needs a reason"
+        raise pytest.UsageError(msg)
+    return str(reason)
+
+
+@functools.cache
+def _backend(key: str, device: str | None) -> Any:
+    from .._backend import Backend
+
+    return Backend(key, device=device)
 
 
 @pytest.fixture(scope="session")
 def xpkit_backend(request: pytest.FixtureRequest) -> Any:
-    """The `Backend` this test instance runs on."""
-    from .._backend import Backend
-
+    """The `Backend` this test instance runs on (NumPy when not parametrized)."""
     param = getattr(request, "param", None)
     if param is None:
-        return Backend("numpy")
-    return Backend(param.key, device=param.device)
+        return _backend("numpy", None)
+    return _backend(param.key, param.device)
 
 
 @pytest.fixture(scope="session")
 def xp(xpkit_backend: Any) -> Any:
     """The Array API namespace of ``xpkit_backend``."""
     return xpkit_backend.xp
+
+
+@pytest.fixture(autouse=True)
+def _xpkit_strictest(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Switch array-api-strict to its strictest flags for strictest tests."""
+    callspec = getattr(request.node, "callspec", None)
+    param = callspec.params.get("xpkit_backend") if callspec is not None else None
+    if not getattr(param, "strictest", False):
+        yield
+        return
+    import array_api_strict
+
+    flags: contextlib.AbstractContextManager[Any] = (
+        array_api_strict.ArrayAPIStrictFlags(
+            boolean_indexing=False, data_dependent_shapes=False
+        )
+    )
+    with flags:
+        yield

@@ -1,0 +1,176 @@
+"""`assert_close` / `assert_equal`: namespace, shape, dtype and device first, then values."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import array_api_compat
+import numpy as np
+
+from .._adapters import Adapter, adapter_for_array
+from .._dtypes import dtype_name
+
+__all__ = ["assert_close", "assert_equal", "default_tolerance"]
+
+_REAL_OF = {"complex64": "float32", "complex128": "float64"}
+
+
+def default_tolerance(dtype: Any) -> tuple[float, float]:
+    """``(rtol, atol)`` for a dtype: ``4 * sqrt(eps)`` relative for floats, exact otherwise.
+
+    float64 → 6.0e-8, float32 → 1.4e-3, float16/bfloat16 → 0.18; complex
+    dtypes use their component's tolerance.
+    """
+    name = dtype_name(dtype) or "float64"
+    name = _REAL_OF.get(name, name)
+    if name == "bfloat16":
+        return 4 * float(2.0**-7) ** 0.5, 0.0
+    if name.startswith("float"):
+        return 4 * float(np.finfo(name).eps) ** 0.5, 0.0
+    return 0.0, 0.0
+
+
+def assert_close(
+    actual: Any,
+    desired: Any,
+    *,
+    rtol: float | None = None,
+    atol: float | None = None,
+    check_dtype: bool = True,
+    check_device: bool = True,
+    check_namespace: bool = True,
+) -> None:
+    """Assert that two arrays (of any supported library) are close.
+
+    Checks, in this order and each with its own message: the array library
+    (namespace), the shape, the dtype, the device, then the values, with
+    ``|actual - desired| <= atol + rtol * |desired|`` elementwise (NaNs must
+    match). The default tolerance comes from ``desired``'s dtype (see
+    `default_tolerance`). On failure the message names the worst element,
+    its index and both values.
+
+    Parameters
+    ----------
+    actual, desired : array
+        The arrays to compare. ``desired`` may be a NumPy array, a list or a
+        scalar when ``check_namespace=False``.
+    rtol, atol : float, optional
+        Relative and absolute tolerances; default from the dtype.
+    check_dtype, check_device, check_namespace : bool, default True
+        Turn the corresponding check off.
+
+    Raises
+    ------
+    AssertionError
+        Naming what differs.
+    """
+    __tracebackhide__ = True
+    a, d = _compare_meta(actual, desired, check_dtype, check_device, check_namespace)
+    d_rtol, d_atol = default_tolerance(d.dtype if d.dtype.kind in "fc" else a.dtype)
+    _compare_values(
+        a,
+        d,
+        d_rtol if rtol is None else float(rtol),
+        d_atol if atol is None else float(atol),
+    )
+
+
+def assert_equal(
+    actual: Any,
+    desired: Any,
+    *,
+    check_dtype: bool = True,
+    check_device: bool = True,
+    check_namespace: bool = True,
+) -> None:
+    """Assert that two arrays are equal (same checks as `assert_close`, exact values)."""
+    __tracebackhide__ = True
+    a, d = _compare_meta(actual, desired, check_dtype, check_device, check_namespace)
+    _compare_values(a, d, 0.0, 0.0)
+
+
+def _describe(adapter: Adapter | None, x: Any) -> str:
+    return type(x).__qualname__ if adapter is None else adapter.label
+
+
+def _compare_meta(
+    actual: Any,
+    desired: Any,
+    check_dtype: bool,
+    check_device: bool,
+    check_namespace: bool,
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    __tracebackhide__ = True
+    lib_a, lib_d = adapter_for_array(actual), adapter_for_array(desired)
+    if check_namespace and (lib_a is None or lib_a is not lib_d):
+        msg = (
+            f"namespaces differ: actual is {_describe(lib_a, actual)}, "
+            f"desired is {_describe(lib_d, desired)}"
+        )
+        raise AssertionError(msg)
+    a = _to_host(lib_a, actual)
+    d = _to_host(lib_d, desired)
+    if a.shape != d.shape:
+        msg = f"shapes differ: actual {a.shape}, desired {d.shape}"
+        raise AssertionError(msg)
+    if check_dtype:
+        da = dtype_name(actual.dtype) if lib_a is not None else dtype_name(a.dtype)
+        dd = dtype_name(desired.dtype) if lib_d is not None else dtype_name(d.dtype)
+        if da != dd:
+            msg = f"dtypes differ: actual {da}, desired {dd}"
+            raise AssertionError(msg)
+    if check_device and lib_a is not None and lib_d is not None:
+        dev_a = lib_a.device_str(array_api_compat.device(actual))
+        dev_d = lib_d.device_str(array_api_compat.device(desired))
+        if lib_a is not lib_d or lib_a.canonical_device(
+            dev_a
+        ) != lib_a.canonical_device(dev_d):
+            msg = f"devices differ: actual on {dev_a!r}, desired on {dev_d!r}"
+            raise AssertionError(msg)
+    return a, d
+
+
+def _to_host(adapter: Adapter | None, x: Any) -> np.ndarray[Any, Any]:
+    return np.asarray(x) if adapter is None else adapter.to_numpy(x)
+
+
+def _compare_values(
+    a: np.ndarray[Any, Any], d: np.ndarray[Any, Any], rtol: float, atol: float
+) -> None:
+    __tracebackhide__ = True
+    if a.size == 0:
+        return
+    exact_kinds = "biu"
+    if (a.dtype.kind in exact_kinds and d.dtype.kind in exact_kinds) or "b" in (
+        a.dtype.kind,
+        d.dtype.kind,
+    ):
+        bad = a != d
+        excess = bad.astype(np.float64)
+    else:
+        af = a.astype(
+            np.complex128 if "c" in (a.dtype.kind, d.dtype.kind) else np.float64
+        )
+        df = d.astype(af.dtype)
+        nan_a, nan_d = np.isnan(af), np.isnan(df)
+        with np.errstate(invalid="ignore", over="ignore"):
+            diff = np.abs(af - df)
+            allowed = atol + rtol * np.abs(df)
+            same_inf = np.isinf(af) & (af == df)
+            excess = np.where(same_inf, 0.0, diff - allowed)
+        excess = np.where(nan_a | nan_d, np.where(nan_a == nan_d, 0.0, np.inf), excess)
+        bad = excess > 0
+    n_bad = int(np.count_nonzero(bad))
+    if n_bad == 0:
+        return
+    flat = int(np.argmax(np.where(bad, excess, -np.inf)))
+    index = tuple(int(i) for i in np.unravel_index(flat, a.shape)) if a.ndim else ()
+    got, want = a[index].item(), d[index].item()
+    msg = (
+        f"{n_bad} of {a.size} elements differ (rtol={rtol:.3g}, atol={atol:.3g}); "
+        f"worst at index {index}: actual {got!r}, desired {want!r}"
+    )
+    if a.dtype.kind != "b" and d.dtype.kind != "b":
+        diff_worst = abs(complex(got) - complex(want))
+        msg += f", |difference| {diff_worst:.6g}"
+    raise AssertionError(msg)
