@@ -1,4 +1,4 @@
-"""One session per concern: tests, conformance, lint, bench.
+"""One session per concern: tests, conformance, fuzz, lint, bench.
 
 Extras come from pyproject.toml. ``XPKIT_TORCH_SPEC`` (default: torch from
 the extras) lets a machine pin the torch build it installs first, e.g.
@@ -37,6 +37,27 @@ def conformance(session: nox.Session) -> None:
     """The facade on array-api-strict at its strictest flags."""
     _install(session, "test")
     session.run("python", "-m", "pytest", "conformance", *session.posargs)
+
+
+@nox.session
+def fuzz(session: nox.Session) -> None:
+    """Property tests with thousands of examples each (XPKIT_FUZZ_EXAMPLES, default 2000).
+
+    Hypothesis' statistics (``--hypothesis-show-statistics``) print how many
+    examples each property passed. Narrow the backends with posargs, e.g.
+    ``nox -s fuzz -- --xpkit-backends=numpy,torch``.
+    """
+    _install(session, "all")
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        "tests/property",
+        "--hypothesis-show-statistics",
+        "-q",
+        *session.posargs,
+        env={"HYPOTHESIS_PROFILE": "fuzz"},
+    )
 
 
 @nox.session

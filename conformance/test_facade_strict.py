@@ -58,6 +58,12 @@ CASES = {
         lambda b: b.zeros_like(b.asarray(A), dtype="int32"),
         lambda: np.zeros_like(A, dtype=np.int32),
     ),
+    "map_batches": (
+        lambda b: xpkit.map_batches(
+            _capacity_two, b.asarray(A), budget_gb=3 * 24 / 1024**3
+        ),
+        lambda: A * 2.0,
+    ),
     "compute_oom_safe": (
         lambda b: xpkit.compute_oom_safe(_capacity_two, b.asarray(A)),
         lambda: A * 2.0,

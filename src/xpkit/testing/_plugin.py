@@ -112,7 +112,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Register the markers."""
+    """Register the markers; reject unknown names in ``--xpkit-backends``."""
+    wanted = _selected(config)
+    if wanted is not None:
+        params = available_backend_params()
+        known = {p.key for p in params} | {p.id for p in params}
+        unknown = [w for w in wanted if w not in known]
+        if unknown:
+            msg = (
+                f"--xpkit-backends / {ENV_VAR} names unknown backends {unknown}; "
+                f"known here: {', '.join(sorted(known))}"
+            )
+            raise pytest.UsageError(msg)
     config.addinivalue_line(
         "markers",
         "xpkit_skip(backends, reason): skip on these backends (library keys or ids)",
@@ -130,14 +141,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     params = available_backend_params()
     wanted = _selected(metafunc.config)
     if wanted is not None:
-        known = {p.key for p in params} | {p.id for p in params}
-        unknown = [w for w in wanted if w not in known]
-        if unknown:
-            msg = (
-                f"--xpkit-backends names unknown backends {unknown}; "
-                f"known: {', '.join(sorted(known))}"
-            )
-            raise pytest.UsageError(msg)
         params = tuple(p for p in params if p.key in wanted or p.id in wanted)
     values = [pytest.param(p, id=p.id, marks=_marks_for(metafunc, p)) for p in params]
     metafunc.parametrize("xpkit_backend", values, indirect=True, scope="session")

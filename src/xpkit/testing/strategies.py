@@ -1,0 +1,138 @@
+"""Hypothesis strategies that draw arrays and dtypes for a `Backend`.
+
+Built on ``hypothesis.extra.array_api.make_strategies_namespace``. Arrays are
+drawn through NumPy's compliant namespace (``array_api_compat.numpy``) and then
+placed on the backend with `Backend.asarray`: Hypothesis fills arrays by item
+assignment, which immutable libraries (JAX, Dask) lack, and it does not
+recognise every compat namespace as an Array API library. The dtypes drawn are
+the ones the backend's *device* supports (its ``__array_namespace_info__``),
+without float64/complex128 where the device has none (MPS), so a drawn array
+never needs narrowing.
+
+Requires ``hypothesis`` (the ``test`` extra).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Any
+
+import array_api_compat.numpy as np_xp
+from hypothesis import strategies as st
+from hypothesis.extra.array_api import make_strategies_namespace
+
+from .._dtypes import dtype_name
+
+if TYPE_CHECKING:
+    from .._backend import Backend
+
+__all__ = ["arrays", "dtype_names", "dtypes"]
+
+_NO_FLOAT64 = {"float64", "complex128"}
+
+_KINDS = {
+    "bool": ("bool",),
+    "integral": (
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+    ),
+    "real floating": ("float32", "float64"),
+    "complex floating": ("complex64", "complex128"),
+}
+
+
+@functools.cache
+def _numpy_strategies() -> Any:
+    return make_strategies_namespace(np_xp)
+
+
+def dtype_names(backend: Backend, kind: str | None = None) -> list[str]:
+    """Names of the dtypes ``backend``'s device supports (optionally of one kind).
+
+    ``kind`` is one of the standard's kinds: ``"bool"``, ``"integral"``,
+    ``"real floating"``, ``"complex floating"``, or ``"numeric"``.
+    """
+    _check_backend(backend)
+    info = backend.xp.__array_namespace_info__()
+    names = set(info.dtypes(device=backend._native))
+    if not backend._f64:
+        names -= _NO_FLOAT64
+    if kind is not None:
+        if kind == "numeric":
+            wanted = {n for k, group in _KINDS.items() if k != "bool" for n in group}
+        elif kind in _KINDS:
+            wanted = set(_KINDS[kind])
+        else:
+            msg = f"kind={kind!r} is not one of {', '.join([*_KINDS, 'numeric'])}"
+            raise ValueError(msg)
+        names &= wanted
+    order = [n for group in _KINDS.values() for n in group]
+    return [n for n in order if n in names]
+
+
+def dtypes(backend: Backend, kind: str | None = None) -> st.SearchStrategy[Any]:
+    """Dtype objects of ``backend``'s namespace that its device supports."""
+    names = dtype_names(backend, kind)
+    return st.sampled_from([getattr(backend.xp, n) for n in names])
+
+
+def arrays(
+    backend: Backend,
+    *,
+    dtype: Any = None,
+    shape: Any = None,
+    elements: Any = None,
+) -> st.SearchStrategy[Any]:
+    """Arrays of ``backend``'s library, on its device.
+
+    Parameters
+    ----------
+    backend : Backend
+        Where the arrays live.
+    dtype : dtype, str or strategy, optional
+        A dtype of any library or its name, or a strategy of those; by default
+        any dtype the device supports.
+    shape : int, tuple or strategy, optional
+        By default Hypothesis' ``array_shapes()`` (1 to 3 dimensions, up to
+        10 per side).
+    elements : strategy or dict, optional
+        Passed to Hypothesis' ``arrays`` (e.g. ``{"allow_nan": False}``).
+    """
+    _check_backend(backend)
+    xps = _numpy_strategies()
+    allowed = set(dtype_names(backend))
+    if dtype is None:
+        names: st.SearchStrategy[str] = st.sampled_from(dtype_names(backend))
+    elif isinstance(dtype, st.SearchStrategy):
+        names = dtype.map(lambda d: _allowed_name(d, allowed, backend))
+    else:
+        names = st.just(_allowed_name(dtype, allowed, backend))
+    shapes = xps.array_shapes() if shape is None else shape
+    return names.flatmap(
+        lambda name: xps.arrays(getattr(np_xp, name), shapes, elements=elements).map(
+            lambda host: backend.asarray(host, dtype=name)
+        )
+    )
+
+
+def _allowed_name(dtype: Any, allowed: set[str], backend: Backend) -> str:
+    name = dtype_name(dtype)
+    if name not in allowed:
+        msg = f"dtype={dtype!r} is not supported on {backend.name} ({backend.device})"
+        raise ValueError(msg)
+    assert name is not None
+    return name
+
+
+def _check_backend(backend: Any) -> None:
+    from .._backend import Backend
+
+    if not isinstance(backend, Backend):
+        msg = f"backend must be a Backend, got {backend!r}"
+        raise TypeError(msg)

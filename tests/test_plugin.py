@@ -1,0 +1,135 @@
+"""The pytest plugin as an outside user meets it: only ``import xpkit`` and fixture names."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+
+import pytest
+
+USER_TEST = """
+import xpkit
+
+def test_sum(xpkit_backend, xp):
+    x = xpkit_backend.asarray([[1.0, 2.0], [3.0, 4.0]])
+    assert float(xpkit_backend.to_numpy(xp.sum(x))) == 10.0
+    assert xp is xpkit_backend.xp
+"""
+
+
+def expected_cpu_ids() -> set[str]:
+    ids = {"numpy"}
+    if importlib.util.find_spec("torch"):
+        ids.add("torch-cpu")
+    if importlib.util.find_spec("array_api_strict"):
+        ids |= {"array_api_strict", "array_api_strict-strictest"}
+    if importlib.util.find_spec("jax"):
+        ids.add("jax-cpu")
+    if importlib.util.find_spec("dask"):
+        ids.add("dask")
+    return ids
+
+
+def passed_ids(result: pytest.RunResult) -> set[str]:
+    return set(re.findall(r"test_sum\[([\w-]+)\] PASSED", result.stdout.str()))
+
+
+def test_runs_once_per_available_backend(pytester):
+    pytester.makepyfile(test_user=USER_TEST)
+    result = pytester.runpytest_subprocess("-v", "-p", "no:cacheprovider", "-rs")
+    assert expected_cpu_ids() <= passed_ids(result)
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("failed", 0) == 0
+    if not importlib.util.find_spec("cupy"):
+        result.stdout.fnmatch_lines(
+            ["*CuPy is not installed (pip install 'xpkit[cupy]')*"]
+        )
+
+
+def test_option_narrows_the_backends(pytester):
+    pytester.makepyfile(test_user=USER_TEST)
+    result = pytester.runpytest_subprocess(
+        "-v", "-p", "no:cacheprovider", "--xpkit-backends=numpy"
+    )
+    result.assert_outcomes(passed=1)
+    assert passed_ids(result) == {"numpy"}
+
+
+def test_environment_variable_narrows_the_backends(pytester, monkeypatch):
+    pytest.importorskip("torch")
+    monkeypatch.setenv("XPKIT_BACKENDS", "numpy,torch-cpu")
+    pytester.makepyfile(test_user=USER_TEST)
+    result = pytester.runpytest_subprocess("-v", "-p", "no:cacheprovider")
+    assert passed_ids(result) == {"numpy", "torch-cpu"}
+
+
+def test_unknown_backend_is_a_usage_error(pytester):
+    pytester.makepyfile(test_user=USER_TEST)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--xpkit-backends=numpy,tensorflow"
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*names unknown backends ?'tensorflow'?*"])
+
+
+def test_skip_and_xfail_markers(pytester):
+    pytester.makepyfile(
+        test_user="""
+        import pytest
+
+        @pytest.mark.xpkit_skip(["torch"], reason="not on torch")
+        @pytest.mark.xpkit_xfail(["numpy"], reason="numpy gets it wrong")
+        def test_marked(xpkit_backend):
+            assert xpkit_backend.library != "numpy"
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        "-v", "-rsx", "-p", "no:cacheprovider", "--xpkit-backends=numpy,torch,dask"
+    )
+    text = result.stdout.str()
+    assert "test_marked[numpy] XFAIL" in text
+    if importlib.util.find_spec("torch"):
+        assert "test_marked[torch-cpu] SKIPPED" in text
+        assert "not on torch" in text
+    if importlib.util.find_spec("dask"):
+        assert "test_marked[dask] PASSED" in text
+
+
+def test_marker_without_reason_is_an_error(pytester):
+    pytester.makepyfile(
+        test_user="""
+        import pytest
+
+        @pytest.mark.xpkit_skip(["numpy"])
+        def test_marked(xpkit_backend):
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--xpkit-backends=numpy"
+    )
+    result.stdout.fnmatch_lines(["*xpkit_skip needs a reason*"])
+
+
+def test_strictest_variant_switches_flags_for_the_test_only(pytester):
+    pytest.importorskip("array_api_strict")
+    pytester.makepyfile(
+        test_user="""
+        import array_api_strict
+
+        def test_flags(xpkit_backend, request):
+            flags = array_api_strict.get_array_api_strict_flags()
+            strictest = request.node.callspec.id == "array_api_strict-strictest"
+            assert flags["data_dependent_shapes"] is (not strictest)
+            assert flags["boolean_indexing"] is (not strictest)
+
+        def test_after():
+            assert array_api_strict.get_array_api_strict_flags()["data_dependent_shapes"]
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        "--xpkit-backends=array_api_strict,array_api_strict-strictest",
+    )
+    result.assert_outcomes(passed=3)

@@ -1,0 +1,195 @@
+"""xpkit.testing: assert_close / assert_equal / assert_array_almost_equal, strategies."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import xpkit
+from xpkit._dtypes import _warned
+from xpkit.testing import (
+    assert_array_almost_equal,
+    assert_close,
+    assert_equal,
+    default_tolerance,
+    strategies,
+)
+
+
+def test_assert_close_passes_within_dtype_tolerance(xpkit_backend):
+    b = xpkit_backend
+    x = b.asarray([1.0, 2.0, 3.0])
+    assert_close(x, b.asarray([1.0, 2.0, 3.0 * (1 + 1e-9)]))
+    assert_equal(x, b.asarray([1.0, 2.0, 3.0]))
+
+
+def test_assert_close_dtype_mismatch():
+    with pytest.raises(
+        AssertionError, match="dtypes differ: actual float32, desired float64"
+    ):
+        assert_close(np.ones(2, dtype=np.float32), np.ones(2))
+
+
+def test_assert_close_shape_mismatch():
+    with pytest.raises(
+        AssertionError, match=r"shapes differ: actual \(2,\), desired \(2, 1\)"
+    ):
+        assert_close(np.ones(2), np.ones((2, 1)))
+
+
+def test_assert_close_namespace_mismatch():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(
+        AssertionError, match="namespaces differ: actual is PyTorch, desired is NumPy"
+    ):
+        assert_close(torch.ones(2, dtype=torch.float64), np.ones(2))
+    assert_close(torch.ones(2, dtype=torch.float64), np.ones(2), check_namespace=False)
+
+
+def test_assert_close_device_mismatch():
+    strict = pytest.importorskip("array_api_strict")
+    a = strict.asarray([1.0, 2.0])
+    c = strict.asarray([1.0, 2.0], device=strict.Device("device1"))
+    with pytest.raises(
+        AssertionError, match="devices differ: actual on 'cpu', desired on 'device1'"
+    ):
+        assert_close(a, c)
+    assert_close(a, c, check_device=False)
+
+
+def test_assert_close_value_mismatch_names_worst_element():
+    actual = np.array([[1.0, 2.0], [3.0, 4.0]])
+    desired = np.array([[1.0, 2.0001], [3.0, 4.5]])
+    with pytest.raises(AssertionError) as info:
+        assert_close(actual, desired)
+    text = str(info.value)
+    assert "2 of 4 elements differ" in text
+    assert "worst at index (1, 1): actual 4.0, desired 4.5" in text
+    assert "|difference| 0.5" in text
+
+
+def test_assert_close_tolerances_and_nans():
+    assert_close(np.array([1.0, np.nan]), np.array([1.0 + 1e-3, np.nan]), rtol=1e-2)
+    with pytest.raises(
+        AssertionError, match="worst at index \\(1,\\): actual nan, desired 1.0"
+    ):
+        assert_close(np.array([1.0, np.nan]), np.array([1.0, 1.0]))
+    assert_close(np.array([np.inf]), np.array([np.inf]))
+    with pytest.raises(AssertionError, match="1 of 1 elements differ"):
+        assert_close(np.array([0.0]), np.array([1e-30]))  # atol defaults to 0
+    assert_close(np.array([0.0]), np.array([1e-30]), atol=1e-20)
+
+
+def test_assert_equal_is_exact():
+    with pytest.raises(AssertionError, match="actual 2, desired 3"):
+        assert_equal(np.array([1, 2]), np.array([1, 3]))
+    with pytest.raises(AssertionError, match="1 of 2 elements differ"):
+        assert_equal(np.array([1.0, 2.0]), np.array([1.0, 2.0 + 1e-15]))
+    with pytest.raises(AssertionError, match="actual False, desired True"):
+        assert_equal(np.array([True, False]), np.array([True, True]))
+
+
+def test_asserts_hide_their_frames(pytester):
+    pytester.makepyfile(
+        """
+        import numpy as np
+        from xpkit.testing import assert_close
+
+        def test_fails():
+            assert_close(np.ones(2), np.zeros(2))
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    text = result.stdout.str()
+    assert "assert_close(np.ones(2), np.zeros(2))" in text
+    assert "_compare_values" not in text
+    assert "_close.py" not in text
+
+
+@pytest.mark.parametrize(
+    ("dtype", "rtol"),
+    [
+        ("float64", 4 * np.finfo(np.float64).eps ** 0.5),
+        ("float32", 4 * np.finfo(np.float32).eps ** 0.5),
+        ("complex64", 4 * np.finfo(np.float32).eps ** 0.5),
+        ("int32", 0.0),
+        ("bool", 0.0),
+    ],
+)
+def test_default_tolerance(dtype, rtol):
+    assert default_tolerance(dtype) == (pytest.approx(rtol), 0.0)
+
+
+def test_assert_array_almost_equal_any_library(xpkit_backend):
+    b = xpkit_backend
+    assert_array_almost_equal(b.asarray([1.0, 2.0]), np.array([1.0, 2.0000001]))
+    with pytest.raises(
+        AssertionError, match="Arrays are not almost equal to 6 decimals"
+    ):
+        assert_array_almost_equal(b.asarray([1.0, 2.0]), np.array([1.0, 2.001]))
+
+
+def test_assert_array_almost_equal_reduces_precision_without_float64():
+    pytest.importorskip("array_api_strict")
+    b = xpkit.Backend("array_api_strict", device="no_float64")
+    _warned.discard(b.name)
+    with pytest.warns(xpkit.PrecisionWarning, match="no float64"):
+        x = b.asarray([1.0, 2.001])
+    with pytest.warns(
+        xpkit.PrecisionWarning, match="comparing at decimal=2 instead of 6"
+    ):
+        assert_array_almost_equal(x, np.array([1.0, 2.0]))
+    with (
+        pytest.warns(xpkit.PrecisionWarning),
+        pytest.raises(AssertionError, match="2 decimals"),
+    ):
+        assert_array_almost_equal(x, np.array([1.0, 2.1]), backend=b)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # decimal already <= 2: nothing to say
+        assert_array_almost_equal(x, np.array([1.0, 2.0]), decimal=1)
+
+
+def test_assert_array_almost_equal_rejects():
+    with pytest.raises(TypeError, match="decimal must be an int"):
+        assert_array_almost_equal(np.ones(1), np.ones(1), decimal=2.5)
+    with pytest.raises(TypeError, match="backend must be a Backend or None"):
+        assert_array_almost_equal(np.ones(1), np.ones(1), backend="numpy")
+
+
+@settings(max_examples=30)
+@given(data=st.data())
+def test_strategies_honour_device_dtype_limits(data):
+    pytest.importorskip("array_api_strict")
+    b = xpkit.Backend("array_api_strict", device="no_float64")
+    x = data.draw(strategies.arrays(b, dtype=strategies.dtypes(b, "real floating")))
+    assert b.dtype_to_str(x.dtype) == "float32"
+    assert xpkit.Backend.from_arrays(x) == b
+
+
+def test_strategies_dtype_names(xpkit_backend):
+    names = strategies.dtype_names(xpkit_backend)
+    assert {"bool", "int32", "float32"} <= set(names)
+    assert set(strategies.dtype_names(xpkit_backend, "real floating")) <= {
+        "float32",
+        "float64",
+    }
+    assert "bool" not in strategies.dtype_names(xpkit_backend, "numeric")
+
+
+def test_strategies_reject_bad_input():
+    b = xpkit.Backend("numpy")
+    with pytest.raises(ValueError, match="kind='text' is not one of"):
+        strategies.dtype_names(b, "text")
+    with pytest.raises(TypeError, match="backend must be a Backend"):
+        strategies.arrays("numpy")
+    pytest.importorskip("array_api_strict")
+    nof64 = xpkit.Backend("array_api_strict", device="no_float64")
+    with pytest.raises(
+        ValueError, match="dtype='float64' is not supported on array_api_strict"
+    ):
+        strategies.arrays(nof64, dtype="float64")
