@@ -12,7 +12,8 @@ from typing import Any, NoReturn
 import array_api_compat
 import numpy as np
 
-from ._adapters import ADAPTERS, Adapter, adapter_for_array
+from ._adapters import _BY_TYPE as _ADAPTER_BY_TYPE
+from ._adapters import ADAPTERS, Adapter, FastOps, adapter_for_array
 from ._dtypes import dtype_name, narrow_for_device
 
 __all__ = ["BACKEND_NAMES", "Backend"]
@@ -24,6 +25,9 @@ BACKEND_NAMES: tuple[str, ...] = ("auto", *ADAPTERS)
 _AUTO_PREFERENCE = ("torch", "numpy")
 
 _PY_SCALARS = (bool, int, float, complex)
+
+# (adapter, device key) -> Backend: `from_arrays` resolves each kind of array once.
+_FROM_ARRAYS: dict[tuple[Adapter, Any], Backend] = {}
 
 
 class _Unavailable:
@@ -38,6 +42,10 @@ class _Unavailable:
         self._reason = reason
 
     def __getattr__(self, attr: str) -> NoReturn:
+        raise RuntimeError(self._reason)
+
+    def refuse(self, *args: Any, **kwargs: Any) -> NoReturn:
+        """Stand-in for any operation: raises with the reason."""
         raise RuntimeError(self._reason)
 
     def __reduce__(self) -> NoReturn:  # pragma: no cover - never pickled
@@ -89,8 +97,11 @@ class Backend:
     __slots__ = (
         "_adapter",
         "_canon",
+        "_expand_dims",
         "_f64",
+        "_matmul",
         "_native",
+        "_sort",
         "device",
         "is_gpu",
         "name",
@@ -113,11 +124,17 @@ class Backend:
             if device is None
             else adapter.validate_device(device)
         )
-        self._bind(adapter, dev, adapter.namespace(), adapter.native_device(dev))
+        xp = adapter.namespace()
+        self._bind(adapter, dev, xp, adapter.native_device(dev), adapter.fast_ops(xp))
         self._f64 = adapter.supports_float64(dev)
 
-    def _bind(self, adapter: Adapter, device: str, xp: Any, native: Any) -> None:
+    def _bind(
+        self, adapter: Adapter, device: str, xp: Any, native: Any, ops: FastOps
+    ) -> None:
         self._adapter = adapter
+        self._matmul = ops.matmul
+        self._sort = ops.sort
+        self._expand_dims = ops.expand_dims
         self._canon = adapter.canonical_device(device)
         self._native = native
         self.name = adapter.backend_name(device)
@@ -166,37 +183,50 @@ class Backend:
             Arrays of one library on two devices.
         """
         found: Adapter | None = None
-        found_dev = ""
+        found_key: Any = None
         found_at = -1
         for i, x in enumerate(arrays):
-            if x is None or isinstance(x, _PY_SCALARS):
-                continue
-            adapter = adapter_for_array(x)
+            adapter = _ADAPTER_BY_TYPE.get(type(x))
             if adapter is None:
-                msg = (
-                    f"arrays[{i}] is a {type(x).__qualname__}, not an array of a "
-                    f"supported library ({', '.join(ADAPTERS)})"
-                )
-                raise TypeError(msg)
-            dev = adapter.device_str(array_api_compat.device(x))
+                if x is None or isinstance(x, _PY_SCALARS):
+                    continue
+                adapter = adapter_for_array(x)
+                if adapter is None:
+                    msg = (
+                        f"arrays[{i}] is a {type(x).__qualname__}, not an array of a "
+                        f"supported library ({', '.join(ADAPTERS)})"
+                    )
+                    raise TypeError(msg)
+            key = adapter.device_key(x)
             if found is None:
-                found, found_dev, found_at = adapter, dev, i
-                continue
-            if adapter is not found:
+                found, found_key, found_at = adapter, key, i
+            elif adapter is not found:
                 msg = (
                     f"arrays mix libraries: arrays[{found_at}] is {found.label}, "
                     f"arrays[{i}] is {adapter.label}"
                 )
                 raise TypeError(msg)
-            if adapter.canonical_device(dev) != adapter.canonical_device(found_dev):
-                msg = (
-                    f"arrays mix devices: arrays[{found_at}] is on {found_dev!r}, "
-                    f"arrays[{i}] is on {dev!r}"
-                )
-                raise ValueError(msg)
+            elif key != found_key:
+                first = found.device_str(array_api_compat.device(arrays[found_at]))
+                this = adapter.device_str(array_api_compat.device(x))
+                if adapter.canonical_device(first) != adapter.canonical_device(this):
+                    msg = (
+                        f"arrays mix devices: arrays[{found_at}] is on {first!r}, "
+                        f"arrays[{i}] is on {this!r}"
+                    )
+                    raise ValueError(msg)
         if found is None:
-            return cls("numpy")
-        return cls(found.key, device=found_dev)
+            found, found_key = ADAPTERS["numpy"], None
+        cached = _FROM_ARRAYS.get((found, found_key))
+        if cached is None:
+            dev = (
+                found.default_device()
+                if found_at < 0
+                else found.device_str(array_api_compat.device(arrays[found_at]))
+            )
+            cached = cls(found.key, device=dev)
+            _FROM_ARRAYS[(found, found_key)] = cached
+        return cached
 
     # -- helpers -----------------------------------------------------------
     def _xp_dtype(self, name: str, device: str | None = None) -> Any:
@@ -450,7 +480,9 @@ class Backend:
 
     def expand_dims(self, array: Any, axis: int) -> Any:
         """Insert a new axis at position ``axis``."""
-        return self.xp.expand_dims(array, axis=_check_axis(axis))
+        if type(axis) is not int:
+            axis = _check_axis(axis)
+        return self._expand_dims(array, axis=axis)
 
     def flatnonzero(self, array: Any) -> Any:
         """Indices of the non-zero elements of the flattened array."""
@@ -458,11 +490,13 @@ class Backend:
 
     def matmul(self, A: Any, B: Any) -> Any:
         """Matrix multiplication ``A @ B``."""
-        return self.xp.matmul(A, B)
+        return self._matmul(A, B)
 
     def sort(self, array: Any, axis: int = -1) -> Any:
         """Sort along ``axis``, returning values only."""
-        return self.xp.sort(array, axis=_check_axis(axis))
+        if type(axis) is not int:
+            axis = _check_axis(axis)
+        return self._sort(array, axis=axis)
 
     def svd(self, X: Any, full_matrices: bool = False) -> tuple[Any, Any, Any]:
         """Singular Value Decomposition, reduced by default.
@@ -538,8 +572,11 @@ def _restore(key: str, device: str) -> Backend:
             f"{device!r}, which this host does not have ({exc})"
         )
         unavailable = _Unavailable(reason)
+        refuse = unavailable.refuse
         b = Backend.__new__(Backend)
-        b._bind(adapter, device, unavailable, unavailable)
+        b._bind(
+            adapter, device, unavailable, unavailable, FastOps(refuse, refuse, refuse)
+        )
         b._f64 = True
         return b
 

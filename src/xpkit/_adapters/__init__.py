@@ -5,7 +5,7 @@ Adding a library means adding one module here and one entry in `ADAPTERS`.
 
 from __future__ import annotations
 
-from ._base import Adapter, MemoryInfo
+from ._base import Adapter, FastOps, MemoryInfo
 from .cupy import CupyAdapter
 from .dask import DaskAdapter
 from .jax import JaxAdapter
@@ -16,6 +16,7 @@ from .torch import TorchAdapter
 __all__ = [
     "ADAPTERS",
     "Adapter",
+    "FastOps",
     "MemoryInfo",
     "adapter_for_array",
     "get_adapter",

@@ -9,13 +9,24 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, ClassVar
 
+import array_api_compat
 import numpy as np
 
-__all__ = ["Adapter", "MemoryInfo"]
+__all__ = ["Adapter", "FastOps", "MemoryInfo"]
+
+
+@dataclass(frozen=True)
+class FastOps:
+    """Functions with the standard's signatures, bound once per Backend."""
+
+    matmul: Callable[[Any, Any], Any]
+    sort: Callable[..., Any]
+    expand_dims: Callable[..., Any]
 
 
 @dataclass(frozen=True)
@@ -98,6 +109,19 @@ class Adapter:
     def to_cpu(self, x: Any) -> Any:
         """Move an array of this library to its CPU device (same library)."""
         return x
+
+    def device_key(self, x: Any) -> Any:
+        """A cheap hashable key of the device ``x`` lives on (for caching)."""
+        return array_api_compat.device(x)
+
+    def fast_ops(self, xp: Any) -> FastOps:
+        """The hot-path functions `Backend` binds once.
+
+        By default the compliant namespace's own functions; an adapter may
+        return the library's native functions where, for the inputs the
+        function checks, they give the same result with less overhead.
+        """
+        return FastOps(matmul=xp.matmul, sort=xp.sort, expand_dims=xp.expand_dims)
 
     # -- devices -----------------------------------------------------------
     def devices(self) -> tuple[str, ...]:

@@ -34,6 +34,10 @@ class DaskAdapter(Adapter):
         """``dask.array.Array`` instances."""
         return bool(array_api_compat.is_dask_array(x))
 
+    def device_key(self, x: Any) -> Any:  # noqa: ARG002
+        """Dask arrays live on the (lazy) CPU."""
+        return None
+
     def to_numpy(self, x: Any) -> np.ndarray[Any, Any]:
         """Compute the graph and return the NumPy result."""
         return np.asarray(x.compute())

@@ -8,7 +8,7 @@ from typing import Any
 import array_api_compat
 import numpy as np
 
-from ._base import Adapter
+from ._base import Adapter, FastOps
 
 __all__ = ["NumpyAdapter"]
 
@@ -34,6 +34,14 @@ class NumpyAdapter(Adapter):
     def owns(self, x: object) -> bool:
         """NumPy arrays and NumPy scalars."""
         return bool(array_api_compat.is_numpy_array(x))
+
+    def device_key(self, x: Any) -> Any:  # noqa: ARG002
+        """NumPy arrays all live on the CPU."""
+        return None
+
+    def fast_ops(self, xp: Any) -> FastOps:
+        """``np.matmul`` and ``np.sort`` follow the standard for ndarrays."""
+        return FastOps(matmul=np.matmul, sort=np.sort, expand_dims=xp.expand_dims)
 
     def to_numpy(self, x: Any) -> np.ndarray[Any, Any]:
         """Zero-copy: the array itself (scalars become 0-d arrays)."""

@@ -10,7 +10,7 @@ from typing import Any
 import array_api_compat
 import numpy as np
 
-from ._base import Adapter, MemoryInfo
+from ._base import Adapter, FastOps, MemoryInfo
 
 __all__ = ["TorchAdapter"]
 
@@ -51,6 +51,40 @@ class TorchAdapter(Adapter):
     def owns(self, x: object) -> bool:
         """``torch.Tensor`` instances."""
         return bool(array_api_compat.is_torch_array(x))
+
+    def device_key(self, x: Any) -> Any:
+        """``tensor.device`` (a hashable ``torch.device``)."""
+        return x.device
+
+    def fast_ops(self, xp: Any) -> FastOps:
+        """Native torch calls where the compat wrapper only adds overhead.
+
+        ``matmul`` of two tensors of one dtype is ``torch.matmul`` (the wrapper
+        exists for mixed-dtype promotion); ``sort`` takes ``torch.sort``'s
+        values (the same values whatever the stability); ``expand_dims`` is
+        ``torch.unsqueeze`` for an in-range int axis.
+        """
+        torch = _torch()
+        tensor, native_matmul, native_sort = torch.Tensor, torch.matmul, torch.sort
+        unsqueeze = torch.unsqueeze
+        compat_matmul, compat_sort, compat_expand = xp.matmul, xp.sort, xp.expand_dims
+
+        def matmul(a: Any, b: Any) -> Any:
+            if type(a) is tensor and type(b) is tensor and a.dtype == b.dtype:
+                return native_matmul(a, b)
+            return compat_matmul(a, b)
+
+        def sort(x: Any, /, *, axis: int = -1) -> Any:
+            if type(x) is tensor:
+                return native_sort(x, dim=axis).values
+            return compat_sort(x, axis=axis)
+
+        def expand_dims(x: Any, /, *, axis: int = 0) -> Any:
+            if type(x) is tensor and -x.ndim - 1 <= axis <= x.ndim:
+                return unsqueeze(x, axis)
+            return compat_expand(x, axis=axis)
+
+        return FastOps(matmul=matmul, sort=sort, expand_dims=expand_dims)
 
     def to_numpy(self, x: Any) -> np.ndarray[Any, Any]:
         """Detach, move to the CPU when needed, then share memory with NumPy."""
