@@ -44,7 +44,7 @@ class _Unavailable:
     def __getattr__(self, attr: str) -> NoReturn:
         raise RuntimeError(self._reason)
 
-    def refuse(self, *args: Any, **kwargs: Any) -> NoReturn:
+    def refuse(self, *args: Any, **kwargs: Any) -> NoReturn:  # noqa: ARG002
         """Stand-in for any operation: raises with the reason."""
         raise RuntimeError(self._reason)
 
