@@ -138,10 +138,10 @@ def test_is_oom_error_follows_cause_and_context():
         try:
             raise MemoryError
         except MemoryError:
-            raise KeyError("during handling") from None
+            raise KeyError("during handling")  # noqa: B904 - implicit context on purpose
     except KeyError as exc:
         assert exc.__context__ is not None
-        assert xpkit.is_oom_error(exc)  # the context still holds the OOM
+        assert xpkit.is_oom_error(exc)  # raised while handling the OOM
     cyclic = ValueError("a")
     other = ValueError("b")
     cyclic.__context__, other.__context__ = other, cyclic

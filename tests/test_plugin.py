@@ -111,6 +111,22 @@ def test_marker_without_reason_is_an_error(pytester):
     result.stdout.fnmatch_lines(["*xpkit_skip needs a reason*"])
 
 
+def test_marker_with_unknown_backend_is_an_error(pytester):
+    pytester.makepyfile(
+        test_user="""
+        import pytest
+
+        @pytest.mark.xpkit_skip(["tensorflw"], reason="typo")
+        def test_marked(xpkit_backend):
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--xpkit-backends=numpy"
+    )
+    result.stdout.fnmatch_lines(["*xpkit_skip names unknown backend 'tensorflw'*"])
+
+
 def test_strictest_variant_switches_flags_for_the_test_only(pytester):
     pytest.importorskip("array_api_strict")
     pytester.makepyfile(

@@ -6,6 +6,7 @@ resolves for the library; library facts come from the library's adapter.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
@@ -14,9 +15,11 @@ import numpy as np
 
 from ._adapters import _BY_TYPE as _ADAPTER_BY_TYPE
 from ._adapters import ADAPTERS, Adapter, FastOps, adapter_for_array
-from ._dtypes import dtype_name, narrow_for_device
+from ._dtypes import DTYPE_NAMES, dtype_name, narrow_for_device
 
 __all__ = ["BACKEND_NAMES", "Backend"]
+
+logger = logging.getLogger("xpkit")
 
 #: Names accepted by ``Backend(...)``.
 BACKEND_NAMES: tuple[str, ...] = ("auto", *ADAPTERS)
@@ -27,7 +30,7 @@ _AUTO_PREFERENCE = ("torch", "numpy")
 _PY_SCALARS = (bool, int, float, complex)
 
 # (adapter, device key) -> Backend: `from_arrays` resolves each kind of array once.
-_FROM_ARRAYS: dict[tuple[Adapter, Any], Backend] = {}
+_FROM_ARRAYS: dict[tuple[Adapter, Any, Any], Backend] = {}
 
 
 class _Unavailable:
@@ -39,17 +42,17 @@ class _Unavailable:
     """
 
     def __init__(self, reason: str) -> None:
-        self._reason = reason
+        self.reason = reason
 
     def __getattr__(self, attr: str) -> NoReturn:
-        raise RuntimeError(self._reason)
+        raise RuntimeError(self.reason)
 
     def refuse(self, *args: Any, **kwargs: Any) -> NoReturn:  # noqa: ARG002
         """Stand-in for any operation: raises with the reason."""
-        raise RuntimeError(self._reason)
+        raise RuntimeError(self.reason)
 
     def __reduce__(self) -> NoReturn:  # pragma: no cover - never pickled
-        raise RuntimeError(self._reason)
+        raise RuntimeError(self.reason)
 
 
 class Backend:
@@ -97,11 +100,13 @@ class Backend:
     __slots__ = (
         "_adapter",
         "_canon",
+        "_dtypes",
         "_expand_dims",
         "_f64",
         "_matmul",
         "_native",
         "_sort",
+        "_unusable",
         "device",
         "is_gpu",
         "name",
@@ -126,7 +131,8 @@ class Backend:
         )
         xp = adapter.namespace()
         self._bind(adapter, dev, xp, adapter.native_device(dev), adapter.fast_ops(xp))
-        self._f64 = adapter.supports_float64(dev)
+        self._dtypes = adapter.supported_dtypes(dev)
+        self._f64 = "float64" in self._dtypes
 
     def _bind(
         self, adapter: Adapter, device: str, xp: Any, native: Any, ops: FastOps
@@ -135,12 +141,18 @@ class Backend:
         self._matmul = ops.matmul
         self._sort = ops.sort
         self._expand_dims = ops.expand_dims
+        self._unusable = xp.reason if isinstance(xp, _Unavailable) else None
         self._canon = adapter.canonical_device(device)
         self._native = native
         self.name = adapter.backend_name(device)
         self.device = device
         self.xp = xp
         self.is_gpu = adapter.is_gpu(device)
+
+    def _require_usable(self) -> None:
+        """Raise RuntimeError when this Backend's device is not on this host."""
+        if self._unusable is not None:
+            raise RuntimeError(self._unusable)
 
     # -- identity --------------------------------------------------------
     @property
@@ -217,7 +229,8 @@ class Backend:
                     raise ValueError(msg)
         if found is None:
             found, found_key = ADAPTERS["numpy"], None
-        cached = _FROM_ARRAYS.get((found, found_key))
+        cache_key = (found, found_key, found.config_token())
+        cached = _FROM_ARRAYS.get(cache_key)
         if cached is None:
             dev = (
                 found.default_device()
@@ -225,16 +238,23 @@ class Backend:
                 else found.device_str(array_api_compat.device(arrays[found_at]))
             )
             cached = cls(found.key, device=dev)
-            _FROM_ARRAYS[(found, found_key)] = cached
+            _FROM_ARRAYS[cache_key] = cached
         return cached
 
     # -- helpers -----------------------------------------------------------
     def _xp_dtype(self, name: str, device: str | None = None) -> Any:
         where = self._adapter.backend_name(device or self.device)
-        supports = (
-            self._f64 if device is None else self._adapter.supports_float64(device)
+        supported = (
+            self._dtypes if device is None else self._adapter.supported_dtypes(device)
         )
-        return getattr(self.xp, narrow_for_device(name, supports, where))
+        chosen = narrow_for_device(name, supported, where)
+        if chosen not in supported:
+            msg = (
+                f"dtype {name!r} is not supported by {where} on device "
+                f"{device or self.device!r}; supported: {', '.join(sorted(supported))}"
+            )
+            raise TypeError(msg)
+        return getattr(self.xp, chosen)
 
     def _target(self, device: Any, param: str = "device") -> tuple[str | None, Any]:
         """(device string or None for the backend's own, native device)."""
@@ -415,7 +435,8 @@ class Backend:
         """
         shape = _check_shape(shape)
         _check_scalar(fill_value)
-        name = dtype_name(dtype) or np.result_type(fill_value).name
+        name = dtype_name(dtype) or dtype_name(np.result_type(fill_value))
+        assert name is not None
         return self.xp.full(
             shape, fill_value, dtype=self._xp_dtype(name), device=self._native
         )
@@ -555,6 +576,9 @@ def _adapter_for_name(backend: object) -> Adapter:
     key = backend.strip().lower()
     if key == "auto":
         key = next(k for k in _AUTO_PREFERENCE if ADAPTERS[k].is_installed())
+        logger.info(
+            "backend='auto' chose %s (preference: %s)", key, ", ".join(_AUTO_PREFERENCE)
+        )
     if key not in ADAPTERS:
         msg = f"backend={backend!r} is not known; accepted names: {', '.join(BACKEND_NAMES)}"
         raise ValueError(msg)
@@ -577,6 +601,7 @@ def _restore(key: str, device: str) -> Backend:
         b._bind(
             adapter, device, unavailable, unavailable, FastOps(refuse, refuse, refuse)
         )
+        b._dtypes = DTYPE_NAMES
         b._f64 = True
         return b
 

@@ -40,7 +40,30 @@ DTYPE_NAMES = frozenset(
     }
 )
 
-_NARROW = {"float64": "float32", "complex128": "complex64"}
+#: What a dtype becomes on a device that lacks it (MPS; JAX without x64).
+#: Library prefixes accepted in dtype names ("torch.float32", "jnp.int8", ...).
+_PREFIXES = frozenset(
+    {
+        "numpy",
+        "np",
+        "torch",
+        "array_api_strict",
+        "jax.numpy",
+        "jnp",
+        "cupy",
+        "cp",
+        "dask.array",
+    }
+)
+#: Modules whose dtype objects print as "<library>.<name>".
+_DTYPE_MODULES = frozenset({"torch", "array_api_strict"})
+
+_NARROW = {
+    "float64": "float32",
+    "complex128": "complex64",
+    "int64": "int32",
+    "uint64": "uint32",
+}
 
 
 class PrecisionWarning(UserWarning):
@@ -48,7 +71,7 @@ class PrecisionWarning(UserWarning):
 
 
 _warned_lock = threading.Lock()
-_warned: set[str] = set()
+_warned: set[tuple[str, str]] = set()
 
 
 def dtype_name(dtype: Any) -> str | None:
@@ -63,17 +86,17 @@ def dtype_name(dtype: Any) -> str | None:
         return None
     if isinstance(dtype, str):
         text = dtype.strip()
-        candidate = text.rsplit(".", 1)[-1]
-        if candidate in DTYPE_NAMES:
+        prefix, _, candidate = text.rpartition(".")
+        if candidate in DTYPE_NAMES and (not prefix or prefix in _PREFIXES):
             return candidate
         return _numpy_name(dtype, text)
     if dtype in (bool, int, float, complex):
         return _numpy_name(dtype, dtype)
-    # torch.float32 -> "torch.float32"; array_api_strict.float32 likewise.
-    module = type(dtype).__module__ or ""
-    if not module.startswith("numpy"):
-        candidate = str(dtype).rsplit(".", 1)[-1]
-        if candidate in DTYPE_NAMES:
+    # torch.float32 prints "torch.float32"; array_api_strict.float32 likewise.
+    module = (type(dtype).__module__ or "").split(".", 1)[0]
+    if module in _DTYPE_MODULES:
+        prefix, _, candidate = str(dtype).rpartition(".")
+        if candidate in DTYPE_NAMES and prefix in _PREFIXES:
             return candidate
     return _numpy_name(dtype, dtype)
 
@@ -105,17 +128,19 @@ def external_stacklevel() -> int:
     return level
 
 
-def narrow_for_device(name: str, supports_float64: bool, where: str) -> str:
-    """Map float64/complex128 to float32/complex64 on devices without them.
+def narrow_for_device(name: str, supported: frozenset[str], where: str) -> str:
+    """Map a 64-bit dtype the device lacks to its 32-bit sibling.
 
-    Warns once per process and device (a `PrecisionWarning`).
+    float64 → float32, complex128 → complex64, int64 → int32, uint64 →
+    uint32, on devices whose ``supported`` dtype names lack them. Warns once
+    per process, device and dtype (a `PrecisionWarning`).
     """
-    if supports_float64 or name not in _NARROW:
+    if name in supported or name not in _NARROW:
         return name
     narrow = _NARROW[name]
     with _warned_lock:
-        first = where not in _warned
-        _warned.add(where)
+        first = (where, name) not in _warned
+        _warned.add((where, name))
     if first:
         warnings.warn(
             f"{where} has no {name}; using {narrow} instead (warned once per process)",

@@ -7,6 +7,8 @@ initialising any GPU library.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import numbers
 import operator
@@ -29,6 +31,7 @@ __all__ = [
     "BATCH_WORKING_SET_CEILING_GB",
     "FALLBACK_BUDGET_GB",
     "HEADROOM",
+    "MIN_BUDGET_GB",
     "MemoryCapWarning",
     "array_nbytes",
     "auto_batch_size",
@@ -45,6 +48,8 @@ __all__ = [
 BATCH_WORKING_SET_CEILING_GB = 8.0
 #: Budget used when nothing can be measured.
 FALLBACK_BUDGET_GB = 4.0
+#: Smallest measured budget: what a device with (almost) nothing free gets.
+MIN_BUDGET_GB = 1 / 16
 #: Fraction of measured free memory that a budget may use.
 HEADROOM = 0.8
 
@@ -109,23 +114,25 @@ def _cgroup_available(root: Path) -> int | None:
             continue
         _, controllers, rel = parts
         if controllers == "":  # cgroup v2 unified hierarchy
-            base, limit_f, usage_f = (
-                root / "sys/fs/cgroup",
-                "memory.max",
-                "memory.current",
-            )
+            base, files = root / "sys/fs/cgroup", _V2_FILES
         elif "memory" in controllers.split(","):
-            base = root / "sys/fs/cgroup/memory"
-            limit_f, usage_f = "memory.limit_in_bytes", "memory.usage_in_bytes"
+            base, files = root / "sys/fs/cgroup/memory", _V1_FILES
         else:
             continue
-        avail = _cgroup_walk(base, rel.lstrip("/"), limit_f, usage_f)
+        avail = _cgroup_walk(base, rel.lstrip("/"), *files)
         if avail is not None:
             best = avail if best is None else min(best, avail)
     return best
 
 
-def _cgroup_walk(base: Path, rel: str, limit_f: str, usage_f: str) -> int | None:
+# (limit file, usage file, memory.stat key of reclaimable page cache)
+_V2_FILES = ("memory.max", "memory.current", "inactive_file")
+_V1_FILES = ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")
+
+
+def _cgroup_walk(
+    base: Path, rel: str, limit_f: str, usage_f: str, cache_key: str
+) -> int | None:
     parts = [p for p in rel.split("/") if p]
     best: int | None = None
     for depth in range(len(parts), -1, -1):
@@ -140,9 +147,22 @@ def _cgroup_walk(base: Path, rel: str, limit_f: str, usage_f: str) -> int | None
             usage = int((folder / usage_f).read_text().strip())
         except (OSError, ValueError):
             usage = 0
+        # Usage counts page cache; its inactive part is reclaimed on demand.
+        usage -= min(_stat_value(folder / "memory.stat", cache_key), usage)
         avail = max(int(raw) - usage, 0)
         best = avail if best is None else min(best, avail)
     return best
+
+
+def _stat_value(path: Path, key: str) -> int:
+    try:
+        for line in path.read_text().splitlines():
+            name, _, value = line.partition(" ")
+            if name == key and value.strip().isdigit():
+                return int(value)
+    except OSError:
+        pass
+    return 0
 
 
 def host_available_bytes(_root: Path = Path("/")) -> int:
@@ -195,6 +215,18 @@ class memory_budget(ContextDecorator):
     def _recreate_cm(self) -> memory_budget:
         return memory_budget(self.gb)  # a fresh one per decorated call
 
+    def __call__(self, func: Any) -> Any:
+        """Decorate a function, or a coroutine function (the budget holds across awaits)."""
+        if inspect.iscoroutinefunction(func):
+
+            @functools.wraps(func)
+            async def run(*args: Any, **kwargs: Any) -> Any:
+                with self._recreate_cm():
+                    return await func(*args, **kwargs)
+
+            return run
+        return super().__call__(func)
+
 
 def configured_budget_gb() -> float | None:
     """The budget of an enclosing `memory_budget` block, else of the env var."""
@@ -230,7 +262,9 @@ def device_memory_budget(
     plus pool-cached bytes; MPS recommended working set minus driver-held
     memory; JAX ``memory_stats()``), else available host RAM honouring the
     process's cgroup limit. Measuring host memory never imports a GPU library.
-    When nothing can be measured the conservative `FALLBACK_BUDGET_GB` applies.
+    Host usage excludes the cgroup's reclaimable (inactive) page cache. When
+    nothing can be measured the conservative `FALLBACK_BUDGET_GB` applies; a
+    device with nothing free gets `MIN_BUDGET_GB`.
 
     Parameters
     ----------
@@ -267,6 +301,8 @@ def _measured_gb(backend: Backend | None) -> float:
     if backend is not None and not isinstance(backend, Backend):
         msg = f"backend must be a Backend or None, got {backend!r}"
         raise TypeError(msg)
+    if backend is not None:
+        backend._require_usable()  # an unpickled Backend without its device
     try:
         info = None
         if backend is not None:
@@ -274,9 +310,9 @@ def _measured_gb(backend: Backend | None) -> float:
         free = host_available_bytes() if info is None else info.free
     except Exception:  # noqa: BLE001 - any failed query means "can't measure"
         return FALLBACK_BUDGET_GB
-    if free <= 0:
-        return FALLBACK_BUDGET_GB
-    return free * HEADROOM / _GB
+    # Nothing free right now: a small budget (small batches, OOM recovery
+    # behind them) rather than a guess that could exceed a container's limit.
+    return max(free * HEADROOM / _GB, MIN_BUDGET_GB)
 
 
 # -- batch sizing ---------------------------------------------------------------

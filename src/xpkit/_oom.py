@@ -46,7 +46,9 @@ def is_oom_error(exc: BaseException) -> bool:
         seen.add(id(link))
         if any(adapter.is_oom(link) for adapter in ADAPTERS.values()):
             return True
-        todo += [e for e in (link.__cause__, link.__context__) if e is not None]
+        # `raise X from None` means "not because of the earlier error".
+        context = None if link.__suppress_context__ else link.__context__
+        todo += [e for e in (link.__cause__, context) if e is not None]
     return False
 
 
@@ -143,7 +145,11 @@ def run_split_on_oom(
             pending += [(mid, stop), (start, mid)]
             continue
         try:
-            pieces.append(to_host(fn(*row_slices(arrays, start, stop, n))))
+            pieces.append(
+                _aligned(
+                    to_host(fn(*row_slices(arrays, start, stop, n))), fn, stop - start
+                )
+            )
             if split:
                 fitted = max(fitted or 0, stop - start)
             continue
@@ -170,6 +176,17 @@ def run_split_on_oom(
         pending += [(mid, stop), (start, mid)]
     result = pieces[0] if len(pieces) == 1 else np.concatenate(pieces, axis=0)
     return result, fitted
+
+
+def _aligned(result: np.ndarray[Any, Any], fn: Any, rows: int) -> np.ndarray[Any, Any]:
+    """Check that ``fn`` kept axis 0 row-for-row, as splitting requires."""
+    if result.ndim == 0 or result.shape[0] != rows:
+        msg = (
+            f"fn={fn!r} must return one row per input row (axis 0 of length {rows}), "
+            f"got shape {result.shape}"
+        )
+        raise ValueError(msg)
+    return result
 
 
 def common_rows(arrays: tuple[Any, ...]) -> int:

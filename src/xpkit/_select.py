@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import platform
+from dataclasses import dataclass
 from typing import Any
 
 from ._adapters import ADAPTERS, Adapter
@@ -12,7 +13,9 @@ from ._backend import BACKEND_NAMES, Backend
 __all__ = [
     "AUTO_CPU_MAX_ELEMENTS",
     "AUTO_UNIFIED_MIN_ELEMENTS",
+    "InventoryEntry",
     "auto_select_backend",
+    "backend_inventory",
     "check_gpu_available",
     "find_gpus",
     "resolve_backend",
@@ -26,6 +29,48 @@ AUTO_CPU_MAX_ELEMENTS = 10_000_000
 #: GPUs that share host memory (Apple MPS) pay a higher per-dispatch cost and
 #: are only chosen from this many effective elements on.
 AUTO_UNIFIED_MIN_ELEMENTS = 30_000_000
+
+
+@dataclass(frozen=True)
+class InventoryEntry:
+    """One backend this machine has (``reason`` empty), or why it has not."""
+
+    key: str
+    device: str | None
+    name: str
+    reason: str = ""
+
+
+def backend_inventory() -> list[InventoryEntry]:
+    """Every library in the registry: one entry per backend name it has here.
+
+    A library's CPU device and each kind of GPU (``torch-cpu``, ``torch-cuda``,
+    ``torch-mps``, ...), first device of each; a library that is not installed
+    or sees no device gives one entry with the reason. Imports the installed
+    libraries to ask them.
+    """
+    entries: list[InventoryEntry] = []
+    for adapter in ADAPTERS.values():
+        if not adapter.is_installed():
+            reason = f"{adapter.label} is not installed (pip install 'xpkit[{adapter.extra}]')"
+            entries.append(InventoryEntry(adapter.key, None, adapter.key, reason))
+            continue
+        try:
+            devices = adapter.devices()
+        except Exception as exc:  # noqa: BLE001 - a broken install: report it
+            entries.append(InventoryEntry(adapter.key, None, adapter.key, f"{exc}"))
+            continue
+        if not devices:
+            reason = f"{adapter.label} sees no device on this machine"
+            entries.append(InventoryEntry(adapter.key, None, adapter.key, reason))
+            continue
+        seen: set[str] = set()
+        for dev in devices:
+            name = adapter.backend_name(dev)
+            if name not in seen:  # one entry per backend name (cuda, not also cuda:1)
+                seen.add(name)
+                entries.append(InventoryEntry(adapter.key, dev, name))
+    return entries
 
 
 def find_gpus() -> list[tuple[Adapter, str]]:

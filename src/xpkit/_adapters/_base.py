@@ -114,6 +114,14 @@ class Adapter:
         """A cheap hashable key of the device ``x`` lives on (for caching)."""
         return array_api_compat.device(x)
 
+    def config_token(self) -> Any:
+        """Library settings that change what a Backend supports (cache key)."""
+        return None
+
+    def strictest_mode(self) -> Any:
+        """A context manager for this library's strictest mode, or None."""
+        return None
+
     def fast_ops(self, xp: Any) -> FastOps:
         """The hot-path functions `Backend` binds once.
 
@@ -183,6 +191,25 @@ class Adapter:
     def supports_float64(self, device: str) -> bool:  # noqa: ARG002
         """Whether float64 (and complex128) arrays can live on ``device``."""
         return True
+
+    def supported_dtypes(self, device: str) -> frozenset[str]:
+        """Names of the dtypes arrays can have on ``device``.
+
+        From the namespace's inspection API (``__array_namespace_info__``),
+        without float64/complex128 where `supports_float64` says no.
+        """
+        from .._dtypes import DTYPE_NAMES
+
+        try:
+            info = self.namespace().__array_namespace_info__()
+            names = set(info.dtypes(device=self.native_device(device)))
+        except Exception:  # noqa: BLE001 - libraries without a usable inspection API
+            names = set()
+        if not names:  # no answer (e.g. torch's probe on a device it cannot reach)
+            names = set(DTYPE_NAMES) - {"bfloat16", "float16"}
+        if not self.supports_float64(device):
+            names -= {"float64", "complex128"}
+        return frozenset(names)
 
     # -- memory (used by xpkit._memory) -----------------------------------
     def memory_info(self, device: str) -> MemoryInfo | None:  # noqa: ARG002

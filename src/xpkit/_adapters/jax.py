@@ -92,6 +92,10 @@ class JaxAdapter(Adapter):
         """JAX's ``device_kind``."""
         return str(self.native_device(device).device_kind)
 
+    def config_token(self) -> Any:
+        """``jax_enable_x64`` decides the 64-bit dtypes."""
+        return bool(_jax().config.jax_enable_x64)
+
     def supports_float64(self, device: str) -> bool:  # noqa: ARG002
         """Only with ``jax_enable_x64`` switched on (JAX's global setting)."""
         return bool(_jax().config.jax_enable_x64)

@@ -59,6 +59,12 @@ class StrictAdapter(Adapter):
             text = text[len("array_api_strict.Device(") : -1].strip("'\"")
         return self.canonical_device(text)
 
+    def strictest_mode(self) -> Any:
+        """Boolean indexing and data-dependent shapes off, restored on exit."""
+        return self.namespace().ArrayAPIStrictFlags(
+            boolean_indexing=False, data_dependent_shapes=False
+        )
+
     def supports_float64(self, device: str) -> bool:
         """Asks the library's inspection API about this device's dtypes."""
         info = self.namespace().__array_namespace_info__()

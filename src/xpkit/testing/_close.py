@@ -65,14 +65,41 @@ def assert_close(
         Naming what differs.
     """
     __tracebackhide__ = True
+    rtol = _check_tolerance("rtol", rtol)
+    atol = _check_tolerance("atol", atol)
     a, d = _compare_meta(actual, desired, check_dtype, check_device, check_namespace)
-    d_rtol, d_atol = default_tolerance(d.dtype if d.dtype.kind in "fc" else a.dtype)
+    d_rtol, d_atol = default_tolerance(_source_dtype(desired, d, actual, a))
     _compare_values(
-        a,
-        d,
-        d_rtol if rtol is None else float(rtol),
-        d_atol if atol is None else float(atol),
+        a, d, d_rtol if rtol is None else rtol, d_atol if atol is None else atol
     )
+
+
+def _check_tolerance(param: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(
+        value, (int, float, np.floating, np.integer)
+    ):
+        msg = f"{param} must be a number, got {value!r}"
+        raise TypeError(msg)
+    if not np.isfinite(value) or value < 0:
+        msg = f"{param} must be a finite non-negative number, got {value!r}"
+        raise ValueError(msg)
+    return float(value)
+
+
+def _source_dtype(
+    desired: Any, d: np.ndarray[Any, Any], actual: Any, a: np.ndarray[Any, Any]
+) -> Any:
+    """The dtype the default tolerance comes from: desired's own (bfloat16 too)."""
+    for original, host in ((desired, d), (actual, a)):
+        dtype = getattr(original, "dtype", host.dtype)
+        name = dtype_name(dtype)
+        if name is not None and (
+            name.startswith(("float", "complex")) or name == "bfloat16"
+        ):
+            return dtype
+    return d.dtype
 
 
 def assert_equal(
@@ -138,11 +165,8 @@ def _compare_values(
     __tracebackhide__ = True
     if a.size == 0:
         return
-    exact_kinds = "biu"
-    if (a.dtype.kind in exact_kinds and d.dtype.kind in exact_kinds) or "b" in (
-        a.dtype.kind,
-        d.dtype.kind,
-    ):
+    exact = rtol == 0 and atol == 0 and a.dtype.kind in "biu" and d.dtype.kind in "biu"
+    if exact or "b" in (a.dtype.kind, d.dtype.kind):
         bad = a != d
         excess = bad.astype(np.float64)
     else:

@@ -28,10 +28,9 @@ import pytest
 
 from .._adapters import ADAPTERS
 
-__all__ = ["STRICTEST_ID", "BackendParam", "available_backend_params"]
+__all__ = ["BackendParam", "available_backend_params"]
 
 ENV_VAR = "XPKIT_BACKENDS"
-STRICTEST_ID = "array_api_strict-strictest"
 
 
 class BackendParam:
@@ -57,37 +56,19 @@ class BackendParam:
 
 @functools.cache
 def available_backend_params() -> tuple[BackendParam, ...]:
-    """Every library in the registry: its CPU device and each kind of GPU.
+    """`backend_inventory`, plus array-api-strict's strictest variant.
 
     A library that is not installed (or has no device) gives one parameter
     that is skipped with the reason.
     """
+    from .._select import backend_inventory
+
     params: list[BackendParam] = []
-    for adapter in ADAPTERS.values():
-        if not adapter.is_installed():
-            reason = f"{adapter.label} is not installed (pip install 'xpkit[{adapter.extra}]')"
-            params.append(BackendParam(adapter.key, None, adapter.key, reason))
-            continue
-        try:
-            devices = adapter.devices()
-        except Exception as exc:  # noqa: BLE001 - a broken driver: report, skip
-            params.append(BackendParam(adapter.key, None, adapter.key, f"{exc}"))
-            continue
-        if not devices:
-            reason = f"{adapter.label} sees no device on this machine"
-            params.append(BackendParam(adapter.key, None, adapter.key, reason))
-            continue
-        seen: set[str] = set()
-        for dev in devices:
-            name = adapter.backend_name(dev)
-            if name in seen:
-                continue  # one parameter per backend name (cuda, not also cuda:1)
-            seen.add(name)
-            params.append(BackendParam(adapter.key, dev, name))
-        if adapter.key == "array_api_strict":
-            params.append(
-                BackendParam(adapter.key, "cpu", STRICTEST_ID, strictest=True)
-            )
+    for entry in backend_inventory():
+        params.append(BackendParam(entry.key, entry.device, entry.name, entry.reason))
+        if not entry.reason and ADAPTERS[entry.key].strictest_mode() is not None:
+            ident = f"{entry.name}-strictest"
+            params.append(BackendParam(entry.key, entry.device, ident, strictest=True))
     return tuple(params)
 
 
@@ -167,6 +148,14 @@ def _matches(mark: pytest.Mark, param: BackendParam) -> bool:
     backends = mark.args[0] if mark.args else mark.kwargs.get("backends", ())
     if isinstance(backends, str):
         backends = [backends]
+    for name in backends:
+        key = next((k for k in ADAPTERS if name == k or name.startswith(f"{k}-")), None)
+        if key is None:
+            msg = (
+                f"@pytest.mark.{mark.name} names unknown backend {name!r}; use library "
+                f"keys ({', '.join(ADAPTERS)}) or backend ids such as torch-cuda"
+            )
+            raise pytest.UsageError(msg)
     return any(b in (param.key, param.id) for b in backends)
 
 
@@ -208,12 +197,7 @@ def _xpkit_strictest(request: pytest.FixtureRequest) -> Iterator[None]:
     if not getattr(param, "strictest", False):
         yield
         return
-    import array_api_strict
-
-    flags: contextlib.AbstractContextManager[Any] = (
-        array_api_strict.ArrayAPIStrictFlags(
-            boolean_indexing=False, data_dependent_shapes=False
-        )
-    )
-    with flags:
+    assert param is not None
+    mode: contextlib.AbstractContextManager[Any] = ADAPTERS[param.key].strictest_mode()
+    with mode:
         yield

@@ -28,8 +28,6 @@ if TYPE_CHECKING:
 
 __all__ = ["arrays", "dtype_names", "dtypes"]
 
-_NO_FLOAT64 = {"float64", "complex128"}
-
 _KINDS = {
     "bool": ("bool",),
     "integral": (
@@ -59,10 +57,7 @@ def dtype_names(backend: Backend, kind: str | None = None) -> list[str]:
     ``"real floating"``, ``"complex floating"``, or ``"numeric"``.
     """
     _check_backend(backend)
-    info = backend.xp.__array_namespace_info__()
-    names = set(info.dtypes(device=backend._native))
-    if not backend._f64:
-        names -= _NO_FLOAT64
+    names = set(backend._dtypes)
     if kind is not None:
         if kind == "numeric":
             wanted = {n for k, group in _KINDS.items() if k != "bool" for n in group}

@@ -1,0 +1,5 @@
+"""``python -m xpkit``: the same as the ``xpkit`` command."""
+
+from ._cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,303 @@
+"""The ``xpkit`` command: ``info``, ``check`` and ``demo``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+
+from ._adapters import ADAPTERS
+from ._backend import Backend
+from ._batches import map_batches
+from ._check import run_checks
+from ._dtypes import PrecisionWarning
+from ._memory import (
+    _GB,
+    BATCH_WORKING_SET_CEILING_GB,
+    _cgroup_available,
+    device_memory_budget,
+    host_available_bytes,
+)
+from ._select import InventoryEntry, backend_inventory
+from ._version import __version__
+
+__all__ = ["main", "main_exit"]
+
+
+# -- info --------------------------------------------------------------------
+def collect_info() -> dict[str, Any]:
+    """What xpkit finds on this machine, as plain data (what ``--json`` prints)."""
+    import psutil
+
+    cgroup = _cgroup_available(Path("/"))
+    info: dict[str, Any] = {
+        "xpkit": __version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "libraries": {a.key: a.version() for a in ADAPTERS.values()},
+        "host": {
+            "total_gb": psutil.virtual_memory().total / _GB,
+            "available_gb": host_available_bytes() / _GB,
+            "cgroup_available_gb": None if cgroup is None else cgroup / _GB,
+        },
+        "batch_ceiling_gb": BATCH_WORKING_SET_CEILING_GB,
+        "backends": [_backend_info(entry) for entry in backend_inventory()],
+        "threadpools": _threadpools(),
+    }
+    return info
+
+
+def _backend_info(entry: InventoryEntry) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "name": entry.name,
+        "library": entry.key,
+        "device": entry.device,
+    }
+    if entry.reason:
+        return {**row, "available": False, "reason": entry.reason}
+    try:
+        b = Backend(entry.key, device=entry.device)
+        adapter = b._adapter
+        return {
+            **row,
+            "available": True,
+            "devices": list(adapter.devices()),
+            "device_name": adapter.device_name(b.device),
+            "is_gpu": b.is_gpu,
+            "float64": b._f64,
+            "budget_gb": device_memory_budget(b),
+            "budget_capped_gb": device_memory_budget(b, cap_for_batching=True),
+        }
+    except Exception as exc:  # noqa: BLE001 - report, don't crash
+        return {**row, "available": False, "reason": f"{type(exc).__name__}: {exc}"}
+
+
+def _threadpools() -> list[dict[str, Any]] | None:
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return None
+    keys = ("user_api", "internal_api", "num_threads", "version", "prefix")
+    return [{k: pool.get(k) for k in keys} for pool in threadpool_info()]
+
+
+def print_info(info: dict[str, Any], out: TextIO) -> None:
+    """The human-readable form of `collect_info`."""
+    w = out.write
+    w(f"xpkit {info['xpkit']} on Python {info['python']} ({info['platform']})\n\n")
+    w("Array libraries\n")
+    for key, version in info["libraries"].items():
+        w(f"  {key:<18} {version or 'not installed'}\n")
+    host = info["host"]
+    cg = host["cgroup_available_gb"]
+    w(
+        f"\nHost memory: {host['total_gb']:.1f} GB total, {host['available_gb']:.1f} GB "
+        f"available{'' if cg is None else f' (cgroup limit leaves {cg:.1f} GB)'}\n"
+    )
+    w(f"Batch working-set ceiling: {info['batch_ceiling_gb']:.1f} GB\n\n")
+    w(
+        f"{'backend':<20} {'device':<10} {'budget GB':>10} {'capped':>8}  float64  name\n"
+    )
+    for b in info["backends"]:
+        if not b["available"]:
+            w(f"{b['name']:<20} {'-':<10} {'':>10} {'':>8}  {'':7}  ({b['reason']})\n")
+            continue
+        w(
+            f"{b['name']:<20} {b['device']:<10} {b['budget_gb']:>10.2f} "
+            f"{b['budget_capped_gb']:>8.2f}  {'yes' if b['float64'] else 'no':<7}  "
+            f"{b['device_name']}\n"
+        )
+    pools = info["threadpools"]
+    w("\nThread pools (threadpoolctl)\n")
+    if pools is None:
+        w("  threadpoolctl is not installed\n")
+    for pool in pools or []:
+        w(
+            f"  {pool['user_api']:<8} {pool['internal_api']:<10} "
+            f"{pool['num_threads']} threads  {pool['version'] or ''}\n"
+        )
+
+
+# -- check -------------------------------------------------------------------
+def run_check_command(out: TextIO) -> int:
+    """Every check on every available backend; 1 if anything fails."""
+    failures = 0
+    out.write(f"{'backend':<20} {'check':<18} result\n")
+    for entry in backend_inventory():
+        if entry.reason:
+            out.write(f"{entry.name:<20} {'-':<18} skipped: {entry.reason}\n")
+            continue
+        backend = Backend(entry.key, device=entry.device)
+        for result in run_checks(backend):
+            status = "ok" if result.ok else f"FAIL  {result.detail}"
+            failures += not result.ok
+            out.write(f"{result.backend:<20} {result.check:<18} {status}\n")
+    out.write(
+        f"\n{'all checks passed' if not failures else f'{failures} check(s) failed'}\n"
+    )
+    return 1 if failures else 0
+
+
+# -- demo --------------------------------------------------------------------
+def max_correlation_null(
+    backend: Backend,
+    X: Any,
+    y: Any,
+    perms: Any,
+    *,
+    budget_gb: float | None,
+    progress: bool,
+) -> tuple[np.ndarray[Any, Any], int]:
+    """Max-statistic permutation null of |corr(X[:, j], y)|, namespace-agnostic.
+
+    Each permutation (a row of ``perms``) is one item of `map_batches`;
+    returns the null distribution and the number of batches run.
+    """
+    xp = backend.xp
+    Xd, yd = backend.check_arrays(X, y)
+    n = Xd.shape[0]
+    Xs = (Xd - xp.mean(Xd, axis=0)) / xp.std(Xd, axis=0)
+    ys = (yd - xp.mean(yd)) / xp.std(yd)
+    calls = [0]
+
+    def batch(idx: Any) -> Any:
+        calls[0] += 1
+        idx = backend.asarray(idx)
+        yp = xp.reshape(xp.take(ys, xp.reshape(idx, (-1,))), (idx.shape[0], n))
+        corr = backend.matmul(yp, Xs) / n
+        return xp.max(xp.abs(corr), axis=1)
+
+    per_perm = (2 * n + 2 * Xd.shape[1]) * 8
+    null = map_batches(
+        batch,
+        perms,
+        backend=backend,
+        bytes_per_item=per_perm,
+        overhead=2.0,
+        budget_gb=budget_gb,
+        progress=progress,
+    )
+    return null, calls[0]
+
+
+def run_demo(
+    out: TextIO,
+    *,
+    n_perm: int,
+    n_samples: int,
+    n_features: int,
+    budget_gb: float | None,
+) -> int:
+    """The permutation test on every available backend, against NumPy."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((n_samples, n_features))
+    y = X[:, 0] * 0.3 + rng.standard_normal(n_samples)
+    perms = np.argsort(rng.random((n_perm, n_samples)), axis=1)
+    try:
+        import tqdm  # noqa: F401
+
+        progress = sys.stderr.isatty()
+    except ImportError:
+        progress = False
+    out.write(
+        f"Max-statistic permutation test: {n_perm} permutations, {n_samples} samples x "
+        f"{n_features} features, through map_batches\n\n"
+    )
+    out.write(
+        f"{'backend':<20} {'dtype':<8} {'seconds':>8} {'batches':>8} {'max |null - numpy|':>20}\n"
+    )
+    reference: np.ndarray[Any, Any] | None = None
+    for entry in backend_inventory():
+        if entry.reason:
+            out.write(f"{entry.name:<20} skipped: {entry.reason}\n")
+            continue
+        backend = Backend(entry.key, device=entry.device)
+        start = time.perf_counter()
+        with warnings.catch_warnings():  # the dtype column says it instead
+            warnings.simplefilter("ignore", PrecisionWarning)
+            null, n_batches = max_correlation_null(
+                backend, X, y, perms, budget_gb=budget_gb, progress=progress
+            )
+        elapsed = time.perf_counter() - start
+        if reference is None:
+            reference = null
+        deviation = float(np.max(np.abs(null - reference)))
+        out.write(
+            f"{backend.name:<20} {null.dtype.name:<8} {elapsed:8.3f} {n_batches:8d} "
+            f"{deviation:20.2e}\n"
+        )
+    assert reference is not None  # numpy is always there
+    Xs = (X - X.mean(axis=0)) / X.std(axis=0)
+    ys = (y - y.mean()) / y.std()
+    observed = float(np.max(np.abs(ys @ Xs) / n_samples))
+    p = (1 + np.sum(reference >= observed)) / (1 + n_perm)
+    out.write(f"\nobserved max |r| = {observed:.3f}, permutation p = {p:.4f}\n")
+    return 0
+
+
+# -- entry point ---------------------------------------------------------------
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="xpkit",
+        description="What xpkit finds on this machine, and proof that it works.",
+    )
+    parser.add_argument("--version", action="version", version=f"xpkit {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    info = sub.add_parser(
+        "info", help="libraries, devices, memory budgets, thread pools"
+    )
+    info.add_argument("--json", action="store_true", help="machine-readable output")
+    sub.add_parser("check", help="every facade method on every backend against NumPy")
+    demo = sub.add_parser("demo", help="a permutation test on every backend")
+    demo.add_argument("--permutations", type=_positive_int, default=5000)
+    demo.add_argument("--samples", type=_positive_int, default=400)
+    demo.add_argument("--features", type=_positive_int, default=500)
+    demo.add_argument(
+        "--budget-gb",
+        type=float,
+        default=None,
+        help="memory budget for the batches (default: measured on each device)",
+    )
+    return parser
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        msg = f"must be a positive integer, got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
+    """Run the ``xpkit`` command; returns the exit status."""
+    args = _parser().parse_args(argv)
+    stream = sys.stdout if out is None else out
+    if args.command == "info":
+        info = collect_info()
+        if args.json:
+            stream.write(json.dumps(info, indent=2) + "\n")
+        else:
+            print_info(info, stream)
+        return 0
+    if args.command == "check":
+        return run_check_command(stream)
+    return run_demo(
+        stream,
+        n_perm=args.permutations,
+        n_samples=args.samples,
+        n_features=args.features,
+        budget_gb=args.budget_gb,
+    )
+
+
+def main_exit() -> None:
+    """Console-script entry point."""
+    raise SystemExit(main())

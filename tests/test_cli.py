@@ -1,0 +1,122 @@
+"""The ``xpkit`` command: info (and --json), check, demo."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import xpkit
+from xpkit._cli import main
+
+
+def run(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    code = main(list(argv), out=out)
+    return code, out.getvalue()
+
+
+def test_info_json_parses_back():
+    proc = subprocess.run(
+        [sys.executable, "-m", "xpkit", "info", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    info = json.loads(proc.stdout)
+    assert info["xpkit"] == xpkit.__version__
+    assert info["libraries"]["numpy"] == np.__version__
+    by_name = {b["name"]: b for b in info["backends"]}
+    numpy_row = by_name["numpy"]
+    assert numpy_row["available"] is True
+    assert numpy_row["device"] == "cpu"
+    assert numpy_row["float64"] is True
+    assert 0 < numpy_row["budget_capped_gb"] <= info["batch_ceiling_gb"]
+    assert numpy_row["budget_capped_gb"] <= numpy_row["budget_gb"]
+    assert info["host"]["available_gb"] <= info["host"]["total_gb"]
+    for row in info["backends"]:
+        assert row["available"] or row["reason"]
+
+
+def test_info_text_lists_libraries_and_budgets():
+    code, text = run("info")
+    assert code == 0
+    assert "Array libraries" in text
+    assert f"numpy              {np.__version__}" in text
+    assert "budget GB" in text
+
+
+def test_check_passes_here():
+    code, text = run("check")
+    assert code == 0, text
+    assert "all checks passed" in text
+    assert "numpy                matmul             ok" in text
+
+
+def test_check_fails_on_a_mismatch(monkeypatch):
+    real_sort = xpkit.Backend.sort
+
+    def broken_sort(self, array, axis=-1):
+        return real_sort(self, array, axis=axis) + 1.0
+
+    monkeypatch.setattr(xpkit.Backend, "sort", broken_sort)
+    code, text = run("check")
+    assert code == 1
+    assert "numpy                sort               FAIL  max |diff| 1" in text
+    assert "check(s) failed" in text
+
+
+def test_demo_runs_on_every_backend():
+    code, text = run(
+        "demo", "--permutations", "300", "--samples", "40", "--features", "12"
+    )
+    assert code == 0
+    lines = [line.split() for line in text.splitlines()]
+    numpy_row = next(row for row in lines if row and row[0] == "numpy")
+    assert numpy_row[1] == "float64"
+    assert float(numpy_row[-1]) == 0.0
+    for row in lines:
+        if row and row[0] in {"torch-cpu", "array_api_strict", "dask", "jax-cpu"}:
+            assert float(row[-1]) < 1e-5
+    assert "permutation p =" in text
+
+
+def test_demo_batches_follow_the_budget():
+    code, text = run(
+        "demo",
+        "--permutations",
+        "400",
+        "--samples",
+        "50",
+        "--features",
+        "10",
+        "--budget-gb",
+        "0.0002",
+    )
+    assert code == 0
+    numpy_row = next(
+        line.split() for line in text.splitlines() if line.startswith("numpy")
+    )
+    assert int(numpy_row[3]) > 1
+
+
+@pytest.mark.parametrize("argv", [["demo", "--permutations", "0"], ["frobnicate"], []])
+def test_bad_arguments_exit_2(argv):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+
+
+def test_module_entry_point_version():
+    proc = subprocess.run(
+        [sys.executable, "-m", "xpkit", "--version"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert proc.stdout.strip() == f"xpkit {xpkit.__version__}"
