@@ -159,9 +159,7 @@ def test_cgroup_v2_limit(tmp_path, monkeypatch):
     _write(tmp_path, "sys/fs/cgroup/user.slice/memory.max", "max")
     assert _memory._cgroup_available(tmp_path) == GB + GB // 2
     monkeypatch.setattr(
-        _memory.psutil,
-        "virtual_memory",
-        lambda: type("VM", (), {"available": 64 * GB})(),
+        "psutil.virtual_memory", lambda: type("VM", (), {"available": 64 * GB})()
     )
     assert _memory.host_available_bytes(tmp_path) == GB + GB // 2
 

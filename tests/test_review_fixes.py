@@ -140,7 +140,7 @@ def test_clearing_frames_alone_frees_the_failed_attempt(monkeypatch):
 def test_the_cycle_test_can_fail(monkeypatch):
     """With neither clear_frames nor gc, the failed attempt's scratch stays alive."""
     monkeypatch.setattr(_oom, "empty_device_cache", lambda: None)
-    monkeypatch.setattr(_oom.traceback, "clear_frames", lambda tb: None)
+    monkeypatch.setattr("traceback.clear_frames", lambda tb: None)
     alive: list[int] = []
     gc.disable()
     try:

@@ -3,24 +3,36 @@
 A typed `Backend` facade over the namespaces that ``array_api_compat``
 resolves (NumPy, PyTorch, array-api-strict, CuPy, JAX, Dask), and one memory
 layer that sizes work to the device and recovers from out-of-memory errors.
+
+``import xpkit`` loads the facade; the memory layer, selection and testing
+tools load on first use (SPEC 1 lazy loading, through the explicit table
+`_LAZY` below), so that importing xpkit costs little more than importing
+NumPy and array_api_compat.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ._backend import BACKEND_NAMES, Backend
-from ._batches import map_batches
 from ._dtypes import PrecisionWarning
-from ._memory import (
-    BATCH_WORKING_SET_CEILING_GB,
-    MemoryCapWarning,
-    auto_batch_size,
-    auto_n_jobs_for_arrays,
-    device_memory_budget,
-    gb_to_bytes,
-    memory_budget,
-)
-from ._oom import compute_oom_safe, empty_device_cache, is_oom_error
-from ._select import auto_select_backend, check_gpu_available, resolve_backend
 from ._version import __version__
-from .testing import assert_array_almost_equal
+
+if TYPE_CHECKING:
+    from ._batches import map_batches
+    from ._memory import (
+        BATCH_WORKING_SET_CEILING_GB,
+        MemoryCapWarning,
+        auto_batch_size,
+        auto_n_jobs_for_arrays,
+        device_memory_budget,
+        gb_to_bytes,
+        memory_budget,
+    )
+    from ._oom import compute_oom_safe, empty_device_cache, is_oom_error
+    from ._select import auto_select_backend, check_gpu_available, resolve_backend
+    from .testing import assert_array_almost_equal
 
 __all__ = [
     "BACKEND_NAMES",
@@ -43,3 +55,34 @@ __all__ = [
     "memory_budget",
     "resolve_backend",
 ]
+
+#: Public name -> the module that defines it, imported on first access.
+_LAZY = {
+    "BATCH_WORKING_SET_CEILING_GB": "._memory",
+    "MemoryCapWarning": "._memory",
+    "assert_array_almost_equal": ".testing",
+    "auto_batch_size": "._memory",
+    "auto_n_jobs_for_arrays": "._memory",
+    "auto_select_backend": "._select",
+    "check_gpu_available": "._select",
+    "compute_oom_safe": "._oom",
+    "device_memory_budget": "._memory",
+    "empty_device_cache": "._oom",
+    "gb_to_bytes": "._memory",
+    "is_oom_error": "._oom",
+    "map_batches": "._batches",
+    "memory_budget": "._memory",
+    "resolve_backend": "._select",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        msg = f"module 'xpkit' has no attribute {name!r}"
+        raise AttributeError(msg)
+    return getattr(importlib.import_module(module, __name__), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -6,7 +6,6 @@ resolves for the library; library facts come from the library's adapter.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
@@ -16,10 +15,10 @@ import numpy as np
 from ._adapters import _BY_TYPE as _ADAPTER_BY_TYPE
 from ._adapters import ADAPTERS, Adapter, FastOps, adapter_for_array
 from ._dtypes import DTYPE_NAMES, dtype_name, narrow_for_device
+from ._log import logger
 
 __all__ = ["BACKEND_NAMES", "Backend"]
 
-logger = logging.getLogger("xpkit")
 
 #: Names accepted by ``Backend(...)``.
 BACKEND_NAMES: tuple[str, ...] = ("auto", *ADAPTERS)
@@ -100,13 +99,18 @@ class Backend:
     __slots__ = (
         "_adapter",
         "_canon",
+        "_concat",
+        "_device_key",
         "_dtypes",
         "_expand_dims",
         "_f64",
+        "_full_like",
         "_matmul",
         "_native",
+        "_ones_like",
         "_sort",
         "_unusable",
+        "_zeros_like",
         "device",
         "is_gpu",
         "name",
@@ -141,6 +145,12 @@ class Backend:
         self._matmul = ops.matmul
         self._sort = ops.sort
         self._expand_dims = ops.expand_dims
+        self._concat = ops.concat
+        self._zeros_like = ops.zeros_like
+        self._ones_like = ops.ones_like
+        self._full_like = ops.full_like
+        usable = not isinstance(xp, _Unavailable)
+        self._device_key = adapter.native_device_key(native) if usable else xp
         self._unusable = xp.reason if isinstance(xp, _Unavailable) else None
         self._canon = adapter.canonical_device(device)
         self._native = native
@@ -148,6 +158,13 @@ class Backend:
         self.device = device
         self.xp = xp
         self.is_gpu = adapter.is_gpu(device)
+
+    def _is_own(self, x: Any) -> bool:
+        """Whether ``x`` is an array of this library on this backend's device."""
+        return (
+            _ADAPTER_BY_TYPE.get(type(x)) is self._adapter
+            and self._adapter.device_key(x) == self._device_key
+        )
 
     def _require_usable(self) -> None:
         """Raise RuntimeError when this Backend's device is not on this host."""
@@ -326,6 +343,8 @@ class Backend:
             An array of this backend's library. On devices without float64
             (MPS), float64 becomes float32 with one `PrecisionWarning`.
         """
+        if dtype is None and device is None and self._is_own(x):
+            return x  # already here, in a dtype the device has: asarray is a no-op
         dev_str, native = self._target(device)
         name = dtype_name(dtype)
         if self._adapter.owns(x):
@@ -466,6 +485,8 @@ class Backend:
             for host data).
         """
         _check_scalar(fill_value)
+        if shape is None and dtype is None and device is None and self._is_own(array):
+            return self._full_like(array, fill_value)
         xp_dtype, native, _ = self._ref(array, dtype, device)
         out_shape = _shape_of(array) if shape is None else _check_shape(shape)
         return self.xp.full(out_shape, fill_value, dtype=xp_dtype, device=native)
@@ -474,6 +495,8 @@ class Backend:
         self, array: Any, shape: Any = None, dtype: Any = None, device: Any = None
     ) -> Any:
         """Create a ones array like ``array``, optionally of another shape."""
+        if shape is None and dtype is None and device is None and self._is_own(array):
+            return self._ones_like(array)
         xp_dtype, native, _ = self._ref(array, dtype, device)
         out_shape = _shape_of(array) if shape is None else _check_shape(shape)
         return self.xp.ones(out_shape, dtype=xp_dtype, device=native)
@@ -482,6 +505,8 @@ class Backend:
         self, array: Any, shape: Any = None, dtype: Any = None, device: Any = None
     ) -> Any:
         """Create a zeros array like ``array``, optionally of another shape."""
+        if shape is None and dtype is None and device is None and self._is_own(array):
+            return self._zeros_like(array)
         xp_dtype, native, _ = self._ref(array, dtype, device)
         out_shape = _shape_of(array) if shape is None else _check_shape(shape)
         return self.xp.zeros(out_shape, dtype=xp_dtype, device=native)
@@ -489,6 +514,8 @@ class Backend:
     # -- operations ----------------------------------------------------------
     def concatenate(self, arrays: Sequence[Any], axis: int = 0) -> Any:
         """Concatenate a non-empty sequence of arrays along ``axis``."""
+        if type(arrays) in (list, tuple) and arrays and type(axis) is int:
+            return self._concat(arrays, axis=axis)
         if isinstance(arrays, (str, bytes)) or not isinstance(arrays, Sequence):
             msg = (
                 f"arrays must be a sequence of arrays, got {type(arrays).__qualname__}"
@@ -497,7 +524,7 @@ class Backend:
         if len(arrays) == 0:
             msg = "arrays must not be empty"
             raise ValueError(msg)
-        return self.xp.concat(list(arrays), axis=_check_axis(axis))
+        return self._concat(list(arrays), axis=_check_axis(axis))
 
     def expand_dims(self, array: Any, axis: int) -> Any:
         """Insert a new axis at position ``axis``."""
@@ -576,7 +603,7 @@ def _adapter_for_name(backend: object) -> Adapter:
     key = backend.strip().lower()
     if key == "auto":
         key = next(k for k in _AUTO_PREFERENCE if ADAPTERS[k].is_installed())
-        logger.info(
+        logger().info(
             "backend='auto' chose %s (preference: %s)", key, ", ".join(_AUTO_PREFERENCE)
         )
     if key not in ADAPTERS:
@@ -599,7 +626,11 @@ def _restore(key: str, device: str) -> Backend:
         refuse = unavailable.refuse
         b = Backend.__new__(Backend)
         b._bind(
-            adapter, device, unavailable, unavailable, FastOps(refuse, refuse, refuse)
+            adapter,
+            device,
+            unavailable,
+            unavailable,
+            FastOps(*[refuse] * len(FastOps._fields)),
         )
         b._dtypes = DTYPE_NAMES
         b._f64 = True

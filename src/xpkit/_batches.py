@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from ._log import logger
 from ._memory import (
     _check_count,
     _check_positive,
@@ -18,8 +18,6 @@ from ._memory import (
 from ._oom import common_rows, row_slices, run_split_on_oom, to_host
 
 __all__ = ["map_batches"]
-
-logger = logging.getLogger("xpkit")
 
 
 def map_batches(
@@ -98,7 +96,7 @@ def map_batches(
     batch, n_batches = auto_batch_size(
         n, per_item, budget_gb=budget, overhead=overhead, min_batch=floor
     )
-    logger.info(
+    logger().info(
         "map_batches: %d items in %d batches of %d (%.3g GB budget on %s)",
         n,
         n_batches,
@@ -116,7 +114,7 @@ def map_batches(
             result, fitted = run_split_on_oom(fn, chunk, floor)
             pieces.append(result)
             if fitted is not None and fitted < batch:
-                logger.info(
+                logger().info(
                     "map_batches: batch size %d -> %d after an OOM", batch, fitted
                 )
                 batch = fitted

@@ -8,7 +8,6 @@ import platform
 import sys
 import time
 import warnings
-from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
@@ -36,7 +35,7 @@ def collect_info() -> dict[str, Any]:
     """What xpkit finds on this machine, as plain data (what ``--json`` prints)."""
     import psutil
 
-    cgroup = _cgroup_available(Path("/"))
+    cgroup = _cgroup_available("/")
     info: dict[str, Any] = {
         "xpkit": __version__,
         "python": platform.python_version(),

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
-import threading
 import warnings
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -70,7 +69,6 @@ class PrecisionWarning(UserWarning):
     """A requested precision is not available on a device and was narrowed."""
 
 
-_warned_lock = threading.Lock()
 _warned: set[tuple[str, str]] = set()
 
 
@@ -115,7 +113,7 @@ def _numpy_name(dtype: Any, shown: Any) -> str:
     return name
 
 
-_PACKAGE_DIR = str(Path(__file__).resolve().parent)
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
 def external_stacklevel() -> int:
@@ -138,9 +136,9 @@ def narrow_for_device(name: str, supported: frozenset[str], where: str) -> str:
     if name in supported or name not in _NARROW:
         return name
     narrow = _NARROW[name]
-    with _warned_lock:
-        first = (where, name) not in _warned
-        _warned.add((where, name))
+    # Check-then-add without a lock: a race costs at most one repeated warning.
+    first = (where, name) not in _warned
+    _warned.add((where, name))
     if first:
         warnings.warn(
             f"{where} has no {name}; using {narrow} instead (warned once per process)",

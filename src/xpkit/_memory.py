@@ -8,7 +8,6 @@ initialising any GPU library.
 from __future__ import annotations
 
 import functools
-import inspect
 import math
 import numbers
 import operator
@@ -17,10 +16,7 @@ import warnings
 from collections.abc import Iterable
 from contextlib import ContextDecorator
 from contextvars import ContextVar, Token
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
-
-import psutil
 
 from ._dtypes import dtype_name
 
@@ -95,7 +91,12 @@ def _check_count(param: str, value: Any) -> int:
 
 
 # -- host memory --------------------------------------------------------------
-def _cgroup_available(root: Path) -> int | None:
+def _read(path: str) -> str:
+    with open(path, encoding="ascii", errors="replace") as fh:
+        return fh.read()
+
+
+def _cgroup_available(root: str | os.PathLike[str]) -> int | None:
     """Bytes the process's cgroup still allows, or None without a limit.
 
     Reads ``/proc/self/cgroup`` (under ``root``) to find the process's own
@@ -103,8 +104,9 @@ def _cgroup_available(root: Path) -> int | None:
     ``memory.limit_in_bytes``/``memory.usage_in_bytes``, walking up to the
     nearest ancestor that sets a limit.
     """
+    root = os.fspath(root)
     try:
-        lines = (root / "proc/self/cgroup").read_text().splitlines()
+        lines = _read(os.path.join(root, "proc/self/cgroup")).splitlines()
     except OSError:
         return None
     best: int | None = None
@@ -114,9 +116,9 @@ def _cgroup_available(root: Path) -> int | None:
             continue
         _, controllers, rel = parts
         if controllers == "":  # cgroup v2 unified hierarchy
-            base, files = root / "sys/fs/cgroup", _V2_FILES
+            base, files = os.path.join(root, "sys/fs/cgroup"), _V2_FILES
         elif "memory" in controllers.split(","):
-            base, files = root / "sys/fs/cgroup/memory", _V1_FILES
+            base, files = os.path.join(root, "sys/fs/cgroup/memory"), _V1_FILES
         else:
             continue
         avail = _cgroup_walk(base, rel.lstrip("/"), *files)
@@ -131,32 +133,32 @@ _V1_FILES = ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_f
 
 
 def _cgroup_walk(
-    base: Path, rel: str, limit_f: str, usage_f: str, cache_key: str
+    base: str, rel: str, limit_f: str, usage_f: str, cache_key: str
 ) -> int | None:
     parts = [p for p in rel.split("/") if p]
     best: int | None = None
     for depth in range(len(parts), -1, -1):
-        folder = base.joinpath(*parts[:depth])
+        folder = os.path.join(base, *parts[:depth])
         try:
-            raw = (folder / limit_f).read_text().strip()
+            raw = _read(os.path.join(folder, limit_f)).strip()
         except OSError:
             continue
         if raw == "max" or not raw.isdigit() or int(raw) >= 2**60:
             continue  # no limit at this level (v1 reports a huge number)
         try:
-            usage = int((folder / usage_f).read_text().strip())
+            usage = int(_read(os.path.join(folder, usage_f)).strip())
         except (OSError, ValueError):
             usage = 0
         # Usage counts page cache; its inactive part is reclaimed on demand.
-        usage -= min(_stat_value(folder / "memory.stat", cache_key), usage)
+        usage -= min(_stat_value(os.path.join(folder, "memory.stat"), cache_key), usage)
         avail = max(int(raw) - usage, 0)
         best = avail if best is None else min(best, avail)
     return best
 
 
-def _stat_value(path: Path, key: str) -> int:
+def _stat_value(path: str, key: str) -> int:
     try:
-        for line in path.read_text().splitlines():
+        for line in _read(path).splitlines():
             name, _, value = line.partition(" ")
             if name == key and value.strip().isdigit():
                 return int(value)
@@ -165,8 +167,10 @@ def _stat_value(path: Path, key: str) -> int:
     return 0
 
 
-def host_available_bytes(_root: Path = Path("/")) -> int:
+def host_available_bytes(_root: str | os.PathLike[str] = "/") -> int:
     """Available host RAM: psutil's figure, capped by the cgroup limit."""
+    import psutil
+
     available = int(psutil.virtual_memory().available)
     limited = _cgroup_available(_root)
     return available if limited is None else min(available, limited)
@@ -217,6 +221,8 @@ class memory_budget(ContextDecorator):
 
     def __call__(self, func: Any) -> Any:
         """Decorate a function, or a coroutine function (the budget holds across awaits)."""
+        import inspect
+
         if inspect.iscoroutinefunction(func):
 
             @functools.wraps(func)

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import gc
-import logging
 import operator
-import traceback
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ._adapters import ADAPTERS, adapter_for_array
+from ._log import logger
 
 __all__ = [
     "common_rows",
@@ -22,8 +21,6 @@ __all__ = [
     "run_split_on_oom",
     "to_host",
 ]
-
-logger = logging.getLogger("xpkit")
 
 
 def is_oom_error(exc: BaseException) -> bool:
@@ -65,8 +62,8 @@ def empty_device_cache() -> None:
             continue
         try:
             adapter.empty_cache()
-        except Exception:
-            logger.debug("emptying the %s cache failed", adapter.label, exc_info=True)
+        except Exception:  # noqa: BLE001 - releasing a cache must never fail a run
+            logger().debug("emptying the %s cache failed", adapter.label, exc_info=True)
 
 
 def compute_oom_safe(fn: Callable[..., Any], *arrays: Any, min_chunk: int = 1) -> Any:
@@ -157,6 +154,8 @@ def run_split_on_oom(
             if not is_oom_error(exc) or (stop - start) // 2 < min_chunk:
                 raise
             # Drop the failed attempt's locals (its buffers) before retrying.
+            import traceback
+
             traceback.clear_frames(exc.__traceback__)
             reason = f"{type(exc).__name__}: {str(exc)[:200]}"
         # Outside the except block: the exception and its frames are gone.
@@ -164,7 +163,7 @@ def run_split_on_oom(
         smallest_failed = min(smallest_failed, stop - start)
         empty_device_cache()
         mid = start + (stop - start) // 2
-        logger.info(
+        logger().info(
             "out of memory on rows %d:%d (%d rows), retrying as %d + %d rows (%s)",
             start,
             stop,

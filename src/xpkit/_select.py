@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import logging
 import platform
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ._adapters import ADAPTERS, Adapter
 from ._backend import BACKEND_NAMES, Backend
+from ._log import logger
 
 __all__ = [
     "AUTO_CPU_MAX_ELEMENTS",
@@ -21,7 +20,6 @@ __all__ = [
     "resolve_backend",
 ]
 
-logger = logging.getLogger("xpkit")
 
 #: Below this many effective elements (n_samples * n_features * cv) the CPU
 #: wins: transfers and kernel launches cost more than they save.
@@ -31,8 +29,7 @@ AUTO_CPU_MAX_ELEMENTS = 10_000_000
 AUTO_UNIFIED_MIN_ELEMENTS = 30_000_000
 
 
-@dataclass(frozen=True)
-class InventoryEntry:
+class InventoryEntry(NamedTuple):
     """One backend this machine has (``reason`` empty), or why it has not."""
 
     key: str
@@ -85,8 +82,8 @@ def find_gpus() -> list[tuple[Adapter, str]]:
             continue
         try:
             devices = adapter.devices()
-        except Exception:
-            logger.debug("listing %s devices failed", adapter.label, exc_info=True)
+        except Exception:  # noqa: BLE001 - a broken driver means "no GPU here"
+            logger().debug("listing %s devices failed", adapter.label, exc_info=True)
             continue
         seen: set[str] = set()
         for dev in devices:

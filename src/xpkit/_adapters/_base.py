@@ -7,12 +7,10 @@ import an optional library themselves.
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import array_api_compat
 import numpy as np
@@ -20,17 +18,19 @@ import numpy as np
 __all__ = ["Adapter", "FastOps", "MemoryInfo"]
 
 
-@dataclass(frozen=True)
-class FastOps:
+class FastOps(NamedTuple):
     """Functions with the standard's signatures, bound once per Backend."""
 
     matmul: Callable[[Any, Any], Any]
     sort: Callable[..., Any]
     expand_dims: Callable[..., Any]
+    concat: Callable[..., Any]
+    zeros_like: Callable[..., Any]
+    ones_like: Callable[..., Any]
+    full_like: Callable[..., Any]
 
 
-@dataclass(frozen=True)
-class MemoryInfo:
+class MemoryInfo(NamedTuple):
     """Free and total bytes of one device, as its library reports them."""
 
     free: int
@@ -58,6 +58,8 @@ class Adapter:
         """Whether the library can be imported, without importing it."""
         if self.module in sys.modules:
             return True
+        import importlib.util
+
         try:
             return importlib.util.find_spec(self.module) is not None
         except (ImportError, ValueError):  # pragma: no cover - broken installs
@@ -129,7 +131,19 @@ class Adapter:
         return the library's native functions where, for the inputs the
         function checks, they give the same result with less overhead.
         """
-        return FastOps(matmul=xp.matmul, sort=xp.sort, expand_dims=xp.expand_dims)
+        return FastOps(
+            matmul=xp.matmul,
+            sort=xp.sort,
+            expand_dims=xp.expand_dims,
+            concat=xp.concat,
+            zeros_like=xp.zeros_like,
+            ones_like=xp.ones_like,
+            full_like=xp.full_like,
+        )
+
+    def native_device_key(self, native: Any) -> Any:
+        """`device_key` of the arrays that live on the native device ``native``."""
+        return native
 
     # -- devices -----------------------------------------------------------
     def devices(self) -> tuple[str, ...]:

@@ -38,6 +38,10 @@ class DaskAdapter(Adapter):
         """Dask arrays live on the (lazy) CPU."""
         return None
 
+    def native_device_key(self, native: Any) -> Any:  # noqa: ARG002
+        """Dask arrays all live on the (lazy) CPU."""
+        return None
+
     def to_numpy(self, x: Any) -> np.ndarray[Any, Any]:
         """Compute the graph and return the NumPy result."""
         return np.asarray(x.compute())

@@ -40,8 +40,20 @@ class NumpyAdapter(Adapter):
         return None
 
     def fast_ops(self, xp: Any) -> FastOps:
-        """``np.matmul`` and ``np.sort`` follow the standard for ndarrays."""
-        return FastOps(matmul=np.matmul, sort=np.sort, expand_dims=xp.expand_dims)
+        """NumPy's own functions where they follow the standard for ndarrays."""
+        return FastOps(
+            matmul=np.matmul,
+            sort=np.sort,
+            expand_dims=xp.expand_dims,
+            concat=np.concatenate,
+            zeros_like=np.zeros_like,
+            ones_like=np.ones_like,
+            full_like=np.full_like,
+        )
+
+    def native_device_key(self, native: Any) -> Any:  # noqa: ARG002
+        """NumPy arrays all live on the CPU."""
+        return None
 
     def to_numpy(self, x: Any) -> np.ndarray[Any, Any]:
         """Zero-copy: the array itself (scalars become 0-d arrays)."""

@@ -68,6 +68,7 @@ class TorchAdapter(Adapter):
         tensor, native_matmul, native_sort = torch.Tensor, torch.matmul, torch.sort
         unsqueeze = torch.unsqueeze
         compat_matmul, compat_sort, compat_expand = xp.matmul, xp.sort, xp.expand_dims
+        native_cat, compat_concat = torch.cat, xp.concat
 
         def matmul(a: Any, b: Any) -> Any:
             if type(a) is tensor and type(b) is tensor and a.dtype == b.dtype:
@@ -84,7 +85,31 @@ class TorchAdapter(Adapter):
                 return unsqueeze(x, axis)
             return compat_expand(x, axis=axis)
 
-        return FastOps(matmul=matmul, sort=sort, expand_dims=expand_dims)
+        def concat(arrays: Any, /, *, axis: int | None = 0) -> Any:
+            first = arrays[0]
+            if (
+                axis is not None
+                and type(first) is tensor
+                and all(type(a) is tensor and a.dtype == first.dtype for a in arrays)
+            ):
+                return native_cat(arrays, dim=axis)
+            return compat_concat(arrays, axis=axis)
+
+        return FastOps(
+            matmul=matmul,
+            sort=sort,
+            expand_dims=expand_dims,
+            concat=concat,
+            zeros_like=torch.zeros_like,
+            ones_like=torch.ones_like,
+            full_like=torch.full_like,
+        )
+
+    def native_device_key(self, native: Any) -> Any:
+        """``torch.device("cuda")`` means device 0, as tensors report it."""
+        if native.type != "cpu" and native.index is None:
+            return _torch().device(native.type, 0)
+        return native
 
     def to_numpy(self, x: Any) -> np.ndarray[Any, Any]:
         """Detach, move to the CPU when needed, then share memory with NumPy."""
