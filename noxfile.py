@@ -71,9 +71,16 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Benchmarks: dispatch overhead tables, printed as markdown."""
+    """Benchmarks, side by side in one process each; tables and a plot in benchmarks/results/.
+
+    The peers compared against (POT, scikit-learn) and matplotlib are
+    installed in this session only.
+    """
     _install(session, "all")
-    session.run("python", "benchmarks/bench_dispatch.py")
+    session.install("POT", "scikit-learn", "matplotlib")
+    session.run(
+        "python", "benchmarks/bench_dispatch.py", "--out-dir", "benchmarks/results"
+    )
     session.run(
         "python", "benchmarks/bench_oom.py", "--out", "benchmarks/results/oom.md"
     )

@@ -161,10 +161,8 @@ class Backend:
 
     def _is_own(self, x: Any) -> bool:
         """Whether ``x`` is an array of this library on this backend's device."""
-        return (
-            _ADAPTER_BY_TYPE.get(type(x)) is self._adapter
-            and self._adapter.device_key(x) == self._device_key
-        )
+        adapter = _ADAPTER_BY_TYPE.get(type(x)) or adapter_for_array(x)
+        return adapter is self._adapter and adapter.device_key(x) == self._device_key
 
     def _require_usable(self) -> None:
         """Raise RuntimeError when this Backend's device is not on this host."""

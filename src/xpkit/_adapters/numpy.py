@@ -39,12 +39,12 @@ class NumpyAdapter(Adapter):
         """NumPy arrays all live on the CPU."""
         return None
 
-    def fast_ops(self, xp: Any) -> FastOps:
+    def fast_ops(self, xp: Any) -> FastOps:  # noqa: ARG002 - NumPy needs no wrapper
         """NumPy's own functions where they follow the standard for ndarrays."""
         return FastOps(
             matmul=np.matmul,
             sort=np.sort,
-            expand_dims=xp.expand_dims,
+            expand_dims=np.expand_dims,
             concat=np.concatenate,
             zeros_like=np.zeros_like,
             ones_like=np.ones_like,

@@ -62,7 +62,8 @@ class TorchAdapter(Adapter):
         ``matmul`` of two tensors of one dtype is ``torch.matmul`` (the wrapper
         exists for mixed-dtype promotion); ``sort`` takes ``torch.sort``'s
         values (the same values whatever the stability); ``expand_dims`` is
-        ``torch.unsqueeze`` for an in-range int axis.
+        ``torch.unsqueeze``; ``concat`` is ``torch.cat`` (which promotes dtypes
+        as the standard does).
         """
         torch = _torch()
         tensor, native_matmul, native_sort = torch.Tensor, torch.matmul, torch.sort
@@ -77,22 +78,19 @@ class TorchAdapter(Adapter):
 
         def sort(x: Any, /, *, axis: int = -1) -> Any:
             if type(x) is tensor:
-                return native_sort(x, dim=axis).values
+                return native_sort(x, axis).values
             return compat_sort(x, axis=axis)
 
         def expand_dims(x: Any, /, *, axis: int = 0) -> Any:
-            if type(x) is tensor and -x.ndim - 1 <= axis <= x.ndim:
-                return unsqueeze(x, axis)
+            if type(x) is tensor:
+                return unsqueeze(x, axis)  # IndexError out of range, as compat's
             return compat_expand(x, axis=axis)
 
         def concat(arrays: Any, /, *, axis: int | None = 0) -> Any:
-            first = arrays[0]
-            if (
-                axis is not None
-                and type(first) is tensor
-                and all(type(a) is tensor and a.dtype == first.dtype for a in arrays)
-            ):
-                return native_cat(arrays, dim=axis)
+            # torch.cat promotes dtypes as the standard does; axis=None (flatten)
+            # is the compat wrapper's job.
+            if axis is not None:
+                return native_cat(arrays, axis)
             return compat_concat(arrays, axis=axis)
 
         return FastOps(
