@@ -259,21 +259,25 @@ def batch_sweep(
     sizes = [256, 1024, 4096, 16_384, 65_536, rows]
     fixed: dict[int, list[float]] = {s: [] for s in sizes}
     auto: list[float] = []
+    seen: list[int] = []
+
+    def _recording(rows_: np.ndarray) -> np.ndarray:
+        seen.append(rows_.shape[0])
+        return _work(rows_)
+
     for _ in range(repeats):  # interleaved, so drift hits every variant alike
         for s in sizes:
             t0 = time.perf_counter()
             np.concatenate([_work(x[i : i + s]) for i in range(0, rows, s)])
             fixed[s].append(time.perf_counter() - t0)
         t0 = time.perf_counter()
-        xpkit.map_batches(_work, x, overhead=3.0)
+        seen.clear()
+        xpkit.map_batches(_recording, x, overhead=3.0)
         auto.append(time.perf_counter() - t0)
     med = {s: statistics.median(v) for s, v in fixed.items()}
     best_size = min(med, key=lambda s: med[s])
     ours = statistics.median(auto)
-    budget = xpkit.device_memory_budget(xpkit.Backend("numpy"), cap_for_batching=True)
-    batch, n_batches = xpkit.auto_batch_size(
-        rows, 64 * 8, budget_gb=budget, overhead=3.0
-    )
+    batch, n_batches = max(seen), len(seen)
     lines = [
         f"{rows:,} rows x 64 (float64), `fn = tanh(x @ W).sum(axis=1)`; median of {repeats}.",
         "",

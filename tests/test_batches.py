@@ -262,3 +262,18 @@ def test_real_oom_recovered_under_address_space_limit():
     assert out.returncode == 0, out.stderr[-2000:]
     assert "unsplit call: MemoryError" in out.stdout
     assert "recovered 512 rows exactly" in out.stdout
+
+
+def test_map_batches_caps_measured_cpu_batches_for_throughput(monkeypatch):
+    from xpkit._adapters import HOST_BATCH_WORKING_SET_BYTES
+
+    monkeypatch.setattr(_memory, "host_available_bytes", lambda: 64 * GB)
+    fn = CountingFn()
+    a = np.zeros((200, 1))
+    xpkit.map_batches(fn, a, a, bytes_per_item=2**20)  # 1 MiB per item, measured budget
+    per_batch = HOST_BATCH_WORKING_SET_BYTES // 2**20
+    assert fn.sizes[0] == per_batch
+    assert sum(fn.sizes) == 200
+    fn_explicit = CountingFn()
+    xpkit.map_batches(fn_explicit, a, a, bytes_per_item=2**20, budget_gb=1.0)  # explicit wins
+    assert fn_explicit.sizes == [200]

@@ -9,10 +9,12 @@ import numpy as np
 
 from ._log import logger
 from ._memory import (
+    _GB,
     _check_count,
     _check_positive,
     array_nbytes,
     auto_batch_size,
+    configured_budget_gb,
     device_memory_budget,
 )
 from ._oom import common_rows, row_slices, run_split_on_oom, to_host
@@ -57,7 +59,11 @@ def map_batches(
         Multiplier for ``fn``'s intermediate allocations.
     budget_gb : float, optional
         Memory budget in GB; by default the `memory_budget` in force, else
-        ``XPKIT_MEMORY_BUDGET_GB``, else the measured, capped budget.
+        ``XPKIT_MEMORY_BUDGET_GB``, else the measured budget capped for
+        batching. On a CPU device a measured budget is also capped at
+        ``HOST_BATCH_WORKING_SET_BYTES`` (64 MiB): past a few times the
+        last-level cache, bigger batches only add allocation and page-fault
+        cost (``benchmarks/bench_dispatch.py`` sweeps this).
     min_batch : int, default 1
         Smallest batch worth dispatching, and the size below which an OOM is
         fatal.
@@ -89,6 +95,9 @@ def map_batches(
         per_item = _check_positive("bytes_per_item", bytes_per_item)
     if budget_gb is None:
         budget = device_memory_budget(owner, cap_for_batching=True)
+        ceiling = owner._adapter.batch_ceiling_bytes(owner.device)
+        if configured_budget_gb() is None and ceiling is not None:
+            budget = min(budget, ceiling / _GB)  # measured: also cap for throughput
     else:
         budget = _check_positive("budget_gb", budget_gb)
     if n == 0:

@@ -5,7 +5,7 @@ Adding a library means adding one module here and one entry in `ADAPTERS`.
 
 from __future__ import annotations
 
-from ._base import Adapter, FastOps, MemoryInfo
+from ._base import HOST_BATCH_WORKING_SET_BYTES, Adapter, FastOps, MemoryInfo
 from .cupy import CupyAdapter
 from .dask import DaskAdapter
 from .jax import JaxAdapter
@@ -15,6 +15,7 @@ from .torch import TorchAdapter
 
 __all__ = [
     "ADAPTERS",
+    "HOST_BATCH_WORKING_SET_BYTES",
     "Adapter",
     "FastOps",
     "MemoryInfo",

@@ -15,7 +15,10 @@ from typing import Any, ClassVar, NamedTuple
 import array_api_compat
 import numpy as np
 
-__all__ = ["Adapter", "FastOps", "MemoryInfo"]
+__all__ = ["HOST_BATCH_WORKING_SET_BYTES", "Adapter", "FastOps", "MemoryInfo"]
+
+#: Batch working-set ceiling on CPU devices (see `Adapter.batch_ceiling_bytes`).
+HOST_BATCH_WORKING_SET_BYTES = 64 * 1024**2
 
 
 class FastOps(NamedTuple):
@@ -205,6 +208,15 @@ class Adapter:
     def supports_float64(self, device: str) -> bool:  # noqa: ARG002
         """Whether float64 (and complex128) arrays can live on ``device``."""
         return True
+
+    def batch_ceiling_bytes(self, device: str) -> int | None:
+        """Largest working set worth giving one batch, or None for no ceiling.
+
+        On the CPU, past a few times the last-level cache a bigger batch adds
+        allocation and page-fault cost without throughput; GPUs are capped by
+        ``BATCH_WORKING_SET_CEILING_GB`` alone.
+        """
+        return None if self.is_gpu(device) else HOST_BATCH_WORKING_SET_BYTES
 
     def supported_dtypes(self, device: str) -> frozenset[str]:
         """Names of the dtypes arrays can have on ``device``.
