@@ -275,5 +275,7 @@ def test_map_batches_caps_measured_cpu_batches_for_throughput(monkeypatch):
     assert fn.sizes[0] == per_batch
     assert sum(fn.sizes) == 200
     fn_explicit = CountingFn()
-    xpkit.map_batches(fn_explicit, a, a, bytes_per_item=2**20, budget_gb=1.0)  # explicit wins
+    xpkit.map_batches(
+        fn_explicit, a, a, bytes_per_item=2**20, budget_gb=1.0
+    )  # explicit wins
     assert fn_explicit.sizes == [200]
