@@ -7,6 +7,7 @@ the fake device, so tests using these exercise xpkit's decisions, not torch.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Self
 
 import pytest
@@ -98,3 +99,10 @@ def fake_jax_gpus(
 
     monkeypatch.setattr(jax, "devices", devices)
     return gpus
+
+
+def write_file(root: Path, rel: str, text: str) -> None:
+    """Write ``text`` to ``root/rel`` (fake /proc and /sys trees for cgroup tests)."""
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)

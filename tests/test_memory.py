@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 from fakes import fake_cuda, fake_mps
+from fakes import write_file as _write
 
 import xpkit
 from xpkit import _memory
@@ -144,12 +144,6 @@ def test_jax_and_cupy_budgets_through_their_adapters(monkeypatch):
     b = xpkit.Backend("numpy")
     monkeypatch.setattr(b, "_adapter", ADAPTERS["jax"])
     assert xpkit.device_memory_budget(b) == pytest.approx(5 * _memory.HEADROOM)
-
-
-def _write(root: Path, rel: str, text: str) -> None:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
 
 
 def test_cgroup_v2_limit(tmp_path, monkeypatch):

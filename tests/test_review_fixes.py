@@ -11,23 +11,17 @@ import subprocess
 import sys
 import textwrap
 import weakref
-from pathlib import Path
 
 import numpy as np
 import pytest
 from fakes import fake_cuda, no_gpu
+from fakes import write_file as _write
 
 import xpkit
 from xpkit import _memory, _oom
 from xpkit.testing import assert_close
 
 GB = 1024**3
-
-
-def _write(root: Path, rel: str, text: str) -> None:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
 
 
 def test_cgroup_v2_page_cache_is_reclaimable(tmp_path):

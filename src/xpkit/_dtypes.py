@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "DTYPE_KINDS",
     "DTYPE_NAMES",
     "PrecisionWarning",
     "dtype_name",
@@ -17,11 +18,10 @@ __all__ = [
     "narrow_for_device",
 ]
 
-#: Dtype names of the Array API standard (plus float16/bfloat16 where libraries
-#: have them), the vocabulary every backend is addressed in.
-DTYPE_NAMES = frozenset(
-    {
-        "bool",
+#: The standard's dtype kinds and the dtypes of each.
+DTYPE_KINDS: dict[str, tuple[str, ...]] = {
+    "bool": ("bool",),
+    "integral": (
         "int8",
         "int16",
         "int32",
@@ -30,16 +30,17 @@ DTYPE_NAMES = frozenset(
         "uint16",
         "uint32",
         "uint64",
-        "float16",
-        "bfloat16",
-        "float32",
-        "float64",
-        "complex64",
-        "complex128",
-    }
+    ),
+    "real floating": ("float32", "float64"),
+    "complex floating": ("complex64", "complex128"),
+}
+
+#: Dtype names of the standard (plus float16/bfloat16 where libraries have
+#: them), the vocabulary every backend is addressed in.
+DTYPE_NAMES = frozenset(
+    {name for names in DTYPE_KINDS.values() for name in names} | {"float16", "bfloat16"}
 )
 
-#: What a dtype becomes on a device that lacks it (MPS; JAX without x64).
 #: Library prefixes accepted in dtype names ("torch.float32", "jnp.int8", ...).
 _PREFIXES = frozenset(
     {
@@ -57,6 +58,7 @@ _PREFIXES = frozenset(
 #: Modules whose dtype objects print as "<library>.<name>".
 _DTYPE_MODULES = frozenset({"torch", "array_api_strict"})
 
+#: What a dtype becomes on a device that lacks it (MPS; JAX without x64).
 _NARROW = {
     "float64": "float32",
     "complex128": "complex64",

@@ -21,28 +21,12 @@ import array_api_compat.numpy as np_xp
 from hypothesis import strategies as st
 from hypothesis.extra.array_api import make_strategies_namespace
 
-from .._dtypes import dtype_name
+from .._dtypes import DTYPE_KINDS, dtype_name
 
 if TYPE_CHECKING:
     from .._backend import Backend
 
 __all__ = ["arrays", "dtype_names", "dtypes"]
-
-_KINDS = {
-    "bool": ("bool",),
-    "integral": (
-        "int8",
-        "int16",
-        "int32",
-        "int64",
-        "uint8",
-        "uint16",
-        "uint32",
-        "uint64",
-    ),
-    "real floating": ("float32", "float64"),
-    "complex floating": ("complex64", "complex128"),
-}
 
 
 @functools.cache
@@ -60,14 +44,16 @@ def dtype_names(backend: Backend, kind: str | None = None) -> list[str]:
     names = set(backend._dtypes)
     if kind is not None:
         if kind == "numeric":
-            wanted = {n for k, group in _KINDS.items() if k != "bool" for n in group}
-        elif kind in _KINDS:
-            wanted = set(_KINDS[kind])
+            wanted = {
+                n for k, group in DTYPE_KINDS.items() if k != "bool" for n in group
+            }
+        elif kind in DTYPE_KINDS:
+            wanted = set(DTYPE_KINDS[kind])
         else:
-            msg = f"kind={kind!r} is not one of {', '.join([*_KINDS, 'numeric'])}"
+            msg = f"kind={kind!r} is not one of {', '.join([*DTYPE_KINDS, 'numeric'])}"
             raise ValueError(msg)
         names &= wanted
-    order = [n for group in _KINDS.values() for n in group]
+    order = [n for group in DTYPE_KINDS.values() for n in group]
     return [n for n in order if n in names]
 
 
