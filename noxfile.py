@@ -63,7 +63,7 @@ def fuzz(session: nox.Session) -> None:
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff (lint and format) and mypy --strict on src/."""
-    _install(session, "dev")
+    _install(session, "dev,test,progress")  # mypy needs the typed test tools too
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("mypy", "--strict", "src")

@@ -39,7 +39,8 @@ class JaxAdapter(Adapter):
         """``jax.numpy``."""
         import jax.numpy as jnp
 
-        return jnp
+        namespace: ModuleType = jnp  # typed whether or not JAX is installed
+        return namespace
 
     def owns(self, x: object) -> bool:
         """``jax.Array`` instances (tracers included)."""
