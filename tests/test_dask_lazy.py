@@ -1,0 +1,86 @@
+"""Dask arrays through the facade stay lazy: `to_numpy` is the one place that computes.
+
+Computes are counted by running Dask with a scheduler that records each call
+(array-api-extra's ``lazy_xp_function`` idea).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+import xpkit
+from xpkit.testing import assert_close
+
+dask = pytest.importorskip("dask")
+array_api_compat = pytest.importorskip("array_api_compat")
+
+A = np.arange(12.0).reshape(4, 3) - 5.0
+
+
+@pytest.fixture
+def computes() -> Iterator[list[int]]:
+    calls: list[int] = []
+
+    def counting_get(dsk: Any, keys: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return dask.get(dsk, keys, **kwargs)
+
+    with dask.config.set(scheduler=counting_get):
+        yield calls
+
+
+def _dask() -> xpkit.Backend:
+    return xpkit.Backend("dask")
+
+
+CALLS: dict[str, Callable[[xpkit.Backend, Any], Any]] = {
+    "asarray": lambda b, x: b.asarray(A),
+    "asarray(own, dtype)": lambda b, x: b.asarray(x, dtype="float32"),
+    "asarray_like": lambda b, x: b.asarray_like([1, 2], x),
+    "check_arrays": lambda b, x: b.check_arrays(x, np.ones(3), [x, x])[1],
+    "concatenate": lambda b, x: b.concatenate([x, x], axis=1),
+    "copy": lambda b, x: b.copy(x),
+    "expand_dims": lambda b, x: b.expand_dims(x, 0),
+    "flatnonzero": lambda b, x: b.flatnonzero(x),
+    "full": lambda b, x: b.full((2, 2), 1.5),
+    "full_like": lambda b, x: b.full_like(x, 2.0, shape=(5,)),
+    "matmul": lambda b, x: b.matmul(x, b.xp.permute_dims(x, (1, 0))),
+    "ones_like": lambda b, x: b.ones_like(x),
+    "sort": lambda b, x: b.sort(x, axis=0),
+    "svd": lambda b, x: b.svd(x)[1],
+    "to_cpu": lambda b, x: b.to_cpu(x),
+    "to_device": lambda b, x: b.to_device(A),
+    "to_gpu": lambda b, x: b.to_gpu(x),
+    "zeros_like": lambda b, x: b.zeros_like(x, dtype="int32"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_facade_method_stays_lazy(computes, name):
+    b = _dask()
+    x = b.asarray(A)
+    result = CALLS[name](b, x)
+    assert array_api_compat.is_dask_array(result), type(result)
+    assert computes == [], f"{name} computed {len(computes)} time(s)"
+    assert xpkit.Backend.from_arrays(result, x) == b
+    assert computes == []
+
+
+def test_to_numpy_computes_exactly_once(computes):
+    b = _dask()
+    x = b.asarray(A)
+    y = b.matmul(x, b.xp.permute_dims(x, (1, 0)))
+    assert computes == []
+    host = b.to_numpy(y)
+    assert len(computes) == 1
+    assert_close(host, A @ A.T)
+
+
+def test_the_counter_sees_a_compute(computes):
+    """The probe can fail: an explicit compute is counted."""
+    _dask().asarray(A).compute()
+    assert len(computes) == 1
