@@ -7,51 +7,29 @@ resolves for the library; library facts come from the library's adapter.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 import array_api_compat
 import numpy as np
 
 from ._adapters import _BY_TYPE as _ADAPTER_BY_TYPE
 from ._adapters import ADAPTERS, Adapter, FastOps, adapter_for_array
+from ._args import (
+    check_axis,
+    check_scalar,
+    check_shape,
+    host_dtype_name,
+    is_array_list,
+    shape_of,
+)
 from ._dtypes import DTYPE_NAMES, dtype_name, narrow_for_device
-from ._log import logger
+from ._resolve import BACKEND_NAMES, Unavailable, adapter_for_name, locate_arrays
 
 __all__ = ["BACKEND_NAMES", "Backend"]
 
 
-#: Names accepted by ``Backend(...)``.
-BACKEND_NAMES: tuple[str, ...] = ("auto", *ADAPTERS)
-
-#: Which library ``"auto"`` picks, in order of preference.
-_AUTO_PREFERENCE = ("torch", "numpy")
-
-_PY_SCALARS = (bool, int, float, complex)
-
 # (adapter, device key) -> Backend: `from_arrays` resolves each kind of array once.
 _FROM_ARRAYS: dict[tuple[Adapter, Any, Any], Backend] = {}
-
-
-class _Unavailable:
-    """Stands in for a namespace/device that this host does not have.
-
-    A `Backend` unpickled on a machine without its device keeps its name and
-    device; any use raises `RuntimeError` saying why, instead of silently
-    running somewhere else.
-    """
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-
-    def __getattr__(self, attr: str) -> NoReturn:
-        raise RuntimeError(self.reason)
-
-    def refuse(self, *args: Any, **kwargs: Any) -> NoReturn:  # noqa: ARG002
-        """Stand-in for any operation: raises with the reason."""
-        raise RuntimeError(self.reason)
-
-    def __reduce__(self) -> NoReturn:  # pragma: no cover - never pickled
-        raise RuntimeError(self.reason)
 
 
 class Backend:
@@ -123,7 +101,7 @@ class Backend:
     is_gpu: bool
 
     def __init__(self, backend: str = "numpy", *, device: str | None = None) -> None:
-        adapter = _adapter_for_name(backend)
+        adapter = adapter_for_name(backend)
         if device is not None and not isinstance(device, str):
             msg = f"device must be a string or None, got {device!r}"
             raise TypeError(msg)
@@ -149,9 +127,9 @@ class Backend:
         self._zeros_like = ops.zeros_like
         self._ones_like = ops.ones_like
         self._full_like = ops.full_like
-        usable = not isinstance(xp, _Unavailable)
+        usable = not isinstance(xp, Unavailable)
         self._device_key = adapter.native_device_key(native) if usable else xp
-        self._unusable = xp.reason if isinstance(xp, _Unavailable) else None
+        self._unusable = xp.reason if isinstance(xp, Unavailable) else None
         self._canon = adapter.canonical_device(device)
         self._native = native
         self.name = adapter.backend_name(device)
@@ -209,39 +187,7 @@ class Backend:
         ValueError
             Arrays of one library on two devices.
         """
-        found: Adapter | None = None
-        found_key: Any = None
-        found_at = -1
-        for i, x in enumerate(arrays):
-            adapter = _ADAPTER_BY_TYPE.get(type(x))
-            if adapter is None:
-                if x is None or isinstance(x, _PY_SCALARS):
-                    continue
-                adapter = adapter_for_array(x)
-                if adapter is None:
-                    msg = (
-                        f"arrays[{i}] is a {type(x).__qualname__}, not an array of a "
-                        f"supported library ({', '.join(ADAPTERS)})"
-                    )
-                    raise TypeError(msg)
-            key = adapter.device_key(x)
-            if found is None:
-                found, found_key, found_at = adapter, key, i
-            elif adapter is not found:
-                msg = (
-                    f"arrays mix libraries: arrays[{found_at}] is {found.label}, "
-                    f"arrays[{i}] is {adapter.label}"
-                )
-                raise TypeError(msg)
-            elif key != found_key:
-                first = found.device_str(array_api_compat.device(arrays[found_at]))
-                this = adapter.device_str(array_api_compat.device(x))
-                if adapter.canonical_device(first) != adapter.canonical_device(this):
-                    msg = (
-                        f"arrays mix devices: arrays[{found_at}] is on {first!r}, "
-                        f"arrays[{i}] is on {this!r}"
-                    )
-                    raise ValueError(msg)
+        found, found_key, found_at = locate_arrays(arrays)
         if found is None:
             found, found_key = ADAPTERS["numpy"], None
         cache_key = (found, found_key, found.config_token())
@@ -353,7 +299,7 @@ class Backend:
                 x, dtype=self._xp_dtype(name, dev_str), device=native
             )
         host = self._host(x, "x")
-        target = self._xp_dtype(name or _host_dtype_name(host), dev_str)
+        target = self._xp_dtype(name or host_dtype_name(host), dev_str)
         return self.xp.asarray(host, dtype=target, device=native)
 
     def asarray_like(self, x: Any, ref: Any) -> Any:
@@ -381,7 +327,7 @@ class Backend:
         for i, item in enumerate(inputs):
             if item is None:
                 out.append(None)
-            elif _is_array_list(item):
+            elif is_array_list(item):
                 out.append(
                     [
                         self._check_one(v, f"inputs[{i}][{j}]", ref)
@@ -421,7 +367,7 @@ class Backend:
             return self.xp.asarray(x, dtype=ref[0], device=ref[1])
         host = self._host(x, param)
         if not ref:
-            ref += [self._xp_dtype(_host_dtype_name(host)), self._native, self.device]
+            ref += [self._xp_dtype(host_dtype_name(host)), self._native, self.device]
         return self.xp.asarray(host, dtype=ref[0], device=ref[1])
 
     def copy(self, array: Any) -> Any:
@@ -450,8 +396,8 @@ class Backend:
         With ``dtype=None`` the dtype follows NumPy's rules for the fill value
         (float → float64 where the device has it, int → int64, bool → bool).
         """
-        shape = _check_shape(shape)
-        _check_scalar(fill_value)
+        shape = check_shape(shape)
+        check_scalar(fill_value)
         name = dtype_name(dtype) or dtype_name(np.result_type(fill_value))
         assert name is not None
         return self.xp.full(
@@ -482,11 +428,11 @@ class Backend:
             Target device; if None, ``array``'s device (the backend's device
             for host data).
         """
-        _check_scalar(fill_value)
+        check_scalar(fill_value)
         if shape is None and dtype is None and device is None and self._is_own(array):
             return self._full_like(array, fill_value)
         xp_dtype, native, _ = self._ref(array, dtype, device)
-        out_shape = _shape_of(array) if shape is None else _check_shape(shape)
+        out_shape = shape_of(array) if shape is None else check_shape(shape)
         return self.xp.full(out_shape, fill_value, dtype=xp_dtype, device=native)
 
     def ones_like(
@@ -496,7 +442,7 @@ class Backend:
         if shape is None and dtype is None and device is None and self._is_own(array):
             return self._ones_like(array)
         xp_dtype, native, _ = self._ref(array, dtype, device)
-        out_shape = _shape_of(array) if shape is None else _check_shape(shape)
+        out_shape = shape_of(array) if shape is None else check_shape(shape)
         return self.xp.ones(out_shape, dtype=xp_dtype, device=native)
 
     def zeros_like(
@@ -506,7 +452,7 @@ class Backend:
         if shape is None and dtype is None and device is None and self._is_own(array):
             return self._zeros_like(array)
         xp_dtype, native, _ = self._ref(array, dtype, device)
-        out_shape = _shape_of(array) if shape is None else _check_shape(shape)
+        out_shape = shape_of(array) if shape is None else check_shape(shape)
         return self.xp.zeros(out_shape, dtype=xp_dtype, device=native)
 
     # -- operations ----------------------------------------------------------
@@ -522,12 +468,12 @@ class Backend:
         if len(arrays) == 0:
             msg = "arrays must not be empty"
             raise ValueError(msg)
-        return self._concat(list(arrays), axis=_check_axis(axis))
+        return self._concat(list(arrays), axis=check_axis(axis))
 
     def expand_dims(self, array: Any, axis: int) -> Any:
         """Insert a new axis at position ``axis``."""
         if type(axis) is not int:
-            axis = _check_axis(axis)
+            axis = check_axis(axis)
         return self._expand_dims(array, axis=axis)
 
     def flatnonzero(self, array: Any) -> Any:
@@ -541,7 +487,7 @@ class Backend:
     def sort(self, array: Any, axis: int = -1) -> Any:
         """Sort along ``axis``, returning values only."""
         if type(axis) is not int:
-            axis = _check_axis(axis)
+            axis = check_axis(axis)
         return self._sort(array, axis=axis)
 
     def svd(self, X: Any, full_matrices: bool = False) -> tuple[Any, Any, Any]:
@@ -594,22 +540,6 @@ class Backend:
         return self._host(arr, "arr")
 
 
-def _adapter_for_name(backend: object) -> Adapter:
-    if not isinstance(backend, str):
-        msg = f"backend must be a string, got {backend!r}"
-        raise TypeError(msg)
-    key = backend.strip().lower()
-    if key == "auto":
-        key = next(k for k in _AUTO_PREFERENCE if ADAPTERS[k].is_installed())
-        logger().info(
-            "backend='auto' chose %s (preference: %s)", key, ", ".join(_AUTO_PREFERENCE)
-        )
-    if key not in ADAPTERS:
-        msg = f"backend={backend!r} is not known; accepted names: {', '.join(BACKEND_NAMES)}"
-        raise ValueError(msg)
-    return ADAPTERS[key]
-
-
 def _restore(key: str, device: str) -> Backend:
     """Unpickle: the same library and device, or a Backend that refuses to run."""
     try:
@@ -620,7 +550,7 @@ def _restore(key: str, device: str) -> Backend:
             f"this Backend was pickled on a host with {adapter.label} device "
             f"{device!r}, which this host does not have ({exc})"
         )
-        unavailable = _Unavailable(reason)
+        unavailable = Unavailable(reason)
         refuse = unavailable.refuse
         b = Backend.__new__(Backend)
         b._bind(
@@ -633,54 +563,3 @@ def _restore(key: str, device: str) -> Backend:
         b._dtypes = DTYPE_NAMES
         b._f64 = True
         return b
-
-
-def _host_dtype_name(host: np.ndarray[Any, Any]) -> str:
-    name = dtype_name(host.dtype)
-    assert name is not None
-    return name
-
-
-def _is_array_list(item: Any) -> bool:
-    return (
-        isinstance(item, (list, tuple))
-        and len(item) > 0
-        and all(adapter_for_array(v) is not None for v in item)
-    )
-
-
-def _check_shape(shape: Any) -> tuple[int, ...]:
-    dims = (shape,) if isinstance(shape, (int, np.integer)) else shape
-    if isinstance(dims, (str, bytes)) or not isinstance(dims, (tuple, list)):
-        msg = f"shape must be an int or a tuple of ints, got {shape!r}"
-        raise TypeError(msg)
-    out: list[int] = []
-    for d in dims:
-        if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
-            msg = f"shape must be an int or a tuple of ints, got {shape!r}"
-            raise TypeError(msg)
-        if d < 0:
-            msg = f"shape must not have negative sizes, got {shape!r}"
-            raise ValueError(msg)
-        out.append(int(d))
-    return tuple(out)
-
-
-def _shape_of(array: Any) -> tuple[int, ...]:
-    shape = getattr(array, "shape", None)
-    if shape is None:
-        return tuple(np.shape(array))
-    return tuple(shape)
-
-
-def _check_scalar(fill_value: Any) -> None:
-    if not isinstance(fill_value, (*_PY_SCALARS, np.generic)):
-        msg = f"fill_value must be a Python or NumPy scalar, got {fill_value!r}"
-        raise TypeError(msg)
-
-
-def _check_axis(axis: Any) -> int:
-    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
-        msg = f"axis must be an int, got {axis!r}"
-        raise TypeError(msg)
-    return int(axis)

@@ -1,0 +1,113 @@
+"""Which adapter: by a backend name, or by the arrays a caller holds."""
+
+from __future__ import annotations
+
+from typing import Any, NoReturn
+
+import array_api_compat
+
+from ._adapters import _BY_TYPE as _ADAPTER_BY_TYPE
+from ._adapters import ADAPTERS, Adapter, adapter_for_array
+from ._args import PY_SCALARS
+from ._log import logger
+
+__all__ = [
+    "AUTO_PREFERENCE",
+    "BACKEND_NAMES",
+    "Unavailable",
+    "adapter_for_name",
+    "locate_arrays",
+]
+
+#: Names accepted by ``Backend(...)``.
+BACKEND_NAMES: tuple[str, ...] = ("auto", *ADAPTERS)
+
+#: Which library ``"auto"`` picks, in order of preference.
+AUTO_PREFERENCE = ("torch", "numpy")
+
+
+def adapter_for_name(backend: object) -> Adapter:
+    if not isinstance(backend, str):
+        msg = f"backend must be a string, got {backend!r}"
+        raise TypeError(msg)
+    key = backend.strip().lower()
+    if key == "auto":
+        key = next(k for k in AUTO_PREFERENCE if ADAPTERS[k].is_installed())
+        logger().info(
+            "backend='auto' chose %s (preference: %s)", key, ", ".join(AUTO_PREFERENCE)
+        )
+    if key not in ADAPTERS:
+        msg = f"backend={backend!r} is not known; accepted names: {', '.join(BACKEND_NAMES)}"
+        raise ValueError(msg)
+    return ADAPTERS[key]
+
+
+def locate_arrays(arrays: tuple[Any, ...]) -> tuple[Adapter | None, Any, int]:
+    """The adapter, device key and first position of the arrays in ``arrays``.
+
+    Python scalars and None are skipped (``(None, None, -1)`` when nothing is
+    left).
+
+    Raises
+    ------
+    TypeError
+        Arrays of two libraries, or an object that is not an array.
+    ValueError
+        Arrays of one library on two devices.
+    """
+    found: Adapter | None = None
+    found_key: Any = None
+    found_at = -1
+    for i, x in enumerate(arrays):
+        adapter = _ADAPTER_BY_TYPE.get(type(x))
+        if adapter is None:
+            if x is None or isinstance(x, PY_SCALARS):
+                continue
+            adapter = adapter_for_array(x)
+            if adapter is None:
+                msg = (
+                    f"arrays[{i}] is a {type(x).__qualname__}, not an array of a "
+                    f"supported library ({', '.join(ADAPTERS)})"
+                )
+                raise TypeError(msg)
+        key = adapter.device_key(x)
+        if found is None:
+            found, found_key, found_at = adapter, key, i
+        elif adapter is not found:
+            msg = (
+                f"arrays mix libraries: arrays[{found_at}] is {found.label}, "
+                f"arrays[{i}] is {adapter.label}"
+            )
+            raise TypeError(msg)
+        elif key != found_key:
+            first = found.device_str(array_api_compat.device(arrays[found_at]))
+            this = adapter.device_str(array_api_compat.device(x))
+            if adapter.canonical_device(first) != adapter.canonical_device(this):
+                msg = (
+                    f"arrays mix devices: arrays[{found_at}] is on {first!r}, "
+                    f"arrays[{i}] is on {this!r}"
+                )
+                raise ValueError(msg)
+    return found, found_key, found_at
+
+
+class Unavailable:
+    """Stands in for a namespace/device that this host does not have.
+
+    A `Backend` unpickled on a machine without its device keeps its name and
+    device; any use raises `RuntimeError` saying why, instead of silently
+    running somewhere else.
+    """
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def __getattr__(self, attr: str) -> NoReturn:
+        raise RuntimeError(self.reason)
+
+    def refuse(self, *args: Any, **kwargs: Any) -> NoReturn:  # noqa: ARG002
+        """Stand-in for any operation: raises with the reason."""
+        raise RuntimeError(self.reason)
+
+    def __reduce__(self) -> NoReturn:  # pragma: no cover - never pickled
+        raise RuntimeError(self.reason)
