@@ -266,3 +266,79 @@ def test_jax_without_x64_end_to_end():
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == "ok"
+
+
+# -- second review: fast paths, lazy loading, CLI --------------------------------
+
+
+def test_map_batches_ceiling_never_refuses_one_big_item(monkeypatch):
+    monkeypatch.setattr(_memory, "host_available_bytes", lambda: 64 * GB)
+    seen: list[int] = []
+
+    def fn(x):
+        seen.append(x.shape[0])
+        return x
+
+    got = xpkit.map_batches(
+        fn, np.zeros((4, 1)), bytes_per_item=100 * 2**20, overhead=2.0
+    )
+    assert got.shape == (4, 1)
+    assert seen == [
+        1,
+        1,
+        1,
+        1,
+    ]  # one 200 MiB item per batch: over the 64 MiB ceiling, allowed
+
+
+def test_asarray_fast_path_keeps_the_slow_paths_meaning():
+    b = xpkit.Backend("numpy")
+    scalar = b.asarray(np.float64(1.5))
+    assert type(scalar) is np.ndarray
+    assert scalar.shape == ()
+    with pytest.raises(TypeError, match="is not a numeric or boolean dtype"):
+        b.asarray(np.array(["a", "b"]))
+    masked = np.ma.masked_array([1.0, 2.0], mask=[0, 1])
+    assert type(b.zeros_like(masked)) is np.ndarray
+    with pytest.warns(PendingDeprecationWarning, match="matrix subclass"):
+        matrix = np.asmatrix(np.eye(2))
+    assert type(b.asarray(matrix)) is np.ndarray
+    with pytest.raises(TypeError):
+        b.zeros_like(np.array(["x"]))
+
+
+def test_torch_fast_paths_refuse_sparse_and_unsupported_dtypes():
+    torch = pytest.importorskip("torch")
+    b = xpkit.Backend("torch", device="cpu")
+    sparse = torch.eye(3).to_sparse()
+    assert b.zeros_like(sparse).layout is torch.strided
+    if "uint16" not in b._dtypes:
+        with pytest.raises(TypeError, match="'uint16' is not supported by torch-cpu"):
+            b.asarray(torch.zeros(2, dtype=torch.uint16))
+
+
+def test_xpkit_testing_is_reachable_and_dir_is_clean():
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import xpkit; print(xpkit.testing.assert_close.__name__); print(sorted(dir(xpkit)))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    assert out[0] == "assert_close"
+    names = eval(out[1])
+    assert "Any" not in names
+    assert "importlib" not in names
+    assert {"Backend", "map_batches", "testing"} <= set(names)
+
+
+@pytest.mark.parametrize("bad", ["-1", "nan", "inf", "abc"])
+def test_cli_rejects_bad_budget(bad):
+    from xpkit._cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["demo", "--budget-gb", bad])
+    assert info.value.code == 2

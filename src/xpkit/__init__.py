@@ -77,6 +77,8 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
+    if name == "testing":  # the subpackage, documented as xpkit.testing
+        return importlib.import_module(".testing", __name__)
     module = _LAZY.get(name)
     if module is None:
         msg = f"module 'xpkit' has no attribute {name!r}"
@@ -85,4 +87,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    return sorted({*__all__, "testing", *(n for n in globals() if n.startswith("__"))})

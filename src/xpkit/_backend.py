@@ -86,6 +86,7 @@ class Backend:
         "_matmul",
         "_native",
         "_ones_like",
+        "_own_dtypes",
         "_sort",
         "_unusable",
         "_zeros_like",
@@ -130,6 +131,7 @@ class Backend:
         usable = not isinstance(xp, Unavailable)
         self._device_key = adapter.native_device_key(native) if usable else xp
         self._unusable = xp.reason if isinstance(xp, Unavailable) else None
+        self._own_dtypes: dict[Any, bool] = {}
         self._canon = adapter.canonical_device(device)
         self._native = native
         self.name = adapter.backend_name(device)
@@ -140,7 +142,18 @@ class Backend:
     def _is_own(self, x: Any) -> bool:
         """Whether ``x`` is an array of this library on this backend's device."""
         adapter = _ADAPTER_BY_TYPE.get(type(x)) or adapter_for_array(x)
-        return adapter is self._adapter and adapter.device_key(x) == self._device_key
+        if adapter is not self._adapter or not adapter.is_plain(x):
+            return False
+        if adapter.device_key(x) != self._device_key:
+            return False
+        ok = self._own_dtypes.get(x.dtype)
+        if ok is None:  # first array of this dtype: is it one this device supports?
+            try:
+                ok = dtype_name(x.dtype) in self._dtypes
+            except TypeError:
+                ok = False
+            self._own_dtypes[x.dtype] = ok
+        return ok
 
     def _require_usable(self) -> None:
         """Raise RuntimeError when this Backend's device is not on this host."""

@@ -19,7 +19,7 @@ from ._memory import (
 )
 from ._oom import common_rows, row_slices, run_split_on_oom, to_host
 
-__all__ = ["map_batches"]
+__all__ = ["batching_budget_gb", "map_batches"]
 
 
 def map_batches(
@@ -89,15 +89,17 @@ def map_batches(
     owner = (
         Backend.from_arrays(*arrays) if backend is None else resolve_backend(backend)
     )
+    overhead = _check_positive("overhead", overhead)
     if bytes_per_item is None:
         per_item = max(sum(array_nbytes(a) for a in arrays) / max(n, 1), 1.0)
     else:
         per_item = _check_positive("bytes_per_item", bytes_per_item)
     if budget_gb is None:
-        budget = device_memory_budget(owner, cap_for_batching=True)
-        ceiling = owner._adapter.batch_ceiling_bytes(owner.device)
-        if configured_budget_gb() is None and ceiling is not None:
-            budget = min(budget, ceiling / _GB)  # measured: also cap for throughput
+        budget = batching_budget_gb(owner)
+        # The throughput ceiling never makes the smallest batch impossible.
+        budget = max(
+            budget, min(per_item * overhead * floor / _GB, device_memory_budget(owner))
+        )
     else:
         budget = _check_positive("budget_gb", budget_gb)
     if n == 0:
@@ -134,6 +136,20 @@ def map_batches(
         if bar is not None:
             bar.close()
     return pieces[0] if len(pieces) == 1 else np.concatenate(pieces, axis=0)
+
+
+def batching_budget_gb(backend: Any) -> float:
+    """The budget `map_batches` sizes batches from when none is given.
+
+    The `memory_budget` in force or ``XPKIT_MEMORY_BUDGET_GB``; else the
+    measured budget capped for batching and, on CPU devices, at the adapter's
+    throughput ceiling (`Adapter.batch_ceiling_bytes`).
+    """
+    budget = device_memory_budget(backend, cap_for_batching=True)
+    ceiling = backend._adapter.batch_ceiling_bytes(backend.device)
+    if configured_budget_gb() is None and ceiling is not None:
+        budget = min(budget, ceiling / _GB)
+    return budget
 
 
 def _progress_bar(total: int) -> Any:

@@ -14,7 +14,7 @@ import numpy as np
 
 from ._adapters import ADAPTERS
 from ._backend import Backend
-from ._batches import map_batches
+from ._batches import batching_budget_gb, map_batches
 from ._check import run_checks
 from ._dtypes import PrecisionWarning
 from ._memory import (
@@ -73,6 +73,7 @@ def _backend_info(entry: InventoryEntry) -> dict[str, Any]:
             "float64": b._f64,
             "budget_gb": device_memory_budget(b),
             "budget_capped_gb": device_memory_budget(b, cap_for_batching=True),
+            "batch_budget_gb": batching_budget_gb(b),
         }
     except Exception as exc:  # noqa: BLE001 - report, don't crash
         return {**row, "available": False, "reason": f"{type(exc).__name__}: {exc}"}
@@ -100,17 +101,24 @@ def print_info(info: dict[str, Any], out: TextIO) -> None:
         f"\nHost memory: {host['total_gb']:.1f} GB total, {host['available_gb']:.1f} GB "
         f"available{'' if cg is None else f' (cgroup limit leaves {cg:.1f} GB)'}\n"
     )
-    w(f"Batch working-set ceiling: {info['batch_ceiling_gb']:.1f} GB\n\n")
     w(
-        f"{'backend':<20} {'device':<10} {'budget GB':>10} {'capped':>8}  float64  name\n"
+        f"Batch working-set ceiling: {info['batch_ceiling_gb']:.1f} GB on GPUs; "
+        "map_batches' per-batch budget on each device in the 'batches' column\n\n"
+    )
+    w(
+        f"{'backend':<20} {'device':<10} {'budget GB':>10} {'capped':>8} {'batches':>8}"
+        "  float64  name\n"
     )
     for b in info["backends"]:
         if not b["available"]:
-            w(f"{b['name']:<20} {'-':<10} {'':>10} {'':>8}  {'':7}  ({b['reason']})\n")
+            w(
+                f"{b['name']:<20} {'-':<10} {'':>10} {'':>8} {'':>8}  {'':7}  ({b['reason']})\n"
+            )
             continue
         w(
             f"{b['name']:<20} {b['device']:<10} {b['budget_gb']:>10.2f} "
-            f"{b['budget_capped_gb']:>8.2f}  {'yes' if b['float64'] else 'no':<7}  "
+            f"{b['budget_capped_gb']:>8.2f} {b['batch_budget_gb']:>8.3f}  "
+            f"{'yes' if b['float64'] else 'no':<7}  "
             f"{b['device_name']}\n"
         )
     pools = info["threadpools"]
@@ -133,7 +141,14 @@ def run_check_command(out: TextIO) -> int:
         if entry.reason:
             out.write(f"{entry.name:<20} {'-':<18} skipped: {entry.reason}\n")
             continue
-        backend = Backend(entry.key, device=entry.device)
+        try:
+            backend = Backend(entry.key, device=entry.device)
+        except Exception as exc:  # noqa: BLE001 - one broken backend must not stop the table
+            failures += 1
+            out.write(
+                f"{entry.name:<20} {'Backend(...)':<18} FAIL  {type(exc).__name__}: {exc}\n"
+            )
+            continue
         for result in run_checks(backend):
             status = "ok" if result.ok else f"FAIL  {result.detail}"
             failures += not result.ok
@@ -217,7 +232,11 @@ def run_demo(
         if entry.reason:
             out.write(f"{entry.name:<20} skipped: {entry.reason}\n")
             continue
-        backend = Backend(entry.key, device=entry.device)
+        try:
+            backend = Backend(entry.key, device=entry.device)
+        except Exception as exc:  # noqa: BLE001 - report it and go on with the others
+            out.write(f"{entry.name:<20} skipped: {type(exc).__name__}: {exc}\n")
+            continue
         start = time.perf_counter()
         with warnings.catch_warnings():  # the dtype column says it instead
             warnings.simplefilter("ignore", PrecisionWarning)
@@ -260,11 +279,22 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--features", type=_positive_int, default=500)
     demo.add_argument(
         "--budget-gb",
-        type=float,
+        type=_positive_float,
         default=None,
         help="memory budget for the batches (default: measured on each device)",
     )
     return parser
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (value > 0 and value != float("inf")):
+        msg = f"must be a finite positive number, got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
 
 
 def _positive_int(text: str) -> int:

@@ -107,6 +107,10 @@ class Adapter:
         """Whether ``x`` is an array of this library (checked via sys.modules)."""
         raise NotImplementedError
 
+    def is_plain(self, x: Any) -> bool:  # noqa: ARG002
+        """Whether ``x`` is a plain array (no subclass or layout with other semantics)."""
+        return True
+
     def to_numpy(self, x: Any) -> np.ndarray[Any, Any]:
         """Bring an array of this library to the host as a NumPy array."""
         return np.from_dlpack(x)

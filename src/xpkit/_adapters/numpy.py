@@ -55,6 +55,10 @@ class NumpyAdapter(Adapter):
         """NumPy arrays all live on the CPU."""
         return None
 
+    def is_plain(self, x: Any) -> bool:
+        """An ``ndarray`` itself: not a scalar, ``np.matrix`` or masked array."""
+        return type(x) is np.ndarray
+
     def to_numpy(self, x: Any) -> np.ndarray[Any, Any]:
         """Zero-copy: the array itself (scalars become 0-d arrays)."""
         return np.asarray(x)
