@@ -142,9 +142,11 @@ class Backend:
     def _is_own(self, x: Any) -> bool:
         """Whether ``x`` is an array of this library on this backend's device."""
         adapter = _ADAPTER_BY_TYPE.get(type(x)) or adapter_for_array(x)
-        if adapter is not self._adapter or not adapter.is_plain(x):
-            return False
-        if adapter.device_key(x) != self._device_key:
+        if (
+            adapter is not self._adapter
+            or not adapter.is_plain(x)
+            or adapter.device_key(x) != self._device_key
+        ):
             return False
         ok = self._own_dtypes.get(x.dtype)
         if ok is None:  # first array of this dtype: is it one this device supports?

@@ -109,10 +109,14 @@ class TorchAdapter(Adapter):
             return _torch().device(native.type, 0)
         return native
 
+    _strided: Any = None
+
     def is_plain(self, x: Any) -> bool:
         """A dense (strided) tensor or parameter, not a sparse or quantized one."""
-        torch = _torch()
-        return x.layout is torch.strided and not x.is_quantized
+        strided = self._strided
+        if strided is None:
+            strided = self._strided = _torch().strided
+        return x.layout is strided and not x.is_quantized
 
     def to_numpy(self, x: Any) -> np.ndarray[Any, Any]:
         """Detach, move to the CPU when needed, then share memory with NumPy."""
