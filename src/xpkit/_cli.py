@@ -8,6 +8,7 @@ import platform
 import sys
 import time
 import warnings
+from collections.abc import Iterator
 from typing import Any, TextIO
 
 import numpy as np
@@ -132,22 +133,36 @@ def print_info(info: dict[str, Any], out: TextIO) -> None:
         )
 
 
+def _each_backend() -> Iterator[tuple[InventoryEntry, Backend | None, str]]:
+    """Every inventory entry with its Backend, or None and why there is none.
+
+    A library that is missing gives its reason; one whose Backend fails to
+    start gives the error, and the others still run.
+    """
+    for entry in backend_inventory():
+        if entry.reason:
+            yield entry, None, entry.reason
+            continue
+        try:
+            backend = Backend(entry.key, device=entry.device)
+        except Exception as exc:  # noqa: BLE001 - one broken backend must not stop the rest
+            yield entry, None, f"{type(exc).__name__}: {exc}"
+            continue
+        yield entry, backend, ""
+
+
 # -- check -------------------------------------------------------------------
 def run_check_command(out: TextIO) -> int:
     """Every check on every available backend; 1 if anything fails."""
     failures = 0
     out.write(f"{'backend':<20} {'check':<18} result\n")
-    for entry in backend_inventory():
-        if entry.reason:
-            out.write(f"{entry.name:<20} {'-':<18} skipped: {entry.reason}\n")
-            continue
-        try:
-            backend = Backend(entry.key, device=entry.device)
-        except Exception as exc:  # noqa: BLE001 - one broken backend must not stop the table
-            failures += 1
-            out.write(
-                f"{entry.name:<20} {'Backend(...)':<18} FAIL  {type(exc).__name__}: {exc}\n"
-            )
+    for entry, backend, problem in _each_backend():
+        if backend is None:
+            failures += (
+                not entry.reason
+            )  # a broken backend fails; a missing one is skipped
+            verdict = "skipped:" if entry.reason else "FAIL "
+            out.write(f"{entry.name:<20} {'-':<18} {verdict} {problem}\n")
             continue
         for result in run_checks(backend):
             status = "ok" if result.ok else f"FAIL  {result.detail}"
@@ -228,14 +243,9 @@ def run_demo(
         f"{'backend':<20} {'dtype':<8} {'seconds':>8} {'batches':>8} {'max |null - numpy|':>20}\n"
     )
     reference: np.ndarray[Any, Any] | None = None
-    for entry in backend_inventory():
-        if entry.reason:
-            out.write(f"{entry.name:<20} skipped: {entry.reason}\n")
-            continue
-        try:
-            backend = Backend(entry.key, device=entry.device)
-        except Exception as exc:  # noqa: BLE001 - report it and go on with the others
-            out.write(f"{entry.name:<20} skipped: {type(exc).__name__}: {exc}\n")
+    for entry, backend, problem in _each_backend():
+        if backend is None:
+            out.write(f"{entry.name:<20} skipped: {problem}\n")
             continue
         start = time.perf_counter()
         with warnings.catch_warnings():  # the dtype column says it instead

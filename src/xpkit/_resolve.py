@@ -45,15 +45,8 @@ def adapter_for_name(backend: object) -> Adapter:
 def locate_arrays(arrays: tuple[Any, ...]) -> tuple[Adapter | None, Any, int]:
     """The adapter, device key and first position of the arrays in ``arrays``.
 
-    Python scalars and None are skipped (``(None, None, -1)`` when nothing is
-    left).
-
-    Raises
-    ------
-    TypeError
-        Arrays of two libraries, or an object that is not an array.
-    ValueError
-        Arrays of one library on two devices.
+    The work behind `Backend.from_arrays` (whose docstring says what it
+    skips and raises); ``(None, None, -1)`` when no array is left.
     """
     found: Adapter | None = None
     found_key: Any = None
