@@ -288,7 +288,7 @@ def test_map_batches_ceiling_never_refuses_one_big_item(monkeypatch):
         1,
         1,
         1,
-    ]  # one 200 MiB item per batch: over the 64 MiB ceiling, allowed
+    ]  # one 200 MiB item per batch: over the CPU ceiling, allowed
 
 
 def test_asarray_fast_path_keeps_the_slow_paths_meaning():

@@ -18,7 +18,7 @@ import numpy as np
 __all__ = ["HOST_BATCH_WORKING_SET_BYTES", "Adapter", "FastOps", "MemoryInfo"]
 
 #: Batch working-set ceiling on CPU devices (see `Adapter.batch_ceiling_bytes`).
-HOST_BATCH_WORKING_SET_BYTES = 64 * 1024**2
+HOST_BATCH_WORKING_SET_BYTES = 32 * 1024**2
 
 
 class FastOps(NamedTuple):
@@ -152,6 +152,43 @@ class Adapter:
         """`device_key` of the arrays that live on the native device ``native``."""
         return native
 
+    def own_check(
+        self, native: Any, dtypes: frozenset[str], *, any_device: bool = False
+    ) -> Callable[[Any], bool]:
+        """A predicate for the facade's fast paths, built once per Backend.
+
+        ``own(x)`` is True when ``x`` is a plain array of this library whose
+        dtype is one of ``dtypes`` and which lives on the native device
+        ``native`` (on any device with ``any_device``). It runs on every
+        facade call, so adapters specialise it; this default caches what can
+        be cached per array type and dtype.
+        """
+        from .._dtypes import dtype_name
+
+        key = self.native_device_key(native)
+        by_type: dict[type, bool] = {}
+        by_dtype: dict[Any, bool] = {}
+
+        def own(x: Any) -> bool:
+            cls = type(x)
+            mine = by_type.get(cls)
+            if mine is None:
+                mine = by_type[cls] = self.owns(x)
+            if not mine or not self.is_plain(x):
+                return False
+            if not any_device and self.device_key(x) != key:
+                return False
+            ok = by_dtype.get(x.dtype)
+            if ok is None:  # first array of this dtype
+                try:
+                    ok = dtype_name(x.dtype) in dtypes
+                except TypeError:  # a dtype outside the standard's vocabulary
+                    ok = False
+                by_dtype[x.dtype] = ok
+            return ok
+
+        return own
+
     # -- devices -----------------------------------------------------------
     def devices(self) -> tuple[str, ...]:
         """Device strings usable here, default first."""
@@ -216,8 +253,8 @@ class Adapter:
     def batch_ceiling_bytes(self, device: str) -> int | None:
         """Largest working set worth giving one batch, or None for no ceiling.
 
-        On the CPU, past a few times the last-level cache a bigger batch adds
-        allocation and page-fault cost without throughput; GPUs are capped by
+        On the CPU, past about the size of a last-level cache a bigger batch
+        adds cache misses, allocation and page-fault cost without throughput; GPUs are capped by
         ``BATCH_WORKING_SET_CEILING_GB`` alone.
         """
         return None if self.is_gpu(device) else HOST_BATCH_WORKING_SET_BYTES

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -54,6 +55,22 @@ class NumpyAdapter(Adapter):
     def native_device_key(self, native: Any) -> Any:  # noqa: ARG002
         """NumPy arrays all live on the CPU."""
         return None
+
+    def own_check(
+        self,
+        native: Any,  # noqa: ARG002 - NumPy arrays all live on the CPU
+        dtypes: frozenset[str],
+        *,
+        any_device: bool = False,  # noqa: ARG002
+    ) -> Callable[[Any], bool]:
+        """``type(x) is ndarray`` and a native-byte-order dtype in ``dtypes``."""
+        ndarray = np.ndarray
+        ok = frozenset(np.dtype(name) for name in dtypes if name != "bfloat16")
+
+        def own(x: Any) -> bool:
+            return type(x) is ndarray and x.dtype in ok
+
+        return own
 
     def is_plain(self, x: Any) -> bool:
         """An ``ndarray`` itself: not a scalar, ``np.matrix`` or masked array."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import platform
 import sys
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -77,8 +78,8 @@ class TorchAdapter(Adapter):
             return compat_matmul(a, b)
 
         def sort(x: Any, /, *, axis: int = -1) -> Any:
-            if type(x) is tensor:
-                return native_sort(x, axis).values
+            if type(x) is tensor:  # (torch's argument parser charges for each arg)
+                return (native_sort(x) if axis == -1 else native_sort(x, axis))[0]
             return compat_sort(x, axis=axis)
 
         def expand_dims(x: Any, /, *, axis: int = 0) -> Any:
@@ -89,6 +90,8 @@ class TorchAdapter(Adapter):
         def concat(arrays: Any, /, *, axis: int | None = 0) -> Any:
             # torch.cat promotes dtypes as the standard does; axis=None (flatten)
             # is the compat wrapper's job.
+            if axis == 0:
+                return native_cat(arrays)
             if axis is not None:
                 return native_cat(arrays, axis)
             return compat_concat(arrays, axis=axis)
@@ -108,6 +111,50 @@ class TorchAdapter(Adapter):
         if native.type != "cpu" and native.index is None:
             return _torch().device(native.type, 0)
         return native
+
+    def own_check(
+        self, native: Any, dtypes: frozenset[str], *, any_device: bool = False
+    ) -> Callable[[Any], bool]:
+        """A tensor (or parameter), strided, of a dtype in ``dtypes``, on ``native``.
+
+        Quantized tensors fail the dtype test (their dtypes are not in
+        ``dtypes``); a CPU device is tested with ``is_cpu``, the cheapest
+        device attribute a tensor has.
+        """
+        torch = _torch()
+        tensor, parameter, strided = torch.Tensor, torch.nn.Parameter, torch.strided
+        ok = frozenset(getattr(torch, n) for n in dtypes if hasattr(torch, n))
+        key = self.native_device_key(native)
+
+        def own_anywhere(x: Any) -> bool:
+            cls = type(x)
+            return (
+                (cls is tensor or cls is parameter)
+                and x.dtype in ok
+                and x.layout is strided
+            )
+
+        def own_cpu(x: Any) -> bool:
+            cls = type(x)
+            return (
+                (cls is tensor or cls is parameter)
+                and x.dtype in ok
+                and x.layout is strided
+                and x.is_cpu
+            )
+
+        def own_on(x: Any) -> bool:
+            cls = type(x)
+            return (
+                (cls is tensor or cls is parameter)
+                and x.dtype in ok
+                and x.layout is strided
+                and x.device == key
+            )
+
+        if any_device:
+            return own_anywhere
+        return own_cpu if key.type == "cpu" else own_on
 
     _strided: Any = None
 

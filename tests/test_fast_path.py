@@ -1,0 +1,113 @@
+"""The facade's fast-path predicate (`Adapter.own_check`).
+
+NumPy and torch replace the generic predicate by specialised closures, because
+it runs on every facade call. Each specialisation must give exactly the
+generic answer, for plain arrays and for every kind of object the fast path
+has to refuse.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from xpkit._adapters import ADAPTERS, Adapter
+from xpkit._dtypes import DTYPE_NAMES
+
+
+def _numpy_candidates() -> list[object]:
+    with warnings.catch_warnings():  # np.matrix is pending deprecation
+        warnings.simplefilter("ignore")
+        matrix = np.asmatrix(np.ones((2, 2)))
+    return [
+        np.ones(3),
+        np.ones(3, dtype=np.float32),
+        np.ones(3, dtype=bool),
+        np.arange(3, dtype=np.uint64),
+        np.array(["a"]),
+        np.array([object()]),
+        np.float64(1.0),  # a NumPy scalar, not an array
+        matrix,
+        np.ma.masked_array(np.ones(3)),
+        np.ones(3).view(np.recarray),
+        [1.0, 2.0],
+        1.0,
+        None,
+    ]
+
+
+def _torch_candidates() -> list[object]:
+    torch = pytest.importorskip("torch")
+    with warnings.catch_warnings():  # complex32 is experimental, quint8 deprecated
+        warnings.simplefilter("ignore")
+        complex32 = torch.ones(3, dtype=torch.complex32)
+        quantized = torch.quantize_per_tensor(torch.ones(3), 0.1, 0, torch.quint8)
+    return [
+        torch.ones(3),
+        torch.ones(3, dtype=torch.float64),
+        torch.ones(3, dtype=torch.bfloat16),
+        complex32,
+        torch.ones(3, dtype=torch.bool),
+        torch.nn.Parameter(torch.ones(3)),
+        torch.ones(3).to_sparse(),
+        quantized,
+        torch.ones(3, device="meta"),
+        np.ones(3),
+        [1.0],
+        None,
+    ]
+
+
+CASES = {"numpy": _numpy_candidates, "torch": _torch_candidates}
+
+
+@pytest.mark.parametrize("key", sorted(CASES))
+@pytest.mark.parametrize("any_device", [False, True])
+@pytest.mark.parametrize(
+    "dtypes",
+    [
+        frozenset(DTYPE_NAMES - {"bfloat16"}),
+        frozenset({"float32", "int64", "bool"}),
+        frozenset({"float64"}),
+    ],
+    ids=["all", "some", "float64-only"],
+)
+def test_specialised_predicate_agrees_with_the_generic_one(key, any_device, dtypes):
+    adapter = ADAPTERS[key]
+    if not adapter.is_installed():
+        pytest.skip(f"{key} is not installed")
+    candidates = CASES[key]()
+    native = adapter.native_device(adapter.default_device())
+    fast = adapter.own_check(native, dtypes, any_device=any_device)
+    generic = Adapter.own_check(adapter, native, dtypes, any_device=any_device)
+    assert type(adapter).own_check is not Adapter.own_check  # really specialised
+    verdicts = [(repr(type(x)), fast(x), generic(x)) for x in candidates]
+    assert [v[1] for v in verdicts] == [v[2] for v in verdicts], verdicts
+    assert any(v[1] for v in verdicts)  # the plain arrays pass
+    assert not all(v[1] for v in verdicts)  # and the rest do not
+
+
+def test_torch_predicate_checks_the_device():
+    torch = pytest.importorskip("torch")
+    adapter = ADAPTERS["torch"]
+    names = frozenset({"float32"})
+    on_cpu = adapter.own_check(torch.device("cpu"), names)
+    anywhere = adapter.own_check(torch.device("cpu"), names, any_device=True)
+    cpu_t, meta_t = torch.ones(2), torch.ones(2, device="meta")
+    assert (on_cpu(cpu_t), on_cpu(meta_t)) == (True, False)
+    assert (anywhere(cpu_t), anywhere(meta_t)) == (True, True)
+
+
+def test_numpy_non_native_byte_order_takes_the_slow_path():
+    """The one intended difference: NumPy's predicate refuses swapped bytes,
+    so ``asarray`` returns native byte order as the conversion path does."""
+    import xpkit
+
+    swapped = np.arange(3, dtype=np.float64).astype(np.dtype(np.float64).newbyteorder())
+    got = xpkit.Backend("numpy").asarray(swapped)
+    assert got is not swapped
+    assert got.dtype.isnative
+    assert not swapped.dtype.isnative
+    np.testing.assert_array_equal(got, [0.0, 1.0, 2.0])
