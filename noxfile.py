@@ -82,5 +82,11 @@ def bench(session: nox.Session) -> None:
         "python", "benchmarks/bench_dispatch.py", "--out-dir", "benchmarks/results"
     )
     session.run(
+        "python",
+        "benchmarks/bench_cluster.py",
+        "--out",
+        "benchmarks/results/cluster.md",
+    )
+    session.run(
         "python", "benchmarks/bench_oom.py", "--out", "benchmarks/results/oom.md"
     )

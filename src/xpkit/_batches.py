@@ -10,6 +10,7 @@ import numpy as np
 from ._log import logger
 from ._memory import (
     _GB,
+    BATCH_WORKING_SET_CEILING_GB,
     _check_count,
     _check_positive,
     array_nbytes,
@@ -18,6 +19,7 @@ from ._memory import (
     device_memory_budget,
 )
 from ._oom import common_rows, row_slices, run_split_on_oom, to_host
+from ._pools import pool_for, run_on_pool
 
 __all__ = ["batching_budget_gb", "map_batches"]
 
@@ -31,6 +33,7 @@ def map_batches(
     budget_gb: float | None = None,
     min_batch: int = 1,
     progress: bool = False,
+    executor: Any = None,
 ) -> np.ndarray[Any, Any]:
     """Map ``fn`` over row batches of ``arrays`` sized to the device's memory.
 
@@ -61,14 +64,30 @@ def map_batches(
         Memory budget in GB; by default the `memory_budget` in force, else
         ``XPKIT_MEMORY_BUDGET_GB``, else the measured budget capped for
         batching. On a CPU device a measured budget is also capped at
-        ``HOST_BATCH_WORKING_SET_BYTES`` (64 MiB): past a few times the
-        last-level cache, bigger batches only add allocation and page-fault
-        cost (``benchmarks/bench_dispatch.py`` sweeps this).
+        ``HOST_BATCH_WORKING_SET_BYTES`` (32 MiB, a typical last-level
+        cache): past it, bigger batches only add cache misses, allocation and
+        page-fault cost (``benchmarks/bench_dispatch.py`` sweeps this).
     min_batch : int, default 1
         Smallest batch worth dispatching, and the size below which an OOM is
         fatal.
     progress : bool, default False
-        Show a progress bar (tqdm; ``pip install 'xpkit[progress]'``).
+        Show a progress bar (tqdm; ``pip install 'xpkit[progress]'``). With
+        an executor it follows completed tasks.
+    executor : None, "dask", "joblib" or dask.distributed.Client, default None
+        Where the batches run. None: here, one after the other. A
+        ``dask.distributed.Client`` (or ``"dask"``: the current client):
+        ``fn`` and the inputs are scattered to every worker once, each batch
+        is a task, batches are sized from each worker's ``memory_limit`` (with
+        the headroom and ceilings of local budgets, less what the worker
+        holds, shared by its threads) and no larger than an equal share of
+        the rows per worker thread. ``"joblib"``: the same on this host with
+        joblib's worker processes, ``n_jobs`` from `auto_n_jobs_for_arrays`.
+        A task that runs out of memory, or whose worker is killed for memory
+        (``KilledWorker``; dask first retries it on
+        ``distributed.scheduler.allowed-failures`` workers), is split in half
+        and resubmitted, down to ``min_batch``, then a `MemoryError` names the
+        rows and the memory they needed. Results come back in row order as
+        NumPy arrays, equal to a local run.
 
     Returns
     -------
@@ -86,6 +105,7 @@ def map_batches(
         raise TypeError(msg)
     n = common_rows(arrays)
     floor = _check_count("min_batch", min_batch)
+    pool = pool_for(executor, arrays)
     owner = (
         Backend.from_arrays(*arrays) if backend is None else resolve_backend(backend)
     )
@@ -95,11 +115,13 @@ def map_batches(
     else:
         per_item = _check_positive("bytes_per_item", bytes_per_item)
     if budget_gb is None:
-        budget = batching_budget_gb(owner)
+        if pool is None:
+            budget, measured = batching_budget_gb(owner), device_memory_budget(owner)
+        else:
+            measured = pool.task_budget_gb(sum(array_nbytes(a) for a in arrays))
+            budget = _capped(owner, measured)
         # The throughput ceiling never makes the smallest batch impossible.
-        budget = max(
-            budget, min(per_item * overhead * floor / _GB, device_memory_budget(owner))
-        )
+        budget = max(budget, min(per_item * overhead * floor / _GB, measured))
     else:
         budget = _check_positive("budget_gb", budget_gb)
     if n == 0:
@@ -107,15 +129,35 @@ def map_batches(
     batch, n_batches = auto_batch_size(
         n, per_item, budget_gb=budget, overhead=overhead, min_batch=floor
     )
+    if pool is not None:  # keep every worker thread busy
+        batch = max(floor, min(batch, -(-n // pool.slots)))
+        n_batches = -(-n // batch)
     logger().info(
         "map_batches: %d items in %d batches of %d (%.3g GB budget on %s)",
         n,
         n_batches,
         batch,
         budget,
-        owner.name,
+        owner.name if pool is None else pool.where,
     )
     bar = _progress_bar(n) if progress else None
+    if pool is not None:
+        try:
+            result, resubmitted = run_on_pool(
+                pool,
+                fn,
+                arrays,
+                batch=batch,
+                min_batch=floor,
+                bytes_per_row=per_item * overhead,
+                bar=bar,
+            )
+        finally:
+            if bar is not None:
+                bar.close()
+        if resubmitted:
+            logger().info("map_batches: %d batches resubmitted", resubmitted)
+        return result
     pieces: list[np.ndarray[Any, Any]] = []
     start = 0
     try:
@@ -138,6 +180,16 @@ def map_batches(
     return pieces[0] if len(pieces) == 1 else np.concatenate(pieces, axis=0)
 
 
+def _capped(owner: Any, budget: float) -> float:
+    """A measured budget under the batching ceilings, unless one is configured."""
+    configured = configured_budget_gb()
+    if configured is not None:
+        return configured
+    budget = min(budget, BATCH_WORKING_SET_CEILING_GB)
+    ceiling = owner._adapter.batch_ceiling_bytes(owner.device)
+    return budget if ceiling is None else min(budget, ceiling / _GB)
+
+
 def batching_budget_gb(backend: Any) -> float:
     """The budget `map_batches` sizes batches from when none is given.
 
@@ -145,11 +197,7 @@ def batching_budget_gb(backend: Any) -> float:
     measured budget capped for batching and, on CPU devices, at the adapter's
     throughput ceiling (`Adapter.batch_ceiling_bytes`).
     """
-    budget = device_memory_budget(backend, cap_for_batching=True)
-    ceiling = backend._adapter.batch_ceiling_bytes(backend.device)
-    if configured_budget_gb() is None and ceiling is not None:
-        budget = min(budget, ceiling / _GB)
-    return budget
+    return _capped(backend, device_memory_budget(backend))
 
 
 def _progress_bar(total: int) -> Any:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
 import numpy as np
@@ -25,6 +26,7 @@ from ._memory import (
     device_memory_budget,
     host_available_bytes,
 )
+from ._pools import cluster_info
 from ._select import InventoryEntry, backend_inventory
 from ._version import __version__
 
@@ -32,8 +34,13 @@ __all__ = ["main", "main_exit"]
 
 
 # -- info --------------------------------------------------------------------
-def collect_info() -> dict[str, Any]:
-    """What xpkit finds on this machine, as plain data (what ``--json`` prints)."""
+def collect_info(scheduler: str | None = None) -> dict[str, Any]:
+    """What xpkit finds on this machine, as plain data (what ``--json`` prints).
+
+    ``cluster`` describes the dask cluster at ``scheduler``, else the one of
+    the client active in this process, else the one ``DASK_SCHEDULER_ADDRESS``
+    names; None when there is none.
+    """
     import psutil
 
     cgroup = _cgroup_available("/")
@@ -50,8 +57,29 @@ def collect_info() -> dict[str, Any]:
         "batch_ceiling_gb": BATCH_WORKING_SET_CEILING_GB,
         "backends": [_backend_info(entry) for entry in backend_inventory()],
         "threadpools": _threadpools(),
+        "cluster": _cluster(scheduler),
     }
     return info
+
+
+def _cluster(address: str | None) -> dict[str, Any] | None:
+    distributed = sys.modules.get("distributed")
+    if address is None and distributed is not None:
+        try:
+            return cluster_info(distributed.get_client())
+        except ValueError:  # no client in this process
+            pass
+    address = address or os.environ.get("DASK_SCHEDULER_ADDRESS") or None
+    if address is None:
+        return None
+    try:
+        import importlib
+
+        client_class: Any = importlib.import_module("distributed").Client
+        with client_class(address, timeout=10, set_as_default=False) as client:
+            return cluster_info(client)
+    except Exception as exc:  # noqa: BLE001 - report, don't crash
+        return {"scheduler": address, "error": f"{type(exc).__name__}: {exc}"}
 
 
 def _backend_info(entry: InventoryEntry) -> dict[str, Any]:
@@ -131,6 +159,21 @@ def print_info(info: dict[str, Any], out: TextIO) -> None:
             f"  {pool['user_api']:<8} {pool['internal_api']:<10} "
             f"{pool['num_threads']} threads  {pool['version'] or ''}\n"
         )
+    cluster = info["cluster"]
+    if cluster is None:
+        return
+    w(f"\nDask cluster at {cluster['scheduler']}\n")
+    if "error" in cluster:
+        w(f"  not reachable: {cluster['error']}\n")
+        return
+    w(f"  {'worker':<28} {'threads':>7} {'memory limit GB':>16} {'used GB':>8}\n")
+    for worker in cluster["workers"]:
+        limit, used = worker["memory_limit_bytes"], worker["memory_used_bytes"]
+        w(
+            f"  {worker['address']:<28} {worker['nthreads']:>7} "
+            f"{'none' if limit is None else f'{limit / _GB:.2f}':>16} "
+            f"{'?' if used is None else f'{used / _GB:.2f}':>8}\n"
+        )
 
 
 def _each_backend() -> Iterator[tuple[InventoryEntry, Backend | None, str]]:
@@ -192,21 +235,13 @@ def max_correlation_null(
     Each permutation (a row of ``perms``) is one item of `map_batches`;
     returns the null distribution and the number of batches run.
     """
-    xp = backend.xp
-    Xd, yd = backend.check_arrays(X, y)
-    n = Xd.shape[0]
-    Xs = (Xd - xp.mean(Xd, axis=0)) / xp.std(Xd, axis=0)
-    ys = (yd - xp.mean(yd)) / xp.std(yd)
+    fn, per_perm = permutation_null_fn(backend, X, y)
     calls = [0]
 
     def batch(idx: Any) -> Any:
         calls[0] += 1
-        idx = backend.asarray(idx)
-        yp = xp.reshape(xp.take(ys, xp.reshape(idx, (-1,))), (idx.shape[0], n))
-        corr = backend.matmul(yp, Xs) / n
-        return xp.max(xp.abs(corr), axis=1)
+        return fn(idx)
 
-    per_perm = (2 * n + 2 * Xd.shape[1]) * 8
     null = map_batches(
         batch,
         perms,
@@ -219,6 +254,40 @@ def max_correlation_null(
     return null, calls[0]
 
 
+def permutation_null_fn(
+    backend: Backend, X: Any, y: Any
+) -> tuple[Callable[[Any], Any], int]:
+    """The demo's batch function and its bytes per permutation.
+
+    The function maps rows of permutation indices to the max |r| of each
+    permutation; `map_batches` maps it over all of them.
+    """
+    xp = backend.xp
+    Xd, yd = backend.check_arrays(X, y)
+    n = Xd.shape[0]
+    Xs = (Xd - xp.mean(Xd, axis=0)) / xp.std(Xd, axis=0)
+    ys = (yd - xp.mean(yd)) / xp.std(yd)
+
+    def batch(idx: Any) -> Any:
+        idx = backend.asarray(idx)
+        yp = xp.reshape(xp.take(ys, xp.reshape(idx, (-1,))), (idx.shape[0], n))
+        corr = backend.matmul(yp, Xs) / n
+        return xp.max(xp.abs(corr), axis=1)
+
+    return batch, (2 * n + 2 * Xd.shape[1]) * 8
+
+
+def demo_data(
+    n_perm: int, n_samples: int, n_features: int
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """The demo's seeded data: X, y (correlated with X's first column), perms."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((n_samples, n_features))
+    y = X[:, 0] * 0.3 + rng.standard_normal(n_samples)
+    perms = np.argsort(rng.random((n_perm, n_samples)), axis=1)
+    return X, y, perms
+
+
 def run_demo(
     out: TextIO,
     *,
@@ -228,10 +297,7 @@ def run_demo(
     budget_gb: float | None,
 ) -> int:
     """The permutation test on every available backend, against NumPy."""
-    rng = np.random.default_rng(0)
-    X = rng.standard_normal((n_samples, n_features))
-    y = X[:, 0] * 0.3 + rng.standard_normal(n_samples)
-    perms = np.argsort(rng.random((n_perm, n_samples)), axis=1)
+    X, y, perms = demo_data(n_perm, n_samples, n_features)
     try:
         import tqdm  # noqa: F401
 
@@ -285,6 +351,13 @@ def _parser() -> argparse.ArgumentParser:
         "info", help="libraries, devices, memory budgets, thread pools"
     )
     info.add_argument("--json", action="store_true", help="machine-readable output")
+    info.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        default=None,
+        help="also describe the dask cluster at ADDRESS (default: the active "
+        "client, else DASK_SCHEDULER_ADDRESS)",
+    )
     sub.add_parser("check", help="every facade method on every backend against NumPy")
     demo = sub.add_parser("demo", help="a permutation test on every backend")
     demo.add_argument("--permutations", type=_positive_int, default=5000)
@@ -323,7 +396,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     args = _parser().parse_args(argv)
     stream = sys.stdout if out is None else out
     if args.command == "info":
-        info = collect_info()
+        info = collect_info(args.scheduler)
         if args.json:
             stream.write(json.dumps(info, indent=2) + "\n")
         else:

@@ -13,6 +13,7 @@ from ._adapters import ADAPTERS, adapter_for_array
 from ._log import logger
 
 __all__ = [
+    "aligned",
     "common_rows",
     "compute_oom_safe",
     "empty_device_cache",
@@ -143,7 +144,7 @@ def run_split_on_oom(
             continue
         try:
             pieces.append(
-                _aligned(
+                aligned(
                     to_host(fn(*row_slices(arrays, start, stop, n))), fn, stop - start
                 )
             )
@@ -177,7 +178,7 @@ def run_split_on_oom(
     return result, fitted
 
 
-def _aligned(result: np.ndarray[Any, Any], fn: Any, rows: int) -> np.ndarray[Any, Any]:
+def aligned(result: np.ndarray[Any, Any], fn: Any, rows: int) -> np.ndarray[Any, Any]:
     """Check that ``fn`` kept axis 0 row-for-row, as splitting requires."""
     if result.ndim == 0 or result.shape[0] != rows:
         msg = (
