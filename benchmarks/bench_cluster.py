@@ -36,7 +36,7 @@ def main() -> None:
 
     started = time.perf_counter()
     cluster = LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
     )
     client = Client(cluster)
     startup = time.perf_counter() - started

@@ -14,22 +14,18 @@ import re
 import subprocess
 import sys
 
-import cluster_jobs as jobs
 import numpy as np
+import pool_jobs as jobs
 import pytest
 
 import xpkit
-from xpkit._pools import worker_task_budget_gb
 
 distributed = pytest.importorskip("distributed")
-cloudpickle = pytest.importorskip("cloudpickle")
-cloudpickle.register_pickle_by_value(jobs)
+jobs.register_by_value()
 
 pytestmark = pytest.mark.cluster
 
-N = 256
-# 1 KiB per row declared, a 64 KiB budget: batches of 64 rows.
-BATCHES_OF_64 = {"bytes_per_item": 2**10, "budget_gb": 64 * 2**10 / 2**30}
+N, BATCHES_OF_64 = jobs.N, jobs.BATCHES_OF_64
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +39,7 @@ def client():
             threads_per_worker=1,
             processes=True,
             memory_limit="400MiB",
-            dashboard_address=None,
+            dashboard_address=":0",
         ) as cluster,
         distributed.Client(cluster) as c,
     ):
@@ -52,19 +48,7 @@ def client():
 
 @pytest.fixture
 def data():
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((N, 8))
-    x[:, 0] = np.arange(N)  # the row index, so tasks can tell which rows they got
-    y = rng.standard_normal(N)
-    return x, y
-
-
-def _attempts(log):
-    return sorted(line.split()[0] for line in log.read_text().splitlines())
-
-
-def _resubmissions(caplog):
-    return [r for r in caplog.records if "resubmitting" in r.getMessage()]
+    return jobs.make_data()
 
 
 def test_cluster_result_equals_the_local_one(client, data):
@@ -83,7 +67,7 @@ def test_dask_means_the_current_client(client, data, tmp_path):
     got = xpkit.map_batches(fn, x, y, executor="dask")
     np.testing.assert_array_equal(got, jobs.work(x, y))
     # One task per worker thread (the budget allows more rows per task).
-    assert _attempts(log) == ["0:128", "128:256"]
+    assert jobs.attempts(log) == ["0:128", "128:256"]
 
 
 def test_memory_error_in_a_task_splits_and_resubmits(client, data, tmp_path, caplog):
@@ -94,8 +78,8 @@ def test_memory_error_in_a_task_splits_and_resubmits(client, data, tmp_path, cap
     got = xpkit.map_batches(fn, x, y, executor=client, **BATCHES_OF_64)
     np.testing.assert_array_equal(got, jobs.work(x, y))
     # 64-row batches fail, their 32-row halves fit: four splits, eight resubmissions.
-    assert len(_resubmissions(caplog)) == 4
-    attempts = _attempts(log)
+    assert len(jobs.split_logs(caplog.records)) == 4
+    attempts = jobs.attempts(log)
     assert len(attempts) == 4 + 8
     assert {a for a in attempts if a.split(":")[1] in {"64", "128", "192", "256"}} >= {
         "0:64",
@@ -115,18 +99,35 @@ def test_worker_killed_for_memory_is_split_and_resubmitted(
     got = xpkit.map_batches(fn, x, y, executor=client)
     assert marker.exists()  # the first attempt did hog its worker
     np.testing.assert_array_equal(got, jobs.work(x, y))
-    (split,) = _resubmissions(caplog)  # exactly one task was lost, once
-    assert "rows 0:128" in split.getMessage()
-    assert "KilledWorker" in split.getMessage()
+    (split,) = jobs.split_logs(caplog.records)  # exactly one task was lost, once
+    assert "rows 0:128" in split
+    assert "KilledWorker" in split
     # The killed attempt, the other batch, then the two halves of the first.
-    assert _attempts(log) == ["0:128", "0:64", "128:256", "64:128"]
+    assert jobs.attempts(log) == ["0:128", "0:64", "128:256", "64:128"]
 
 
 def test_memory_error_at_min_batch_names_the_rows(client, data, tmp_path):
     x, y = data
     fn = jobs.memory_error_above(0, tmp_path / "attempts")
-    with pytest.raises(MemoryError, match=r"rows \d+:\d+ \(\d+ rows, about .* MiB"):
-        xpkit.map_batches(fn, x, y, executor=client, min_batch=32)
+    with pytest.raises(MemoryError) as info:  # 1 MiB rows in batches of 64 rows
+        xpkit.map_batches(
+            fn,
+            x,
+            y,
+            executor=client,
+            min_batch=32,
+            bytes_per_item=2**20,
+            budget_gb=1 / 16,
+        )
+    found = re.search(
+        r"rows (\d+):(\d+) \(32 rows, about 32\.0 MiB with the overhead\) could not "
+        r"run on the dask cluster at .* even at min_batch=32: out of memory "
+        r"\(MemoryError: fake: 32 rows do not fit\)",
+        str(info.value),
+    )
+    assert found is not None, str(info.value)
+    start, stop = map(int, found.groups())
+    assert (stop - start, start % 32) == (32, 0)
 
 
 def test_other_errors_propagate_unchanged(client, data):
@@ -162,57 +163,6 @@ def test_xpkit_info_shows_the_cluster(client):
     assert text.count(" 0.39 ") == 2  # 400 MiB in GB, once per worker
 
 
-def test_joblib_executor_equals_the_local_result(data, tmp_path, caplog):
-    caplog.set_level(logging.INFO, logger="xpkit")
-    x, y = data
-    fn = jobs.memory_error_above(40, tmp_path / "attempts")
-    got = xpkit.map_batches(fn, x, y, executor="joblib", **BATCHES_OF_64)
-    np.testing.assert_array_equal(got, jobs.work(x, y))
-    assert len(_resubmissions(caplog)) == 4
-
-
-def test_worker_budget_follows_memory_limits_threads_and_inputs():
-    mib = 2**20
-    workers = {
-        "a": {
-            "memory_limit": 1024 * mib,
-            "nthreads": 2,
-            "metrics": {"memory": 100 * mib},
-        },
-        "b": {"memory_limit": 2048 * mib, "nthreads": 1, "metrics": {"memory": 0}},
-    }
-    got = worker_task_budget_gb(workers, input_bytes=50 * mib)
-    # a: (0.8 * 1024 - 100 - 50) / 2 = 334.6 MiB; b: 0.8 * 2048 - 50 = 1588.4 MiB.
-    assert got == pytest.approx(334.6 / 1024)
-
-
-@pytest.mark.parametrize(
-    ("executor", "error", "match"),
-    [
-        ("spark", ValueError, "executor must be None, 'dask', 'joblib'"),
-        (4, TypeError, "executor must be None, 'dask', 'joblib'.*got int"),
-    ],
-)
-def test_bad_executor_is_rejected(executor, error, match):
-    with pytest.raises(error, match=match):
-        xpkit.map_batches(jobs.work, np.ones((4, 8)), np.ones(4), executor=executor)
-
-
-def test_joblib_worker_killed_is_split_and_resubmitted(data, tmp_path, caplog):
-    caplog.set_level(logging.INFO, logger="xpkit")
-    x, y = data
-    marker = tmp_path / "killed"
-    got = xpkit.map_batches(
-        jobs.exit_first_batch(marker, above=64), x, y, executor="joblib"
-    )
-    assert marker.exists()
-    np.testing.assert_array_equal(got, jobs.work(x, y))
-    splits = [r.getMessage() for r in _resubmissions(caplog)]
-    # The killed batch is split; a batch in flight on the broken pool may be too.
-    assert any("rows 0:128" in m for m in splits)
-    assert 1 <= len(splits) <= 2
-
-
 class _Bar:
     def __init__(self):
         self.updates: list[int] = []
@@ -243,19 +193,75 @@ def test_closed_client_is_rejected(client):
         xpkit.map_batches(jobs.work, np.ones((4, 8)), np.ones(4), executor=other)
 
 
-def test_dask_without_a_client_says_how_to_get_one():
-    code = (
-        "import numpy as np, xpkit\n"
-        "xpkit.map_batches(lambda x: x, np.ones((4, 2)), executor='dask')\n"
+def _scheduler_tasks(client):
+    return client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks))
+
+
+def _settles_to_zero(client):
+    import time
+
+    for _ in range(100):  # releases reach the scheduler asynchronously
+        if _scheduler_tasks(client) == 0:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_futures_and_inputs_are_released(client, data):
+    x, y = data
+    xpkit.map_batches(jobs.work, x, y, executor=client, **BATCHES_OF_64)
+    assert _settles_to_zero(client)
+    with pytest.raises(ValueError, match="not a memory problem"):
+        xpkit.map_batches(
+            jobs.fails_with(ValueError("not a memory problem")),
+            x,
+            y,
+            executor=client,
+            **BATCHES_OF_64,
+        )
+    assert _settles_to_zero(client)
+
+
+def test_queued_batches_shrink_after_a_failure(client, data, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="xpkit")
+    x, y = data
+    log = tmp_path / "attempts"
+    fn = jobs.memory_error_above(8, log)
+    # 16 batches of 16 rows, at most 4 in flight: once one fails, the queued
+    # ones are split before they run instead of failing one after another.
+    got = xpkit.map_batches(
+        fn, x, y, executor=client, bytes_per_item=2**10, budget_gb=16 * 2**10 / 2**30
     )
-    run = subprocess.run(
-        [sys.executable, "-c", code],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert run.returncode != 0
-    assert "ValueError: executor='dask' needs an active dask.distributed Client" in (
-        run.stderr
-    )
+    np.testing.assert_array_equal(got, jobs.work(x, y))
+    sizes = [int(b) - int(a) for a, b in (r.split(":") for r in jobs.attempts(log))]
+    assert 1 <= sizes.count(16) <= 4
+    assert sizes.count(8) == N // 8
+
+
+def test_inputs_lost_on_the_cluster_are_shipped_again(client, data, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="xpkit")
+    x, y = data
+    marker = tmp_path / "cancelled"
+    got = xpkit.map_batches(jobs.cancel_inputs_once(marker), x, y, executor=client)
+    assert marker.exists()
+    np.testing.assert_array_equal(got, jobs.work(x, y))
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("lost their inputs" in m for m in messages)
+    assert any("shipping them again" in m for m in messages)
+
+
+def test_dask_inside_a_task_is_refused(client, data):
+    x, y = data
+    with pytest.raises(ValueError, match="inside a dask task would block"):
+        client.submit(jobs.map_inside_task, x, y).result()
+
+
+def test_a_cluster_without_workers_is_refused():
+    with (
+        distributed.LocalCluster(
+            n_workers=0, processes=False, dashboard_address=":0"
+        ) as cluster,
+        distributed.Client(cluster, set_as_default=False) as empty,
+        pytest.raises(ValueError, match="has no workers"),
+    ):
+        xpkit.map_batches(jobs.work, np.ones((4, 8)), np.ones(4), executor=empty)

@@ -111,3 +111,22 @@ def test_numpy_non_native_byte_order_takes_the_slow_path():
     assert got.dtype.isnative
     assert not swapped.dtype.isnative
     np.testing.assert_array_equal(got, [0.0, 1.0, 2.0])
+
+
+def test_torch_subclasses_take_the_slow_path():
+    """The other intended difference: torch's predicate takes exact ``Tensor``
+    and ``Parameter`` only (as NumPy's takes exact ``ndarray``); a subclass,
+    which may override any function through ``__torch_function__``, goes
+    through the namespace's functions."""
+    torch = pytest.importorskip("torch")
+    adapter = ADAPTERS["torch"]
+
+    class Sub(torch.Tensor):
+        pass
+
+    sub = torch.ones(3).as_subclass(Sub)
+    native = torch.device("cpu")
+    names = frozenset({"float32"})
+    assert Adapter.own_check(adapter, native, names)(sub)
+    assert not adapter.own_check(native, names)(sub)
+    assert adapter.own_check(native, names)(torch.ones(3))

@@ -76,18 +76,22 @@ def map_batches(
     executor : None, "dask", "joblib" or dask.distributed.Client, default None
         Where the batches run. None: here, one after the other. A
         ``dask.distributed.Client`` (or ``"dask"``: the current client):
-        ``fn`` and the inputs are scattered to every worker once, each batch
-        is a task, batches are sized from each worker's ``memory_limit`` (with
+        ``fn`` and the inputs are scattered to the workers once (again only
+        if a worker that died took the last copy), each batch is a task, batches are sized from each worker's ``memory_limit`` (with
         the headroom and ceilings of local budgets, less what the worker
         holds, shared by its threads) and no larger than an equal share of
         the rows per worker thread. ``"joblib"``: the same on this host with
-        joblib's worker processes, ``n_jobs`` from `auto_n_jobs_for_arrays`.
-        A task that runs out of memory, or whose worker is killed for memory
-        (``KilledWorker``; dask first retries it on
+        joblib's worker processes, ``n_jobs`` by `auto_n_jobs_for_arrays`'
+        rule (each process holds a copy of all the inputs). A `memory_budget`
+        or ``XPKIT_MEMORY_BUDGET_GB`` set here only lowers the workers'
+        budget; an explicit ``budget_gb`` sets it.
+        A task that runs out of memory, or whose worker dies (``KilledWorker``,
+        as when the nanny kills it for memory; dask first retries it on
         ``distributed.scheduler.allowed-failures`` workers), is split in half
-        and resubmitted, down to ``min_batch``, then a `MemoryError` names the
-        rows and the memory they needed. Results come back in row order as
-        NumPy arrays, equal to a local run.
+        and resubmitted, and queued batches as large are split before they
+        run; at ``min_batch`` a task whose worker died is retried once, then
+        a `MemoryError` names the rows and the memory they needed. Results
+        come back in row order as NumPy arrays, equal to a local run.
 
     Returns
     -------
@@ -119,7 +123,7 @@ def map_batches(
             budget, measured = batching_budget_gb(owner), device_memory_budget(owner)
         else:
             measured = pool.task_budget_gb(sum(array_nbytes(a) for a in arrays))
-            budget = _capped(owner, measured)
+            budget = min(_capped(owner, measured), measured)
         # The throughput ceiling never makes the smallest batch impossible.
         budget = max(budget, min(per_item * overhead * floor / _GB, measured))
     else:

@@ -18,6 +18,7 @@ from ._adapters import ADAPTERS
 from ._backend import Backend
 from ._batches import batching_budget_gb, map_batches
 from ._check import run_checks
+from ._dask_pool import cluster_info
 from ._dtypes import PrecisionWarning
 from ._memory import (
     _GB,
@@ -26,7 +27,6 @@ from ._memory import (
     device_memory_budget,
     host_available_bytes,
 )
-from ._pools import cluster_info
 from ._select import InventoryEntry, backend_inventory
 from ._version import __version__
 
@@ -66,9 +66,14 @@ def _cluster(address: str | None) -> dict[str, Any] | None:
     distributed = sys.modules.get("distributed")
     if address is None and distributed is not None:
         try:
-            return cluster_info(distributed.get_client())
+            client = distributed.get_client()
         except ValueError:  # no client in this process
-            pass
+            client = None
+        if client is not None:
+            try:
+                return cluster_info(client)
+            except Exception as exc:  # noqa: BLE001 - report, don't crash
+                return {"scheduler": None, "error": f"{type(exc).__name__}: {exc}"}
     address = address or os.environ.get("DASK_SCHEDULER_ADDRESS") or None
     if address is None:
         return None

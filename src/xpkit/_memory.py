@@ -18,7 +18,7 @@ from contextlib import ContextDecorator
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any, Self
 
-from ._dtypes import dtype_name
+from ._dtypes import dtype_name, external_stacklevel
 
 if TYPE_CHECKING:
     from ._backend import Backend
@@ -430,20 +430,25 @@ def auto_n_jobs_for_arrays(
     sizes = [array_nbytes(a) for a in arrays if a is not None]
     if not sizes:
         return floor
-    if max_memory_gb is None:
+    if max_memory_gb is not None:
+        max_memory_gb = _check_positive("max_memory_gb", max_memory_gb)
+    return n_jobs_for_item_bytes(max(*sizes, 1), max_memory_gb, floor)
+
+
+def n_jobs_for_item_bytes(item_bytes: int, budget_gb: float | None, floor: int) -> int:
+    """`auto_n_jobs_for_arrays`' rule: workers that each hold ``item_bytes``."""
+    if budget_gb is None:
         budget_gb = device_memory_budget(None)
-    else:
-        budget_gb = _check_positive("max_memory_gb", max_memory_gb)
     import joblib
 
     cpus = int(joblib.cpu_count())
-    largest = max(*sizes, 1)
-    by_memory = int(gb_to_bytes(budget_gb) // largest)
+    by_memory = int(gb_to_bytes(budget_gb) // max(item_bytes, 1))
     if by_memory < cpus:
         warnings.warn(
             f"memory caps the worker count at {max(by_memory, floor)} (of {cpus} CPUs): "
-            f"the largest item is {largest / _GB:.3g} GB, the budget {budget_gb:.3g} GB",
+            f"each worker holds {item_bytes / _GB:.3g} GB, the budget is "
+            f"{budget_gb:.3g} GB",
             MemoryCapWarning,
-            stacklevel=2,
+            stacklevel=external_stacklevel(),
         )
     return max(floor, min(cpus, by_memory))

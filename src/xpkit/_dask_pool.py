@@ -1,0 +1,182 @@
+"""`map_batches` on a dask.distributed cluster: the pool, and what xpkit info shows."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ._log import logger
+from ._memory import _GB, HEADROOM, MIN_BUDGET_GB, host_available_bytes
+from ._pools import InputsLost, Pool, run_rows
+
+__all__ = [
+    "DaskPool",
+    "cluster_info",
+    "current_client",
+    "usable_client",
+    "worker_task_budget_gb",
+]
+
+
+def worker_task_budget_gb(workers: dict[str, Any], input_bytes: int) -> float:
+    """Memory one task may use on the tightest worker of a cluster, in GB.
+
+    For each worker (``Client.scheduler_info()["workers"]``): its
+    ``memory_limit`` with `HEADROOM`, less what the worker process already
+    holds and the inputs every worker receives, shared by its threads. A
+    worker without a limit counts this host's available memory instead.
+    """
+    budgets = []
+    for info in workers.values():
+        limit = info.get("memory_limit") or host_available_bytes()
+        held = info.get("metrics", {}).get("memory", 0) or 0
+        free = limit * HEADROOM - held - input_bytes
+        budgets.append(free / max(int(info.get("nthreads", 1)), 1))
+    if not budgets:
+        msg = "the dask cluster has no workers"
+        raise RuntimeError(msg)
+    return max(min(budgets) / _GB, MIN_BUDGET_GB)
+
+
+def scheduler_workers(client: Any) -> dict[str, Any]:
+    """Every worker's entry of ``client.scheduler_info()``."""
+    try:
+        info = client.scheduler_info(n_workers=-1)  # some versions list 5 by default
+    except TypeError:  # versions without the argument list them all
+        info = client.scheduler_info()
+    return dict(info["workers"])
+
+
+class DaskPool(Pool):
+    """Batches as tasks of a ``dask.distributed.Client``."""
+
+    def __init__(self, client: Any) -> None:
+        from distributed import wait
+        from distributed.scheduler import KilledWorker
+
+        self._client, self._killed = client, KilledWorker
+        self._wait: Any = wait
+        workers = scheduler_workers(client)
+        if not workers:
+            msg = (
+                f"executor={client!r} has no workers (start some, or wait_for_workers)"
+            )
+            raise ValueError(msg)
+        self.slots = max(sum(int(w.get("nthreads", 1)) for w in workers.values()), 1)
+        self.where = f"the dask cluster at {client.scheduler.address}"
+        self._workers = workers
+        self._shipped: list[Any] = []
+        self._job: tuple[Callable[..., Any], tuple[Any, ...]] = (run_rows, ())
+
+    def task_budget_gb(self, input_bytes: int) -> float:
+        return worker_task_budget_gb(self._workers, input_bytes)
+
+    def start(self, fn: Callable[..., Any], arrays: tuple[Any, ...]) -> None:
+        self._job = (fn, arrays)
+        self._ship()
+
+    def _ship(self) -> None:
+        # Broadcast warms every worker, but the scheduler may drop replicas
+        # (its active memory manager), so a killed worker can take the only
+        # copy with it: `submit` ships again when that happened.
+        fn, arrays = self._job
+        fn_future = self._client.scatter(fn, broadcast=True, hash=False)
+        array_futures = self._client.scatter(list(arrays), broadcast=True, hash=False)
+        self._shipped = [fn_future, *array_futures]
+
+    def submit(self, start: int, stop: int) -> Any:
+        if any(f.status != "finished" for f in self._shipped):
+            logger().info("map_batches: inputs lost with a worker; shipping them again")
+            self._ship()
+        return self._client.submit(
+            run_rows, self._shipped[0], start, stop, *self._shipped[1:], pure=False
+        )
+
+    def wait(self, futures: list[Any]) -> list[tuple[Any, Any, BaseException | None]]:
+        from concurrent.futures import CancelledError
+
+        # Newer versions raise when one of the futures was cancelled.
+        with contextlib.suppress(CancelledError):
+            self._wait(futures, return_when="FIRST_COMPLETED")
+        out: list[tuple[Any, Any, BaseException | None]] = []
+        for future in futures:  # by status: a "lost" result is not done yet
+            status = future.status
+            if status == "finished":
+                out.append((future, future.result(), None))
+            elif status == "error":
+                out.append((future, None, future.exception()))
+            elif status == "cancelled":  # e.g. its inputs went with a worker
+                out.append((future, None, InputsLost("cancelled")))
+        if not out:  # woken by a result that was lost: it will be recomputed
+            time.sleep(0.05)
+        return out
+
+    def lost_worker(self, exc: BaseException) -> bool:
+        return isinstance(exc, self._killed)
+
+    def close(self, futures: list[Any]) -> None:
+        if futures:
+            self._client.cancel(futures)
+        self._client.cancel(self._shipped)
+        self._shipped = []
+
+
+def usable_client(client: Any, what: str) -> Any:
+    """``client``, if map_batches can block on it here."""
+    if client.status != "running":
+        msg = f"executor={what} is not running (status {client.status!r})"
+        raise ValueError(msg)
+    if client.asynchronous:
+        msg = (
+            f"executor={what} is an asynchronous client; map_batches needs a "
+            "synchronous one (it blocks until the results are in)"
+        )
+        raise ValueError(msg)
+    return client
+
+
+def current_client() -> Any:
+    try:
+        from distributed import get_client
+    except ImportError:
+        msg = "executor='dask' needs dask.distributed: pip install 'xpkit[distributed]'"
+        raise ImportError(msg) from None
+    from distributed import get_worker
+
+    try:
+        get_worker()
+    except ValueError:  # not inside a task: good
+        pass
+    else:
+        msg = (
+            "executor='dask' inside a dask task would block its worker thread; "
+            "use `with distributed.worker_client() as client:` and executor=client"
+        )
+        raise ValueError(msg)
+    try:
+        return get_client()
+    except ValueError:
+        msg = (
+            "executor='dask' needs an active dask.distributed Client "
+            "(create one with distributed.Client(...), or pass it as executor=)"
+        )
+        raise ValueError(msg) from None
+
+
+def cluster_info(client: Any) -> dict[str, Any]:
+    """The scheduler address and each worker's threads and memory limit."""
+    workers = scheduler_workers(client)
+    return {
+        "scheduler": client.scheduler.address,
+        "workers": [
+            {
+                "address": address,
+                "nthreads": w.get("nthreads"),
+                "memory_limit_bytes": w.get("memory_limit") or None,
+                "memory_used_bytes": w.get("metrics", {}).get("memory"),
+            }
+            for address, w in sorted(workers.items())
+        ],
+    }

@@ -1,0 +1,145 @@
+"""Functions the executor tests run inside worker processes.
+
+They live in their own module, pickled by value (see ``register_by_value``), so
+a worker needs nothing from the test suite to run them.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+W = np.linspace(-1.0, 1.0, 24).reshape(8, 3)
+
+
+def work(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """A row-wise computation with a per-row reduction: equal whatever the batches."""
+    return np.tanh(x @ W) * y[:, None]
+
+
+def log_attempt(log: Path, x: np.ndarray) -> None:
+    """Append the rows of this attempt (``first:last+1``) to ``log``."""
+    with log.open("a") as f:
+        f.write(f"{int(x[0, 0])}:{int(x[-1, 0]) + 1} pid={os.getpid()}\n")
+
+
+def memory_error_above(rows: int, log: Path):
+    """``work``, but a MemoryError inside the task above ``rows`` rows."""
+
+    def fn(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        log_attempt(log, x)
+        if x.shape[0] > rows:
+            msg = f"fake: {x.shape[0]} rows do not fit"
+            raise MemoryError(msg)
+        return work(x, y)
+
+    return fn
+
+
+def hog_first_batch(marker: Path, log: Path, above: int):
+    """``work``, but the first attempt at the batch holding row 0 (when it has
+    more than ``above`` rows) grows its worker past any memory limit, so the
+    nanny kills the worker."""
+
+    def fn(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        log_attempt(log, x)
+        if int(x[0, 0]) == 0 and x.shape[0] > above and not marker.exists():
+            marker.write_text("hogging\n")
+            blocks = []
+            for _ in range(80):  # up to 2 GiB, 25 MiB at a time
+                blocks.append(np.ones(25 * 2**20 // 8))
+                time.sleep(0.02)
+            msg = "the nanny never killed this worker"
+            raise RuntimeError(msg)
+        return work(x, y)
+
+    return fn
+
+
+def fails_with(exc: BaseException):
+    def fn(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        raise exc
+
+    return fn
+
+
+def exit_first_batch(marker: Path, above: int):
+    """``work``, but the first attempt at the batch holding row 0 (above
+    ``above`` rows) kills its own process, as the kernel's OOM killer would."""
+
+    def fn(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        if int(x[0, 0]) == 0 and x.shape[0] > above and not marker.exists():
+            marker.write_text("killed\n")
+            os.kill(os.getpid(), 9)
+        return work(x, y)
+
+    return fn
+
+
+def cancel_inputs_once(marker: Path):
+    """``work``, but the first attempt cancels the scattered inputs on the
+    cluster (as if their last holder had died) and waits to be cancelled."""
+
+    def fn(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        if not marker.exists():
+            marker.write_text("cancelled\n")
+            from distributed import Future, get_client, get_worker
+
+            client = get_client()
+            keys = [k for k in get_worker().data if str(k).startswith("ndarray-")]
+            client.cancel([Future(k, client) for k in keys], force=True)
+            time.sleep(2)  # the scheduler cancels this task meanwhile
+        return work(x, y)
+
+    return fn
+
+
+def register_by_value() -> None:
+    """Pickle this module's functions by value (dask and joblib's loky both
+    use cloudpickle when it is installed)."""
+    import sys
+
+    import pytest
+
+    cloudpickle = pytest.importorskip("cloudpickle")
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+def map_inside_task(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """map_batches with executor='dask', called from inside a dask task."""
+    import xpkit
+
+    return xpkit.map_batches(work, x, y, executor="dask")
+
+
+# -- helpers of the tests themselves --------------------------------------------
+N = 256
+# 1 KiB per row declared, a 64 KiB budget: batches of 64 rows.
+BATCHES_OF_64 = {"bytes_per_item": 2**10, "budget_gb": 64 * 2**10 / 2**30}
+
+
+def make_data() -> tuple[np.ndarray, np.ndarray]:
+    """N rows whose first column is the row index (tasks log which rows they got)."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((N, 8))
+    x[:, 0] = np.arange(N)
+    return x, rng.standard_normal(N)
+
+
+def attempts(log: Path) -> list[str]:
+    """The row ranges tasks ran on, sorted as strings."""
+    return sorted(line.split()[0] for line in log.read_text().splitlines())
+
+
+def split_logs(records: list) -> list[str]:
+    """map_batches' log lines that resubmit rows."""
+    return [r.getMessage() for r in records if "resubmitting" in r.getMessage()]
+
+
+def always_exit(x: np.ndarray) -> np.ndarray:
+    """Kills its worker process every time (not a memory problem at all)."""
+    os.kill(os.getpid(), 9)
+    return x

@@ -1,0 +1,129 @@
+"""`map_batches(executor="joblib")`, executor validation and the worker budget.
+
+The joblib tests pin joblib's CPU count to 2, so the batches (an equal share
+of the rows per worker process) are the same on every machine.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+
+import joblib
+import numpy as np
+import pool_jobs as jobs
+import pytest
+
+import xpkit
+from xpkit._dask_pool import worker_task_budget_gb
+
+jobs.register_by_value()
+
+
+@pytest.fixture
+def data():
+    return jobs.make_data()
+
+
+@pytest.fixture
+def two_cpus(monkeypatch):
+    monkeypatch.setattr(joblib, "cpu_count", lambda *a, **k: 2)
+
+
+def test_joblib_executor_equals_the_local_result(data, tmp_path, caplog, two_cpus):
+    caplog.set_level(logging.INFO, logger="xpkit")
+    x, y = data
+    fn = jobs.memory_error_above(40, tmp_path / "attempts")
+    got = xpkit.map_batches(fn, x, y, executor="joblib", **jobs.BATCHES_OF_64)
+    np.testing.assert_array_equal(got, jobs.work(x, y))
+    assert len(jobs.split_logs(caplog.records)) == 4
+
+
+def test_joblib_worker_killed_is_split_and_resubmitted(
+    data, tmp_path, caplog, two_cpus
+):
+    caplog.set_level(logging.INFO, logger="xpkit")
+    x, y = data
+    marker = tmp_path / "killed"
+    got = xpkit.map_batches(
+        jobs.exit_first_batch(marker, above=64), x, y, executor="joblib"
+    )
+    assert marker.exists()
+    np.testing.assert_array_equal(got, jobs.work(x, y))
+    splits = jobs.split_logs(caplog.records)
+    # The killed batch is split; a batch in flight on the broken pool may be too.
+    assert any("rows 0:128" in m for m in splits)
+    assert 1 <= len(splits) <= 2
+
+
+def test_worker_budget_follows_memory_limits_threads_and_inputs():
+    mib = 2**20
+    workers = {
+        "a": {
+            "memory_limit": 1024 * mib,
+            "nthreads": 2,
+            "metrics": {"memory": 100 * mib},
+        },
+        "b": {"memory_limit": 2048 * mib, "nthreads": 1, "metrics": {"memory": 0}},
+    }
+    got = worker_task_budget_gb(workers, input_bytes=50 * mib)
+    # a: (0.8 * 1024 - 100 - 50) / 2 = 334.6 MiB; b: 0.8 * 2048 - 50 = 1588.4 MiB.
+    assert got == pytest.approx(334.6 / 1024)
+
+
+@pytest.mark.parametrize(
+    ("executor", "error", "match"),
+    [
+        ("spark", ValueError, "executor must be None, 'dask', 'joblib'"),
+        (4, TypeError, "executor must be None, 'dask', 'joblib'.*got int"),
+    ],
+)
+def test_bad_executor_is_rejected(executor, error, match):
+    with pytest.raises(error, match=match):
+        xpkit.map_batches(jobs.work, np.ones((4, 8)), np.ones(4), executor=executor)
+
+
+def test_dask_without_a_client_says_how_to_get_one():
+    pytest.importorskip("distributed")
+    code = (
+        "import numpy as np, xpkit\n"
+        "xpkit.map_batches(lambda x: x, np.ones((4, 2)), executor='dask')\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode != 0
+    assert "ValueError: executor='dask' needs an active dask.distributed Client" in (
+        run.stderr
+    )
+
+
+def test_joblib_worker_that_always_dies_ends_in_a_named_error(two_cpus, caplog):
+    caplog.set_level(logging.INFO, logger="xpkit")
+    with pytest.raises(MemoryError, match=r"rows [01]:[12] \(1 rows.*its worker died"):
+        xpkit.map_batches(jobs.always_exit, np.zeros((2, 1)), executor="joblib")
+    retried = [m for m in jobs.split_logs(caplog.records) if "once at min_batch" in m]
+    assert retried  # a task at min_batch got one more chance before the error
+
+
+def test_workers_dying_too_often_stop_the_run(two_cpus, monkeypatch):
+    from xpkit import _pools
+
+    monkeypatch.setattr(_pools, "_MAX_DEATHS", 2)
+    with pytest.raises(RuntimeError, match="died 3 times"):
+        xpkit.map_batches(jobs.always_exit, np.zeros((8, 1)), executor="joblib")
+
+
+def test_joblib_refuses_a_function_it_cannot_send():
+    import threading
+
+    lock = threading.Lock()
+    with pytest.raises(TypeError, match="cannot be sent to joblib's worker processes"):
+        xpkit.map_batches(
+            lambda x: x + lock.locked(), np.zeros((4, 1)), executor="joblib"
+        )
