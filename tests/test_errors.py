@@ -169,3 +169,36 @@ def test_like_methods_bad_device():
         b.zeros_like(np.ones(2), device="mps")
     with pytest.raises(TypeError, match="device=3 is not a device of backend 'numpy'"):
         b.ones_like(np.ones(2), device=3)
+
+
+@pytest.mark.parametrize(
+    ("method", "args", "valid"),
+    [
+        ("sort", lambda x: (x, 3), "-1 to 0"),
+        ("sort", lambda x: (x, -2), "-1 to 0"),
+        ("expand_dims", lambda x: (x, 5), "-2 to 1"),
+        ("concatenate", lambda x: ([x, x], 2), "-1 to 0"),
+    ],
+    ids=["sort", "sort-negative", "expand_dims", "concatenate"],
+)
+def test_axis_out_of_range_is_a_value_error(xpkit_backend, method, args, valid):
+    """NumPy says AxisError, torch and Dask IndexError: the facade says one thing."""
+    x = xpkit_backend.asarray([1.0, 2.0])
+    with pytest.raises(
+        ValueError, match=rf"axis=-?\d+ is out of range .*\(valid: {valid}\)"
+    ):
+        getattr(xpkit_backend, method)(*args(x))
+
+
+@pytest.mark.parametrize("fill", [1000, -129, np.int64(128)])
+def test_fill_value_that_does_not_fit_the_dtype(xpkit_backend, fill):
+    """NumPy raises OverflowError, torch RuntimeError, JAX and Dask wrap around."""
+    ref = xpkit_backend.asarray([1, 2], dtype="int8")
+    with pytest.raises(ValueError, match=r"fill_value=.* does not fit dtype int8"):
+        xpkit_backend.full((2,), fill, dtype="int8")
+    with pytest.raises(ValueError, match=r"fill_value=.* does not fit dtype int8"):
+        xpkit_backend.full_like(ref, fill)
+    with pytest.raises(ValueError, match=r"fill_value=.* does not fit dtype int8"):
+        xpkit_backend.full_like(ref, fill, shape=(3,))
+    edge = xpkit_backend.full_like(ref, 127)  # the extremes fit
+    assert xpkit_backend.to_numpy(edge).tolist() == [127, 127]

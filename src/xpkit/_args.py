@@ -12,10 +12,12 @@ from ._dtypes import dtype_name
 __all__ = [
     "PY_SCALARS",
     "check_axis",
+    "check_fill_fits",
     "check_scalar",
     "check_shape",
     "host_dtype_name",
     "is_array_list",
+    "raise_if_axis_out_of_range",
     "shape_of",
 ]
 
@@ -64,6 +66,49 @@ def check_scalar(fill_value: Any) -> None:
     if not isinstance(fill_value, (*PY_SCALARS, np.generic)):
         msg = f"fill_value must be a Python or NumPy scalar, got {fill_value!r}"
         raise TypeError(msg)
+
+
+def raise_if_axis_out_of_range(array: Any, axis: int, extra: int = 0) -> None:
+    """Turn a library's ``IndexError`` into a ValueError naming ``axis``.
+
+    Raises when ``axis`` is out of range for ``array`` (with ``extra`` new
+    axes, as for expand_dims); returns otherwise, for the caller to re-raise.
+    """
+    ndim = getattr(array, "ndim", None)
+    if not isinstance(ndim, int):
+        return
+    n = ndim + extra
+    if not -n <= axis < n:
+        msg = (
+            f"axis={axis} is out of range for an array of {ndim} dimension(s) "
+            f"(valid: {-n} to {n - 1})"
+        )
+        raise ValueError(msg) from None
+
+
+def check_fill_fits(fill_value: Any, dtype: Any) -> None:
+    """An integer ``fill_value`` must fit an integer ``dtype`` (any library's).
+
+    Libraries disagree otherwise: NumPy raises OverflowError, torch a
+    RuntimeError, JAX and Dask wrap around silently.
+    """
+    if isinstance(fill_value, bool) or not isinstance(fill_value, (int, np.integer)):
+        return
+    name = dtype_name(dtype)
+    if name is None or name not in _INT_NAMES:
+        return
+    info = np.iinfo(name)
+    if not info.min <= int(fill_value) <= info.max:
+        msg = (
+            f"fill_value={fill_value!r} does not fit dtype {name} "
+            f"({info.min} to {info.max})"
+        )
+        raise ValueError(msg)
+
+
+_INT_NAMES = frozenset(
+    {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
+)
 
 
 def check_axis(axis: Any) -> int:

@@ -15,10 +15,12 @@ import numpy as np
 from ._adapters import ADAPTERS, Adapter, FastOps, adapter_for_array
 from ._args import (
     check_axis,
+    check_fill_fits,
     check_scalar,
     check_shape,
     host_dtype_name,
     is_array_list,
+    raise_if_axis_out_of_range,
     shape_of,
 )
 from ._dtypes import DTYPE_NAMES, dtype_name, narrow_for_device
@@ -403,6 +405,7 @@ class Backend:
         check_scalar(fill_value)
         name = dtype_name(dtype) or dtype_name(np.result_type(fill_value))
         assert name is not None
+        check_fill_fits(fill_value, name)
         return self.xp.full(
             shape, fill_value, dtype=self._xp_dtype(name), device=self._native
         )
@@ -438,8 +441,10 @@ class Backend:
             and device is None
             and self._is_own_like(array)
         ):
+            check_fill_fits(fill_value, array.dtype)
             return self._full_like(array, fill_value)
         xp_dtype, native, _ = self._ref(array, dtype, device)
+        check_fill_fits(fill_value, xp_dtype)
         out_shape = shape_of(array) if shape is None else check_shape(shape)
         return self.xp.full(out_shape, fill_value, dtype=xp_dtype, device=native)
 
@@ -476,23 +481,32 @@ class Backend:
     # -- operations ----------------------------------------------------------
     def concatenate(self, arrays: Sequence[Any], axis: int = 0) -> Any:
         """Concatenate a non-empty sequence of arrays along ``axis``."""
-        if type(arrays) in (list, tuple) and arrays and type(axis) is int:
+        if not (type(arrays) in (list, tuple) and arrays and type(axis) is int):
+            if isinstance(arrays, (str, bytes)) or not isinstance(arrays, Sequence):
+                msg = (
+                    "arrays must be a sequence of arrays, got "
+                    f"{type(arrays).__qualname__}"
+                )
+                raise TypeError(msg)
+            if len(arrays) == 0:
+                msg = "arrays must not be empty"
+                raise ValueError(msg)
+            arrays, axis = list(arrays), check_axis(axis)
+        try:
             return self._concat(arrays, axis=axis)
-        if isinstance(arrays, (str, bytes)) or not isinstance(arrays, Sequence):
-            msg = (
-                f"arrays must be a sequence of arrays, got {type(arrays).__qualname__}"
-            )
-            raise TypeError(msg)
-        if len(arrays) == 0:
-            msg = "arrays must not be empty"
-            raise ValueError(msg)
-        return self._concat(list(arrays), axis=check_axis(axis))
+        except (IndexError, ValueError):  # AxisError is both
+            raise_if_axis_out_of_range(arrays[0], axis)
+            raise
 
     def expand_dims(self, array: Any, axis: int) -> Any:
         """Insert a new axis at position ``axis``."""
         if type(axis) is not int:
             axis = check_axis(axis)
-        return self._expand_dims(array, axis=axis)
+        try:
+            return self._expand_dims(array, axis=axis)
+        except (IndexError, ValueError):  # AxisError is both
+            raise_if_axis_out_of_range(array, axis, extra=1)
+            raise
 
     def flatnonzero(self, array: Any) -> Any:
         """Indices of the non-zero elements of the flattened array."""
@@ -506,7 +520,13 @@ class Backend:
         """Sort along ``axis``, returning values only."""
         if type(axis) is not int:
             axis = check_axis(axis)
-        return self._sort(array, axis=axis)
+        if axis != -1:  # lazy libraries (Dask) would not notice a bad axis here
+            raise_if_axis_out_of_range(array, axis)
+        try:
+            return self._sort(array, axis=axis)
+        except (IndexError, ValueError):  # AxisError is both
+            raise_if_axis_out_of_range(array, axis)
+            raise
 
     def svd(self, X: Any, full_matrices: bool = False) -> tuple[Any, Any, Any]:
         """Singular Value Decomposition, reduced by default.

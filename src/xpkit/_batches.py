@@ -64,7 +64,7 @@ def map_batches(
         Memory budget in GB; by default the `memory_budget` in force, else
         ``XPKIT_MEMORY_BUDGET_GB``, else the measured budget capped for
         batching. On a CPU device a measured budget is also capped at
-        ``HOST_BATCH_WORKING_SET_BYTES`` (32 MiB, a typical last-level
+        ``HOST_BATCH_WORKING_SET_BYTES`` (16 MiB, half a typical last-level
         cache): past it, bigger batches only add cache misses, allocation and
         page-fault cost (``benchmarks/bench_dispatch.py`` sweeps this).
     min_batch : int, default 1

@@ -18,7 +18,7 @@ import numpy as np
 __all__ = ["HOST_BATCH_WORKING_SET_BYTES", "Adapter", "FastOps", "MemoryInfo"]
 
 #: Batch working-set ceiling on CPU devices (see `Adapter.batch_ceiling_bytes`).
-HOST_BATCH_WORKING_SET_BYTES = 32 * 1024**2
+HOST_BATCH_WORKING_SET_BYTES = 16 * 1024**2
 
 
 class FastOps(NamedTuple):
@@ -253,8 +253,9 @@ class Adapter:
     def batch_ceiling_bytes(self, device: str) -> int | None:
         """Largest working set worth giving one batch, or None for no ceiling.
 
-        On the CPU, past about the size of a last-level cache a bigger batch
-        adds cache misses, allocation and page-fault cost without throughput; GPUs are capped by
+        On the CPU, past about half a last-level cache (the other half holds
+        the function's other operands) a bigger batch adds cache misses,
+        allocation and page-fault cost without throughput; GPUs are capped by
         ``BATCH_WORKING_SET_CEILING_GB`` alone.
         """
         return None if self.is_gpu(device) else HOST_BATCH_WORKING_SET_BYTES

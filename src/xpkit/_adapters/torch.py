@@ -73,7 +73,8 @@ class TorchAdapter(Adapter):
         native_cat, compat_concat = torch.cat, xp.concat
 
         def matmul(a: Any, b: Any) -> Any:
-            if type(a) is tensor and type(b) is tensor and a.dtype == b.dtype:
+            # (torch dtypes are singletons: `is` is the cheapest equality test)
+            if type(a) is tensor and type(b) is tensor and a.dtype is b.dtype:
                 return native_matmul(a, b)
             return compat_matmul(a, b)
 
