@@ -127,3 +127,41 @@ def test_joblib_refuses_a_function_it_cannot_send():
         xpkit.map_batches(
             lambda x: x + lock.locked(), np.zeros((4, 1)), executor="joblib"
         )
+
+
+class _SizedPool:
+    """Stands in for a pool's two sizing answers (threads, per-task memory)."""
+
+    def __init__(self, slots, budget_gb):
+        self.slots, self._budget = slots, budget_gb
+        self.asked_for: list[int] = []
+
+    def task_budget_gb(self, input_bytes):
+        self.asked_for.append(input_bytes)
+        return self._budget
+
+
+@pytest.mark.parametrize(
+    ("budget_gb", "explicit", "expected"),
+    [
+        # 1 GiB per task: memory allows 10,737 rows of 100 kB, the cache
+        # ceiling (16 MiB) 167; 4 tasks per thread of 2 threads take 2,500.
+        (1.0, None, 2500),
+        # 0.1 GiB: memory is the hard cap, 1,073 rows.
+        (0.1, None, 1073),
+        # An explicit 1 MiB budget sets the batch: 10 rows.
+        (1.0, 2**-10, 10),
+    ],
+)
+def test_pool_batches_memory_caps_cache_ceiling_yields(budget_gb, explicit, expected):
+    from xpkit._adapters import HOST_BATCH_WORKING_SET_BYTES
+    from xpkit._batches import _pool_batch
+
+    assert HOST_BATCH_WORKING_SET_BYTES == 16 * 2**20
+    x = np.zeros((20_000, 1))
+    pool = _SizedPool(slots=2, budget_gb=budget_gb)
+    owner = xpkit.Backend("numpy")
+    batch, _ = _pool_batch(pool, owner, (x,), 1e5, 1, explicit)
+    assert batch == expected
+    # The workers' budget is asked for with what each receives: all the inputs.
+    assert pool.asked_for == ([] if explicit else [x.nbytes])

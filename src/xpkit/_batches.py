@@ -118,24 +118,25 @@ def map_batches(
         per_item = max(sum(array_nbytes(a) for a in arrays) / max(n, 1), 1.0)
     else:
         per_item = _check_positive("bytes_per_item", bytes_per_item)
-    if budget_gb is None:
-        if pool is None:
-            budget, measured = batching_budget_gb(owner), device_memory_budget(owner)
-        else:
-            measured = pool.task_budget_gb(sum(array_nbytes(a) for a in arrays))
-            budget = min(_capped(owner, measured), measured)
-        # The throughput ceiling never makes the smallest batch impossible.
-        budget = max(budget, min(per_item * overhead * floor / _GB, measured))
-    else:
-        budget = _check_positive("budget_gb", budget_gb)
+    if budget_gb is not None:
+        budget_gb = _check_positive("budget_gb", budget_gb)
     if n == 0:
         return to_host(fn(*arrays))
-    batch, n_batches = auto_batch_size(
-        n, per_item, budget_gb=budget, overhead=overhead, min_batch=floor
-    )
-    if pool is not None:  # keep every worker thread busy
-        batch = max(floor, min(batch, -(-n // pool.slots)))
-        n_batches = -(-n // batch)
+    if pool is not None:
+        batch, budget = _pool_batch(
+            pool, owner, arrays, per_item * overhead, floor, budget_gb
+        )
+    else:
+        if budget_gb is None:
+            budget, measured = batching_budget_gb(owner), device_memory_budget(owner)
+            # The throughput ceiling never makes the smallest batch impossible.
+            budget = max(budget, min(per_item * overhead * floor / _GB, measured))
+        else:
+            budget = budget_gb
+        batch, _ = auto_batch_size(
+            n, per_item, budget_gb=budget, overhead=overhead, min_batch=floor
+        )
+    n_batches = -(-n // batch)
     logger().info(
         "map_batches: %d items in %d batches of %d (%.3g GB budget on %s)",
         n,
@@ -184,14 +185,53 @@ def map_batches(
     return pieces[0] if len(pieces) == 1 else np.concatenate(pieces, axis=0)
 
 
-def _capped(owner: Any, budget: float) -> float:
+def _capped(owner: Any, budget: float, *, cache_ceiling: bool = True) -> float:
     """A measured budget under the batching ceilings, unless one is configured."""
     configured = configured_budget_gb()
     if configured is not None:
         return configured
     budget = min(budget, BATCH_WORKING_SET_CEILING_GB)
     ceiling = owner._adapter.batch_ceiling_bytes(owner.device)
-    return budget if ceiling is None else min(budget, ceiling / _GB)
+    if ceiling is None or not cache_ceiling:
+        return budget
+    return min(budget, float(ceiling) / _GB)
+
+
+#: On a pool, the CPU cache ceiling (a throughput heuristic) never makes more
+#: than this many tasks per worker thread: a task costs milliseconds to
+#: schedule, a batch in a local loop microseconds.
+TASKS_PER_THREAD = 4
+
+
+def _pool_batch(
+    pool: Any,
+    owner: Any,
+    arrays: tuple[Any, ...],
+    row_bytes: float,
+    floor: int,
+    budget_gb: float | None,
+) -> tuple[int, float]:
+    """Rows per task on ``pool`` and the per-task budget (GB) they come from.
+
+    The memory budget is a hard cap; within it, batches are no smaller than
+    the cache ceiling makes them, or than a share of the rows giving
+    `TASKS_PER_THREAD` tasks per worker thread, and no larger than an equal
+    share per thread (so every thread gets work).
+    """
+    n = common_rows(arrays)
+
+    def rows(gb: float) -> int:
+        return max(floor, int(gb * _GB // row_bytes))
+
+    if budget_gb is not None:
+        hard = soft = budget_gb
+    else:
+        measured = pool.task_budget_gb(sum(array_nbytes(a) for a in arrays))
+        hard = min(_capped(owner, measured, cache_ceiling=False), measured)
+        soft = min(_capped(owner, measured), measured)
+    slots = pool.slots
+    batch = min(rows(hard), max(rows(soft), -(-n // (slots * TASKS_PER_THREAD))))
+    return max(floor, min(batch, -(-n // slots))), hard
 
 
 def batching_budget_gb(backend: Any) -> float:
