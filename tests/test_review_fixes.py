@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import os
 import pickle
 import re
 import subprocess
@@ -342,3 +343,44 @@ def test_cli_rejects_bad_budget(bad):
     with pytest.raises(SystemExit) as info:
         main(["demo", "--budget-gb", bad])
     assert info.value.code == 2
+
+
+def test_from_arrays_of_a_jax_tracer_is_the_default_device():
+    jax = pytest.importorskip("jax")
+    seen = []
+
+    @jax.jit
+    def f(x):
+        b = xpkit.Backend.from_arrays(x)
+        seen.append(b.name)
+        return b.matmul(x, x)
+
+    assert float(f(jax.numpy.arange(3.0))) == 5.0
+    assert seen == [xpkit.Backend("jax").name]
+
+
+def test_from_arrays_of_a_sharded_jax_array_asks_for_a_device():
+    pytest.importorskip("jax")
+    code = textwrap.dedent(
+        """
+        import jax, numpy as np, xpkit
+        from jax.sharding import Mesh, NamedSharding, PartitionSpec
+        mesh = Mesh(np.array(jax.devices("cpu")[:2]), ("x",))
+        x = jax.device_put(np.arange(4.0), NamedSharding(mesh, PartitionSpec("x")))
+        try:
+            xpkit.Backend.from_arrays(x)
+        except ValueError as exc:
+            print("ValueError:", exc)
+        """
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+        env={**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"},
+    )
+    assert "ValueError: arrays sharded over 2 devices have no single device" in (
+        run.stdout
+    )

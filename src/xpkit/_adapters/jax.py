@@ -75,8 +75,24 @@ class JaxAdapter(Adapter):
         return _jax().devices(platform)[int(index)]
 
     def device_str(self, native: Any) -> str:
-        """``"cpu"``, ``"gpu"``, ``"gpu:1"`` (index 0 is implicit)."""
+        """``"cpu"``, ``"gpu"``, ``"gpu:1"`` (index 0 is implicit).
+
+        A tracer under ``jax.jit`` has no device yet (``None``): JAX will run
+        it on the default device. An array sharded over several devices has
+        no one device: a ValueError says to choose one.
+        """
         jax = _jax()
+        if native is None:
+            return self.default_device()
+        if not hasattr(native, "platform"):  # a Sharding, not a Device
+            devices = list(getattr(native, "device_set", ()))
+            if len(devices) != 1:
+                msg = (
+                    f"arrays sharded over {len(devices)} devices have no single "
+                    "device; choose one with Backend('jax', device=...)"
+                )
+                raise ValueError(msg)
+            native = devices[0]
         platform = str(native.platform)
         position = list(jax.devices(platform)).index(native)
         return platform if position == 0 else f"{platform}:{position}"
