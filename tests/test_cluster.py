@@ -164,25 +164,31 @@ def test_xpkit_info_shows_the_cluster(client):
 
 
 class _Bar:
-    def __init__(self):
-        self.updates: list[int] = []
-        self.closed = False
+    """Records each update with how many tasks had logged their attempt."""
+
+    def __init__(self, log):
+        self.log, self.updates, self.closed = log, [], False
 
     def update(self, n):
-        self.updates.append(n)
+        started = len(self.log.read_text().splitlines()) if self.log.exists() else 0
+        self.updates.append((n, started))
 
     def close(self):
         self.closed = True
 
 
-def test_progress_follows_completed_tasks(client, data, monkeypatch):
+def test_progress_follows_completed_tasks(client, data, monkeypatch, tmp_path):
     from xpkit import _batches
 
-    bar = _Bar()
+    log = tmp_path / "attempts"
+    bar = _Bar(log)
     monkeypatch.setattr(_batches, "_progress_bar", lambda total: bar)
     x, y = data
-    xpkit.map_batches(jobs.work, x, y, executor=client, progress=True, **BATCHES_OF_64)
-    assert sorted(bar.updates) == [64, 64, 64, 64]
+    fn = jobs.memory_error_above(N, log)  # never fails; logs each attempt
+    xpkit.map_batches(fn, x, y, executor=client, progress=True, **BATCHES_OF_64)
+    assert [n for n, _ in bar.updates] == [64, 64, 64, 64]
+    # The k-th update comes after at least k tasks ran (not at submission).
+    assert all(started >= k for k, (_, started) in enumerate(bar.updates, 1))
     assert bar.closed
 
 
