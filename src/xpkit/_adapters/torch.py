@@ -127,6 +127,8 @@ class TorchAdapter(Adapter):
         ok = frozenset(getattr(torch, n) for n in dtypes if hasattr(torch, n))
         key = self.native_device_key(native)
 
+        # Three closures rather than one with flags: this runs on every facade
+        # call, so the device test is chosen once here, not branched on there.
         def own_anywhere(x: Any) -> bool:
             cls = type(x)
             return (
