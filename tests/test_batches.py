@@ -136,7 +136,7 @@ def test_map_batches_reads_the_environment(monkeypatch):
             "min_batch must be a positive int",
         ),
         ((abs, np.ones(3)), {"progress": "yes"}, TypeError, "progress must be a bool"),
-        ((abs, np.ones(3)), {"backend": "tpu"}, ValueError, "parallel='tpu'"),
+        ((abs, np.ones(3)), {"backend": "tpu"}, ValueError, "backend='tpu'"),
         (
             (abs, np.ones(3)),
             {"budget_gb": 1e-12, "bytes_per_item": 1e6},

@@ -120,3 +120,16 @@ def test_module_entry_point_version():
         check=True,
     )
     assert proc.stdout.strip() == f"xpkit {xpkit.__version__}"
+
+
+def test_console_script_runs_info():
+    """The ``xpkit`` executable the install put next to this Python."""
+    from pathlib import Path
+
+    script = Path(sys.executable).parent / "xpkit"
+    if not script.exists():
+        pytest.skip(f"no console script at {script} (not an installed environment)")
+    proc = subprocess.run(
+        [str(script), "info", "--json"], capture_output=True, text=True, check=True
+    )
+    assert json.loads(proc.stdout)["xpkit"] == xpkit.__version__

@@ -202,3 +202,16 @@ def test_fill_value_that_does_not_fit_the_dtype(xpkit_backend, fill):
         xpkit_backend.full_like(ref, fill, shape=(3,))
     edge = xpkit_backend.full_like(ref, 127)  # the extremes fit
     assert xpkit_backend.to_numpy(edge).tolist() == [127, 127]
+
+
+@pytest.mark.parametrize("fill", [1e10, -1e10, float("inf"), float("nan")])
+def test_float_fill_value_without_an_int32_is_a_value_error(xpkit_backend, fill):
+    with pytest.raises(ValueError, match=r"fill_value=.* does not fit dtype int32"):
+        xpkit_backend.full((2,), fill, dtype="int32")
+
+
+def test_map_batches_names_its_own_parameters():
+    with pytest.raises(ValueError, match=r"backend='nope' is not a backend specifier"):
+        xpkit.map_batches(lambda x: x, np.ones((2, 1)), backend="nope")
+    with pytest.raises(TypeError, match="min_batch must be an int, got True"):
+        xpkit.map_batches(lambda x: x, np.ones((2, 1)), min_batch=True)

@@ -165,3 +165,19 @@ def test_pool_batches_memory_caps_cache_ceiling_yields(budget_gb, explicit, expe
     assert batch == expected
     # The workers' budget is asked for with what each receives: all the inputs.
     assert pool.asked_for == ([] if explicit else [x.nbytes])
+
+
+def test_joblib_worker_count_follows_memory(two_cpus, caplog):
+    """Each worker process holds all the inputs: a budget for one caps it at one."""
+    caplog.set_level(logging.INFO, logger="xpkit")
+    x = np.zeros((1_000_000, 1))  # 8 MB of inputs
+    with (
+        xpkit.memory_budget(1.5 * x.nbytes / 2**30),
+        pytest.warns(xpkit.MemoryCapWarning, match="worker count at 1"),
+    ):
+        got = xpkit.map_batches(lambda r: r * 2, x, executor="joblib")
+    assert got.shape == x.shape
+    assert any("joblib's 1 worker processes" in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    got = xpkit.map_batches(lambda r: r * 2, x[:10], executor="joblib")
+    assert any("joblib's 2 worker processes" in r.getMessage() for r in caplog.records)

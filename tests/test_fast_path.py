@@ -130,3 +130,15 @@ def test_torch_subclasses_take_the_slow_path():
     assert Adapter.own_check(adapter, native, names)(sub)
     assert not adapter.own_check(native, names)(sub)
     assert adapter.own_check(native, names)(torch.ones(3))
+
+
+def test_fast_sort_is_stable_as_the_standard_says(xpkit_backend):
+    """Sorting values only, stability shows in the order of -0.0 and 0.0."""
+    data = np.array([0.0, -0.0, 1.0, -0.0, 0.0] * 8)
+    x = xpkit_backend.asarray(data)
+    ours = np.signbit(xpkit_backend.to_numpy(xpkit_backend.sort(x)))
+    standard = np.signbit(xpkit_backend.to_numpy(xpkit_backend.xp.sort(x)))
+    np.testing.assert_array_equal(ours, standard)
+    # Stable: the zeros keep their input order (+, -, -, +, ...).
+    zeros = data[data == 0]
+    np.testing.assert_array_equal(ours[: zeros.size], np.signbit(zeros))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -78,6 +79,9 @@ def raise_if_axis_out_of_range(array: Any, axis: int, extra: int = 0) -> None:
     if not isinstance(ndim, int):
         return
     n = ndim + extra
+    if n == 0:
+        msg = f"axis={axis} is out of range: a 0-dimensional array has no axes"
+        raise ValueError(msg) from None
     if not -n <= axis < n:
         msg = (
             f"axis={axis} is out of range for an array of {ndim} dimension(s) "
@@ -87,18 +91,26 @@ def raise_if_axis_out_of_range(array: Any, axis: int, extra: int = 0) -> None:
 
 
 def check_fill_fits(fill_value: Any, dtype: Any) -> None:
-    """An integer ``fill_value`` must fit an integer ``dtype`` (any library's).
+    """A numeric ``fill_value`` must fit an integer ``dtype`` (any library's).
 
     Libraries disagree otherwise: NumPy raises OverflowError, torch a
     RuntimeError, JAX and Dask wrap around silently.
     """
-    if isinstance(fill_value, bool) or not isinstance(fill_value, (int, np.integer)):
+    if isinstance(fill_value, (bool, np.bool_)) or not isinstance(
+        fill_value, (int, float, np.integer, np.floating)
+    ):
         return
     name = dtype_name(dtype)
     if name is None or name not in _INT_NAMES:
         return
     info = np.iinfo(name)
-    if not info.min <= int(fill_value) <= info.max:
+    # A float is truncated toward zero by every library; one that is not
+    # finite, or whose integer part is out of range, has no integer to become.
+    if isinstance(fill_value, (float, np.floating)) and not math.isfinite(fill_value):
+        fits = False
+    else:
+        fits = info.min <= int(fill_value) <= info.max
+    if not fits:
         msg = (
             f"fill_value={fill_value!r} does not fit dtype {name} "
             f"({info.min} to {info.max})"

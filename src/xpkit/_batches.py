@@ -77,7 +77,7 @@ def map_batches(
         Where the batches run. None: here, one after the other. A
         ``dask.distributed.Client`` (or ``"dask"``: the current client):
         ``fn`` and the inputs are scattered to the workers once (again only
-        if a worker that died took the last copy), each batch is a task, batches are sized from each worker's ``memory_limit`` (with
+        if a worker that died took the last copy), each batch is a task, batches are sized from the tightest worker's ``memory_limit`` (with
         the headroom and ceilings of local budgets, less what the worker
         holds, shared by its threads) and no larger than an equal share of
         the rows per worker thread. ``"joblib"``: the same on this host with
@@ -99,7 +99,7 @@ def map_batches(
         ``fn``'s results for all rows, concatenated along axis 0.
     """
     from ._backend import Backend
-    from ._select import resolve_backend
+    from ._select import coerce_backend
 
     if not callable(fn):
         msg = f"fn must be callable, got {fn!r}"
@@ -111,7 +111,9 @@ def map_batches(
     floor = _check_count("min_batch", min_batch)
     pool = pool_for(executor, arrays)
     owner = (
-        Backend.from_arrays(*arrays) if backend is None else resolve_backend(backend)
+        Backend.from_arrays(*arrays)
+        if backend is None
+        else coerce_backend(backend, "backend")
     )
     overhead = _check_positive("overhead", overhead)
     if bytes_per_item is None:

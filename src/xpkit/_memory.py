@@ -78,7 +78,10 @@ def _check_positive(param: str, value: Any, *, allow_zero: bool = False) -> floa
 
 
 def _check_count(param: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
+    if isinstance(value, bool):
+        msg = f"{param} must be an int, got {value!r}"
+        raise TypeError(msg)
+    if not isinstance(value, int):
         try:
             value = operator.index(value)
         except TypeError:

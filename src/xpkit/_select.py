@@ -16,6 +16,7 @@ __all__ = [
     "auto_select_backend",
     "backend_inventory",
     "check_gpu_available",
+    "coerce_backend",
     "find_gpus",
     "resolve_backend",
 ]
@@ -119,13 +120,18 @@ def resolve_backend(parallel: Any) -> Backend:
     RuntimeError
         ``"gpu"`` was asked for on a machine without one.
     """
+    return coerce_backend(parallel, "parallel")
+
+
+def coerce_backend(parallel: Any, param: str) -> Backend:
+    """`resolve_backend`, with errors naming the caller's parameter ``param``."""
     if isinstance(parallel, Backend):
         return parallel
     if parallel is None:
         return Backend("numpy")
     if not isinstance(parallel, str):
         msg = (
-            f"parallel must be None, a string or a Backend, got {parallel!r}; "
+            f"{param} must be None, a string or a Backend, got {parallel!r}; "
             f"accepted strings: cpu, gpu, {', '.join(BACKEND_NAMES)}"
         )
         raise ValueError(msg)  # noqa: TRY004 - the seed says ValueError
@@ -136,7 +142,7 @@ def resolve_backend(parallel: Any) -> Backend:
         gpus = find_gpus()
         if not gpus:
             msg = (
-                "parallel='gpu' was requested but no GPU is available "
+                f"{param}='gpu' was requested but no GPU is available "
                 "(looked for torch CUDA/MPS, CuPy and JAX GPUs)"
             )
             raise RuntimeError(msg)
@@ -144,7 +150,7 @@ def resolve_backend(parallel: Any) -> Backend:
         return Backend(adapter.key, device=dev)
     if key not in BACKEND_NAMES:
         msg = (
-            f"parallel={parallel!r} is not a backend specifier; accepted: None, "
+            f"{param}={parallel!r} is not a backend specifier; accepted: None, "
             f"cpu, gpu, {', '.join(BACKEND_NAMES)}, or a Backend"
         )
         raise ValueError(msg)

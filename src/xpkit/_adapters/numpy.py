@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from types import ModuleType
 from typing import Any
 
@@ -44,7 +45,7 @@ class NumpyAdapter(Adapter):
         """NumPy's own functions where they follow the standard for ndarrays."""
         return FastOps(
             matmul=np.matmul,
-            sort=np.sort,
+            sort=partial(np.sort, kind="stable"),  # the standard's default
             expand_dims=np.expand_dims,
             concat=np.concatenate,
             zeros_like=np.zeros_like,

@@ -61,13 +61,18 @@ class TorchAdapter(Adapter):
         """Native torch calls where the compat wrapper only adds overhead.
 
         ``matmul`` of two tensors of one dtype is ``torch.matmul`` (the wrapper
-        exists for mixed-dtype promotion); ``sort`` takes ``torch.sort``'s
-        values (the same values whatever the stability); ``expand_dims`` is
+        exists for mixed-dtype promotion); ``sort`` takes the values of a
+        stable ``Tensor.sort`` (the standard's default: it orders -0.0 before
+        0.0 as they came, as the wrapper does); ``expand_dims`` is
         ``torch.unsqueeze``; ``concat`` is ``torch.cat`` (which promotes dtypes
         as the standard does).
         """
         torch = _torch()
-        tensor, native_matmul, native_sort = torch.Tensor, torch.matmul, torch.sort
+        tensor, native_matmul, native_sort = (
+            torch.Tensor,
+            torch.matmul,
+            torch.Tensor.sort,
+        )
         unsqueeze = torch.unsqueeze
         compat_matmul, compat_sort, compat_expand = xp.matmul, xp.sort, xp.expand_dims
         native_cat, compat_concat = torch.cat, xp.concat
@@ -80,7 +85,9 @@ class TorchAdapter(Adapter):
 
         def sort(x: Any, /, *, axis: int = -1) -> Any:
             if type(x) is tensor:  # (torch's argument parser charges for each arg)
-                return (native_sort(x) if axis == -1 else native_sort(x, axis))[0]
+                if axis == -1:
+                    return native_sort(x, stable=True)[0]
+                return native_sort(x, dim=axis, stable=True)[0]
             return compat_sort(x, axis=axis)
 
         def expand_dims(x: Any, /, *, axis: int = 0) -> Any:
