@@ -142,3 +142,34 @@ def test_fast_sort_is_stable_as_the_standard_says(xpkit_backend):
     # Stable: the zeros keep their input order (+, -, -, +, ...).
     zeros = data[data == 0]
     np.testing.assert_array_equal(ours[: zeros.size], np.signbit(zeros))
+
+
+@pytest.mark.parametrize(
+    ("left", "right"),
+    [
+        ("int64", "float32"),
+        ("float32", "float64"),
+        ("int8", "int32"),
+        ("float64", "float64"),
+    ],
+)
+@pytest.mark.parametrize("shapes", [((3,), (3,)), ((2, 3), (3, 2)), ((4, 2, 3), (3,))])
+def test_torch_matmul_promotes_mixed_dtypes_as_the_wrapper(left, right, shapes):
+    """torch.matmul refuses mixed dtypes; the fast path then uses the wrapper."""
+    torch = pytest.importorskip("torch")
+    import xpkit
+
+    b = xpkit.Backend("torch")
+    a = (
+        torch.arange(int(np.prod(shapes[0])))
+        .reshape(shapes[0])
+        .to(getattr(torch, left))
+    )
+    c = (
+        torch.arange(int(np.prod(shapes[1])))
+        .reshape(shapes[1])
+        .to(getattr(torch, right))
+    )
+    ours, standard = b.matmul(a, c), b.xp.matmul(a, c)
+    assert ours.dtype == standard.dtype
+    assert torch.equal(ours, standard)

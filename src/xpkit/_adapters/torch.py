@@ -60,8 +60,9 @@ class TorchAdapter(Adapter):
     def fast_ops(self, xp: Any) -> FastOps:
         """Native torch calls where the compat wrapper only adds overhead.
 
-        ``matmul`` of two tensors of one dtype is ``torch.matmul`` (the wrapper
-        exists for mixed-dtype promotion); ``sort`` takes the values of a
+        ``matmul`` of two tensors is ``torch.matmul``, and the wrapper (which
+        promotes dtypes) where torch refuses mixed dtypes with a RuntimeError
+        (it refuses every mixed pair, so no dtype check on the way in); ``sort`` takes the values of a
         stable ``Tensor.sort`` (the standard's default: it orders -0.0 before
         0.0 as they came, as the wrapper does); ``expand_dims`` is
         ``torch.unsqueeze``; ``concat`` is ``torch.cat`` (which promotes dtypes
@@ -78,9 +79,11 @@ class TorchAdapter(Adapter):
         native_cat, compat_concat = torch.cat, xp.concat
 
         def matmul(a: Any, b: Any) -> Any:
-            # (torch dtypes are singletons: `is` is the cheapest equality test)
-            if type(a) is tensor and type(b) is tensor and a.dtype is b.dtype:
-                return native_matmul(a, b)
+            if type(a) is tensor and type(b) is tensor:
+                try:
+                    return native_matmul(a, b)
+                except RuntimeError:  # mixed dtypes, which torch refuses: promote
+                    pass
             return compat_matmul(a, b)
 
         def sort(x: Any, /, *, axis: int = -1) -> Any:
