@@ -21,6 +21,10 @@ from xpkit._dask_pool import worker_task_budget_gb
 jobs.register_by_value()
 
 
+# The workers kill themselves with SIGKILL, as the kernel's OOM killer would.
+SIGKILL = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+
+
 @pytest.fixture
 def data():
     return jobs.make_data()
@@ -40,6 +44,7 @@ def test_joblib_executor_equals_the_local_result(data, tmp_path, caplog, two_cpu
     assert len(jobs.split_logs(caplog.records)) == 4
 
 
+@SIGKILL
 def test_joblib_worker_killed_is_split_and_resubmitted(
     data, tmp_path, caplog, two_cpus
 ):
@@ -103,6 +108,7 @@ def test_dask_without_a_client_says_how_to_get_one():
     )
 
 
+@SIGKILL
 def test_joblib_worker_that_always_dies_ends_in_a_named_error(two_cpus, caplog):
     caplog.set_level(logging.INFO, logger="xpkit")
     with pytest.raises(MemoryError, match=r"rows [01]:[12] \(1 rows.*its worker died"):
@@ -111,6 +117,7 @@ def test_joblib_worker_that_always_dies_ends_in_a_named_error(two_cpus, caplog):
     assert retried  # a task at min_batch got one more chance before the error
 
 
+@SIGKILL
 def test_workers_dying_too_often_stop_the_run(two_cpus, monkeypatch):
     from xpkit import _pools
 
