@@ -254,7 +254,7 @@ class Backend:
             host = host.copy()
         return host
 
-    def _ref(self, array: Any, dtype: Any, device: Any) -> tuple[Any, Any, str | None]:
+    def _ref(self, array: Any, dtype: Any, device: Any) -> tuple[Any, Any]:
         """Dtype and native device for a ``*_like`` call on ``array``."""
         if self._adapter.owns(array):
             ref_dtype = array.dtype
@@ -267,7 +267,15 @@ class Backend:
             dev_str, native = self._target(device)
         name = dtype_name(ref_dtype if dtype is None else dtype)
         assert name is not None
-        return self._xp_dtype(name, dev_str), native, dev_str
+        return self._xp_dtype(name, dev_str), native
+
+    def _like_args(
+        self, array: Any, shape: Any, dtype: Any, device: Any
+    ) -> tuple[tuple[int, ...], Any, Any]:
+        """Shape, dtype and native device of a ``*_like`` call's slow path."""
+        xp_dtype, native = self._ref(array, dtype, device)
+        out_shape = shape_of(array) if shape is None else check_shape(shape)
+        return out_shape, xp_dtype, native
 
     # -- creation and conversion ----------------------------------------------
     def asarray(self, x: Any, dtype: Any = None, device: Any = None) -> Any:
@@ -309,7 +317,7 @@ class Backend:
 
     def asarray_like(self, x: Any, ref: Any) -> Any:
         """Convert ``x`` to an array matching ``ref``'s dtype and device."""
-        xp_dtype, native, _ = self._ref(ref, None, None)
+        xp_dtype, native = self._ref(ref, None, None)
         if self._adapter.owns(x):
             return self.xp.asarray(x, dtype=xp_dtype, device=native)
         return self.xp.asarray(self._host(x, "x"), dtype=xp_dtype, device=native)
@@ -443,9 +451,8 @@ class Backend:
         ):
             check_fill_fits(fill_value, array.dtype)
             return self._full_like(array, fill_value)
-        xp_dtype, native, _ = self._ref(array, dtype, device)
+        out_shape, xp_dtype, native = self._like_args(array, shape, dtype, device)
         check_fill_fits(fill_value, xp_dtype)
-        out_shape = shape_of(array) if shape is None else check_shape(shape)
         return self.xp.full(out_shape, fill_value, dtype=xp_dtype, device=native)
 
     def ones_like(
@@ -459,8 +466,7 @@ class Backend:
             and self._is_own_like(array)
         ):
             return self._ones_like(array)
-        xp_dtype, native, _ = self._ref(array, dtype, device)
-        out_shape = shape_of(array) if shape is None else check_shape(shape)
+        out_shape, xp_dtype, native = self._like_args(array, shape, dtype, device)
         return self.xp.ones(out_shape, dtype=xp_dtype, device=native)
 
     def zeros_like(
@@ -474,8 +480,7 @@ class Backend:
             and self._is_own_like(array)
         ):
             return self._zeros_like(array)
-        xp_dtype, native, _ = self._ref(array, dtype, device)
-        out_shape = shape_of(array) if shape is None else check_shape(shape)
+        out_shape, xp_dtype, native = self._like_args(array, shape, dtype, device)
         return self.xp.zeros(out_shape, dtype=xp_dtype, device=native)
 
     # -- operations ----------------------------------------------------------
