@@ -44,15 +44,23 @@ def test_map_batches_matches_unbatched_on_every_backend(xpkit_backend):
     c = np.ones((100, 2))
     fn = CountingFn()
     per_row = 2 * 2 * 8  # two float64 inputs of two columns
-    got = xpkit.map_batches(fn, b.asarray(a), b.asarray(c), budget_gb=10 * per_row / GB)
+    got = xpkit.map_batches(
+        fn,
+        b.asarray(a),
+        b.asarray(c),
+        bytes_per_item=per_row,
+        budget_gb=10 * per_row / GB,
+    )
     assert_equal(got, a * 2.0 - c)
     assert fn.sizes == [10] * 10
 
 
-def test_map_batches_estimates_bytes_from_rows_and_overhead():
+def test_map_batches_overhead_multiplies_the_per_item_bytes():
     a = np.zeros((64, 128))  # 1 KiB per row
     fn = CountingFn()
-    xpkit.map_batches(fn, a, a, budget_gb=16 * 2048 / GB, overhead=2.0)
+    xpkit.map_batches(
+        fn, a, a, bytes_per_item=2048, budget_gb=16 * 2048 / GB, overhead=2.0
+    )
     assert fn.sizes == [8] * 8  # 2 KiB per item * 2.0 overhead -> 8 per 16 KiB batch
 
 
@@ -67,7 +75,7 @@ def test_map_batches_shrinks_after_an_oom(caplog):
     a = np.arange(100.0)[:, None]
     fn = CountingFn(capacity=12)
     with caplog.at_level(logging.INFO, logger="xpkit"):
-        got = xpkit.map_batches(fn, a, a, budget_gb=50 * 16 / GB)
+        got = xpkit.map_batches(fn, a, a, bytes_per_item=16, budget_gb=50 * 16 / GB)
     assert_equal(got, a)
     # 50 -> 25 -> 12 + 13 -> 13 fails -> 6 + 7; nothing of 13 rows or more is
     # tried again, and later batches start at the 12 rows that fitted
@@ -94,14 +102,14 @@ def test_map_batches_uses_the_memory_budget_block():
     a = np.zeros((40, 1))  # 8 bytes per row
     fn = CountingFn()
     with xpkit.memory_budget(80 / GB):
-        xpkit.map_batches(fn, a, a)
+        xpkit.map_batches(fn, a, a, bytes_per_item=16)
     assert fn.sizes == [5] * 8
 
 
 def test_map_batches_reads_the_environment(monkeypatch):
     monkeypatch.setenv("XPKIT_MEMORY_BUDGET_GB", str(160 / GB))
     fn = CountingFn()
-    xpkit.map_batches(fn, np.zeros((40, 1)), np.zeros((40, 1)))
+    xpkit.map_batches(fn, np.zeros((40, 1)), np.zeros((40, 1)), bytes_per_item=16)
     assert fn.sizes == [10] * 4
 
 

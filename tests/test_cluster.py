@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import subprocess
 import sys
@@ -64,10 +65,44 @@ def test_dask_means_the_current_client(client, data, tmp_path):
     x, y = data
     log = tmp_path / "attempts"
     fn = jobs.memory_error_above(N, log)  # never fails; logs each task
-    got = xpkit.map_batches(fn, x, y, executor="dask")
+    got = xpkit.map_batches(fn, x, y, executor="dask", bytes_per_item=8.0)
     np.testing.assert_array_equal(got, jobs.work(x, y))
     # One task per worker thread (the budget allows more rows per task).
     assert jobs.attempts(log) == ["0:128", "128:256"]
+
+
+def test_the_probe_runs_here_on_an_eighth_of_the_rows(client, data, tmp_path):
+    x, y = data
+    log = tmp_path / "attempts"
+    fn = jobs.memory_error_above(N, log)  # never fails; logs each call and its pid
+    plan = xpkit.plan_batches(fn, x, y, executor=client)
+    assert plan.source == "measured by tracemalloc"
+    assert 0 < plan.probe_rows <= N // 8
+    log.unlink()
+    got = xpkit.map_batches(fn, x, y, executor=client)
+    np.testing.assert_array_equal(got, jobs.work(x, y))
+    calls = [line.split() for line in log.read_text().splitlines()]
+    here = [rows for rows, pid in calls if pid == f"pid={os.getpid()}"]
+    there = sorted(
+        (rows for rows, pid in calls if pid != f"pid={os.getpid()}"),
+        key=lambda rows: int(rows.split(":")[0]),
+    )
+    # The probe's rows ran in this process, from row 0 on, the rest on the
+    # workers: one task per worker thread.
+    first = plan.probe_rows
+    assert here[0].startswith("0:")
+    assert here[-1].endswith(f":{first}")
+    half = first + (N - first + 1) // 2
+    assert there == [f"{first}:{half}", f"{half}:{N}"]
+
+
+def test_a_function_the_cluster_cannot_receive_is_refused_first(client, data):
+    import threading
+
+    lock = threading.Lock()
+    x, y = data
+    with pytest.raises(TypeError, match="cannot be sent to the dask cluster at tcp://"):
+        xpkit.map_batches(lambda a, b: a + lock.locked(), x, y, executor=client)
 
 
 def test_memory_error_in_a_task_splits_and_resubmits(client, data, tmp_path, caplog):
@@ -96,7 +131,7 @@ def test_worker_killed_for_memory_is_split_and_resubmitted(
     x, y = data
     marker, log = tmp_path / "hogged", tmp_path / "attempts"
     fn = jobs.hog_first_batch(marker, log, above=64)
-    got = xpkit.map_batches(fn, x, y, executor=client)
+    got = xpkit.map_batches(fn, x, y, executor=client, bytes_per_item=8.0)
     assert marker.exists()  # the first attempt did hog its worker
     np.testing.assert_array_equal(got, jobs.work(x, y))
     (split,) = jobs.split_logs(caplog.records)  # exactly one task was lost, once
@@ -248,7 +283,9 @@ def test_inputs_lost_on_the_cluster_are_shipped_again(client, data, tmp_path, ca
     caplog.set_level(logging.INFO, logger="xpkit")
     x, y = data
     marker = tmp_path / "cancelled"
-    got = xpkit.map_batches(jobs.cancel_inputs_once(marker), x, y, executor=client)
+    got = xpkit.map_batches(
+        jobs.cancel_inputs_once(marker), x, y, executor=client, bytes_per_item=8.0
+    )
     assert marker.exists()
     np.testing.assert_array_equal(got, jobs.work(x, y))
     messages = [r.getMessage() for r in caplog.records]

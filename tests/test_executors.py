@@ -52,7 +52,11 @@ def test_joblib_worker_killed_is_split_and_resubmitted(
     x, y = data
     marker = tmp_path / "killed"
     got = xpkit.map_batches(
-        jobs.exit_first_batch(marker, above=64), x, y, executor="joblib"
+        jobs.exit_first_batch(marker, above=64),
+        x,
+        y,
+        executor="joblib",
+        bytes_per_item=8.0,  # no probe: it would run fn here
     )
     assert marker.exists()
     np.testing.assert_array_equal(got, jobs.work(x, y))
@@ -112,7 +116,9 @@ def test_dask_without_a_client_says_how_to_get_one():
 def test_joblib_worker_that_always_dies_ends_in_a_named_error(two_cpus, caplog):
     caplog.set_level(logging.INFO, logger="xpkit")
     with pytest.raises(MemoryError, match=r"rows [01]:[12] \(1 rows.*its worker died"):
-        xpkit.map_batches(jobs.always_exit, np.zeros((2, 1)), executor="joblib")
+        xpkit.map_batches(
+            jobs.always_exit, np.zeros((2, 1)), executor="joblib", bytes_per_item=8.0
+        )
     retried = [m for m in jobs.split_logs(caplog.records) if "once at min_batch" in m]
     assert retried  # a task at min_batch got one more chance before the error
 
@@ -123,14 +129,18 @@ def test_workers_dying_too_often_stop_the_run(two_cpus, monkeypatch):
 
     monkeypatch.setattr(_pools, "_MAX_DEATHS", 2)
     with pytest.raises(RuntimeError, match="died 3 times"):
-        xpkit.map_batches(jobs.always_exit, np.zeros((8, 1)), executor="joblib")
+        xpkit.map_batches(
+            jobs.always_exit, np.zeros((8, 1)), executor="joblib", bytes_per_item=8.0
+        )
 
 
 def test_joblib_refuses_a_function_it_cannot_send():
     import threading
 
     lock = threading.Lock()
-    with pytest.raises(TypeError, match="cannot be sent to joblib's worker processes"):
+    with pytest.raises(
+        TypeError, match=r"cannot be sent to joblib's \d+ worker processes"
+    ):
         xpkit.map_batches(
             lambda x: x + lock.locked(), np.zeros((4, 1)), executor="joblib"
         )
@@ -162,13 +172,15 @@ class _SizedPool:
 )
 def test_pool_batches_memory_caps_cache_ceiling_yields(budget_gb, explicit, expected):
     from xpkit._adapters import HOST_BATCH_WORKING_SET_BYTES
-    from xpkit._batches import _pool_batch
+    from xpkit._plan import _Cost, _pool_batch
 
     assert HOST_BATCH_WORKING_SET_BYTES == 16 * 2**20
     x = np.zeros((20_000, 1))
     pool = _SizedPool(slots=2, budget_gb=budget_gb)
     owner = xpkit.Backend("numpy")
-    batch, _ = _pool_batch(pool, owner, (x,), 1e5, 1, explicit)
+    batch, _ = _pool_batch(
+        pool, owner, (x,), _Cost(1e5, 0.0, "given"), 1.0, 1, explicit
+    )
     assert batch == expected
     # The workers' budget is asked for with what each receives: all the inputs.
     assert pool.asked_for == ([] if explicit else [x.nbytes])

@@ -105,7 +105,12 @@ def test_host_budget_is_available_ram_with_headroom(monkeypatch):
     monkeypatch.setattr(_memory, "host_available_bytes", lambda: 20 * GB)
     assert xpkit.device_memory_budget() == pytest.approx(20 * _memory.HEADROOM)
     capped = xpkit.device_memory_budget(cap_for_batching=True)
-    assert capped == min(20 * _memory.HEADROOM, xpkit.BATCH_WORKING_SET_CEILING_GB)
+    # map_batches' budget: also under the CPU batch ceiling (16 MiB)
+    assert capped == min(
+        20 * _memory.HEADROOM,
+        xpkit.BATCH_WORKING_SET_CEILING_GB,
+        xpkit.HOST_BATCH_WORKING_SET_BYTES / GB,
+    )
 
 
 def test_budget_falls_back_when_nothing_can_be_measured(monkeypatch):

@@ -82,7 +82,7 @@ def test_compute_oom_safe_requires_row_aligned_results(fn, shape):
 
     with pytest.raises(
         ValueError,
-        match=r"must return one row per input row .* got shape " + re.escape(shape),
+        match=r"must return one row per input row: .* has shape " + re.escape(shape),
     ):
         xpkit.compute_oom_safe(capped, np.arange(8.0))
 
@@ -122,7 +122,7 @@ def test_failed_attempt_is_freed_despite_a_reference_cycle():
 
 def test_clearing_frames_alone_frees_the_failed_attempt(monkeypatch):
     """Without the gc/cache step, traceback.clear_frames still breaks the cycle."""
-    monkeypatch.setattr(_oom, "empty_device_cache", lambda: None)
+    monkeypatch.setattr(_oom, "release_after_oom", lambda: None)
     alive: list[int] = []
     gc.disable()
     try:
@@ -134,7 +134,7 @@ def test_clearing_frames_alone_frees_the_failed_attempt(monkeypatch):
 
 def test_the_cycle_test_can_fail(monkeypatch):
     """With neither clear_frames nor gc, the failed attempt's scratch stays alive."""
-    monkeypatch.setattr(_oom, "empty_device_cache", lambda: None)
+    monkeypatch.setattr(_oom, "release_after_oom", lambda: None)
     monkeypatch.setattr("traceback.clear_frames", lambda tb: None)
     alive: list[int] = []
     gc.disable()

@@ -20,9 +20,13 @@ from ._dtypes import PrecisionWarning
 from ._version import __version__
 
 if TYPE_CHECKING:
-    from ._batches import map_batches
+    from ._batches import map_batches, plan_batches
     from ._memory import (
         BATCH_WORKING_SET_CEILING_GB,
+        FALLBACK_BUDGET_GB,
+        HEADROOM,
+        HOST_BATCH_WORKING_SET_BYTES,
+        MIN_BUDGET_GB,
         MemoryCapWarning,
         auto_batch_size,
         auto_n_jobs_for_arrays,
@@ -31,13 +35,25 @@ if TYPE_CHECKING:
         memory_budget,
     )
     from ._oom import compute_oom_safe, empty_device_cache, is_oom_error
-    from ._select import auto_select_backend, check_gpu_available, resolve_backend
+    from ._plan import BatchPlan
+    from ._select import (
+        AUTO_CPU_MAX_ELEMENTS,
+        auto_select_backend,
+        check_gpu_available,
+        resolve_backend,
+    )
     from .testing import assert_array_almost_equal
 
 __all__ = [
+    "AUTO_CPU_MAX_ELEMENTS",
     "BACKEND_NAMES",
     "BATCH_WORKING_SET_CEILING_GB",
+    "FALLBACK_BUDGET_GB",
+    "HEADROOM",
+    "HOST_BATCH_WORKING_SET_BYTES",
+    "MIN_BUDGET_GB",
     "Backend",
+    "BatchPlan",
     "MemoryCapWarning",
     "PrecisionWarning",
     "__version__",
@@ -53,12 +69,19 @@ __all__ = [
     "is_oom_error",
     "map_batches",
     "memory_budget",
+    "plan_batches",
     "resolve_backend",
 ]
 
 #: Public name -> the module that defines it, imported on first access.
 _LAZY = {
+    "AUTO_CPU_MAX_ELEMENTS": "._select",
     "BATCH_WORKING_SET_CEILING_GB": "._memory",
+    "BatchPlan": "._plan",
+    "FALLBACK_BUDGET_GB": "._memory",
+    "HEADROOM": "._memory",
+    "HOST_BATCH_WORKING_SET_BYTES": "._memory",
+    "MIN_BUDGET_GB": "._memory",
     "MemoryCapWarning": "._memory",
     "assert_array_almost_equal": ".testing",
     "auto_batch_size": "._memory",
@@ -72,6 +95,7 @@ _LAZY = {
     "is_oom_error": "._oom",
     "map_batches": "._batches",
     "memory_budget": "._memory",
+    "plan_batches": "._batches",
     "resolve_backend": "._select",
 }
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import numbers
+import operator
 from typing import Any
 
 import numpy as np
@@ -13,7 +15,9 @@ from ._dtypes import dtype_name
 __all__ = [
     "PY_SCALARS",
     "check_axis",
+    "check_count",
     "check_fill_fits",
+    "check_positive",
     "check_scalar",
     "check_shape",
     "host_dtype_name",
@@ -128,3 +132,33 @@ def check_axis(axis: Any) -> int:
         msg = f"axis must be an int, got {axis!r}"
         raise TypeError(msg)
     return int(axis)
+
+
+def check_positive(param: str, value: Any, *, allow_zero: bool = False) -> float:
+    """``value`` as a float: a finite positive (or non-negative) real number."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        msg = f"{param} must be a number, got {value!r}"
+        raise TypeError(msg)
+    value = float(value)
+    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        kind = "a finite non-negative" if allow_zero else "a finite positive"
+        msg = f"{param} must be {kind} number, got {value!r}"
+        raise ValueError(msg)
+    return float(value)
+
+
+def check_count(param: str, value: Any) -> int:
+    """``value`` as an int of at least 1 (bools refused)."""
+    if isinstance(value, bool):
+        msg = f"{param} must be an int, got {value!r}"
+        raise TypeError(msg)
+    if not isinstance(value, int):
+        try:
+            value = operator.index(value)
+        except TypeError:
+            msg = f"{param} must be an int, got {value!r}"
+            raise TypeError(msg) from None
+    if value < 1:
+        msg = f"{param} must be a positive int, got {value!r}"
+        raise ValueError(msg)
+    return int(value)

@@ -16,13 +16,13 @@ import numpy as np
 
 from ._adapters import ADAPTERS
 from ._backend import Backend
-from ._batches import batching_budget_gb, map_batches
+from ._batches import map_batches
 from ._check import run_checks
 from ._dask_pool import cluster_info
 from ._dtypes import PrecisionWarning
 from ._memory import (
-    _GB,
     BATCH_WORKING_SET_CEILING_GB,
+    BYTES_PER_GB,
     _cgroup_available,
     device_memory_budget,
     host_available_bytes,
@@ -50,9 +50,9 @@ def collect_info(scheduler: str | None = None) -> dict[str, Any]:
         "platform": platform.platform(),
         "libraries": {a.key: a.version() for a in ADAPTERS.values()},
         "host": {
-            "total_gb": psutil.virtual_memory().total / _GB,
-            "available_gb": host_available_bytes() / _GB,
-            "cgroup_available_gb": None if cgroup is None else cgroup / _GB,
+            "total_gb": psutil.virtual_memory().total / BYTES_PER_GB,
+            "available_gb": host_available_bytes() / BYTES_PER_GB,
+            "cgroup_available_gb": None if cgroup is None else cgroup / BYTES_PER_GB,
         },
         "batch_ceiling_gb": BATCH_WORKING_SET_CEILING_GB,
         "backends": [_backend_info(entry) for entry in backend_inventory()],
@@ -107,7 +107,7 @@ def _backend_info(entry: InventoryEntry) -> dict[str, Any]:
             "float64": b._f64,
             "budget_gb": device_memory_budget(b),
             "budget_capped_gb": device_memory_budget(b, cap_for_batching=True),
-            "batch_budget_gb": batching_budget_gb(b),
+            "batch_budget_gb": device_memory_budget(b, cap_for_batching=True),
         }
     except Exception as exc:  # noqa: BLE001 - report, don't crash
         return {**row, "available": False, "reason": f"{type(exc).__name__}: {exc}"}
@@ -176,8 +176,8 @@ def print_info(info: dict[str, Any], out: TextIO) -> None:
         limit, used = worker["memory_limit_bytes"], worker["memory_used_bytes"]
         w(
             f"  {worker['address']:<28} {worker['nthreads']:>7} "
-            f"{'none' if limit is None else f'{limit / _GB:.2f}':>16} "
-            f"{'?' if used is None else f'{used / _GB:.2f}':>8}\n"
+            f"{'none' if limit is None else f'{limit / BYTES_PER_GB:.2f}':>16} "
+            f"{'?' if used is None else f'{used / BYTES_PER_GB:.2f}':>8}\n"
         )
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
 from typing import Any
 
 from ._log import logger
-from ._memory import _GB, HEADROOM, MIN_BUDGET_GB, host_available_bytes
+from ._memory import BYTES_PER_GB, HEADROOM, MIN_BUDGET_GB, host_available_bytes
 from ._pools import InputsLost, Pool, run_rows
+from ._rows import Job
 
 __all__ = [
     "DaskPool",
@@ -37,7 +37,7 @@ def worker_task_budget_gb(workers: dict[str, Any], input_bytes: int) -> float:
     if not budgets:
         msg = "the dask cluster has no workers"
         raise RuntimeError(msg)
-    return max(min(budgets) / _GB, MIN_BUDGET_GB)
+    return max(min(budgets) / BYTES_PER_GB, MIN_BUDGET_GB)
 
 
 def scheduler_workers(client: Any) -> dict[str, Any]:
@@ -68,23 +68,23 @@ class DaskPool(Pool):
         self.where = f"the dask cluster at {client.scheduler.address}"
         self._workers = workers
         self._shipped: list[Any] = []
-        self._job: tuple[Callable[..., Any], tuple[Any, ...]] = (run_rows, ())
+        self._job: tuple[Job | None, tuple[Any, ...]] = (None, ())
 
     def task_budget_gb(self, input_bytes: int) -> float:
         return worker_task_budget_gb(self._workers, input_bytes)
 
-    def start(self, fn: Callable[..., Any], arrays: tuple[Any, ...]) -> None:
-        self._job = (fn, arrays)
+    def start(self, job: Job, arrays: tuple[Any, ...]) -> None:
+        self._job = (job, arrays)
         self._ship()
 
     def _ship(self) -> None:
         # Broadcast warms every worker, but the scheduler may drop replicas
         # (its active memory manager), so a killed worker can take the only
         # copy with it: `submit` ships again when that happened.
-        fn, arrays = self._job
-        fn_future = self._client.scatter(fn, broadcast=True, hash=False)
+        job, arrays = self._job
+        job_future = self._client.scatter(job, broadcast=True, hash=False)
         array_futures = self._client.scatter(list(arrays), broadcast=True, hash=False)
-        self._shipped = [fn_future, *array_futures]
+        self._shipped = [job_future, *array_futures]
 
     def submit(self, start: int, stop: int) -> Any:
         if any(f.status != "finished" for f in self._shipped):

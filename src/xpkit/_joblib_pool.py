@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from ._memory import _GB, HEADROOM, MIN_BUDGET_GB, host_available_bytes
+from ._memory import BYTES_PER_GB, HEADROOM, MIN_BUDGET_GB, host_available_bytes
 from ._pools import Pool, run_rows
+from ._rows import Job
 
 __all__ = ["JoblibPool"]
 
@@ -14,14 +14,14 @@ __all__ = ["JoblibPool"]
 _SHIPPED: dict[str, Any] = {}
 
 
-def _receive(fn: Callable[..., Any], arrays: tuple[Any, ...]) -> None:
+def _receive(job: Job, arrays: tuple[Any, ...]) -> None:
     """Worker initializer: keep what the pool ships, once per process."""
-    _SHIPPED["job"] = (fn, arrays)
+    _SHIPPED["job"] = (job, arrays)
 
 
 def _run_shipped(start: int, stop: int) -> Any:
-    fn, arrays = _SHIPPED["job"]
-    return run_rows(fn, start, stop, *arrays)
+    job, arrays = _SHIPPED["job"]
+    return run_rows(job, start, stop, *arrays)
 
 
 class JoblibPool(Pool):
@@ -40,31 +40,17 @@ class JoblibPool(Pool):
         self.where = f"joblib's {n_jobs} worker processes"
         self._broken = BrokenProcessPool
         self._executor: Any = None
-        self._job: tuple[Callable[..., Any], tuple[Any, ...]] = (run_rows, ())
+        self._job: tuple[Job | None, tuple[Any, ...]] = (None, ())
 
     def task_budget_gb(self, input_bytes: int) -> float:
         free = host_available_bytes() * HEADROOM - self.slots * input_bytes
-        return max(free / self.slots / _GB, MIN_BUDGET_GB)
+        return max(free / self.slots / BYTES_PER_GB, MIN_BUDGET_GB)
 
-    def start(self, fn: Callable[..., Any], arrays: tuple[Any, ...]) -> None:
-        # A worker that cannot unpickle its job dies at start-up, which reads
-        # like a worker killed for memory: find out here instead.
-        import importlib.util
-        import pickle
-
-        pickler: Any = pickle
-        if importlib.util.find_spec("cloudpickle") is not None:
-            pickler = importlib.import_module("cloudpickle")  # what loky uses then
-        try:
-            pickler.dumps(fn)
-        except Exception as exc:  # noqa: BLE001 - any pickling failure
-            msg = (
-                f"fn={fn!r} cannot be sent to joblib's worker processes ({exc}); "
-                "define it at module level, or install cloudpickle for lambdas "
-                "and closures"
-            )
-            raise TypeError(msg) from None
-        self._job = (fn, arrays)
+    def start(self, job: Job, arrays: tuple[Any, ...]) -> None:
+        # (`Pool.check` found out earlier that fn pickles: a worker that
+        # cannot unpickle its job dies at start-up, which reads like a worker
+        # killed for memory.)
+        self._job = (job, arrays)
 
     def _fresh_executor(self) -> Any:
         from joblib.externals.loky import ProcessPoolExecutor
@@ -100,4 +86,4 @@ class JoblibPool(Pool):
         if self._executor is not None:
             self._executor.shutdown(wait=True, kill_workers=bool(futures))
             self._executor = None
-        self._job = (run_rows, ())
+        self._job = (None, ())

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import functools
 import math
-import numbers
-import operator
 import os
 import warnings
 from collections.abc import Iterable
@@ -18,6 +16,8 @@ from contextlib import ContextDecorator
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any, Self
 
+from ._adapters import HOST_BATCH_WORKING_SET_BYTES, get_adapter
+from ._args import check_count, check_positive
 from ._dtypes import dtype_name, external_stacklevel
 
 if TYPE_CHECKING:
@@ -25,8 +25,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BATCH_WORKING_SET_CEILING_GB",
+    "BYTES_PER_GB",
     "FALLBACK_BUDGET_GB",
     "HEADROOM",
+    "HOST_BATCH_WORKING_SET_BYTES",
     "MIN_BUDGET_GB",
     "MemoryCapWarning",
     "array_nbytes",
@@ -49,7 +51,8 @@ MIN_BUDGET_GB = 1 / 16
 #: Fraction of measured free memory that a budget may use.
 HEADROOM = 0.8
 
-_GB = 1024**3
+#: Bytes in a GB as budgets count them (2**30, as device memory is reported).
+BYTES_PER_GB = 1024**3
 
 
 class MemoryCapWarning(UserWarning):
@@ -61,36 +64,8 @@ def gb_to_bytes(gb: float) -> int:
 
     A GB here is 2**30 bytes, as device memory is reported.
     """
-    _check_positive("gb", gb, allow_zero=True)
-    return int(gb * _GB)
-
-
-def _check_positive(param: str, value: Any, *, allow_zero: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        msg = f"{param} must be a number, got {value!r}"
-        raise TypeError(msg)
-    value = float(value)
-    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
-        kind = "a finite non-negative" if allow_zero else "a finite positive"
-        msg = f"{param} must be {kind} number, got {value!r}"
-        raise ValueError(msg)
-    return float(value)
-
-
-def _check_count(param: str, value: Any) -> int:
-    if isinstance(value, bool):
-        msg = f"{param} must be an int, got {value!r}"
-        raise TypeError(msg)
-    if not isinstance(value, int):
-        try:
-            value = operator.index(value)
-        except TypeError:
-            msg = f"{param} must be an int, got {value!r}"
-            raise TypeError(msg) from None
-    if value < 1:
-        msg = f"{param} must be a positive int, got {value!r}"
-        raise ValueError(msg)
-    return int(value)
+    check_positive("gb", gb, allow_zero=True)
+    return int(gb * BYTES_PER_GB)
 
 
 # -- host memory --------------------------------------------------------------
@@ -209,7 +184,7 @@ class memory_budget(ContextDecorator):
     """
 
     def __init__(self, gb: float) -> None:
-        self.gb = _check_positive("gb", gb)
+        self.gb = check_positive("gb", gb)
         self._tokens: list[Token[float | None]] = []
 
     def __enter__(self) -> Self:
@@ -282,8 +257,11 @@ def device_memory_budget(
     max_gpu_memory_gb : float, optional
         Explicit budget override in GB; a finite positive number.
     cap_for_batching : bool, default False
-        Cap a measured budget at `BATCH_WORKING_SET_CEILING_GB` (for sizing
-        batches). Never applied to an explicit ``max_gpu_memory_gb``.
+        The budget `map_batches` sizes batches from: a measured budget capped
+        at `BATCH_WORKING_SET_CEILING_GB` and, on CPU devices, at
+        `HOST_BATCH_WORKING_SET_BYTES` (16 MiB, half a typical last-level
+        cache: past it, bigger batches only add cache misses, allocation and
+        page-fault cost). Never applied to an explicit or configured budget.
 
     Returns
     -------
@@ -291,7 +269,7 @@ def device_memory_budget(
         Budget in GB.
     """
     if max_gpu_memory_gb is not None:
-        return _check_positive("max_gpu_memory_gb", max_gpu_memory_gb)
+        return check_positive("max_gpu_memory_gb", max_gpu_memory_gb)
     if not isinstance(cap_for_batching, bool):
         msg = f"cap_for_batching must be a bool, got {cap_for_batching!r}"
         raise TypeError(msg)
@@ -301,6 +279,12 @@ def device_memory_budget(
     budget = _measured_gb(backend)
     if cap_for_batching:
         budget = min(budget, BATCH_WORKING_SET_CEILING_GB)
+        adapter = get_adapter("numpy" if backend is None else backend.library)
+        ceiling = adapter.batch_ceiling_bytes(
+            "cpu" if backend is None else backend.device
+        )
+        if ceiling is not None:
+            budget = min(budget, ceiling / BYTES_PER_GB)
     return budget
 
 
@@ -321,7 +305,7 @@ def _measured_gb(backend: Backend | None) -> float:
         return FALLBACK_BUDGET_GB
     # Nothing free right now: a small budget (small batches, OOM recovery
     # behind them) rather than a guess that could exceed a container's limit.
-    return max(free * HEADROOM / _GB, MIN_BUDGET_GB)
+    return max(free * HEADROOM / BYTES_PER_GB, MIN_BUDGET_GB)
 
 
 # -- batch sizing ---------------------------------------------------------------
@@ -364,15 +348,15 @@ def auto_batch_size(
         A non-positive, NaN or infinite argument, or a single item that does
         not fit the budget (the message says how many GB one item needs).
     """
-    n = _check_count("n_items", n_items)
-    per_item = _check_positive("bytes_per_item", bytes_per_item) * _check_positive(
+    n = check_count("n_items", n_items)
+    per_item = check_positive("bytes_per_item", bytes_per_item) * check_positive(
         "overhead", overhead
     )
-    budget = gb_to_bytes(_check_positive("budget_gb", budget_gb))
-    floor = min(_check_count("min_batch", min_batch), n)
+    budget = gb_to_bytes(check_positive("budget_gb", budget_gb))
+    floor = min(check_count("min_batch", min_batch), n)
     if per_item > budget:
         msg = (
-            f"one item needs {per_item / _GB:.3g} GB (bytes_per_item * overhead) "
+            f"one item needs {per_item / BYTES_PER_GB:.3g} GB (bytes_per_item * overhead) "
             f"but budget_gb={budget_gb!r}"
         )
         raise ValueError(msg)
@@ -426,7 +410,7 @@ def auto_n_jobs_for_arrays(
     int
         Worker count for ``joblib.Parallel(n_jobs=...)``.
     """
-    floor = _check_count("min_jobs", min_jobs)
+    floor = check_count("min_jobs", min_jobs)
     if isinstance(arrays, (str, bytes)) or not isinstance(arrays, Iterable):
         msg = f"arrays must be an iterable of arrays, got {type(arrays).__qualname__}"
         raise TypeError(msg)
@@ -434,7 +418,7 @@ def auto_n_jobs_for_arrays(
     if not sizes:
         return floor
     if max_memory_gb is not None:
-        max_memory_gb = _check_positive("max_memory_gb", max_memory_gb)
+        max_memory_gb = check_positive("max_memory_gb", max_memory_gb)
     return n_jobs_for_item_bytes(max(*sizes, 1), max_memory_gb, floor)
 
 
@@ -449,7 +433,7 @@ def n_jobs_for_item_bytes(item_bytes: int, budget_gb: float | None, floor: int) 
     if by_memory < cpus:
         warnings.warn(
             f"memory caps the worker count at {max(by_memory, floor)} (of {cpus} CPUs): "
-            f"each worker holds {item_bytes / _GB:.3g} GB, the budget is "
+            f"each worker holds {item_bytes / BYTES_PER_GB:.3g} GB, the budget is "
             f"{budget_gb:.3g} GB",
             MemoryCapWarning,
             stacklevel=external_stacklevel(),

@@ -4,10 +4,11 @@ The pools themselves are `DaskPool` (``_dask_pool.py``) and `JoblibPool`
 (``_joblib_pool.py``), imported only when an executor asks for them. A pool
 ships ``fn`` and the inputs to its workers once, runs batches as tasks
 (row ranges of the inputs) and hands back NumPy results. `run_on_pool` is the
-driver both pools share: it keeps every worker thread busy, follows completed
-tasks with the progress bar, and splits a batch whose task ran out of memory
-(a worker killed for memory, or an OOM raised inside the task) into halves
-that it resubmits, down to ``min_batch``.
+driver both pools share: it keeps every worker thread busy, writes each
+completed task's rows into the outputs allocated once (`xpkit._outputs`),
+follows completed tasks with the progress bar, and splits a batch whose task
+ran out of memory (a worker killed for memory, or an OOM raised inside the
+task) into halves that it resubmits, down to ``min_batch``.
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from ._log import logger
 from ._memory import array_nbytes, n_jobs_for_item_bytes
-from ._oom import aligned, common_rows, is_oom_error, row_slices, to_host
+from ._oom import is_oom_error
+from ._outputs import Outputs, Rows, host_rows
+from ._rows import Job, common_rows
 
 __all__ = ["EXECUTORS", "InputsLost", "Pool", "pool_for", "run_on_pool", "run_rows"]
 
@@ -48,8 +49,12 @@ class Pool:
         """Measured memory one task may use (GB), headroom included."""
         raise NotImplementedError
 
-    def start(self, fn: Callable[..., Any], arrays: tuple[Any, ...]) -> None:
-        """Ship ``fn`` and the inputs to the workers (once)."""
+    def check(self, job: Job) -> None:
+        """Refuse, before anything runs, a job the workers cannot receive."""
+        check_sendable(job.fn, self.where)
+
+    def start(self, job: Job, arrays: tuple[Any, ...]) -> None:
+        """Ship the job (``fn`` and its whole operands) and the inputs (once)."""
         raise NotImplementedError
 
     def submit(self, start: int, stop: int) -> Any:
@@ -69,24 +74,46 @@ class Pool:
         raise NotImplementedError
 
 
-def run_rows(fn: Callable[..., Any], start: int, stop: int, *arrays: Any) -> Any:
-    """The task: ``fn`` on rows ``start:stop``, brought to the host."""
-    rows = row_slices(arrays, start, stop, common_rows(arrays))
-    return aligned(to_host(fn(*rows)), fn, stop - start)
+def run_rows(job: Job, start: int, stop: int, *arrays: Any) -> Rows:
+    """The task: ``fn`` on rows ``start:stop``, its arrays brought to the host."""
+    result = job.run(arrays, start, stop, common_rows(arrays))
+    return host_rows(result, job.fn, f"rows {start}:{stop}")
+
+
+def check_sendable(fn: Callable[..., Any], where: str) -> None:
+    """TypeError unless ``fn`` pickles as the executors ship it (cloudpickle)."""
+    import importlib
+    import importlib.util
+    import pickle
+
+    pickler: Any = pickle
+    if importlib.util.find_spec("cloudpickle") is not None:
+        pickler = importlib.import_module("cloudpickle")  # what dask and loky use
+    try:
+        pickler.dumps(fn)
+    except Exception as exc:  # noqa: BLE001 - any pickling failure
+        msg = (
+            f"fn={fn!r} cannot be sent to {where} ({type(exc).__name__}: {exc}); "
+            "define it at module level, or install cloudpickle for lambdas "
+            "and closures"
+        )
+        raise TypeError(msg) from None
 
 
 # -- the shared driver ------------------------------------------------------------
 def run_on_pool(
     pool: Pool,
-    fn: Callable[..., Any],
+    job: Job,
     arrays: tuple[Any, ...],
+    outputs: Outputs,
     *,
+    first: int,
     batch: int,
     min_batch: int,
     bytes_per_row: float,
     bar: Any,
-) -> tuple[np.ndarray[Any, Any], int]:
-    """Run every batch on ``pool``; the results in row order and the resubmissions.
+) -> int:
+    """Run rows ``first:`` on ``pool`` into ``outputs``; the resubmissions.
 
     A task that fails for memory (an OOM inside it, or its worker died) is
     split in half and both halves go back in the queue, and queued batches
@@ -98,13 +125,13 @@ def run_on_pool(
     cancels the run and propagates.
     """
     n = common_rows(arrays)
-    queue = deque((s, min(s + batch, n)) for s in range(0, n, batch))
+    queue = deque((s, min(s + batch, n)) for s in range(first, n, batch))
     running: dict[Any, tuple[int, int]] = {}
-    done: dict[int, tuple[int, np.ndarray[Any, Any]]] = {}
+    done: dict[int, int] = {}
     limit = batch  # the largest batch worth submitting; shrinks after a failure
     retried: set[tuple[int, int]] = set()
     resubmitted = relaunched = deaths = 0
-    pool.start(fn, arrays)
+    pool.start(job, arrays)
     try:
         while queue or running:
             while queue and len(running) < pool.slots * pool.per_slot:
@@ -118,7 +145,9 @@ def run_on_pool(
                 start, stop = running.pop(future)
                 rows = stop - start
                 if error is None:
-                    done[start] = (stop, result)
+                    outputs.put(start, stop, result)
+                    del result
+                    done[start] = stop
                     if bar is not None:
                         bar.update(rows)
                     continue
@@ -187,7 +216,8 @@ def run_on_pool(
                 resubmitted += 2
     finally:
         pool.close(list(running))
-    return _in_order(done, n), resubmitted
+    _check_tiled(done, first, n)
+    return resubmitted
 
 
 #: Resubmissions of tasks whose inputs were lost, before giving up.
@@ -197,22 +227,17 @@ _MAX_RELAUNCHES = 100
 _MAX_DEATHS = 64
 
 
-def _in_order(
-    done: dict[int, tuple[int, np.ndarray[Any, Any]]], n: int
-) -> np.ndarray[Any, Any]:
-    """Concatenate the pieces by row, checking they tile ``0:n`` exactly once."""
-    pieces, at = [], 0
+def _check_tiled(done: dict[int, int], first: int, n: int) -> None:
+    """Check that the completed tasks tile rows ``first:n`` exactly once."""
+    at = first
     for start in sorted(done):
-        stop, result = done[start]
         if start != at:  # pragma: no cover - a bug in the driver, never the user's
             msg = f"map_batches lost or duplicated rows around {at}:{start}"
             raise AssertionError(msg)
-        pieces.append(result)
-        at = stop
+        at = done[start]
     if at != n:  # pragma: no cover
         msg = f"map_batches lost rows {at}:{n}"
         raise AssertionError(msg)
-    return pieces[0] if len(pieces) == 1 else np.concatenate(pieces, axis=0)
 
 
 # -- choosing a pool -------------------------------------------------------------------

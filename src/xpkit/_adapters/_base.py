@@ -15,6 +15,8 @@ from typing import Any, ClassVar, NamedTuple
 import array_api_compat
 import numpy as np
 
+from ._peak import PeakMeter, rss_meter
+
 __all__ = ["HOST_BATCH_WORKING_SET_BYTES", "Adapter", "FastOps", "MemoryInfo"]
 
 #: Batch working-set ceiling on CPU devices (see `Adapter.batch_ceiling_bytes`).
@@ -279,7 +281,23 @@ class Adapter:
             names -= {"float64", "complex128"}
         return frozenset(names)
 
-    # -- memory (used by xpkit._memory) -----------------------------------
+    # -- memory (used by xpkit._memory and xpkit._plan) ---------------------
+    #: Whether arrays of this library can be written row by row in place
+    #: (``out[a:b] = v``). `map_batches` assembles a device result in place
+    #: only then; otherwise on the host, moved to the device once at the end.
+    writable_rows: ClassVar[bool] = True
+
+    def peak_meter(self, device: str) -> PeakMeter | None:
+        """How to measure the peak bytes a call allocates on ``device``.
+
+        `map_batches` probes ``fn``'s per-item cost with it. By default, on a
+        CPU device, the process's peak RSS (Linux; see `rss_meter`), and
+        None (no honest measure: the caller falls back to an estimate) on
+        accelerators and elsewhere. Adapters whose library reports its
+        allocations better override this.
+        """
+        return None if self.is_gpu(device) else rss_meter()
+
     def memory_info(self, device: str) -> MemoryInfo | None:  # noqa: ARG002
         """Free/total bytes of a device; None when it is host memory."""
         return None

@@ -9,6 +9,7 @@ import array_api_compat
 import numpy as np
 
 from ._base import Adapter
+from ._peak import PeakMeter, tracemalloc_meter
 
 __all__ = ["DaskAdapter"]
 
@@ -45,6 +46,13 @@ class DaskAdapter(Adapter):
     def to_numpy(self, x: Any) -> np.ndarray[Any, Any]:
         """Compute the graph and return the NumPy result."""
         return np.asarray(x.compute())
+
+    #: A lazy graph: a result is assembled on the host, then wrapped.
+    writable_rows = False
+
+    def peak_meter(self, device: str) -> PeakMeter | None:  # noqa: ARG002
+        """`tracemalloc`: the chunks are NumPy arrays, computed on the host."""
+        return tracemalloc_meter()
 
     def is_oom(self, exc: BaseException) -> bool:
         """A chunk's own host-memory error."""

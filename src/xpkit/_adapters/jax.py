@@ -34,6 +34,8 @@ class JaxAdapter(Adapter):
     module = "jax"
     extra = "jax"
     label = "JAX"
+    #: Immutable arrays: a device result is assembled on the host, moved once.
+    writable_rows = False
 
     def namespace(self) -> ModuleType:
         """``jax.numpy``."""

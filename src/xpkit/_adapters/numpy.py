@@ -10,6 +10,7 @@ import array_api_compat
 import numpy as np
 
 from ._base import Adapter, FastOps
+from ._peak import PeakMeter, tracemalloc_meter
 
 __all__ = ["NumpyAdapter"]
 
@@ -79,6 +80,10 @@ class NumpyAdapter(Adapter):
     def to_numpy(self, x: Any) -> np.ndarray[Any, Any]:
         """Zero-copy: the array itself (scalars become 0-d arrays)."""
         return np.asarray(x)
+
+    def peak_meter(self, device: str) -> PeakMeter | None:  # noqa: ARG002
+        """`tracemalloc`: NumPy reports every data buffer to it."""
+        return tracemalloc_meter()
 
     def is_oom(self, exc: BaseException) -> bool:
         """Host allocation failures (``numpy._ArrayMemoryError`` included)."""

@@ -7,6 +7,7 @@ from types import ModuleType
 from typing import Any
 
 from ._base import Adapter
+from ._peak import PeakMeter, tracemalloc_meter
 
 __all__ = ["StrictAdapter"]
 
@@ -73,6 +74,10 @@ class StrictAdapter(Adapter):
     def to_cpu(self, x: Any) -> Any:
         """Move to ``CPU_DEVICE``."""
         return x.to_device(self.native_device("cpu"))
+
+    def peak_meter(self, device: str) -> PeakMeter | None:  # noqa: ARG002
+        """`tracemalloc`: its arrays are NumPy buffers, which NumPy reports to it."""
+        return tracemalloc_meter()
 
     def is_oom(self, exc: BaseException) -> bool:
         """Host memory: a MemoryError."""

@@ -6,14 +6,17 @@ import platform
 import sys
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 import array_api_compat
 import numpy as np
 
 from ._base import Adapter, FastOps, MemoryInfo
+from ._peak import PeakMeter, rss_meter
 
 __all__ = ["TorchAdapter"]
+
+T = TypeVar("T")
 
 #: Messages of RuntimeErrors (incl. ``torch.AcceleratorError``) that mean OOM.
 _OOM_MESSAGES = (
@@ -266,6 +269,21 @@ class TorchAdapter(Adapter):
             return MemoryInfo(free=max(total - used, 0), total=total)
         return None
 
+    def peak_meter(self, device: str) -> PeakMeter | None:
+        """CUDA: the caching allocator's peak; CPU: peak RSS; MPS: None.
+
+        On CUDA, ``reset_peak_memory_stats`` then ``max_memory_allocated``
+        minus what was allocated before (it resets the peak other code
+        reads). torch's CPU allocator reports to nothing finer than the
+        process's RSS. MPS keeps no peak statistic.
+        """
+        kind, _, index = self.canonical_device(device).partition(":")
+        if kind == "cuda":
+            return _CudaPeak(int(index or 0))
+        if kind == "mps":
+            return None
+        return rss_meter()
+
     def empty_cache(self) -> None:
         """Empty the CUDA/MPS caching allocators, only where already in use."""
         torch = sys.modules.get("torch")
@@ -290,3 +308,22 @@ class TorchAdapter(Adapter):
             return False
         text = str(exc).lower()
         return any(m in text for m in _OOM_MESSAGES)
+
+
+class _CudaPeak(PeakMeter):
+    """torch's CUDA caching allocator: peak allocated bytes on one device."""
+
+    name = "torch.cuda.max_memory_allocated"
+
+    def __init__(self, index: int) -> None:
+        self._index = index
+
+    def measure(self, run: Callable[[], T]) -> tuple[T, int]:
+        cuda = _torch().cuda
+        cuda.synchronize(self._index)
+        cuda.reset_peak_memory_stats(self._index)
+        base = int(cuda.memory_allocated(self._index))
+        result = run()
+        cuda.synchronize(self._index)
+        peak = int(cuda.max_memory_allocated(self._index))
+        return result, max(peak - base, 0)

@@ -1,0 +1,222 @@
+"""Where ``fn``'s results go: outputs allocated once, written batch by batch.
+
+``fn`` returns one array, or a tuple, list or dict of arrays, each with one
+row per input row. The first batch to arrive gives each output's row shape
+and dtype; each output is then allocated once, for all ``n`` rows (on the
+host as NumPy, or on the backend's device), and every batch, including rows
+recovered by an OOM split, is copied into its slot. Nothing returned aliases
+an input or a buffer ``fn`` may reuse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import array_api_compat
+import numpy as np
+
+from ._adapters import adapter_for_array, get_adapter
+from ._dtypes import dtype_name
+from ._memory import array_nbytes
+from ._rows import to_host
+
+if TYPE_CHECKING:
+    from ._backend import Backend
+
+__all__ = ["Outputs", "Rows", "host_rows", "split_result"]
+
+#: Where results are assembled: on the host as NumPy, or on the backend's device.
+PLACES = ("host", "device")
+
+
+class Rows(NamedTuple):
+    """What ``fn`` returned for one batch, as a structure and its arrays."""
+
+    spec: tuple[Any, ...]  # ("array",), ("tuple" | "list", k) or ("dict", keys)
+    leaves: list[Any]
+
+
+def split_result(result: Any, fn: Callable[..., Any], where: str) -> Rows:
+    """``fn``'s result as `Rows`; TypeError naming ``fn`` and the batch otherwise."""
+    if adapter_for_array(result) is not None:
+        return Rows(("array",), [result])
+    if isinstance(result, (tuple, list)) and result:
+        named = [(f"[{i}]", v) for i, v in enumerate(result)]
+        spec: tuple[Any, ...] = (type(result).__name__, len(result))
+    elif isinstance(result, Mapping) and result:
+        named = [(f"[{k!r}]", v) for k, v in result.items()]
+        spec = ("dict", tuple(result))
+    else:
+        msg = (
+            f"fn={fn!r} must return an array, or a non-empty tuple, list or dict "
+            f"of arrays; for {where} it returned {type(result).__qualname__}"
+        )
+        raise TypeError(msg)
+    for label, leaf in named:
+        if adapter_for_array(leaf) is None:
+            msg = (
+                f"fn={fn!r} returned a non-array at {label} for {where}: "
+                f"{type(leaf).__qualname__}"
+            )
+            raise TypeError(msg)
+    return Rows(spec, [leaf for _, leaf in named])
+
+
+def host_rows(result: Any, fn: Callable[..., Any], where: str) -> Rows:
+    """`split_result` with every array brought to the host (what a task returns)."""
+    rows = split_result(result, fn, where)
+    return Rows(rows.spec, [to_host(leaf) for leaf in rows.leaves])
+
+
+def _label(spec: tuple[Any, ...], i: int) -> str:
+    if spec[0] == "array":
+        return "its result"
+    if spec[0] == "dict":
+        return f"output [{spec[1][i]!r}]"
+    return f"output [{i}]"
+
+
+class Outputs:
+    """The outputs of ``fn`` for ``n`` rows, allocated on the first batch.
+
+    Parameters
+    ----------
+    n : int
+        Rows of every output.
+    fn : callable
+        For error messages.
+    backend : Backend, optional
+        With ``place="device"``: where the outputs live.
+    place : {"host", "device"}
+        ``"host"``: NumPy arrays. ``"device"``: arrays of ``backend`` on its
+        device, written in place where its arrays allow it
+        (`Adapter.writable_rows`), else assembled on the host and moved
+        there once at the end.
+    """
+
+    def __init__(
+        self,
+        n: int,
+        fn: Callable[..., Any],
+        backend: Backend | None = None,
+        place: str = "host",
+    ) -> None:
+        self.n = n
+        self.fn = fn
+        self._device = backend if place == "device" else None
+        self._in_place = self._device is not None and (
+            get_adapter(self._device.library).writable_rows
+        )
+        self._spec: tuple[Any, ...] | None = None
+        self._out: list[Any] = []
+        self._dtypes: list[str] = []
+
+    def convert(self, rows: Rows) -> Rows:
+        """The arrays of ``rows`` where the outputs live (a no-op once there)."""
+        if self._in_place:
+            assert self._device is not None
+            return Rows(rows.spec, [self._device.asarray(v) for v in rows.leaves])
+        return Rows(rows.spec, [to_host(v) for v in rows.leaves])
+
+    def take(self, result: Any, start: int, stop: int) -> Rows:
+        """``fn``'s raw result for rows ``start:stop``, checked and converted."""
+        return self.convert(split_result(result, self.fn, _where(start, stop)))
+
+    def put(self, start: int, stop: int, rows: Rows) -> None:
+        """Copy the rows of every output into their slots."""
+        where = _where(start, stop)
+        rows = self.convert(rows)
+        for i, leaf in enumerate(rows.leaves):
+            shape = tuple(leaf.shape)
+            if not shape or shape[0] != stop - start:
+                msg = (
+                    f"fn={self.fn!r} must return one row per input row: for {where} "
+                    f"{_label(rows.spec, i)} has shape {shape}, expected axis 0 of "
+                    f"length {stop - start}"
+                )
+                raise ValueError(msg)
+        if self._spec is None:
+            self._allocate(rows)
+        elif rows.spec != self._spec:
+            msg = (
+                f"fn={self.fn!r} returned {_describe(rows.spec)} for {where} but "
+                f"{_describe(self._spec)} before"
+            )
+            raise ValueError(msg)
+        for i, (leaf, out) in enumerate(zip(rows.leaves, self._out, strict=True)):
+            name = dtype_name(leaf.dtype)
+            if name != self._dtypes[i]:
+                msg = (
+                    f"fn={self.fn!r} changed the dtype of {_label(rows.spec, i)} "
+                    f"between batches: {self._dtypes[i]} before, {name} for {where}"
+                )
+                raise TypeError(msg)
+            if tuple(leaf.shape[1:]) != tuple(out.shape[1:]):
+                msg = (
+                    f"fn={self.fn!r} changed the row shape of {_label(rows.spec, i)} "
+                    f"between batches: {tuple(out.shape[1:])} before, "
+                    f"{tuple(leaf.shape[1:])} for {where}"
+                )
+                raise ValueError(msg)
+            out[start:stop, ...] = leaf
+
+    def _allocate(self, rows: Rows) -> None:
+        for i, leaf in enumerate(rows.leaves):
+            shape = (self.n, *(int(d) for d in leaf.shape[1:]))
+            try:
+                if self._in_place:
+                    assert self._device is not None
+                    out = self._device.xp.empty(
+                        shape, dtype=leaf.dtype, device=array_api_compat.device(leaf)
+                    )
+                else:
+                    out = np.empty(shape, dtype=leaf.dtype)
+            except Exception as exc:
+                from ._oom import is_oom_error
+
+                if not is_oom_error(exc):
+                    raise
+                gib = array_nbytes(leaf[:1]) * self.n / 2**30
+                msg = (
+                    f"the outputs of fn={self.fn!r} do not fit: {_label(rows.spec, i)} "
+                    f"needs shape {shape}, {dtype_name(leaf.dtype)} ({gib:.3g} GiB)"
+                )
+                raise MemoryError(msg) from exc
+            self._out.append(out)
+            self._dtypes.append(str(dtype_name(leaf.dtype)))
+        self._spec = rows.spec
+
+    @property
+    def allocated(self) -> bool:
+        """Whether the first batch has arrived (and the outputs exist)."""
+        return self._spec is not None
+
+    def value(self) -> Any:
+        """The outputs, in the structure ``fn`` returned them."""
+        if self._spec is None:  # pragma: no cover - every run writes a batch
+            msg = "no batch was written"
+            raise RuntimeError(msg)
+        outs = self._out
+        if self._device is not None and not self._in_place:
+            outs = [self._device.asarray(o) for o in outs]
+        kind = self._spec[0]
+        if kind == "array":
+            return outs[0]
+        if kind == "dict":
+            return dict(zip(self._spec[1], outs, strict=True))
+        if kind == "list":
+            return list(outs)
+        return tuple(outs)
+
+
+def _where(start: int, stop: int) -> str:
+    return f"rows {start}:{stop}"
+
+
+def _describe(spec: tuple[Any, ...]) -> str:
+    if spec[0] == "array":
+        return "one array"
+    if spec[0] == "dict":
+        return f"a dict with keys {list(spec[1])}"
+    return f"a {spec[0]} of {spec[1]} arrays"
