@@ -10,6 +10,7 @@ import array_api_compat
 import numpy as np
 
 from ._base import Adapter, MemoryInfo
+from ._peak import PeakMeter
 
 __all__ = ["JaxAdapter"]
 
@@ -129,6 +130,16 @@ class JaxAdapter(Adapter):
         total = int(stats["bytes_limit"])
         used = int(stats.get("bytes_in_use", 0))
         return MemoryInfo(free=max(total - used, 0), total=total)
+
+    def peak_meter(self, device: str) -> PeakMeter | None:  # noqa: ARG002
+        """None: no honest per-call measure.
+
+        XLA compiles each new shape on first use, and on the CPU the
+        compiler's memory dominates the process's peak RSS (a probe read
+        hundreds of times the arrays' bytes); device ``memory_stats`` keep a
+        peak that cannot be reset.
+        """
+        return None
 
     def is_oom(self, exc: BaseException) -> bool:
         """XLA's ``RESOURCE_EXHAUSTED`` status, as ``JaxRuntimeError``."""

@@ -1,0 +1,247 @@
+"""map_batches on real workloads: peak memory, the probe's estimate, time.
+
+Run: ``python benchmarks/bench_batches.py`` (Linux: it reads the process's
+peak RSS, VmHWM). ``--write`` also writes ``benchmarks/results/batches.md``.
+
+Every measurement runs in a fresh subprocess, so earlier allocations do not
+hide a peak. In each one the inputs are made first, then glibc's heap is
+trimmed and VmHWM reset (``/proc/self/clear_refs``); the *peak growth* is
+VmHWM after the run minus RSS before it.
+
+1. **Peak memory, pairwise squared distances** of 12,000 x 64 rows against
+   themselves (a 1.07 GiB float64 output) under ``budget_gb=0.1``:
+   ``map_batches`` with the probe measuring ``fn`` and with ``bytes_per_item``
+   given, against scikit-learn's ``pairwise_distances_chunked(
+   working_memory=100)`` assembled into a preallocated array, side by side.
+   Target: growth <= output + 1.5 x budget.
+2. **The probe's estimate** on three workloads (pairwise distances, a
+   max-statistic permutation test, a k-means assignment step), for NumPy and
+   torch CPU: the plan's predicted peak for one batch (``fixed_bytes +
+   batch_size * bytes_per_item``) against the peak growth of ``fn`` run
+   alone on a batch of that many rows. Target: within 2x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+RESULTS = Path(__file__).parent / "results" / "batches.md"
+BUDGET_GB = 0.1
+MIB = 2**20
+GIB = 2**30
+
+# The child: builds one workload, resets VmHWM, runs one variant, prints JSON.
+CHILD = textwrap.dedent(
+    """
+    import ctypes, json, sys, time
+    import numpy as np
+
+    workload, lib, variant, budget_gb = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+
+    def status(field):
+        for line in open("/proc/self/status"):
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+        raise SystemExit(field + " missing")
+
+    def reset_peak():
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return status("VmRSS")
+
+    if lib == "torch":
+        import torch
+        xp = torch
+        def to(a):
+            return torch.from_numpy(a)
+    else:
+        xp = np
+        def to(a):
+            return a
+    import xpkit
+
+    rng = np.random.default_rng(0)
+    if workload == "pairwise":
+        A = to(rng.standard_normal((12_000, 64)))
+        def fn(a, B):
+            sq = (a * a).sum(1)[:, None] + (B * B).sum(1)[None, :]
+            return sq - 2.0 * (a @ B.T)
+        arrays, whole = (A,), (A,)
+        given = 3 * 12_000 * 8  # three rows of 12,000 float64 per item
+        out_bytes = 12_000 * 12_000 * 8
+    elif workload == "permutation":
+        n, p, n_perm = 1_000, 4_000, 4_000
+        X = rng.standard_normal((n, p))
+        X = (X - X.mean(0)) / X.std(0)
+        y = rng.standard_normal(n)
+        y = (y - y.mean()) / y.std()
+        perms = np.argsort(rng.random((n_perm, n)), axis=1)
+        X, y, perms = to(X), to(y), to(perms)
+        def fn(idx, X, y):
+            corr = (y[idx] @ X) / X.shape[0]
+            return abs(corr).max(1) if lib == "numpy" else corr.abs().amax(1)
+        arrays, whole = (perms,), (X, y)
+        given = (n + 2 * p) * 8
+        out_bytes = n_perm * 8
+    else:  # kmeans: one assignment step
+        N, d, k = 400_000, 16, 256
+        X = to(rng.standard_normal((N, d)))
+        C = to(rng.standard_normal((k, d)))
+        def fn(x, C):
+            dist = (x * x).sum(1)[:, None] - 2.0 * (x @ C.T) + (C * C).sum(1)[None, :]
+            if lib == "numpy":
+                return dist.argmin(1), dist.min(1)
+            m = dist.min(1)
+            return m.indices, m.values
+        arrays, whole = (X,), (C,)
+        given = 3 * k * 8
+        out_bytes = N * 16
+
+    if variant == "estimate":
+        plan = xpkit.plan_batches(fn, *arrays, whole=whole, budget_gb=budget_gb)
+        rows = plan.batch_size
+        predicted = plan.fixed_bytes + rows * plan.bytes_per_item
+        part = tuple(a[:rows] for a in arrays)
+        fn(*part, *whole)  # warm up this size (libraries' one-time buffers)
+        base = reset_peak()
+        fn(*part, *whole)
+        measured = status("VmHWM") - base
+        print(json.dumps({"rows": rows, "per_item": plan.bytes_per_item,
+                          "fixed": plan.fixed_bytes, "predicted": predicted,
+                          "measured": measured, "source": plan.source}))
+        raise SystemExit
+    # warm up the code paths (first calls import and initialise)
+    small = tuple(a[:64] for a in arrays)
+    xpkit.map_batches(fn, *small, whole=whole, budget_gb=budget_gb)
+    base = reset_peak()
+    t0 = time.perf_counter()
+    if variant == "probe":
+        out = xpkit.map_batches(fn, *arrays, whole=whole, budget_gb=budget_gb)
+    elif variant == "given":
+        out = xpkit.map_batches(fn, *arrays, whole=whole, budget_gb=budget_gb,
+                                bytes_per_item=given)
+    elif variant == "unbatched":
+        out = np.asarray(fn(*arrays, *whole))
+    elif variant == "sklearn":
+        from sklearn.metrics import pairwise_distances_chunked
+        out = np.empty((12_000, 12_000))
+        at = 0
+        for chunk in pairwise_distances_chunked(
+            A, A, metric="euclidean", squared=True, working_memory=int(budget_gb * 1024)
+        ):
+            out[at:at + chunk.shape[0]] = chunk
+            at += chunk.shape[0]
+    seconds = time.perf_counter() - t0
+    peak = status("VmHWM") - base
+    first = out[0] if isinstance(out, tuple) else out
+    check = float(np.asarray(first[:3]).sum())
+    print(json.dumps({"seconds": seconds, "growth": peak, "out_bytes": out_bytes,
+                      "check": check}))
+    """
+)
+
+
+def run(workload: str, lib: str, variant: str, budget_gb: float = BUDGET_GB) -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, workload, lib, variant, str(budget_gb)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"{workload}/{lib}/{variant} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def peak_table() -> str:
+    lines = [
+        f"Pairwise squared distances, 12,000 x 64 float64 against themselves "
+        f"(output {12_000**2 * 8 / GIB:.2f} GiB), budget {BUDGET_GB} GB "
+        f"({BUDGET_GB * 1024:.0f} MiB). Target: peak growth <= output + 1.5 x budget.",
+        "",
+        "| variant | seconds | peak growth (MiB) | growth - output (MiB) "
+        "| (growth - output) / budget | within target? |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    rows = [
+        ("map_batches, cost measured by the probe (NumPy)", "numpy", "probe"),
+        ("map_batches, bytes_per_item given (NumPy)", "numpy", "given"),
+        (
+            "sklearn pairwise_distances_chunked(working_memory=100) (NumPy)",
+            "numpy",
+            "sklearn",
+        ),
+        ("map_batches, cost measured by the probe (torch CPU)", "torch", "probe"),
+        ("map_batches, bytes_per_item given (torch CPU)", "torch", "given"),
+    ]
+    checks = set()
+    for label, lib, variant in rows:
+        r = run("pairwise", lib, variant)
+        checks.add(round(r["check"], 6))
+        extra = (r["growth"] - r["out_bytes"]) / MIB
+        budget_mib = BUDGET_GB * 1024
+        ok = r["growth"] <= r["out_bytes"] + 1.5 * BUDGET_GB * GIB
+        lines.append(
+            f"| {label} | {r['seconds']:.2f} | {r['growth'] / MIB:,.0f} | {extra:,.0f} "
+            f"| {extra / budget_mib:.2f} | {'yes' if ok else 'NO'} |"
+        )
+    if len(checks) != 1:
+        lines.append(f"\nRESULTS DIFFER between variants: {sorted(checks)}")
+    return "\n".join(lines)
+
+
+def estimate_table() -> str:
+    lines = [
+        f"The probe's plan under budget_gb={BUDGET_GB}: its predicted peak for one batch "
+        "(fixed + batch x per-item) against the peak growth of `fn` alone on a batch "
+        "that size (after one warm-up call). Target: ratio within 0.5-2.",
+        "",
+        "| workload | library | meter | per item (kB) | fixed (MiB) | batch rows "
+        "| predicted (MiB) | measured (MiB) | predicted / measured | within 2x? |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    names = {
+        "pairwise": "pairwise distances (12,000 x 64)",
+        "permutation": "permutation test (1,000 x 4,000, 4,000 perms)",
+        "kmeans": "k-means step (400,000 x 16, k=256)",
+    }
+    for workload, name in names.items():
+        for lib in ("numpy", "torch"):
+            r = run(workload, lib, "estimate")
+            ratio = r["predicted"] / max(r["measured"], 1)
+            ok = 0.5 <= ratio <= 2.0
+            lines.append(
+                f"| {name} | {'torch CPU' if lib == 'torch' else 'NumPy'} "
+                f"| {r['source'].removeprefix('measured by ')} | {r['per_item'] / 1e3:,.1f} "
+                f"| {r['fixed'] / MIB:,.1f} | {r['rows']:,} | {r['predicted'] / MIB:,.1f} "
+                f"| {r['measured'] / MIB:,.1f} | {ratio:.2f} | {'yes' if ok else 'NO'} |"
+            )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--write", action="store_true", help=f"also write the tables to {RESULTS}"
+    )
+    args = parser.parse_args()
+    text = (
+        "### Peak memory\n\n"
+        + peak_table()
+        + "\n\n### The probe's estimate\n\n"
+        + estimate_table()
+        + "\n"
+    )
+    print(text)
+    if args.write:
+        RESULTS.write_text(text, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
