@@ -119,7 +119,7 @@ def _batches(per_perm: int, executor: object, perms: np.ndarray) -> int:
         log.removeHandler(handler)
         log.setLevel(level)
     first = next(m for m in seen if " batches of " in m)
-    return int(first.split(" items in ")[1].split()[0])
+    return int(first.split(" then ")[1].split()[0])
 
 
 if __name__ == "__main__":
