@@ -155,7 +155,8 @@ def run(workload: str, lib: str, variant: str, budget_gb: float = BUDGET_GB) -> 
         check=False,
     )
     if proc.returncode != 0:
-        raise RuntimeError(f"{workload}/{lib}/{variant} failed:\n{proc.stderr[-3000:]}")
+        msg = f"{workload}/{lib}/{variant} failed:\n{proc.stderr[-3000:]}"
+        raise RuntimeError(msg)
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 

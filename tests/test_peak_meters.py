@@ -93,7 +93,9 @@ def test_torch_cuda_meter_reads_the_allocator_peak_above_the_start(monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "synchronize", record("sync"))
     monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", record("reset"))
-    monkeypatch.setattr(torch.cuda, "memory_allocated", record("allocated", "allocated"))
+    monkeypatch.setattr(
+        torch.cuda, "memory_allocated", record("allocated", "allocated")
+    )
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", record("peak", "peak"))
 
     def run():
