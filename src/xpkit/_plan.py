@@ -134,6 +134,8 @@ def make_plan(
         budget = measured = budget_gb
     if bytes_per_item is not None:
         cost = _Cost(bytes_per_item, 0.0, "given")
+    elif n == 0:
+        cost = _input_rows(arrays, n, "no rows to probe")
     else:
         # On a pool the probe (run here) takes at most an eighth of the rows.
         most = n if pool is None else max(n // PROBE_POOL_SHARE, 1)

@@ -1,0 +1,352 @@
+"""map_batches' outputs: allocated once, every structure, whole operands, probe, OOM."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+import sys
+
+import array_api_compat
+import numpy as np
+import pytest
+
+import xpkit
+from xpkit.testing import assert_equal
+
+GB = 1024**3
+#: bytes_per_item=1 with this budget gives batches of 7 rows.
+SEVEN = {"bytes_per_item": 1.0, "budget_gb": 7 / GB}
+
+
+def _on(x) -> xpkit.Backend:
+    return xpkit.Backend.from_arrays(x)
+
+
+def _data(n: int, cols: int = 4) -> np.ndarray:
+    a = np.arange(n * cols, dtype=np.float64).reshape(n, cols) - 3.0
+    a[:, 0] = np.arange(n)  # column 0 holds the row index
+    return a
+
+
+def _three(x):
+    xp = array_api_compat.array_namespace(x)
+    k = int(x.shape[0])
+    return x * 2.0, xp.sum(x, axis=1), xp.reshape(x[:, :4], (k, 2, 2)), x[:, 1] > 9.0
+
+
+class Recorder:
+    """Row-wise fn recording its batches' row indices (column 0 of its input)."""
+
+    def __init__(self, fails=lambda rows: False) -> None:
+        self.fails = fails
+        self.sizes: list[int] = []
+        self.done: list[np.ndarray] = []
+
+    def __call__(self, x):
+        rows = np.asarray(_on(x).to_numpy(x[:, 0]), dtype=int)
+        self.sizes.append(rows.size)
+        if self.fails(rows):
+            raise MemoryError
+        self.done.append(rows)
+        return x * 2.0 + 1.0
+
+    def rows_once(self, n: int) -> bool:
+        done = np.sort(np.concatenate(self.done))
+        return done.size == n and np.array_equal(done, np.arange(n))
+
+
+@pytest.mark.parametrize("sizing", [{"bytes_per_item": 1.0, "budget_gb": 1.0}, {}])
+def test_identity_result_is_a_fresh_array(sizing):
+    x = _data(6)
+    got = xpkit.map_batches(lambda a: a, x, **sizing)
+    assert got is not x
+    assert not np.shares_memory(got, x)
+    assert_equal(got, _data(6))
+
+
+@pytest.mark.xpkit_skip(["jax", "dask"], reason="their arrays are not writable")
+@pytest.mark.parametrize("result_on", ["host", "device"])
+def test_fn_reusing_one_out_buffer(xpkit_backend, result_on):
+    b = xpkit_backend
+    returned = []
+
+    def fn(x):
+        if not returned:  # one buffer, allocated by the first call, then reused
+            returned.append(
+                b.xp.empty(x.shape, dtype=x.dtype, device=array_api_compat.device(x))
+            )
+        returned[0][...] = x * 3.0 - 1.0
+        return returned[0]
+
+    a = _data(70)  # ten batches of 7 rows, all into the same buffer
+    got = xpkit.map_batches(fn, b.asarray(a), result_on=result_on, **SEVEN)
+    assert len(returned) == 1
+    assert got is not returned[0]
+    want = a * 3.0 - 1.0
+    if result_on == "host":
+        assert isinstance(got, np.ndarray)
+        assert_equal(got, want)
+    else:
+        assert_equal(got, b.asarray(want))
+    assert not np.shares_memory(b.to_numpy(got), b.to_numpy(returned[0]))
+
+
+@pytest.mark.parametrize("kind", [tuple, list, dict])
+def test_structured_results_every_backend(xpkit_backend, kind):
+    b = xpkit_backend
+    keys = ("double", "total", "square", "big")
+
+    def fn(x):
+        outs = _three(x)
+        return dict(zip(keys, outs, strict=True)) if kind is dict else kind(outs)
+
+    a = _data(50)
+    got = xpkit.map_batches(fn, b.asarray(a), **SEVEN)
+    want = (a * 2.0, a.sum(axis=1), a[:, :4].reshape(-1, 2, 2), a[:, 1] > 9.0)
+    assert type(got) is kind
+    if kind is dict:
+        assert list(got) == list(keys)
+        got = [got[k] for k in keys]
+    assert len(got) == 4
+    for g, w in zip(got, want, strict=True):
+        assert isinstance(g, np.ndarray)
+        assert_equal(g, w)
+
+
+@pytest.mark.parametrize("by", ["position", "keyword"])
+def test_whole_operands_moved_once_not_split(xpkit_backend, by):
+    b = xpkit_backend
+    a, w = _data(40, 3), np.arange(6.0).reshape(3, 2)  # exact products
+    seen_x, seen_w = [], []
+
+    def fn(x, W):
+        seen_x.append(x)
+        seen_w.append(W)
+        return x @ W
+
+    whole = (w,) if by == "position" else {"W": w}
+    got = xpkit.map_batches(fn, a, backend=b, whole=whole, **SEVEN)
+    assert_equal(got, a @ w)
+    assert len(seen_x) == 6
+    assert [int(x.shape[0]) for x in seen_x] == [7] * 5 + [5]
+    assert all(_on(x) == b for x in seen_x), "slices must be moved to the backend"
+    assert all(tuple(W.shape) == (3, 2) for W in seen_w)
+    assert _on(seen_w[0]) == b
+    assert len({id(W) for W in seen_w}) == 1, "whole operands moved once"
+
+
+def test_result_on_device_every_backend(xpkit_backend):
+    b = xpkit_backend
+    a = _data(30)
+    dev = {"backend": b, "result_on": "device"}
+    got = xpkit.map_batches(
+        lambda x: {"y": x * 2.0, "s": x[:, 1] > 9.0}, a, **dev, **SEVEN
+    )
+    assert set(got) == {"y", "s"}
+    for value, want in ((got["y"], a * 2.0), (got["s"], a[:, 1] > 9.0)):
+        assert _on(value) == b
+        assert_equal(value, b.asarray(want))
+    # one batch, fn returns its input: still a new array on the device
+    single = xpkit.map_batches(lambda x: x, a, **dev, bytes_per_item=1.0, budget_gb=1.0)
+    assert _on(single) == b
+    assert not np.shares_memory(b.to_numpy(single), a)
+    assert_equal(b.to_numpy(single), a)
+    host = xpkit.map_batches(lambda x: x * 2.0, b.asarray(a), **SEVEN)
+    assert isinstance(host, np.ndarray)
+    assert_equal(host, a * 2.0)
+
+
+@pytest.mark.parametrize("bad", ["gpu", "Host", None])
+def test_bad_result_on(bad):
+    with pytest.raises(ValueError, match="result_on"):
+        xpkit.map_batches(lambda x: x, np.ones((3, 1)), result_on=bad)
+
+
+def test_zero_rows_every_backend(xpkit_backend):
+    b = xpkit_backend
+    empty = b.asarray(np.empty((0, 3)))
+    sizes = []
+
+    def fn(x):
+        sizes.append(int(x.shape[0]))
+        return x[:, :2] * 2.0
+
+    got = xpkit.map_batches(fn, empty)
+    assert sizes == [0]
+    assert_equal(got, np.empty((0, 2)))
+    on_device = xpkit.map_batches(fn, empty, result_on="device")
+    assert _on(on_device) == b
+    assert tuple(on_device.shape) == (0, 2)
+    assert sizes == [0, 0]
+    with pytest.raises(ValueError, match="must return one row per input row"):
+        xpkit.map_batches(lambda x: b.xp.ones((5, 3), dtype=x.dtype), empty)
+    with pytest.raises(TypeError, match=r"fn=.*rows 0:0"):
+        xpkit.map_batches(lambda x: None, empty)
+
+
+def _later(first, later):  # ``later`` from the second batch (row 7) on
+    return lambda x: first(x) if x[0, 0] == 0 else later(x)
+
+
+ONE_ROW = "must return one row per input row"
+
+
+@pytest.mark.parametrize(
+    ("fn", "exc", "match"),
+    [
+        (lambda x: None, TypeError, r"fn=.*rows 0:7"),
+        (lambda x: [1.0] * x.shape[0], TypeError, r"fn=.*non-array.*rows 0:7"),
+        (lambda x: (x, "nope"), TypeError, r"fn=.*non-array at \[1\].*rows 0:7"),
+        (lambda x: {}, TypeError, r"fn=.*rows 0:7"),
+        (lambda x: x[1:], ValueError, ONE_ROW),
+        (lambda x: x.sum(), ValueError, ONE_ROW),
+        (lambda x: (x, x[:-1]), ValueError, ONE_ROW + r": for rows 0:7 output \[1\]"),
+        (
+            _later(lambda x: x, lambda x: x.astype(np.float32)),
+            TypeError,
+            "changed the dtype.*rows 7:14",
+        ),
+        (_later(lambda x: (x,), lambda x: [x]), ValueError, "rows 7:14 but"),
+        (_later(lambda x: (x,), lambda x: (x, x)), ValueError, "rows 7:14 but"),
+        (_later(lambda x: {"a": x}, lambda x: {"b": x}), ValueError, "rows 7:14 but"),
+        (
+            _later(lambda x: x, lambda x: x[:, :1]),
+            ValueError,
+            "changed the row shape.*rows 7:14",
+        ),
+    ],
+)
+def test_bad_fn_results(fn, exc, match):
+    with pytest.raises(exc, match=match):
+        xpkit.map_batches(fn, _data(30), **SEVEN)
+
+
+def test_bad_result_during_the_probe_names_its_rows():
+    with pytest.raises(TypeError, match=r"fn=.*rows 0:4"):
+        xpkit.map_batches(lambda x: None, _data(30))
+
+
+M = 512  # columns of every temporary: 4 KiB per row
+
+
+def _temporaries(k: int):
+    def fn(x):
+        temps = [np.full((x.shape[0], M), float(i)) for i in range(k)]  # k live at once
+        return sum(t[:, 0] for t in temps) + x[:, 0]
+
+    return fn
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_probe_measures_the_per_item_cost(k):
+    fn = _temporaries(k)
+    sizes = []
+
+    def counted(x):
+        sizes.append(int(x.shape[0]))
+        return fn(x)
+
+    plan = xpkit.plan_batches(counted, _data(20_000), budget_gb=1.0)
+    expected = k * M * 8
+    assert plan.source == "measured by tracemalloc"
+    assert expected / 2 <= plan.bytes_per_item <= expected * 2, plan
+    assert plan.fixed_bytes < expected * 16, plan
+    assert sizes[0] == 4
+    assert 2 <= len(sizes) <= 6
+    assert all(s1 < s2 <= 4 * s1 for s1, s2 in itertools.pairwise(sizes))
+    assert plan.probe_rows == sum(sizes)
+    assert plan.n_items == 20_000
+    assert plan.n_batches == -(-(20_000 - plan.probe_rows) // plan.batch_size)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.batch_size = 1  # type: ignore[misc]
+
+
+def test_probe_puts_a_fixed_allocation_in_fixed_bytes():
+    scratch = 250_000  # a 2 MB (C,) scratch per call, whatever the rows
+
+    def fn(x):
+        s = np.ones(scratch)
+        t = np.full((x.shape[0], M), 2.0)
+        return t[:, 0] * s[0] + x[:, 0]
+
+    plan = xpkit.plan_batches(fn, _data(20_000), budget_gb=1.0)
+    assert plan.fixed_bytes >= scratch * 8 / 2, plan
+    assert plan.bytes_per_item <= 2 * M * 8, plan
+
+
+def test_probe_rows_are_kept_in_the_result():
+    fn = Recorder()
+    a = _data(3000)
+    got = xpkit.map_batches(fn, a, budget_gb=1.0)
+    assert_equal(got, a * 2.0 + 1.0)
+    assert fn.sizes[:3] == [4, 16, 64]
+    assert fn.rows_once(3000)
+
+
+@pytest.mark.parametrize(
+    ("n", "per_item", "budget", "overhead", "min_batch"),
+    [(1000, 64.0, 640 / GB, 1.0, 1), (1000, 100.0, 1e-6, 2.5, 3), (10, 8.0, 1.0, 1, 1)],
+)
+def test_plan_with_bytes_per_item_matches_auto_batch_size(
+    n, per_item, budget, overhead, min_batch
+):
+    fn = Recorder()
+    sizing = {"budget_gb": budget, "overhead": overhead, "min_batch": min_batch}
+    plan = xpkit.plan_batches(fn, _data(n), bytes_per_item=per_item, **sizing)
+    batch, n_batches = xpkit.auto_batch_size(n, per_item, **sizing)
+    assert plan == xpkit.BatchPlan(
+        n, budget, per_item, 0.0, overhead, "given", batch, n_batches, 0
+    )
+    assert fn.sizes == []
+
+
+def test_probe_meter_per_backend(xpkit_backend):
+    b = xpkit_backend
+    plan = xpkit.plan_batches(lambda x: x * 2.0, b.asarray(_data(200)), budget_gb=1.0)
+    rss = sys.platform == "linux" and os.access("/proc/self/clear_refs", os.W_OK)
+    traced = "measured by tracemalloc"
+    meters = {"numpy": traced, "array_api_strict": traced, "dask": traced}
+    meters |= {"torch": "measured by peak RSS" if rss else "input rows"}
+    meters |= {"jax": "input rows"}  # no meter: XLA's compiler would dominate a peak
+    if b.library not in meters or b.is_gpu:
+        pytest.skip(f"no expectation for {b.name}")
+    assert plan.source.startswith(meters[b.library])
+    if plan.source.startswith("measured"):
+        assert plan.probe_rows > 0
+    else:
+        assert (plan.probe_rows, plan.fixed_bytes) == (0, 0.0)
+        assert plan.bytes_per_item == 4 * 8  # one input row
+
+
+def test_oom_during_the_probe_every_backend(xpkit_backend):
+    b = xpkit_backend
+    fn = Recorder(fails=lambda rows: rows.size > 2)
+    a = _data(40)
+    plan = xpkit.plan_batches(lambda x: x * 2.0, b.asarray(a), budget_gb=1.0)
+    got = xpkit.map_batches(fn, b.asarray(a), budget_gb=1.0)
+    assert_equal(got, a * 2.0 + 1.0)
+    if plan.probe_rows:  # the probe's first 4 rows fail, then 2 fit, and only 2
+        assert fn.sizes[:2] == [4, 2]
+        assert len(fn.sizes) == len(fn.done) + 1
+    else:  # no meter (JAX): the one batch of 40 rows is split
+        assert fn.sizes[:2] == [40, 20]
+    assert max(r.size for r in fn.done) <= 2
+    assert fn.rows_once(40)
+
+
+@pytest.mark.parametrize("per_item", [None, 1.0])
+def test_oom_after_the_outputs_exist_every_backend(xpkit_backend, per_item):
+    b = xpkit_backend
+    fn = Recorder(fails=lambda rows: rows.max() >= 30 and rows.size > 3)
+    a = _data(90)
+    sizing = {"bytes_per_item": per_item, "budget_gb": 15 / GB if per_item else 1.0}
+    plan = xpkit.plan_batches(lambda x: x * 2.0, b.asarray(a), **sizing)
+    got = xpkit.map_batches(fn, b.asarray(a), **sizing)
+    assert_equal(got, a * 2.0 + 1.0)
+    if per_item or plan.probe_rows:  # the first batch (or probe) allocated the outputs
+        assert fn.done[0][0] == 0
+        assert fn.sizes[0] == fn.done[0].size >= 4
+    assert len(fn.sizes) > len(fn.done)  # some batch did run out of memory
+    assert fn.rows_once(90)
+    assert all(r.size <= 3 for r in fn.done if r.max() >= 30)
