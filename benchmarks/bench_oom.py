@@ -242,11 +242,23 @@ SPLIT_SCRIPT = textwrap.dedent(
             times.append(time.perf_counter() - t0)
         return statistics.median(times)
 
-    split = median(lambda: xpkit.compute_oom_safe(capped(10_000), x))   # one split
-    whole = median(lambda: xpkit.compute_oom_safe(capped(20_000), x))   # none
+    def timed(f):
+        t0 = time.perf_counter()
+        f()
+        return time.perf_counter() - t0
+
+    pairs = []  # interleaved: drift hits both alike
+    for _ in range(repeats):
+        pairs.append((
+            timed(lambda: xpkit.compute_oom_safe(capped(10_000), x)),  # one split
+            timed(lambda: xpkit.compute_oom_safe(capped(20_000), x)),  # none
+        ))
+    split = statistics.median(p[0] for p in pairs)
+    whole = statistics.median(p[1] for p in pairs)
+    paired = statistics.median(p[0] - p[1] for p in pairs)
     release = median(release_after_oom)
     full = median(xpkit.empty_device_cache)
-    print(imported, split, whole, release, full)
+    print(imported, split, whole, paired, release, full)
     """
 )
 
@@ -255,7 +267,8 @@ def split_cost_table(repeats: int) -> str:
     lines = [
         "One OOM split of `compute_oom_safe` (20,000 x 64 rows, `fn = tanh(rows @ W)` "
         "fails above 10,000): "
-        "its time minus the same call without the OOM, in a fresh process, with and "
+        "its time minus the same call without the OOM (the median of paired, "
+        "interleaved runs), in a fresh process, with and "
         "without torch imported (torch makes a full `gc.collect()` slow). Recovery "
         "frees the failed attempt with `release_after_oom` (cleared frames, a "
         "young-generation collection, device caches); `empty_device_cache` (a "
@@ -276,8 +289,8 @@ def split_cost_table(repeats: int) -> str:
         if proc.returncode != 0:
             lines.append(f"| {lib} | failed: {proc.stderr.strip().splitlines()[-1]} |")
             continue
-        name, split, whole, release, full = proc.stdout.split()
-        overhead = (float(split) - float(whole)) * 1e3
+        name, split, whole, paired, release, full = proc.stdout.split()
+        overhead = float(paired) * 1e3
         lines.append(
             f"| {name} | {float(split) * 1e3:.2f} | {float(whole) * 1e3:.2f} "
             f"| {overhead:.2f} | {float(release) * 1e3:.3f} | {float(full) * 1e3:.1f} "
