@@ -123,3 +123,34 @@ def test_without_a_meter_the_input_rows_stand_for_an_item(caplog, monkeypatch):
     assert plan.bytes_per_item == 128.0
     assert plan.probe_rows == 0
     assert any("input rows (" in r.getMessage() for r in caplog.records)
+
+
+def test_a_measurement_never_waits_for_another():
+    meter = _peak.tracemalloc_meter()
+    inner: list[object] = []
+
+    def outer_call():
+        inner.append(meter.measure(lambda: _allocate(1)))  # nested: runs unmeasured
+        return _allocate(4)
+
+    _, peak = meter.measure(outer_call)
+    assert inner[0][1] is None
+    assert 4 * MIB <= peak < 6 * MIB
+
+
+def test_map_batches_inside_fn_of_map_batches_does_not_deadlock():
+    import threading
+
+    x = np.arange(40.0).reshape(20, 2)
+
+    def per_row(block):
+        return xpkit.map_batches(lambda r: r * 2.0, block) + 1.0
+
+    done: list[np.ndarray] = []
+    worker = threading.Thread(
+        target=lambda: done.append(xpkit.map_batches(per_row, x)), daemon=True
+    )
+    worker.start()
+    worker.join(timeout=60)
+    assert not worker.is_alive(), "nested map_batches deadlocked"
+    np.testing.assert_array_equal(done[0], x * 2.0 + 1.0)

@@ -247,6 +247,12 @@ def _probe(
             continue
         outputs.put(start, stop, result)
         del result
+        if peak is None:  # another measurement is under way: do not wait for it
+            why = "another peak measurement was under way"
+            logger().info("map_batches: per-item cost from the input rows (%s)", why)
+            cost = _input_rows(arrays, n, why)
+            cost.probe_rows, cost.limit = stop, limit
+            return cost
         points.append((stop - start, peak))
         start = stop
         if limit is not None or (

@@ -8,8 +8,10 @@ the one that sees its library's allocations (NumPy reports its buffers to
 `tracemalloc`; torch's CPU allocator does not, so the process's peak RSS is
 the honest measure there), or writes its own (torch CUDA's allocator peak).
 
-Meters are process-wide instruments, so measurements are serialised by one
-lock: two threads probing at once take turns.
+Meters are process-wide instruments, so one measurement runs at a time. A
+measurement never waits for another: while one is under way (in another
+thread, or around this very call, as when ``fn`` itself calls
+`map_batches`), the call runs unmeasured and the meter says so (None).
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ __all__ = ["PeakMeter", "rss_meter", "tracemalloc_meter"]
 
 T = TypeVar("T")
 
-#: One measurement at a time in this process (tracemalloc and VmHWM are global).
+#: One measurement at a time in this process (tracemalloc, VmHWM and the
+#: allocators' peaks are global); held without waiting, so never a deadlock.
 _LOCK = threading.Lock()
 
 
@@ -42,8 +45,21 @@ class PeakMeter:
 
     name: str = ""
 
-    def measure(self, run: Callable[[], T]) -> tuple[T, int]:
-        """``run()``'s result and the peak bytes allocated while it ran."""
+    def measure(self, run: Callable[[], T]) -> tuple[T, int | None]:
+        """``run()``'s result and the peak bytes allocated while it ran.
+
+        The peak is None when another measurement was under way: ``run``
+        then ran unmeasured.
+        """
+        if not _LOCK.acquire(blocking=False):
+            return run(), None
+        try:
+            return self._measure(run)
+        finally:
+            _LOCK.release()
+
+    def _measure(self, run: Callable[[], T]) -> tuple[T, int]:
+        """Measure one call (the lock is held)."""
         raise NotImplementedError
 
 
@@ -58,19 +74,18 @@ class _Tracemalloc(PeakMeter):
 
     name = "tracemalloc"
 
-    def measure(self, run: Callable[[], T]) -> tuple[T, int]:
-        with _LOCK:
-            started = not tracemalloc.is_tracing()
+    def _measure(self, run: Callable[[], T]) -> tuple[T, int]:
+        started = not tracemalloc.is_tracing()
+        if started:
+            tracemalloc.start()
+        try:
+            tracemalloc.reset_peak()
+            base = tracemalloc.get_traced_memory()[0]
+            result = run()
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
             if started:
-                tracemalloc.start()
-            try:
-                tracemalloc.reset_peak()
-                base = tracemalloc.get_traced_memory()[0]
-                result = run()
-                peak = tracemalloc.get_traced_memory()[1]
-            finally:
-                if started:
-                    tracemalloc.stop()
+                tracemalloc.stop()
         return result, max(peak - base, 0)
 
 
@@ -91,14 +106,13 @@ class _PeakRss(PeakMeter):
     def __init__(self, trim: Callable[[int], int]) -> None:
         self._trim = trim
 
-    def measure(self, run: Callable[[], T]) -> tuple[T, int]:
-        with _LOCK:
-            self._trim(0)
-            with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:  # noqa: PTH123
-                fh.write("5")
-            base = _status_bytes("VmRSS")
-            result = run()
-            peak = _status_bytes("VmHWM")
+    def _measure(self, run: Callable[[], T]) -> tuple[T, int]:
+        self._trim(0)
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:  # noqa: PTH123
+            fh.write("5")
+        base = _status_bytes("VmRSS")
+        result = run()
+        peak = _status_bytes("VmHWM")
         return result, max(peak - base, 0)
 
 

@@ -318,7 +318,7 @@ class _CudaPeak(PeakMeter):
     def __init__(self, index: int) -> None:
         self._index = index
 
-    def measure(self, run: Callable[[], T]) -> tuple[T, int]:
+    def _measure(self, run: Callable[[], T]) -> tuple[T, int]:
         cuda = _torch().cuda
         cuda.synchronize(self._index)
         cuda.reset_peak_memory_stats(self._index)
