@@ -174,14 +174,18 @@ def _compare_values(
             np.complex128 if "c" in (a.dtype.kind, d.dtype.kind) else np.float64
         )
         df = d.astype(af.dtype)
-        nan_a, nan_d = np.isnan(af), np.isnan(df)
         with np.errstate(invalid="ignore", over="ignore"):
             diff = np.abs(af - df)
             allowed = atol + rtol * np.abs(df)
-            same_inf = np.isinf(af) & (af == df)
-            excess = np.where(same_inf, 0.0, diff - allowed)
-        excess = np.where(nan_a | nan_d, np.where(nan_a == nan_d, 0.0, np.inf), excess)
-        bad = excess > 0
+            # As numpy.isclose: a non-finite value is close only to itself
+            # (inf to the same inf, a complex infinity to the same one), NaN
+            # only to NaN; the tolerance applies to finite pairs alone.
+            finite = np.isfinite(af) & np.isfinite(df)
+            close = (finite & (diff <= allowed)) | (af == df)
+            close |= np.isnan(af) & np.isnan(df)
+            excess = np.where(finite, diff - allowed, np.inf)
+        bad = ~close
+        excess = np.where(bad, np.maximum(excess, np.nextafter(0.0, 1.0)), 0.0)
     n_bad = int(np.count_nonzero(bad))
     if n_bad == 0:
         return
@@ -193,6 +197,7 @@ def _compare_values(
         f"worst at index {index}: actual {got!r}, desired {want!r}"
     )
     if a.dtype.kind != "b" and d.dtype.kind != "b":
-        diff_worst = abs(complex(got) - complex(want))
+        with np.errstate(over="ignore", invalid="ignore"):
+            diff_worst = float(np.abs(np.complex128(got) - np.complex128(want)))
         msg += f", |difference| {diff_worst:.6g}"
     raise AssertionError(msg)

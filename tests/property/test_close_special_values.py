@@ -1,0 +1,90 @@
+"""`assert_close` / `assert_equal` over special values, against NumPy's asserts.
+
+NumPy's ``assert_allclose`` (``equal_nan=True``) and ``assert_array_equal``
+are the reference for which pairs must fail: infinities, NaNs, signed zeros,
+subnormals, huge finite values and complex numbers with infinite parts.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from xpkit.testing import assert_close, assert_equal
+
+SPECIAL = [
+    np.inf,
+    -np.inf,
+    np.nan,
+    0.0,
+    -0.0,
+    5e-324,  # the smallest subnormal
+    -2.5e-310,
+    1.0,
+    1.0 + 1e-9,
+    -1.0,
+    1.7e308,
+    -1.7e308,
+    3.0,
+]
+values = st.sampled_from(SPECIAL)
+rtols = st.sampled_from([0.0, 1e-12, 1e-7, 0.5])
+
+
+def _fails(check, *args, **kwargs) -> bool:
+    try:
+        check(*args, **kwargs)
+    except AssertionError:
+        return True
+    return False
+
+
+@st.composite
+def pairs(draw, complex_: bool):
+    n = draw(st.integers(1, 4))
+    a = draw(st.lists(values, min_size=n, max_size=n))
+    d = draw(st.lists(values, min_size=n, max_size=n))
+    if complex_:
+        ai = draw(st.lists(values, min_size=n, max_size=n))
+        di = draw(st.lists(values, min_size=n, max_size=n))
+        return (
+            np.array([complex(r, i) for r, i in zip(a, ai, strict=True)]),
+            np.array([complex(r, i) for r, i in zip(d, di, strict=True)]),
+        )
+    return np.array(a), np.array(d)
+
+
+@pytest.mark.parametrize("complex_", [False, True], ids=["float64", "complex128"])
+@given(data=st.data(), rtol=rtols)
+def test_assert_close_fails_exactly_where_numpy_does(complex_, data, rtol):
+    a, d = data.draw(pairs(complex_))
+    want = _fails(np.testing.assert_allclose, a, d, rtol=rtol, atol=0, equal_nan=True)
+    assert _fails(assert_close, a, d, rtol=rtol, atol=0.0) == want, (a, d, rtol)
+
+
+@pytest.mark.parametrize("complex_", [False, True], ids=["float64", "complex128"])
+@given(data=st.data())
+def test_assert_equal_fails_exactly_where_numpy_does(complex_, data):
+    a, d = data.draw(pairs(complex_))
+    want = _fails(np.testing.assert_array_equal, a, d)
+    assert _fails(assert_equal, a, d) == want, (a, d)
+
+
+@pytest.mark.parametrize(
+    ("actual", "desired"),
+    [
+        ([1.0], [np.inf]),
+        ([-np.inf], [np.inf]),
+        ([5.0], [np.inf]),
+        ([np.inf], [1.0]),
+        ([np.nan], [1.0]),
+        ([complex(1, np.inf)], [complex(1, -np.inf)]),
+        ([1e308], [-1e308]),
+    ],
+)
+@pytest.mark.parametrize("check", [assert_close, assert_equal])
+def test_infinities_never_pass_against_other_values(check, actual, desired):
+    with pytest.raises(AssertionError, match="elements differ"):
+        check(np.array(actual), np.array(desired))
