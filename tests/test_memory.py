@@ -229,3 +229,113 @@ def test_auto_n_jobs_rejects(kwargs, exc, match):
     arrays = kwargs.pop("arrays")
     with pytest.raises(exc, match=match):
         xpkit.auto_n_jobs_for_arrays(arrays, **kwargs)
+
+
+def test_one_budget_object_in_two_asyncio_tasks_at_once():
+    import asyncio
+
+    shared = xpkit.memory_budget(7.0)
+
+    async def task(delay: float) -> tuple[float | None, float | None]:
+        with shared:
+            await asyncio.sleep(delay)
+            inside = _memory.configured_budget_gb()
+        return inside, _memory.configured_budget_gb()
+
+    async def both():
+        return await asyncio.gather(task(0.02), task(0.0))
+
+    assert asyncio.run(both()) == [(7.0, None), (7.0, None)]
+
+
+def test_one_budget_object_in_two_threads_at_once():
+    import threading
+
+    shared = xpkit.memory_budget(6.0)
+    barrier = threading.Barrier(2)
+    seen: dict[int, tuple[float | None, float | None]] = {}
+
+    def worker(i: int) -> None:
+        with shared:
+            barrier.wait()
+            inside = _memory.configured_budget_gb()
+            barrier.wait()  # both inside before either leaves
+        seen[i] = (inside, _memory.configured_budget_gb())
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen == {0: (6.0, None), 1: (6.0, None)}
+
+
+def test_a_decorated_generator_runs_under_its_budget_and_only_there():
+    @xpkit.memory_budget(3.0)
+    def gen():
+        got = yield _memory.configured_budget_gb()
+        try:
+            yield (got, _memory.configured_budget_gb())
+        except KeyError:
+            yield ("thrown", _memory.configured_budget_gb())
+        return "done"
+
+    g = gen()
+    assert next(g) == 3.0
+    assert _memory.configured_budget_gb() is None  # not in the caller between yields
+    assert g.send("sent") == ("sent", 3.0)
+    assert g.throw(KeyError("x")) == ("thrown", 3.0)
+    with pytest.raises(StopIteration) as stop:
+        next(g)
+    assert stop.value.value == "done"
+    assert _memory.configured_budget_gb() is None
+
+
+def test_bind_carries_the_budget_into_a_thread_pool():
+    from concurrent.futures import ThreadPoolExecutor
+
+    with xpkit.memory_budget(5.0), ThreadPoolExecutor(1) as pool:
+        plain = pool.submit(_memory.configured_budget_gb).result()
+        bound = pool.submit(
+            xpkit.memory_budget.bind(_memory.configured_budget_gb)
+        ).result()
+    assert plain is None  # threads start with an empty context
+    assert bound == 5.0
+    assert xpkit.memory_budget.bind(len) is len  # nothing in force: fn itself
+
+
+@pytest.mark.parametrize(
+    ("call", "param"),
+    [
+        (lambda: xpkit.gb_to_bytes(1e300), "gb"),
+        (lambda: xpkit.memory_budget(1e300), "gb"),
+        (lambda: xpkit.device_memory_budget(None, 1e300), "max_gpu_memory_gb"),
+        (lambda: xpkit.auto_batch_size(10, 8.0, budget_gb=1e300), "budget_gb"),
+        (
+            lambda: xpkit.map_batches(abs, np.ones((4, 1)), budget_gb=1e300),
+            "budget_gb",
+        ),
+        (
+            lambda: xpkit.auto_n_jobs_for_arrays([np.ones(3)], max_memory_gb=1e300),
+            "max_memory_gb",
+        ),
+    ],
+)
+def test_huge_finite_budgets_are_refused_by_name(call, param):
+    with pytest.raises(ValueError, match=rf"^{param} must be at most .* got 1e\+300"):
+        call()
+
+
+def test_huge_budget_in_the_environment_is_refused(monkeypatch):
+    monkeypatch.setenv("XPKIT_MEMORY_BUDGET_GB", "1e300")
+    with pytest.raises(
+        ValueError,
+        match=r"XPKIT_MEMORY_BUDGET_GB must be .* \(at most \d+\), got .1e300.",
+    ):
+        xpkit.device_memory_budget()
+
+
+def test_a_subnormal_item_size_fills_one_batch():
+    assert xpkit.auto_batch_size(10, 1e-320, budget_gb=1) == (10, 1)
+    got = xpkit.map_batches(lambda a: a + 1.0, np.ones((5, 1)), bytes_per_item=1e-320)
+    np.testing.assert_array_equal(got, np.full((5, 1), 2.0))

@@ -295,3 +295,30 @@ def test_compute_oom_safe_threads(rng):
 def test_compute_oom_safe_rejects(args, kwargs, exc, match):
     with pytest.raises(exc, match=match):
         xpkit.compute_oom_safe(*args, **kwargs)
+
+
+def test_an_oom_inside_an_exception_group_is_an_oom():
+    assert xpkit.is_oom_error(ExceptionGroup("tasks", [MemoryError()]))
+    nested = ExceptionGroup(
+        "outer", [ValueError(), ExceptionGroup("inner", [MemoryError()])]
+    )
+    assert xpkit.is_oom_error(nested)
+    assert not xpkit.is_oom_error(ExceptionGroup("tasks", [ValueError("no")]))
+
+
+def test_compute_oom_safe_splits_on_a_task_group_oom():
+    import asyncio
+
+    def fn(x):
+        async def run():
+            async with asyncio.TaskGroup() as group:
+                task = group.create_task(asyncio.sleep(0, x * 2.0))
+                if x.shape[0] > 2:
+                    msg = "simulated"
+                    raise MemoryError(msg)
+            return task.result()
+
+        return asyncio.run(run())
+
+    got = xpkit.compute_oom_safe(fn, np.arange(8.0)[:, None])
+    assert_equal(got, np.arange(8.0)[:, None] * 2.0)

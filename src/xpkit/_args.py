@@ -13,10 +13,12 @@ from ._adapters import adapter_for_array
 from ._dtypes import dtype_name
 
 __all__ = [
+    "MAX_GB",
     "PY_SCALARS",
     "check_axis",
     "check_count",
     "check_fill_fits",
+    "check_gb",
     "check_positive",
     "check_scalar",
     "check_shape",
@@ -162,3 +164,17 @@ def check_count(param: str, value: Any) -> int:
         msg = f"{param} must be a positive int, got {value!r}"
         raise ValueError(msg)
     return int(value)
+
+
+#: The largest budget a GB argument may state: 2**63 bytes (8 EiB), which
+#: every byte count derived from it still fits in.
+MAX_GB = float(2**33)
+
+
+def check_gb(param: str, value: Any, *, allow_zero: bool = False) -> float:
+    """A budget in GB: `check_positive`, and at most `MAX_GB`."""
+    gb = check_positive(param, value, allow_zero=allow_zero)
+    if gb > MAX_GB:
+        msg = f"{param} must be at most {MAX_GB:.0f} GB (2**63 bytes), got {value!r}"
+        raise ValueError(msg)
+    return gb

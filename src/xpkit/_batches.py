@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ._args import check_count, check_positive
+from ._args import check_count, check_gb, check_positive
 from ._log import logger
 from ._oom import run_split_on_oom
 from ._outputs import PLACES, Outputs
@@ -57,7 +57,7 @@ class _Call:
             else check_positive("bytes_per_item", bytes_per_item)
         )
         self.budget_gb = (
-            None if budget_gb is None else check_positive("budget_gb", budget_gb)
+            None if budget_gb is None else check_gb("budget_gb", budget_gb)
         )
         _check_whole(whole)
         moved = None if backend is None else coerce_backend(backend, "backend")

@@ -11,17 +11,19 @@ import functools
 import math
 import os
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import ContextDecorator
-from contextvars import ContextVar, Token
-from typing import TYPE_CHECKING, Any, Self
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from ._adapters import HOST_BATCH_WORKING_SET_BYTES, get_adapter
-from ._args import check_count, check_positive
+from ._args import MAX_GB, check_count, check_gb, check_positive
 from ._dtypes import dtype_name, external_stacklevel
 
 if TYPE_CHECKING:
     from ._backend import Backend
+
+T = TypeVar("T")
 
 __all__ = [
     "BATCH_WORKING_SET_CEILING_GB",
@@ -64,8 +66,7 @@ def gb_to_bytes(gb: float) -> int:
 
     A GB here is 2**30 bytes, as device memory is reported.
     """
-    check_positive("gb", gb, allow_zero=True)
-    return int(gb * BYTES_PER_GB)
+    return int(check_gb("gb", gb, allow_zero=True) * BYTES_PER_GB)
 
 
 # -- host memory --------------------------------------------------------------
@@ -157,8 +158,9 @@ def host_available_bytes(_root: str | os.PathLike[str] = "/") -> int:
 # -- budgets -----------------------------------------------------------------
 ENV_BUDGET = "XPKIT_MEMORY_BUDGET_GB"
 
-_active_budget: ContextVar[float | None] = ContextVar(
-    "xpkit_memory_budget", default=None
+#: The budgets of the enclosing `memory_budget` blocks, innermost last.
+_active_budget: ContextVar[tuple[float, ...]] = ContextVar(
+    "xpkit_memory_budget", default=()
 )
 
 
@@ -184,21 +186,26 @@ class memory_budget(ContextDecorator):
     """
 
     def __init__(self, gb: float) -> None:
-        self.gb = check_positive("gb", gb)
-        self._tokens: list[Token[float | None]] = []
+        self.gb = check_gb("gb", gb)
 
+    # The stack of budgets lives in the context, not in this object, so one
+    # object can be entered in several threads or asyncio tasks at once.
     def __enter__(self) -> Self:
-        self._tokens.append(_active_budget.set(self.gb))
+        _active_budget.set((*_active_budget.get(), self.gb))
         return self
 
     def __exit__(self, *exc: object) -> None:
-        _active_budget.reset(self._tokens.pop())
+        _active_budget.set(_active_budget.get()[:-1])
 
     def _recreate_cm(self) -> memory_budget:
         return memory_budget(self.gb)  # a fresh one per decorated call
 
     def __call__(self, func: Any) -> Any:
-        """Decorate a function, or a coroutine function (the budget holds across awaits)."""
+        """Decorate a function, a coroutine function or a generator function.
+
+        The budget holds across a coroutine's awaits, and while a generator's
+        own code runs (each resumption), never in its caller between them.
+        """
         import inspect
 
         if inspect.iscoroutinefunction(func):
@@ -209,14 +216,63 @@ class memory_budget(ContextDecorator):
                     return await func(*args, **kwargs)
 
             return run
+        if inspect.isgeneratorfunction(func):
+            return self._generator(func)
         return super().__call__(func)
+
+    def _generator(self, func: Any) -> Any:
+        gb = self.gb
+
+        @functools.wraps(func)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            with memory_budget(gb):
+                gen = func(*args, **kwargs)
+            resume: Any = gen.send
+            value: Any = None
+            while True:
+                with memory_budget(gb):
+                    try:
+                        item = resume(value)
+                    except StopIteration as stop:
+                        return stop.value
+                try:
+                    value = yield item
+                    resume = gen.send
+                except GeneratorExit:
+                    with memory_budget(gb):
+                        gen.close()
+                    raise
+                except BaseException as exc:  # noqa: BLE001 - thrown in: pass it on
+                    resume, value = gen.throw, exc
+
+        return run
+
+    @staticmethod
+    def bind(fn: Callable[..., T]) -> Callable[..., T]:
+        """``fn``, run under the budget in force now, wherever it is called.
+
+        Threads do not inherit the caller's budget (each starts with an empty
+        context); wrap what you hand to a thread pool:
+        ``pool.submit(memory_budget.bind(fn), ...)``.
+        """
+        stack = _active_budget.get()
+        if not stack:
+            return fn
+        gb = stack[-1]
+
+        @functools.wraps(fn)
+        def run(*args: Any, **kwargs: Any) -> T:
+            with memory_budget(gb):
+                return fn(*args, **kwargs)
+
+        return run
 
 
 def configured_budget_gb() -> float | None:
     """The budget of an enclosing `memory_budget` block, else of the env var."""
     active = _active_budget.get()
-    if active is not None:
-        return active
+    if active:
+        return active[-1]
     raw = os.environ.get(ENV_BUDGET, "").strip()
     if not raw:
         return None
@@ -224,8 +280,11 @@ def configured_budget_gb() -> float | None:
         value = float(raw)
     except ValueError:
         value = math.nan
-    if not math.isfinite(value) or value <= 0:
-        msg = f"{ENV_BUDGET} must be a finite positive number of GB, got {raw!r}"
+    if not math.isfinite(value) or value <= 0 or value > MAX_GB:
+        msg = (
+            f"{ENV_BUDGET} must be a finite positive number of GB (at most "
+            f"{MAX_GB:.0f}), got {raw!r}"
+        )
         raise ValueError(msg)
     return value
 
@@ -269,7 +328,7 @@ def device_memory_budget(
         Budget in GB.
     """
     if max_gpu_memory_gb is not None:
-        return check_positive("max_gpu_memory_gb", max_gpu_memory_gb)
+        return check_gb("max_gpu_memory_gb", max_gpu_memory_gb)
     if not isinstance(cap_for_batching, bool):
         msg = f"cap_for_batching must be a bool, got {cap_for_batching!r}"
         raise TypeError(msg)
@@ -352,7 +411,7 @@ def auto_batch_size(
     per_item = check_positive("bytes_per_item", bytes_per_item) * check_positive(
         "overhead", overhead
     )
-    budget = gb_to_bytes(check_positive("budget_gb", budget_gb))
+    budget = gb_to_bytes(check_gb("budget_gb", budget_gb))
     floor = min(check_count("min_batch", min_batch), n)
     if per_item > budget:
         msg = (
@@ -361,7 +420,8 @@ def auto_batch_size(
         )
         raise ValueError(msg)
     # The epsilon keeps an exact fit (budget / per_item == k) from flooring to k - 1.
-    batch = min(max(int(budget / per_item * (1 + 1e-12)), floor), n)
+    # (A subnormal per_item makes the quotient infinite: clamp before int.)
+    batch = min(max(int(min(budget / per_item * (1 + 1e-12), n)), floor), n)
     return batch, math.ceil(n / batch)
 
 
@@ -418,7 +478,7 @@ def auto_n_jobs_for_arrays(
     if not sizes:
         return floor
     if max_memory_gb is not None:
-        max_memory_gb = check_positive("max_memory_gb", max_memory_gb)
+        max_memory_gb = check_gb("max_memory_gb", max_memory_gb)
     return n_jobs_for_item_bytes(max(*sizes, 1), max_memory_gb, floor)
 
 

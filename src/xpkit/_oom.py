@@ -28,7 +28,9 @@ def is_oom_error(exc: BaseException) -> bool:
     Recognises torch's ``OutOfMemoryError`` and OOM ``RuntimeError``s (CUDA,
     cuBLAS/cuSOLVER/cuFFT ``*_ALLOC_FAILED``, MPS, the CPU allocator), CuPy's
     ``OutOfMemoryError``, JAX's ``RESOURCE_EXHAUSTED`` and host
-    ``MemoryError``s, anywhere in the ``__cause__``/``__context__`` chain.
+    ``MemoryError``s, anywhere in the ``__cause__``/``__context__`` chain or
+    among the members of an exception group (``asyncio.TaskGroup``, trio
+    nurseries).
     """
     if not isinstance(exc, BaseException):
         msg = f"exc must be an exception, got {exc!r}"
@@ -42,6 +44,8 @@ def is_oom_error(exc: BaseException) -> bool:
         seen.add(id(link))
         if any(adapter.is_oom(link) for adapter in ADAPTERS.values()):
             return True
+        if isinstance(link, BaseExceptionGroup):  # asyncio.TaskGroup, trio nurseries
+            todo += list(link.exceptions)
         # `raise X from None` means "not because of the earlier error".
         context = None if link.__suppress_context__ else link.__context__
         todo += [e for e in (link.__cause__, context) if e is not None]

@@ -111,7 +111,8 @@ class _Cost:
 
     def rows_within(self, budget_bytes: float, overhead: float) -> int:
         room = budget_bytes / overhead - self.fixed
-        return max(int(room / self.per_item * (1 + 1e-12)), 0)
+        rows = room / self.per_item * (1 + 1e-12)
+        return int(min(max(rows, 0.0), 2.0**62))  # a subnormal per_item: inf
 
 
 def make_plan(
