@@ -139,6 +139,23 @@ def split_logs(records: list) -> list[str]:
     return [r.getMessage() for r in records if "resubmitting" in r.getMessage()]
 
 
+def kill_above(rows: int):
+    """``work``, but the process running a batch of more than ``rows`` rows is
+    killed (SIGKILL), every time."""
+
+    def fn(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        if x.shape[0] > rows:
+            os.kill(os.getpid(), 9)
+        return work(x, y)
+
+    return fn
+
+
+def interrupt(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Raises KeyboardInterrupt (which takes a dask worker process down)."""
+    raise KeyboardInterrupt
+
+
 def always_exit(x: np.ndarray) -> np.ndarray:
     """Kills its worker process every time (not a memory problem at all)."""
     os.kill(os.getpid(), 9)

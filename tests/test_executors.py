@@ -115,12 +115,27 @@ def test_dask_without_a_client_says_how_to_get_one():
 @SIGKILL
 def test_joblib_worker_that_always_dies_ends_in_a_named_error(two_cpus, caplog):
     caplog.set_level(logging.INFO, logger="xpkit")
-    with pytest.raises(MemoryError, match=r"rows [01]:[12] \(1 rows.*its worker died"):
+    # 8 bytes a row, far under the workers' budget: not memory, a RuntimeError.
+    with pytest.raises(
+        RuntimeError, match=r"rows [01]:[12] \(1 rows.*its worker died.*not memory"
+    ):
         xpkit.map_batches(
             jobs.always_exit, np.zeros((2, 1)), executor="joblib", bytes_per_item=8.0
         )
     retried = [m for m in jobs.split_logs(caplog.records) if "once at min_batch" in m]
     assert retried  # a task at min_batch got one more chance before the error
+
+
+@SIGKILL
+def test_joblib_worker_dying_near_the_budget_is_a_memory_error(two_cpus):
+    with pytest.raises(MemoryError, match=r"rows [01]:[12] \(1 rows.*its worker died"):
+        xpkit.map_batches(
+            jobs.always_exit,
+            np.zeros((2, 1)),
+            executor="joblib",
+            bytes_per_item=2**20,  # one row is the whole 1 MiB budget
+            budget_gb=2**-10,
+        )
 
 
 @SIGKILL

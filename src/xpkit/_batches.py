@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._args import check_count, check_gb, check_positive
 from ._log import logger
+from ._memory import BYTES_PER_GB
 from ._oom import run_split_on_oom
 from ._outputs import PLACES, Outputs
 from ._plan import BatchPlan, make_plan
@@ -56,9 +57,7 @@ class _Call:
             if bytes_per_item is None
             else check_positive("bytes_per_item", bytes_per_item)
         )
-        self.budget_gb = (
-            None if budget_gb is None else check_gb("budget_gb", budget_gb)
-        )
+        self.budget_gb = None if budget_gb is None else check_gb("budget_gb", budget_gb)
         _check_whole(whole)
         moved = None if backend is None else coerce_backend(backend, "backend")
         self.owner: Backend = Backend.from_arrays(*arrays) if moved is None else moved
@@ -261,6 +260,7 @@ def map_batches(
                 batch=plan.batch_size,
                 min_batch=call.min_batch,
                 bytes_per_row=plan.bytes_per_item * plan.overhead,
+                budget_bytes=plan.budget_gb * BYTES_PER_GB,
                 bar=bar,
             )
             if resubmitted:

@@ -111,6 +111,7 @@ def run_on_pool(
     batch: int,
     min_batch: int,
     bytes_per_row: float,
+    budget_bytes: float,
     bar: Any,
 ) -> int:
     """Run rows ``first:`` on ``pool`` into ``outputs``; the resubmissions.
@@ -120,9 +121,11 @@ def run_on_pool(
     larger than the halves are split before they are submitted. At
     ``min_batch`` a task whose worker died is retried once unsplit (it may
     have died with a worker another task killed); then a `MemoryError` names
-    the rows and the memory they needed. Tasks whose inputs were lost with a
-    worker run again after the inputs are shipped again. Any other error
-    cancels the run and propagates.
+    the rows and the memory they needed (a `RuntimeError` instead when they
+    needed under a quarter of ``budget_bytes``: then it was not memory). A
+    task whose inputs were lost with
+    a worker counts as that worker's death (the inputs are shipped again
+    before the halves run). Any other error cancels the run and propagates.
     """
     n = common_rows(arrays)
     queue = deque((s, min(s + batch, n)) for s in range(first, n, batch))
@@ -130,7 +133,7 @@ def run_on_pool(
     done: dict[int, int] = {}
     limit = batch  # the largest batch worth submitting; shrinks after a failure
     retried: set[tuple[int, int]] = set()
-    resubmitted = relaunched = deaths = 0
+    resubmitted = deaths = 0
     pool.start(job, arrays)
     try:
         while queue or running:
@@ -151,18 +154,16 @@ def run_on_pool(
                     if bar is not None:
                         bar.update(rows)
                     continue
-                if isinstance(error, InputsLost) and relaunched < _MAX_RELAUNCHES:
+                lost = isinstance(error, InputsLost)
+                if lost:  # the worker holding them died: count that death
                     logger().info(
                         "map_batches: rows %d:%d lost their inputs with a worker "
-                        "(%s); shipping the inputs again and resubmitting them",
+                        "that died (%s); the inputs are shipped again",
                         start,
                         stop,
                         error,
                     )
-                    queue.appendleft((start, stop))
-                    relaunched += 1
-                    continue
-                died = pool.lost_worker(error)
+                died = lost or pool.lost_worker(error)
                 if not (died or is_oom_error(error)):
                     raise error
                 deaths += died
@@ -172,9 +173,11 @@ def run_on_pool(
                         f"(last on rows {start}:{stop}); this is more than memory "
                         "pressure, see the workers' logs"
                     )
-                    raise RuntimeError(msg) from error
+                    raise RuntimeError(msg) from (None if lost else error)
                 cause = (
-                    f"its worker died, possibly killed for memory "
+                    "its inputs went down with a worker that died"
+                    if lost
+                    else f"its worker died, possibly killed for memory "
                     f"({type(error).__name__}: {str(error)[:200]})"
                     if died
                     else f"out of memory ({type(error).__name__}: {str(error)[:200]})"
@@ -193,13 +196,21 @@ def run_on_pool(
                             cause,
                         )
                         continue
-                    need = rows * bytes_per_row / 2**20
+                    need = rows * bytes_per_row
                     msg = (
                         f"map_batches: rows {start}:{stop} ({rows} rows, about "
-                        f"{need:.1f} MiB with the overhead) could not run on "
+                        f"{need / 2**20:.1f} MiB with the overhead) could not run on "
                         f"{pool.where} even at min_batch={min_batch}: {cause}"
                     )
-                    raise MemoryError(msg) from error
+                    if died and need * _NOT_MEMORY < budget_bytes:
+                        # Far under the budget, and still the worker dies: the
+                        # cause is not memory (fn exits, interrupts, crashes).
+                        msg += (
+                            f", though the workers' budget is {budget_bytes / 2**20:.0f} "
+                            "MiB a task: not memory, see the workers' logs"
+                        )
+                        raise RuntimeError(msg) from (None if lost else error)
+                    raise MemoryError(msg) from (None if lost else error)
                 mid = start + rows // 2
                 limit = min(limit, rows - rows // 2)
                 logger().info(
@@ -220,8 +231,9 @@ def run_on_pool(
     return resubmitted
 
 
-#: Resubmissions of tasks whose inputs were lost, before giving up.
-_MAX_RELAUNCHES = 100
+#: A task that kills its worker at ``min_batch`` while needing under
+#: 1/_NOT_MEMORY of the per-task budget did not die of memory.
+_NOT_MEMORY = 4
 #: Tasks whose worker died (each splits, or retries at min_batch) before
 #: giving up: a worker that dies for another reason must not split forever.
 _MAX_DEATHS = 64

@@ -1,0 +1,91 @@
+"""Executor faults on a real LocalCluster with dask's default settings.
+
+Unlike ``test_cluster.py`` (whose scheduler allows no retries), dask here
+retries a task whose worker died on ``allowed-failures`` (3) other workers
+first, and the nanny restarts killed workers. Every fault must end in the
+exact result or a public, clear exception within 60 s, and leave the cluster
+with a worker.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+
+import numpy as np
+import pool_jobs as jobs
+import pytest
+
+import xpkit
+
+distributed = pytest.importorskip("distributed")
+jobs.register_by_value()
+
+pytestmark = [
+    pytest.mark.cluster,
+    pytest.mark.skipif(sys.platform == "win32", reason="SIGKILLs worker processes"),
+]
+
+#: No probe here: it would run fn (and its kill) in this process.
+NO_PROBE = {"bytes_per_item": 8.0}
+
+
+@pytest.fixture(scope="module")
+def client():
+    with (
+        distributed.LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            memory_limit="400MiB",
+            dashboard_address=":0",
+        ) as cluster,
+        distributed.Client(cluster) as c,
+    ):
+        yield c
+
+
+@pytest.fixture
+def data():
+    return jobs.make_data()
+
+
+def _keeps_a_worker(client) -> None:
+    client.wait_for_workers(1, timeout=30)
+    assert len(client.scheduler_info()["workers"]) >= 1
+
+
+def test_a_worker_killed_above_a_size_is_split_until_it_fits(client, data, caplog):
+    caplog.set_level(logging.INFO, logger="xpkit")
+    x, y = data
+    t0 = time.monotonic()
+    got = xpkit.map_batches(jobs.kill_above(16), x, y, executor=client, **NO_PROBE)
+    assert time.monotonic() - t0 < 60
+    np.testing.assert_array_equal(got, jobs.work(x, y))
+    assert jobs.split_logs(caplog.records)  # it did split
+    _keeps_a_worker(client)
+
+
+def test_a_worker_the_nanny_kills_for_memory_is_split(client, data, tmp_path):
+    x, y = data
+    marker, log = tmp_path / "hogged", tmp_path / "attempts"
+    t0 = time.monotonic()
+    got = xpkit.map_batches(
+        jobs.hog_first_batch(marker, log, above=64), x, y, executor=client, **NO_PROBE
+    )
+    assert time.monotonic() - t0 < 60
+    assert marker.exists()
+    np.testing.assert_array_equal(got, jobs.work(x, y))
+    _keeps_a_worker(client)
+
+
+def test_keyboard_interrupt_in_fn_is_a_clear_error(client, data):
+    x, y = data
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match="not memory, see the workers' logs") as info:
+        xpkit.map_batches(jobs.interrupt, x[:8], y[:8], executor=client, **NO_PROBE)
+    assert time.monotonic() - t0 < 60
+    assert type(info.value).__module__ == "builtins"  # nothing private escapes
+    assert "InputsLost" not in repr(info.value)
+    _keeps_a_worker(client)
