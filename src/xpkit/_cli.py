@@ -340,7 +340,8 @@ def run_demo(
     ys = (y - y.mean()) / y.std()
     observed = float(np.max(np.abs(ys @ Xs) / n_samples))
     p = (1 + np.sum(reference >= observed)) / (1 + n_perm)
-    out.write(f"\nobserved max |r| = {observed:.3f}, permutation p = {p:.4f}\n")
+    # p is at least 1 / (1 + n_perm): printed with 3 significant digits, never 0.
+    out.write(f"\nobserved max |r| = {observed:.3f}, permutation p = {p:.3g}\n")
     return 0
 
 
@@ -389,7 +390,10 @@ def _positive_float(text: str) -> float:
 
 
 def _positive_int(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
     if value < 1:
         msg = f"must be a positive integer, got {text!r}"
         raise argparse.ArgumentTypeError(msg)

@@ -327,6 +327,11 @@ def device_memory_budget(
     float
         Budget in GB.
     """
+    from ._backend import Backend
+
+    if backend is not None and not isinstance(backend, Backend):
+        msg = f"backend must be a Backend or None, got {backend!r}"
+        raise TypeError(msg)
     if max_gpu_memory_gb is not None:
         return check_gb("max_gpu_memory_gb", max_gpu_memory_gb)
     if not isinstance(cap_for_batching, bool):

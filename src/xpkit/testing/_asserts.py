@@ -60,6 +60,15 @@ def assert_array_almost_equal(
     if isinstance(decimal, bool) or not isinstance(decimal, (int, np.integer)):
         msg = f"decimal must be an int, got {decimal!r}"
         raise TypeError(msg)
+    if decimal < 0:
+        msg = f"decimal must be a non-negative int, got {decimal!r}"
+        raise ValueError(msg)
+    if not isinstance(err_msg, str):
+        msg = f"err_msg must be a string, got {err_msg!r}"
+        raise TypeError(msg)
+    if not isinstance(verbose, bool):
+        msg = f"verbose must be a bool, got {verbose!r}"
+        raise TypeError(msg)
     if backend is not None and not isinstance(backend, Backend):
         msg = f"backend must be a Backend or None, got {backend!r}"
         raise TypeError(msg)

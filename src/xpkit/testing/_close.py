@@ -128,6 +128,14 @@ def _compare_meta(
     check_namespace: bool,
 ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
     __tracebackhide__ = True
+    for name, flag in (
+        ("check_dtype", check_dtype),
+        ("check_device", check_device),
+        ("check_namespace", check_namespace),
+    ):
+        if not isinstance(flag, bool):
+            msg = f"{name} must be a bool, got {flag!r}"
+            raise TypeError(msg)
     lib_a, lib_d = adapter_for_array(actual), adapter_for_array(desired)
     if check_namespace and (lib_a is None or lib_a is not lib_d):
         msg = (

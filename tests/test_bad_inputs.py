@@ -1,0 +1,679 @@
+"""Bad input, across every public name: one table, each row a call, the exception
+it must raise and a fragment of its message that names the parameter.
+
+Rows that take a `Backend` run on every backend the plugin offers (``b``);
+the others run once. The CLI rows check argparse's exit status and message,
+the environment rows set a variable first. The README's "Errors" section
+states the policy these rows hold the library to.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+import pytest
+
+import xpkit
+from xpkit import testing
+from xpkit.testing import strategies
+
+INF, NAN = math.inf, math.nan
+X = np.arange(6.0).reshape(3, 2)
+
+
+class Row(NamedTuple):
+    call: Callable[..., Any]
+    error: type[BaseException]
+    names: str  # a regex fragment of the message: the parameter and its value
+
+
+def _fn_none(x):
+    return None
+
+
+def _fn_rows(k):
+    return lambda x: np.zeros((k, 1))
+
+
+def _fn_dtype_changes(x):
+    return x.astype(np.float32) if x[0, 0] > 0 else x
+
+
+def _fn_row_shape_changes(x):
+    return np.zeros((x.shape[0], 1 if x[0, 0] == 0 else 2))
+
+
+def _fn_structure_changes(x):
+    return (x, x) if x[0, 0] == 0 else x
+
+
+def _zero_rows_none(x):
+    return None
+
+
+ONCE: dict[str, Row] = {
+    # Backend(...) and its classmethod
+    "Backend int": Row(
+        lambda: xpkit.Backend(3), TypeError, "backend must be a string, got 3"
+    ),
+    "Backend None": Row(
+        lambda: xpkit.Backend(None), TypeError, "backend must be a string, got None"
+    ),
+    "Backend unknown": Row(
+        lambda: xpkit.Backend("tensorflow"), ValueError, "backend='tensorflow'"
+    ),
+    "Backend device int": Row(
+        lambda: xpkit.Backend("numpy", device=0),
+        TypeError,
+        "device must be a string or None, got 0",
+    ),
+    "Backend device missing": Row(
+        lambda: xpkit.Backend("numpy", device="cuda"),
+        ValueError,
+        "device='cuda' does not exist",
+    ),
+    "Backend device empty": Row(
+        lambda: xpkit.Backend("numpy", device=""),
+        ValueError,
+        "device='' does not exist",
+    ),
+    "Backend device garbage": Row(
+        lambda: xpkit.Backend("numpy", device="gpu:banana"),
+        ValueError,
+        "device='gpu:banana'",
+    ),
+    "from_arrays str": Row(
+        lambda: xpkit.Backend.from_arrays("abc"), TypeError, "arrays\\[0\\]"
+    ),
+    "from_arrays object": Row(
+        lambda: xpkit.Backend.from_arrays(object()), TypeError, "arrays\\[0\\]"
+    ),
+    # resolve_backend / auto_select_backend
+    "resolve int": Row(
+        lambda: xpkit.resolve_backend(3),
+        ValueError,
+        "parallel must be None, a string or a Backend, got 3",
+    ),
+    "resolve list": Row(
+        lambda: xpkit.resolve_backend(["numpy"]), ValueError, "parallel must be None"
+    ),
+    "resolve unknown": Row(
+        lambda: xpkit.resolve_backend("tpu"), ValueError, "parallel='tpu'"
+    ),
+    "auto_select n_samples 0": Row(
+        lambda: xpkit.auto_select_backend(0, 10), ValueError, "n_samples"
+    ),
+    "auto_select n_features 0": Row(
+        lambda: xpkit.auto_select_backend(10, 0), ValueError, "n_features"
+    ),
+    "auto_select cv 0": Row(
+        lambda: xpkit.auto_select_backend(10, 10, cv=0), ValueError, "cv"
+    ),
+    "auto_select str": Row(
+        lambda: xpkit.auto_select_backend("10", 10), TypeError, "n_samples"
+    ),
+    "auto_select float": Row(
+        lambda: xpkit.auto_select_backend(10.5, 10), TypeError, "n_samples"
+    ),
+    "auto_select bool": Row(
+        lambda: xpkit.auto_select_backend(10, True), TypeError, "n_features"
+    ),
+    # gb_to_bytes
+    "gb_to_bytes negative": Row(
+        lambda: xpkit.gb_to_bytes(-1),
+        ValueError,
+        "gb must be a finite non-negative number, got -1",
+    ),
+    "gb_to_bytes str": Row(
+        lambda: xpkit.gb_to_bytes("1"), TypeError, "gb must be a number, got '1'"
+    ),
+    "gb_to_bytes nan": Row(
+        lambda: xpkit.gb_to_bytes(NAN), ValueError, "gb must be .* got nan"
+    ),
+    "gb_to_bytes inf": Row(
+        lambda: xpkit.gb_to_bytes(INF), ValueError, "gb must be .* got inf"
+    ),
+    "gb_to_bytes huge": Row(
+        lambda: xpkit.gb_to_bytes(1e300), ValueError, "gb must be at most"
+    ),
+    "gb_to_bytes bool": Row(
+        lambda: xpkit.gb_to_bytes(True), TypeError, "gb must be a number, got True"
+    ),
+    # memory_budget
+    "memory_budget 0": Row(
+        lambda: xpkit.memory_budget(0),
+        ValueError,
+        "gb must be a finite positive number, got 0",
+    ),
+    "memory_budget negative": Row(
+        lambda: xpkit.memory_budget(-1.0), ValueError, "gb must be .* got -1"
+    ),
+    "memory_budget inf": Row(
+        lambda: xpkit.memory_budget(INF), ValueError, "gb must be .* got inf"
+    ),
+    "memory_budget str": Row(
+        lambda: xpkit.memory_budget("2"), TypeError, "gb must be a number, got '2'"
+    ),
+    "memory_budget None": Row(
+        lambda: xpkit.memory_budget(None), TypeError, "gb must be a number, got None"
+    ),
+    "memory_budget huge": Row(
+        lambda: xpkit.memory_budget(1e300), ValueError, "gb must be at most"
+    ),
+    # device_memory_budget
+    "budget backend str": Row(
+        lambda: xpkit.device_memory_budget("garbage"),
+        TypeError,
+        "backend must be a Backend or None, got 'garbage'",
+    ),
+    "budget backend str in block": Row(
+        lambda: _in_budget(lambda: xpkit.device_memory_budget("garbage")),
+        TypeError,
+        "backend must be a Backend or None",
+    ),
+    "budget explicit 0": Row(
+        lambda: xpkit.device_memory_budget(None, 0),
+        ValueError,
+        "max_gpu_memory_gb must be .* got 0",
+    ),
+    "budget explicit negative": Row(
+        lambda: xpkit.device_memory_budget(None, -1), ValueError, "max_gpu_memory_gb"
+    ),
+    "budget explicit str": Row(
+        lambda: xpkit.device_memory_budget(None, "4"),
+        TypeError,
+        "max_gpu_memory_gb must be a number",
+    ),
+    "budget explicit huge": Row(
+        lambda: xpkit.device_memory_budget(None, 1e300),
+        ValueError,
+        "max_gpu_memory_gb must be at most",
+    ),
+    "budget cap str": Row(
+        lambda: xpkit.device_memory_budget(cap_for_batching="yes"),
+        TypeError,
+        "cap_for_batching must be a bool, got 'yes'",
+    ),
+    # auto_batch_size
+    "batch n_items 0": Row(
+        lambda: xpkit.auto_batch_size(0, 8.0, budget_gb=1.0),
+        ValueError,
+        "n_items must be a positive int, got 0",
+    ),
+    "batch n_items float": Row(
+        lambda: xpkit.auto_batch_size(1.5, 8.0, budget_gb=1.0),
+        TypeError,
+        "n_items must be an int, got 1.5",
+    ),
+    "batch n_items bool": Row(
+        lambda: xpkit.auto_batch_size(True, 8.0, budget_gb=1.0),
+        TypeError,
+        "n_items must be an int, got True",
+    ),
+    "batch bytes 0": Row(
+        lambda: xpkit.auto_batch_size(10, 0, budget_gb=1.0),
+        ValueError,
+        "bytes_per_item must be a finite positive number, got 0",
+    ),
+    "batch bytes negative": Row(
+        lambda: xpkit.auto_batch_size(10, -1.0, budget_gb=1.0),
+        ValueError,
+        "bytes_per_item",
+    ),
+    "batch bytes nan": Row(
+        lambda: xpkit.auto_batch_size(10, NAN, budget_gb=1.0),
+        ValueError,
+        "bytes_per_item .* got nan",
+    ),
+    "batch bytes str": Row(
+        lambda: xpkit.auto_batch_size(10, "8", budget_gb=1.0),
+        TypeError,
+        "bytes_per_item must be a number",
+    ),
+    "batch budget 0": Row(
+        lambda: xpkit.auto_batch_size(10, 8.0, budget_gb=0),
+        ValueError,
+        "budget_gb must be a finite positive",
+    ),
+    "batch budget inf": Row(
+        lambda: xpkit.auto_batch_size(10, 8.0, budget_gb=INF),
+        ValueError,
+        "budget_gb .* got inf",
+    ),
+    "batch budget huge": Row(
+        lambda: xpkit.auto_batch_size(10, 8.0, budget_gb=1e300),
+        ValueError,
+        "budget_gb must be at most",
+    ),
+    "batch overhead 0": Row(
+        lambda: xpkit.auto_batch_size(10, 8.0, budget_gb=1.0, overhead=0),
+        ValueError,
+        "overhead must be a finite positive",
+    ),
+    "batch overhead nan": Row(
+        lambda: xpkit.auto_batch_size(10, 8.0, budget_gb=1.0, overhead=NAN),
+        ValueError,
+        "overhead .* got nan",
+    ),
+    "batch min_batch 0": Row(
+        lambda: xpkit.auto_batch_size(10, 8.0, budget_gb=1.0, min_batch=0),
+        ValueError,
+        "min_batch must be a positive int, got 0",
+    ),
+    "batch min_batch float": Row(
+        lambda: xpkit.auto_batch_size(10, 8.0, budget_gb=1.0, min_batch=1.5),
+        TypeError,
+        "min_batch must be an int",
+    ),
+    "batch min_batch bool": Row(
+        lambda: xpkit.auto_batch_size(10, 8.0, budget_gb=1.0, min_batch=True),
+        TypeError,
+        "min_batch must be an int, got True",
+    ),
+    "batch item too big": Row(
+        lambda: xpkit.auto_batch_size(10, 2.0**40, budget_gb=1.0),
+        ValueError,
+        "one item needs .* budget_gb=1.0",
+    ),
+    # auto_n_jobs_for_arrays
+    "n_jobs arrays int": Row(
+        lambda: xpkit.auto_n_jobs_for_arrays(5),
+        TypeError,
+        "arrays must be an iterable of arrays, got int",
+    ),
+    "n_jobs arrays str": Row(
+        lambda: xpkit.auto_n_jobs_for_arrays("abc"),
+        TypeError,
+        "arrays must be an iterable of arrays, got str",
+    ),
+    "n_jobs budget 0": Row(
+        lambda: xpkit.auto_n_jobs_for_arrays([X], max_memory_gb=0),
+        ValueError,
+        "max_memory_gb must be a finite positive",
+    ),
+    "n_jobs budget huge": Row(
+        lambda: xpkit.auto_n_jobs_for_arrays([X], max_memory_gb=1e300),
+        ValueError,
+        "max_memory_gb must be at most",
+    ),
+    "n_jobs min_jobs 0": Row(
+        lambda: xpkit.auto_n_jobs_for_arrays([X], min_jobs=0),
+        ValueError,
+        "min_jobs must be a positive int, got 0",
+    ),
+    "n_jobs min_jobs str": Row(
+        lambda: xpkit.auto_n_jobs_for_arrays([X], min_jobs="2"),
+        TypeError,
+        "min_jobs must be an int, got '2'",
+    ),
+    # is_oom_error
+    "is_oom str": Row(
+        lambda: xpkit.is_oom_error("x"), TypeError, "exc must be an exception, got 'x'"
+    ),
+    "is_oom None": Row(
+        lambda: xpkit.is_oom_error(None),
+        TypeError,
+        "exc must be an exception, got None",
+    ),
+    "is_oom class": Row(
+        lambda: xpkit.is_oom_error(MemoryError), TypeError, "exc must be an exception"
+    ),
+    # compute_oom_safe
+    "oom_safe fn": Row(
+        lambda: xpkit.compute_oom_safe(42, X), TypeError, "fn must be callable, got 42"
+    ),
+    "oom_safe no arrays": Row(
+        lambda: xpkit.compute_oom_safe(abs),
+        ValueError,
+        "arrays must hold at least one array",
+    ),
+    "oom_safe lengths": Row(
+        lambda: xpkit.compute_oom_safe(abs, X, np.ones(2)),
+        ValueError,
+        "share their axis-0 length, got lengths \\[3, 2\\]",
+    ),
+    "oom_safe 0-d": Row(
+        lambda: xpkit.compute_oom_safe(abs, np.float64(1.0)),
+        TypeError,
+        "arrays\\[0\\] must be an array with at least one axis",
+    ),
+    "oom_safe min_chunk 0": Row(
+        lambda: xpkit.compute_oom_safe(abs, X, min_chunk=0),
+        ValueError,
+        "min_chunk must be a positive int, got 0",
+    ),
+    "oom_safe min_chunk float": Row(
+        lambda: xpkit.compute_oom_safe(abs, X, min_chunk=1.5),
+        TypeError,
+        "min_chunk must be an int, got 1.5",
+    ),
+    "oom_safe fn None": Row(
+        lambda: xpkit.compute_oom_safe(_fn_none, X),
+        TypeError,
+        "fn=.* rows 0:3 .* NoneType",
+    ),
+    "oom_safe fn rows": Row(
+        lambda: xpkit.compute_oom_safe(_fn_rows(5), X),
+        ValueError,
+        "fn=.* one row per input row: for rows 0:3",
+    ),
+    "oom_safe fn list": Row(
+        lambda: xpkit.compute_oom_safe(lambda x: [1.0, 2.0, 3.0], X),
+        TypeError,
+        "fn=.* returned a non-array at \\[0\\]",
+    ),
+    # map_batches
+    "map fn": Row(
+        lambda: xpkit.map_batches(42, X), TypeError, "fn must be callable, got 42"
+    ),
+    "map no arrays": Row(
+        lambda: xpkit.map_batches(abs),
+        ValueError,
+        "arrays must hold at least one array",
+    ),
+    "map lengths": Row(
+        lambda: xpkit.map_batches(abs, X, np.ones(2)),
+        ValueError,
+        "share their axis-0 length",
+    ),
+    "map budget 0": Row(
+        lambda: xpkit.map_batches(abs, X, budget_gb=0),
+        ValueError,
+        "budget_gb must be a finite positive",
+    ),
+    "map budget huge": Row(
+        lambda: xpkit.map_batches(abs, X, budget_gb=1e300),
+        ValueError,
+        "budget_gb must be at most",
+    ),
+    "map bytes negative": Row(
+        lambda: xpkit.map_batches(abs, X, bytes_per_item=-5),
+        ValueError,
+        "bytes_per_item must be a finite positive",
+    ),
+    "map overhead nan": Row(
+        lambda: xpkit.map_batches(abs, X, overhead=NAN),
+        ValueError,
+        "overhead must be a finite positive",
+    ),
+    "map min_batch 0": Row(
+        lambda: xpkit.map_batches(abs, X, min_batch=0),
+        ValueError,
+        "min_batch must be a positive int",
+    ),
+    "map min_batch bool": Row(
+        lambda: xpkit.map_batches(abs, X, min_batch=True),
+        TypeError,
+        "min_batch must be an int, got True",
+    ),
+    "map progress": Row(
+        lambda: xpkit.map_batches(abs, X, progress="yes"),
+        TypeError,
+        "progress must be a bool, got 'yes'",
+    ),
+    "map backend": Row(
+        lambda: xpkit.map_batches(abs, X, backend="tpu"), ValueError, "backend='tpu'"
+    ),
+    "map executor str": Row(
+        lambda: xpkit.map_batches(abs, X, executor="spark"),
+        ValueError,
+        "executor must be None, 'dask', 'joblib'",
+    ),
+    "map executor int": Row(
+        lambda: xpkit.map_batches(abs, X, executor=4),
+        TypeError,
+        "executor must be None, .* got int",
+    ),
+    "map result_on": Row(
+        lambda: xpkit.map_batches(abs, X, result_on="gpu"),
+        ValueError,
+        "result_on must be 'host' or 'device', got 'gpu'",
+    ),
+    "map whole int": Row(
+        lambda: xpkit.map_batches(abs, X, whole=5),
+        TypeError,
+        "whole must be a tuple of operands .* got int",
+    ),
+    "map whole key": Row(
+        lambda: xpkit.map_batches(abs, X, whole={1: X}),
+        TypeError,
+        "whole must map fn's keyword names",
+    ),
+    "map item too big": Row(
+        lambda: xpkit.map_batches(abs, X, budget_gb=1e-12, bytes_per_item=1e6),
+        ValueError,
+        "one item needs",
+    ),
+    "map fn None": Row(
+        lambda: xpkit.map_batches(_fn_none, X),
+        TypeError,
+        "fn=.* for rows 0:3 it returned NoneType",
+    ),
+    "map fn 0-d": Row(
+        lambda: xpkit.map_batches(lambda x: x.sum(), X),
+        ValueError,
+        "fn=.* one row per input row: for rows 0:3 its result has shape \\(\\)",
+    ),
+    "map zero rows 5 rows": Row(
+        lambda: xpkit.map_batches(_fn_rows(5), X[:0]),
+        ValueError,
+        "fn=.* for rows 0:0 .* expected axis 0 of length 0",
+    ),
+    "map zero rows None": Row(
+        lambda: xpkit.map_batches(_zero_rows_none, X[:0]),
+        TypeError,
+        "fn=.* for rows 0:0 it returned NoneType",
+    ),
+    "map dtype changes": Row(
+        lambda: xpkit.map_batches(
+            _fn_dtype_changes, X, bytes_per_item=1.0, budget_gb=2**-30
+        ),
+        TypeError,
+        "fn=.* changed the dtype of its result between batches: float64 before, float32 for rows 1:2",
+    ),
+    "map row shape changes": Row(
+        lambda: xpkit.map_batches(
+            _fn_row_shape_changes, X, bytes_per_item=1.0, budget_gb=2**-30
+        ),
+        ValueError,
+        "fn=.* changed the row shape of its result between batches",
+    ),
+    "map structure changes": Row(
+        lambda: xpkit.map_batches(
+            _fn_structure_changes, X, bytes_per_item=1.0, budget_gb=2**-30
+        ),
+        ValueError,
+        "fn=.* returned one array for rows 1:2 but a tuple of 2 arrays before",
+    ),
+    "plan fn": Row(
+        lambda: xpkit.plan_batches(42, X), TypeError, "fn must be callable, got 42"
+    ),
+    "plan budget": Row(
+        lambda: xpkit.plan_batches(abs, X, budget_gb=-1),
+        ValueError,
+        "budget_gb must be a finite positive",
+    ),
+    "plan min_batch": Row(
+        lambda: xpkit.plan_batches(abs, X, min_batch="x"),
+        TypeError,
+        "min_batch must be an int, got 'x'",
+    ),
+    # xpkit.testing
+    "assert_close rtol negative": Row(
+        lambda: testing.assert_close(X, X, rtol=-1),
+        ValueError,
+        "rtol must be a finite non-negative number, got -1",
+    ),
+    "assert_close rtol str": Row(
+        lambda: testing.assert_close(X, X, rtol="a"),
+        TypeError,
+        "rtol must be a number, got 'a'",
+    ),
+    "assert_close atol nan": Row(
+        lambda: testing.assert_close(X, X, atol=NAN),
+        ValueError,
+        "atol must be a finite non-negative number, got nan",
+    ),
+    "assert_close atol bool": Row(
+        lambda: testing.assert_close(X, X, atol=True),
+        TypeError,
+        "atol must be a number, got True",
+    ),
+    "assert_close check_dtype str": Row(
+        lambda: testing.assert_close(X, X, check_dtype="yes"),
+        TypeError,
+        "check_dtype must be a bool, got 'yes'",
+    ),
+    "assert_equal check_device int": Row(
+        lambda: testing.assert_equal(X, X, check_device=1),
+        TypeError,
+        "check_device must be a bool, got 1",
+    ),
+    "assert_equal check_namespace None": Row(
+        lambda: testing.assert_equal(X, X, check_namespace=None),
+        TypeError,
+        "check_namespace must be a bool, got None",
+    ),
+    "default_tolerance unknown": Row(
+        lambda: testing.default_tolerance("float128x"), TypeError, "dtype"
+    ),
+    "default_tolerance object": Row(
+        lambda: testing.default_tolerance(object()), TypeError, "dtype"
+    ),
+    "almost_equal decimal str": Row(
+        lambda: testing.assert_array_almost_equal(X, X, decimal="6"),
+        TypeError,
+        "decimal must be an int, got '6'",
+    ),
+    "almost_equal decimal negative": Row(
+        lambda: testing.assert_array_almost_equal(X, X, decimal=-1),
+        ValueError,
+        "decimal must be a non-negative int, got -1",
+    ),
+    "almost_equal backend str": Row(
+        lambda: testing.assert_array_almost_equal(X, X, backend="numpy"),
+        TypeError,
+        "backend must be a Backend or None, got 'numpy'",
+    ),
+    "almost_equal err_msg int": Row(
+        lambda: testing.assert_array_almost_equal(X, X, err_msg=5),
+        TypeError,
+        "err_msg must be a string, got 5",
+    ),
+    "almost_equal verbose str": Row(
+        lambda: testing.assert_array_almost_equal(X, X, verbose="no"),
+        TypeError,
+        "verbose must be a bool, got 'no'",
+    ),
+    # xpkit.testing.strategies
+    "strategies arrays backend": Row(
+        lambda: strategies.arrays("numpy"),
+        TypeError,
+        "backend must be a Backend, got 'numpy'",
+    ),
+    "strategies dtypes backend": Row(
+        lambda: strategies.dtypes(None),
+        TypeError,
+        "backend must be a Backend, got None",
+    ),
+    "strategies dtype_names backend": Row(
+        lambda: strategies.dtype_names(3), TypeError, "backend must be a Backend, got 3"
+    ),
+    "strategies dtypes kind": Row(
+        lambda: strategies.dtypes(xpkit.Backend("numpy"), kind="nope"),
+        ValueError,
+        "kind='nope'",
+    ),
+    "strategies dtype_names kind": Row(
+        lambda: strategies.dtype_names(xpkit.Backend("numpy"), kind=5),
+        ValueError,
+        "kind=5",
+    ),
+}
+
+
+def _in_budget(call: Callable[[], Any]) -> Any:
+    with xpkit.memory_budget(2.0):
+        return call()
+
+
+@pytest.mark.parametrize("row", ONCE.values(), ids=ONCE.keys())
+def test_bad_input_once(row: Row):
+    with pytest.raises(row.error, match=row.names):
+        row.call()
+
+
+# -- the CLI: argparse's usage error (exit status 2) names the option --------------
+CLI: dict[str, tuple[list[str], str]] = {
+    "demo permutations 0": (
+        ["demo", "--permutations", "0"],
+        "--permutations: must be a positive integer, got '0'",
+    ),
+    "demo permutations text": (
+        ["demo", "--permutations", "abc"],
+        "--permutations: must be a positive integer, got 'abc'",
+    ),
+    "demo permutations negative": (
+        ["demo", "--permutations", "-5"],
+        "--permutations: must be a positive integer",
+    ),
+    "demo samples 0": (
+        ["demo", "--samples", "0"],
+        "--samples: must be a positive integer, got '0'",
+    ),
+    "demo features text": (
+        ["demo", "--features", "x"],
+        "--features: must be a positive integer, got 'x'",
+    ),
+    "demo budget 0": (
+        ["demo", "--budget-gb", "0"],
+        "--budget-gb: must be a finite positive number, got '0'",
+    ),
+    "demo budget nan": (
+        ["demo", "--budget-gb", "nan"],
+        "--budget-gb: must be a finite positive number, got 'nan'",
+    ),
+    "demo budget inf": (
+        ["demo", "--budget-gb", "inf"],
+        "--budget-gb: must be a finite positive number, got 'inf'",
+    ),
+    "unknown command": (["frobnicate"], "invalid choice: 'frobnicate'"),
+    "no command": ([], "the following arguments are required"),
+    "info unknown option": (["info", "--bogus"], "unrecognized arguments: --bogus"),
+    "check unknown option": (["check", "--bogus"], "unrecognized arguments: --bogus"),
+}
+
+
+@pytest.mark.parametrize(("argv", "names"), CLI.values(), ids=CLI.keys())
+def test_bad_cli_arguments(capsys, argv, names):
+    from xpkit._cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert pytest.importorskip("re").search(names, err), err
+
+
+# -- environment variables ----------------------------------------------------------
+ENV: dict[str, str] = {
+    "budget text": "abc",
+    "budget negative": "-1",
+    "budget zero": "0",
+    "budget nan": "nan",
+    "budget inf": "inf",
+    "budget huge": "1e300",
+}
+
+
+@pytest.mark.parametrize("raw", ENV.values(), ids=ENV.keys())
+def test_bad_budget_environment_variable(monkeypatch, raw):
+    monkeypatch.setenv("XPKIT_MEMORY_BUDGET_GB", raw)
+    with pytest.raises(
+        ValueError,
+        match=rf"XPKIT_MEMORY_BUDGET_GB must be a finite positive .* got '{raw}'",
+    ):
+        xpkit.device_memory_budget()
