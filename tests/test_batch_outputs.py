@@ -350,3 +350,95 @@ def test_oom_after_the_outputs_exist_every_backend(xpkit_backend, per_item):
     assert len(fn.sizes) > len(fn.done)  # some batch did run out of memory
     assert fn.rows_once(90)
     assert all(r.size <= 3 for r in fn.done if r.max() >= 30)
+
+
+# -- outputs: what the first version got wrong ---------------------------------
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda x: np.array([f"row {int(v):04d}" for v in x[:, 0]]),
+        lambda x: x[:, 0].astype("datetime64[s]"),
+        lambda x: np.array([{"row": int(v)} for v in x[:, 0]], dtype=object),
+    ],
+    ids=["str", "datetime64", "object"],
+)
+def test_results_of_any_numpy_dtype_are_assembled(make):
+    a = _data(20)
+    got = xpkit.map_batches(make, a, **SEVEN)
+    want = make(a)
+    assert got.dtype == want.dtype
+    assert list(got) == list(want)
+
+
+def test_dict_results_may_list_their_keys_in_another_order():
+    a = _data(21)
+
+    def fn(x):
+        d, s = x * 2.0, x.sum(axis=1)
+        return {"d": d, "s": s} if x[0, 0] == 0 else {"s": s, "d": d}
+
+    got = xpkit.map_batches(fn, a, **SEVEN)
+    assert list(got) == ["d", "s"]
+    assert_equal(got["d"], a * 2.0)
+    assert_equal(got["s"], a.sum(axis=1))
+
+
+def test_device_results_keep_dtypes_their_library_holds():
+    torch = pytest.importorskip("torch")
+    b = xpkit.Backend("torch", device="cpu")
+    a = torch.arange(12.0).reshape(6, 2)
+    got = xpkit.map_batches(
+        lambda x: x.to(torch.bfloat16), a, result_on="device", **SEVEN
+    )
+    assert got.dtype == torch.bfloat16
+    assert torch.equal(got, a.to(torch.bfloat16))
+    assert xpkit.Backend.from_arrays(got) == b
+
+
+def test_plan_batches_allocates_no_output():
+    import tracemalloc
+
+    x = np.zeros((4_000_000, 1))  # fn's output would be 4,000,000 x 64 float64: 2 GB
+
+    def fn(r):
+        return np.zeros((r.shape[0], 64))
+
+    tracemalloc.start()
+    try:
+        plan = xpkit.plan_batches(fn, x, budget_gb=0.01)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert plan.probe_rows > 0
+    assert peak < 64 * 2**20  # the probe's batches, never the 2 GB output
+
+
+def test_outputs_that_do_not_fit_beside_the_first_result_split_it():
+    """The first chunk's result and the outputs together are one chunk too many."""
+    from xpkit import _outputs
+
+    real_empty = np.empty
+    calls: list[int] = []
+    held: list[int] = []
+
+    class Fake:
+        @staticmethod
+        def empty(shape, dtype):
+            calls.append(held[-1])
+            if held[-1] > 8:  # the result being held is too big to allocate beside
+                msg = "simulated"
+                raise MemoryError(msg)
+            return real_empty(shape, dtype)
+
+    def fn(x):
+        held.append(int(x.shape[0]))
+        return x * 2.0
+
+    import unittest.mock
+
+    with unittest.mock.patch.object(_outputs, "np", Fake):
+        got = xpkit.compute_oom_safe(fn, _data(16))
+    assert_equal(got, _data(16) * 2.0)
+    assert calls == [16, 8]  # refused beside all 16 rows, allocated beside 8

@@ -125,7 +125,7 @@ def test_without_a_meter_the_input_rows_stand_for_an_item(caplog, monkeypatch):
     assert any("input rows (" in r.getMessage() for r in caplog.records)
 
 
-def test_a_measurement_never_waits_for_another():
+def test_a_measurement_inside_one_of_the_same_thread_runs_unmeasured():
     meter = _peak.tracemalloc_meter()
     inner: list[object] = []
 
@@ -154,3 +154,36 @@ def test_map_batches_inside_fn_of_map_batches_does_not_deadlock():
     worker.join(timeout=60)
     assert not worker.is_alive(), "nested map_batches deadlocked"
     np.testing.assert_array_equal(done[0], x * 2.0 + 1.0)
+
+
+def test_another_threads_measurement_is_waited_for():
+    import threading
+    import time
+
+    meter = _peak.tracemalloc_meter()
+    started = threading.Event()
+    seen: list[object] = []
+
+    def slow():
+        started.set()
+        time.sleep(0.3)
+        return _allocate(2)
+
+    first = threading.Thread(target=lambda: seen.append(meter.measure(slow)))
+    first.start()
+    started.wait(5)
+    _, peak = meter.measure(lambda: _allocate(8))  # waits for the first one
+    first.join(5)
+    assert peak is not None
+    assert 8 * MIB <= peak < 10 * MIB  # its own 8 MiB, not the other's 2
+    assert seen[0][1] is not None
+
+
+def test_a_measurement_that_waited_too_long_runs_unmeasured(monkeypatch):
+    monkeypatch.setattr(_peak, "WAIT_SECONDS", 0.05)
+    assert _peak._LOCK.acquire(timeout=1)  # as if another thread were measuring
+    try:
+        result, peak = _peak.tracemalloc_meter().measure(lambda: "ran")
+    finally:
+        _peak._LOCK.release()
+    assert (result, peak) == ("ran", None)

@@ -82,6 +82,12 @@ class _Call:
         )
 
 
+def _check_place(result_on: Any) -> None:
+    if result_on not in PLACES:
+        msg = f"result_on must be 'host' or 'device', got {result_on!r}"
+        raise ValueError(msg)
+
+
 def _check_whole(whole: Any) -> None:
     if isinstance(whole, Mapping):
         bad = [k for k in whole if not isinstance(k, str)]
@@ -213,9 +219,7 @@ def map_batches(
     if not isinstance(progress, bool):
         msg = f"progress must be a bool, got {progress!r}"
         raise TypeError(msg)
-    if result_on not in PLACES:
-        msg = f"result_on must be 'host' or 'device', got {result_on!r}"
-        raise ValueError(msg)
+    _check_place(result_on)
     call = _Call(
         fn,
         arrays,
@@ -301,14 +305,15 @@ def plan_batches(
     budget_gb: float | None = None,
     min_batch: int = 1,
     executor: Any = None,
+    result_on: str = "host",
 ) -> BatchPlan:
     """The batch plan `map_batches` would use for these arguments.
 
     Size a hand-written loop the way `map_batches` sizes its own. Without
     ``bytes_per_item`` this runs ``fn`` on the probe's rows (and discards
     their results); the plan's ``probe_rows`` says how many, and its
-    ``batch_size`` is for the rows after them. The parameters are
-    `map_batches`' own.
+    ``batch_size`` is for the rows after them; nothing is allocated for
+    the outputs. The parameters are `map_batches`' own.
 
     Returns
     -------
@@ -327,6 +332,7 @@ def plan_batches(
     >>> plan.batch_size, plan.n_batches, plan.source
     (10, 100, 'given')
     """
+    _check_place(result_on)
     call = _Call(
         fn,
         arrays,
@@ -338,7 +344,7 @@ def plan_batches(
         min_batch,
         executor,
     )
-    return call.plan(Outputs(call.n, fn))
+    return call.plan(Outputs(call.n, fn, call.owner, result_on, keep=False))
 
 
 def _progress_bar(total: int) -> Any:

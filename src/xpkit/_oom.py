@@ -164,16 +164,19 @@ def run_split_on_oom(
             pending += [(mid, stop), (start, mid)]
             continue
         try:
+            # (The first put allocates the outputs: if they do not fit beside
+            # this chunk's result, a smaller chunk is tried, as for any OOM.)
             rows = outputs.take(job.run(arrays, start, stop, n), start, stop)
+            outputs.put(start, stop, rows)
         except BaseException as exc:
+            rows = None
             if not is_oom_error(exc) or size // 2 < min_chunk:
                 raise
             # Drop the failed attempt's locals (its buffers) before retrying.
             traceback.clear_frames(exc.__traceback__)
             reason = f"{type(exc).__name__}: {str(exc)[:200]}"
         else:
-            outputs.put(start, stop, rows)
-            del rows
+            rows = None
             if split:
                 fitted = max(fitted or 0, size)
             continue

@@ -93,6 +93,9 @@ class Outputs:
         device, written in place where its arrays allow it
         (`Adapter.writable_rows`), else assembled on the host and moved
         there once at the end.
+    keep : bool, default True
+        False: check every batch as usual, but allocate and keep nothing
+        (what `plan_batches` needs from its probe).
     """
 
     def __init__(
@@ -101,22 +104,37 @@ class Outputs:
         fn: Callable[..., Any],
         backend: Backend | None = None,
         place: str = "host",
+        *,
+        keep: bool = True,
     ) -> None:
         self.n = n
         self.fn = fn
+        self.keep = keep
         self._device = backend if place == "device" else None
-        self._in_place = self._device is not None and (
-            get_adapter(self._device.library).writable_rows
-        )
+        self._lib = None if self._device is None else get_adapter(self._device.library)
+        self._in_place = self._lib is not None and self._lib.writable_rows
         self._spec: tuple[Any, ...] | None = None
         self._out: list[Any] = []
         self._dtypes: list[str] = []
+        self._rows: list[tuple[int, ...]] = []
+
+    def _on_device(self, leaf: Any) -> Any:
+        """``leaf`` on the backend's device: itself when it is there already."""
+        from ._backend import Backend
+
+        assert self._device is not None
+        if adapter_for_array(leaf) is self._lib:
+            try:
+                if Backend.from_arrays(leaf) == self._device:
+                    return leaf  # any dtype its library holds, untouched
+            except (TypeError, ValueError):
+                pass
+        return self._device.asarray(leaf)
 
     def convert(self, rows: Rows) -> Rows:
         """The arrays of ``rows`` where the outputs live (a no-op once there)."""
         if self._in_place:
-            assert self._device is not None
-            return Rows(rows.spec, [self._device.asarray(v) for v in rows.leaves])
+            return Rows(rows.spec, [self._on_device(v) for v in rows.leaves])
         return Rows(rows.spec, [to_host(v) for v in rows.leaves])
 
     def take(self, result: Any, start: int, stop: int) -> Rows:
@@ -124,7 +142,12 @@ class Outputs:
         return self.convert(split_result(result, self.fn, _where(start, stop)))
 
     def put(self, start: int, stop: int, rows: Rows) -> None:
-        """Copy the rows of every output into their slots."""
+        """Copy the rows of every output into their slots.
+
+        The first call allocates the outputs; a `MemoryError` then says they
+        do not fit (an out-of-memory error that the callers' split-and-retry
+        recovers from, by trying again with fewer rows held meanwhile).
+        """
         where = _where(start, stop)
         rows = self.convert(rows)
         for i, leaf in enumerate(rows.leaves):
@@ -137,41 +160,64 @@ class Outputs:
                 )
                 raise ValueError(msg)
         if self._spec is None:
-            self._allocate(rows)
-        elif rows.spec != self._spec:
-            msg = (
-                f"fn={self.fn!r} returned {_describe(rows.spec)} for {where} but "
-                f"{_describe(self._spec)} before"
-            )
-            raise ValueError(msg)
-        for i, (leaf, out) in enumerate(zip(rows.leaves, self._out, strict=True)):
-            name = dtype_name(leaf.dtype)
+            self._first(rows)
+        else:
+            rows = self._same_structure(rows, where)
+        for i, leaf in enumerate(rows.leaves):
+            name = _dtype_label(leaf.dtype)
             if name != self._dtypes[i]:
                 msg = (
                     f"fn={self.fn!r} changed the dtype of {_label(rows.spec, i)} "
                     f"between batches: {self._dtypes[i]} before, {name} for {where}"
                 )
                 raise TypeError(msg)
-            if tuple(leaf.shape[1:]) != tuple(out.shape[1:]):
+            row = tuple(int(d) for d in leaf.shape[1:])
+            if row != self._rows[i]:
                 msg = (
                     f"fn={self.fn!r} changed the row shape of {_label(rows.spec, i)} "
-                    f"between batches: {tuple(out.shape[1:])} before, "
-                    f"{tuple(leaf.shape[1:])} for {where}"
+                    f"between batches: {self._rows[i]} before, {row} for {where}"
                 )
                 raise ValueError(msg)
-            out[start:stop, ...] = leaf
+            if self.keep:
+                self._out[i][start:stop, ...] = leaf
+
+    def _same_structure(self, rows: Rows, where: str) -> Rows:
+        assert self._spec is not None
+        spec = rows.spec
+        if spec[0] == "dict" == self._spec[0] and set(spec[1]) == set(self._spec[1]):
+            by_key = dict(zip(spec[1], rows.leaves, strict=True))
+            return Rows(self._spec, [by_key[k] for k in self._spec[1]])
+        if spec != self._spec:
+            msg = (
+                f"fn={self.fn!r} returned {_describe(spec)} for {where} but "
+                f"{_describe(self._spec)} before"
+            )
+            raise ValueError(msg)
+        return rows
+
+    def _first(self, rows: Rows) -> None:
+        self._dtypes = [_dtype_label(leaf.dtype) for leaf in rows.leaves]
+        self._rows = [tuple(int(d) for d in leaf.shape[1:]) for leaf in rows.leaves]
+        if self.keep:
+            self._allocate(rows)
+        self._spec = rows.spec
 
     def _allocate(self, rows: Rows) -> None:
+        out: list[Any] = []
         for i, leaf in enumerate(rows.leaves):
-            shape = (self.n, *(int(d) for d in leaf.shape[1:]))
+            shape = (self.n, *self._rows[i])
             try:
                 if self._in_place:
                     assert self._device is not None
-                    out = self._device.xp.empty(
-                        shape, dtype=leaf.dtype, device=array_api_compat.device(leaf)
+                    out.append(
+                        self._device.xp.empty(
+                            shape,
+                            dtype=leaf.dtype,
+                            device=array_api_compat.device(leaf),
+                        )
                     )
                 else:
-                    out = np.empty(shape, dtype=leaf.dtype)
+                    out.append(np.empty(shape, dtype=leaf.dtype))
             except Exception as exc:
                 from ._oom import is_oom_error
 
@@ -180,12 +226,10 @@ class Outputs:
                 gib = array_nbytes(leaf[:1]) * self.n / 2**30
                 msg = (
                     f"the outputs of fn={self.fn!r} do not fit: {_label(rows.spec, i)} "
-                    f"needs shape {shape}, {dtype_name(leaf.dtype)} ({gib:.3g} GiB)"
+                    f"needs shape {shape}, {self._dtypes[i]} ({gib:.3g} GiB)"
                 )
-                raise MemoryError(msg) from exc
-            self._out.append(out)
-            self._dtypes.append(str(dtype_name(leaf.dtype)))
-        self._spec = rows.spec
+                raise MemoryError(msg) from None
+        self._out = out
 
     @property
     def allocated(self) -> bool:
@@ -194,12 +238,15 @@ class Outputs:
 
     def value(self) -> Any:
         """The outputs, in the structure ``fn`` returned them."""
-        if self._spec is None:  # pragma: no cover - every run writes a batch
-            msg = "no batch was written"
+        if self._spec is None or not self.keep:  # pragma: no cover - callers' bug
+            msg = "no outputs were kept"
             raise RuntimeError(msg)
-        outs = self._out
+        outs, self._out = self._out, []
         if self._device is not None and not self._in_place:
-            outs = [self._device.asarray(o) for o in outs]
+            moved = []
+            while outs:  # each host copy goes as soon as its device copy exists
+                moved.append(self._device.asarray(outs.pop(0)))
+            outs = moved
         kind = self._spec[0]
         if kind == "array":
             return outs[0]
@@ -208,6 +255,14 @@ class Outputs:
         if kind == "list":
             return list(outs)
         return tuple(outs)
+
+
+def _dtype_label(dtype: Any) -> str:
+    """The standard's name of a dtype, else its own text (str, object, datetime)."""
+    try:
+        return str(dtype_name(dtype))
+    except TypeError:
+        return str(dtype)
 
 
 def _where(start: int, stop: int) -> str:

@@ -216,7 +216,7 @@ def _probe(
         logger().info("map_batches: per-item cost from the %s", f"input rows ({why})")
         return _input_rows(arrays, n, why)
     points: list[tuple[int, int]] = []  # (rows, peak bytes)
-    start, rows, limit = 0, max(PROBE_FIRST_ROWS, min_batch), None
+    start, rows, limit = 0, max(min(PROBE_FIRST_ROWS, most), min_batch), None
     while start < n and len(points) < PROBE_MAX_CALLS:
         if points and start + rows > most:
             rows = most - start
@@ -248,7 +248,10 @@ def _probe(
             continue
         outputs.put(start, stop, result)
         del result
-        if peak is None:  # another measurement is under way: do not wait for it
+        if peak is None:  # measured by an enclosing probe, or another thread's
+            start = stop
+            if points:
+                break  # fit what was measured
             why = "another peak measurement was under way"
             logger().info("map_batches: per-item cost from the input rows (%s)", why)
             cost = _input_rows(arrays, n, why)
@@ -277,13 +280,19 @@ def _probe(
 
 
 def _fit(points: list[tuple[int, int]]) -> tuple[float, float]:
-    """(bytes per item, fixed bytes) through the last two probes."""
+    """(bytes per item, fixed bytes) through the two largest probes.
+
+    The largest, not the last: a last probe clipped to the few rows left
+    would make a short, noisy baseline.
+    """
     if not points:
         return 1.0, 0.0
-    k2, p2 = points[-1]
-    if len(points) == 1 or points[-2][0] == k2:
+    ranked = sorted(points)
+    k2, p2 = ranked[-1]
+    smaller = [(k, p) for k, p in ranked if k < k2]
+    if not smaller:
         return max(p2 / k2, 1.0), 0.0
-    k1, p1 = points[-2]
+    k1, p1 = smaller[-1]
     slope = (p2 - p1) / (k2 - k1)
     if slope <= 0:  # no growth with the rows (noise, or fn allocates per call)
         return max(p2 / k2, 1.0), 0.0

@@ -80,17 +80,28 @@ def run_rows(job: Job, start: int, stop: int, *arrays: Any) -> Rows:
     return host_rows(result, job.fn, f"rows {start}:{stop}")
 
 
+class _Discard:
+    """A file that counts what is written to it and keeps none of it."""
+
+    def write(self, data: Any) -> int:
+        return memoryview(data).nbytes
+
+
 def check_sendable(fn: Callable[..., Any], where: str) -> None:
-    """TypeError unless ``fn`` pickles as the executors ship it (cloudpickle)."""
+    """TypeError unless ``fn`` pickles as the executors ship it (cloudpickle).
+
+    The pickle is streamed into nothing: a closure over a large array costs
+    no copy of it here.
+    """
     import importlib
     import importlib.util
     import pickle
 
-    pickler: Any = pickle
-    if importlib.util.find_spec("cloudpickle") is not None:
-        pickler = importlib.import_module("cloudpickle")  # what dask and loky use
+    pickler: Any = pickle.Pickler
+    if importlib.util.find_spec("cloudpickle") is not None:  # what dask and loky use
+        pickler = importlib.import_module("cloudpickle").CloudPickler
     try:
-        pickler.dumps(fn)
+        pickler(_Discard(), protocol=pickle.HIGHEST_PROTOCOL).dump(fn)
     except Exception as exc:  # noqa: BLE001 - any pickling failure
         msg = (
             f"fn={fn!r} cannot be sent to {where} ({type(exc).__name__}: {exc}); "

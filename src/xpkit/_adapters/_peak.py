@@ -9,9 +9,11 @@ the one that sees its library's allocations (NumPy reports its buffers to
 the honest measure there), or writes its own (torch CUDA's allocator peak).
 
 Meters are process-wide instruments, so one measurement runs at a time. A
-measurement never waits for another: while one is under way (in another
-thread, or around this very call, as when ``fn`` itself calls
-`map_batches`), the call runs unmeasured and the meter says so (None).
+call made inside a measurement of the same thread (``fn`` itself calls
+`map_batches`) runs unmeasured: the outer measurement counts it. A thread
+whose measurement finds another thread's under way waits for it, at most
+`WAIT_SECONDS` (so a ``fn`` that waits on that thread cannot deadlock), then
+runs unmeasured. Unmeasured calls report None.
 """
 
 from __future__ import annotations
@@ -30,8 +32,12 @@ __all__ = ["PeakMeter", "rss_meter", "tracemalloc_meter"]
 T = TypeVar("T")
 
 #: One measurement at a time in this process (tracemalloc, VmHWM and the
-#: allocators' peaks are global); held without waiting, so never a deadlock.
+#: allocators' peaks are global).
 _LOCK = threading.Lock()
+#: Whether this thread is inside a measurement.
+_HERE = threading.local()
+#: How long a measurement waits for another thread's to end.
+WAIT_SECONDS = 30.0
 
 
 class PeakMeter:
@@ -48,14 +54,19 @@ class PeakMeter:
     def measure(self, run: Callable[[], T]) -> tuple[T, int | None]:
         """``run()``'s result and the peak bytes allocated while it ran.
 
-        The peak is None when another measurement was under way: ``run``
-        then ran unmeasured.
+        The peak is None when ``run`` ran unmeasured: inside this thread's
+        own measurement, or after `WAIT_SECONDS` waiting for another
+        thread's.
         """
-        if not _LOCK.acquire(blocking=False):
+        if getattr(_HERE, "measuring", False) or not _LOCK.acquire(
+            timeout=WAIT_SECONDS
+        ):
             return run(), None
+        _HERE.measuring = True
         try:
             return self._measure(run)
         finally:
+            _HERE.measuring = False
             _LOCK.release()
 
     def _measure(self, run: Callable[[], T]) -> tuple[T, int]:
