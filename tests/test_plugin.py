@@ -72,6 +72,23 @@ def test_unknown_backend_is_a_usage_error(pytester):
     result.stderr.fnmatch_lines(["*names unknown backends ?'tensorflow'?*"])
 
 
+def test_a_backend_this_machine_lacks_is_not_called_unknown(pytester, monkeypatch):
+    from xpkit._select import find_gpus
+
+    if find_gpus():
+        pytest.skip("this machine has a GPU")
+    monkeypatch.setenv("XPKIT_BACKENDS", "torch-cuda,tensorflow")
+    pytester.makepyfile(test_user=USER_TEST)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "*backends not available on this machine ?'torch-cuda'? and unknown "
+            "backends ?'tensorflow'?; available here: *numpy*"
+        ]
+    )
+
+
 def test_skip_and_xfail_markers(pytester):
     pytester.makepyfile(
         test_user="""
