@@ -83,8 +83,10 @@ def test_a_backend_this_machine_lacks_is_not_called_unknown(pytester, monkeypatc
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         [
-            "*backends not available on this machine ?'torch-cuda'? and unknown "
-            "backends ?'tensorflow'?; available here: *numpy*"
+            (
+                "*backends not available on this machine ?'torch-cuda'? and "
+                "unknown backends ?'tensorflow'?; available here: *numpy*"
+            )
         ]
     )
 
