@@ -106,8 +106,8 @@ def _backend_info(entry: InventoryEntry) -> dict[str, Any]:
             "is_gpu": b.is_gpu,
             "float64": b._f64,
             "budget_gb": device_memory_budget(b),
+            # map_batches' per-batch budget (the GPU and CPU ceilings applied)
             "budget_capped_gb": device_memory_budget(b, cap_for_batching=True),
-            "batch_budget_gb": device_memory_budget(b, cap_for_batching=True),
         }
     except Exception as exc:  # noqa: BLE001 - report, don't crash
         return {**row, "available": False, "reason": f"{type(exc).__name__}: {exc}"}
@@ -137,21 +137,20 @@ def print_info(info: dict[str, Any], out: TextIO) -> None:
     )
     w(
         f"Batch working-set ceiling: {info['batch_ceiling_gb']:.1f} GB on GPUs; "
-        "map_batches' per-batch budget on each device in the 'batches' column\n\n"
+        "map_batches' per-batch budget on each device in the 'batches' column "
+        "(device_memory_budget(b, cap_for_batching=True))\n\n"
     )
     w(
-        f"{'backend':<20} {'device':<10} {'budget GB':>10} {'capped':>8} {'batches':>8}"
+        f"{'backend':<20} {'device':<10} {'budget GB':>10} {'batches':>8}"
         "  float64  name\n"
     )
     for b in info["backends"]:
         if not b["available"]:
-            w(
-                f"{b['name']:<20} {'-':<10} {'':>10} {'':>8} {'':>8}  {'':7}  ({b['reason']})\n"
-            )
+            w(f"{b['name']:<20} {'-':<10} {'':>10} {'':>8}  {'':7}  ({b['reason']})\n")
             continue
         w(
             f"{b['name']:<20} {b['device']:<10} {b['budget_gb']:>10.2f} "
-            f"{b['budget_capped_gb']:>8.2f} {b['batch_budget_gb']:>8.3f}  "
+            f"{b['budget_capped_gb']:>8.3f}  "
             f"{'yes' if b['float64'] else 'no':<7}  "
             f"{b['device_name']}\n"
         )
