@@ -133,3 +133,20 @@ def test_console_script_runs_info():
         [str(script), "info", "--json"], capture_output=True, text=True, check=True
     )
     assert json.loads(proc.stdout)["xpkit"] == xpkit.__version__
+
+
+def test_demo_p_value_is_never_printed_as_zero(monkeypatch):
+    """With no permutation reaching the observed statistic, p = 1 / (1 + n)."""
+    from xpkit import _cli
+
+    def null_of_zeros(backend, X, y, perms, **kwargs):
+        return np.zeros(perms.shape[0]), 1
+
+    monkeypatch.setattr(_cli, "max_correlation_null", null_of_zeros)
+    monkeypatch.setenv("XPKIT_BACKENDS", "numpy")
+    code, text = run(
+        "demo", "--permutations", "20000", "--samples", "40", "--features", "3"
+    )
+    assert code == 0
+    printed = text.rsplit("permutation p = ", 1)[1].strip()
+    assert float(printed) == pytest.approx(1 / 20001, rel=1e-3)
