@@ -16,7 +16,7 @@ import pool_jobs as jobs
 import pytest
 
 import xpkit
-from xpkit._dask_pool import worker_task_budget_gb
+from xpkit._executors.dask import worker_task_budget_gb
 
 jobs.register_by_value()
 
@@ -140,9 +140,9 @@ def test_joblib_worker_dying_near_the_budget_is_a_memory_error(two_cpus):
 
 @SIGKILL
 def test_workers_dying_too_often_stop_the_run(two_cpus, monkeypatch):
-    from xpkit import _pools
+    from xpkit._executors import _driver
 
-    monkeypatch.setattr(_pools, "_MAX_DEATHS", 2)
+    monkeypatch.setattr(_driver, "_MAX_DEATHS", 2)
     with pytest.raises(RuntimeError, match="died 3 times"):
         xpkit.map_batches(
             jobs.always_exit, np.zeros((8, 1)), executor="joblib", bytes_per_item=8.0

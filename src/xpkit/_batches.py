@@ -3,7 +3,7 @@
 The arrays flow one way: the arguments are checked (`_Call`), the plan is
 made (`xpkit._plan`: the probe's rows already land in the outputs), then the
 remaining rows run here (`run_split_on_oom`) or on an executor's pool
-(`xpkit._pools.run_on_pool`), every batch written into outputs allocated
+(`xpkit._executors.run_on_pool`), every batch written into outputs allocated
 once (`xpkit._outputs`).
 """
 
@@ -13,17 +13,17 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ._args import check_count, check_gb, check_positive
+from ._executors import pool_for, run_on_pool
 from ._log import logger
 from ._memory import BYTES_PER_GB
 from ._oom import run_split_on_oom
 from ._outputs import PLACES, Outputs
 from ._plan import BatchPlan, make_plan
-from ._pools import pool_for, run_on_pool
 from ._rows import Job, common_rows
 
 if TYPE_CHECKING:
     from ._backend import Backend
-    from ._pools import Pool
+    from ._executors import Pool
 
 __all__ = ["map_batches", "plan_batches"]
 

@@ -18,8 +18,8 @@ from ._adapters import ADAPTERS
 from ._backend import Backend
 from ._batches import map_batches
 from ._check import run_checks
-from ._dask_pool import cluster_info
 from ._dtypes import PrecisionWarning
+from ._executors.dask import cluster_info
 from ._memory import (
     BATCH_WORKING_SET_CEILING_GB,
     BYTES_PER_GB,

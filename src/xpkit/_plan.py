@@ -36,7 +36,7 @@ from ._rows import Job
 
 if TYPE_CHECKING:
     from ._backend import Backend
-    from ._pools import Pool
+    from ._executors import Pool
 
 __all__ = [
     "PROBE_FIRST_ROWS",

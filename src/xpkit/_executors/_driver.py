@@ -1,117 +1,26 @@
-"""Pools of workers for `map_batches`: what a pool does, and the shared driver.
+"""`run_on_pool`: the driver every pool shares.
 
-The pools themselves are `DaskPool` (``_dask_pool.py``) and `JoblibPool`
-(``_joblib_pool.py``), imported only when an executor asks for them. A pool
-ships ``fn`` and the inputs to its workers once, runs batches as tasks
-(row ranges of the inputs) and hands back NumPy results. `run_on_pool` is the
-driver both pools share: it keeps every worker thread busy, writes each
-completed task's rows into the outputs allocated once (`xpkit._outputs`),
-follows completed tasks with the progress bar, and splits a batch whose task
-ran out of memory (a worker killed for memory, or an OOM raised inside the
-task) into halves that it resubmits, down to ``min_batch``.
+It keeps every worker thread busy, writes each completed task's rows into
+the outputs allocated once (`xpkit._outputs`), follows completed tasks with
+the progress bar, and splits a batch whose task ran out of memory (a worker
+killed for memory, or an OOM raised inside the task) into halves that it
+resubmits, down to ``min_batch``.
 """
 
 from __future__ import annotations
 
-import sys
 from collections import deque
-from collections.abc import Callable
 from typing import Any
 
-from ._log import logger
-from ._memory import array_nbytes, n_jobs_for_item_bytes
-from ._oom import is_oom_error
-from ._outputs import Outputs, Rows, host_rows
-from ._rows import Job, common_rows
+from .._log import logger
+from .._oom import is_oom_error
+from .._outputs import Outputs
+from .._rows import Job, common_rows
+from ._base import InputsLost, Pool
 
-__all__ = ["EXECUTORS", "InputsLost", "Pool", "pool_for", "run_on_pool", "run_rows"]
-
-#: The executor names `map_batches` accepts besides None and a dask Client.
-EXECUTORS = ("dask", "joblib")
+__all__ = ["run_on_pool"]
 
 
-class InputsLost(Exception):
-    """A task never ran: the inputs it needed went down with a worker."""
-
-
-class Pool:
-    """What `run_on_pool` needs from a pool of workers."""
-
-    #: Words for messages ("the dask cluster at tcp://...").
-    where: str = ""
-    #: Worker threads: batches are sized so that each gets work.
-    slots: int = 1
-    #: Tasks in flight per worker thread: the next waits on its worker
-    #: while one runs, so no thread idles through a scheduling round trip.
-    per_slot: int = 2
-
-    def task_budget_gb(self, input_bytes: int) -> float:
-        """Measured memory one task may use (GB), headroom included."""
-        raise NotImplementedError
-
-    def check(self, job: Job) -> None:
-        """Refuse, before anything runs, a job the workers cannot receive."""
-        check_sendable(job.fn, self.where)
-
-    def start(self, job: Job, arrays: tuple[Any, ...]) -> None:
-        """Ship the job (``fn`` and its whole operands) and the inputs (once)."""
-        raise NotImplementedError
-
-    def submit(self, start: int, stop: int) -> Any:
-        """Run rows ``start:stop`` as one task; a future."""
-        raise NotImplementedError
-
-    def wait(self, futures: list[Any]) -> list[tuple[Any, Any, BaseException | None]]:
-        """Block until some of ``futures`` finish: (future, result, error) each."""
-        raise NotImplementedError
-
-    def lost_worker(self, exc: BaseException) -> bool:
-        """Whether ``exc`` says the task's worker died (killed for memory)."""
-        raise NotImplementedError
-
-    def close(self, futures: list[Any]) -> None:
-        """Cancel ``futures`` and release what `start` shipped."""
-        raise NotImplementedError
-
-
-def run_rows(job: Job, start: int, stop: int, *arrays: Any) -> Rows:
-    """The task: ``fn`` on rows ``start:stop``, its arrays brought to the host."""
-    result = job.run(arrays, start, stop, common_rows(arrays))
-    return host_rows(result, job.fn, f"rows {start}:{stop}")
-
-
-class _Discard:
-    """A file that counts what is written to it and keeps none of it."""
-
-    def write(self, data: Any) -> int:
-        return memoryview(data).nbytes
-
-
-def check_sendable(fn: Callable[..., Any], where: str) -> None:
-    """TypeError unless ``fn`` pickles as the executors ship it (cloudpickle).
-
-    The pickle is streamed into nothing: a closure over a large array costs
-    no copy of it here.
-    """
-    import importlib
-    import importlib.util
-    import pickle
-
-    pickler: Any = pickle.Pickler
-    if importlib.util.find_spec("cloudpickle") is not None:  # what dask and loky use
-        pickler = importlib.import_module("cloudpickle").CloudPickler
-    try:
-        pickler(_Discard(), protocol=pickle.HIGHEST_PROTOCOL).dump(fn)
-    except Exception as exc:  # noqa: BLE001 - any pickling failure
-        msg = (
-            f"fn={fn!r} cannot be sent to {where} ({type(exc).__name__}: {exc}); "
-            "define it at module level, or install cloudpickle for lambdas "
-            "and closures"
-        )
-        raise TypeError(msg) from None
-
-
-# -- the shared driver ------------------------------------------------------------
 def run_on_pool(
     pool: Pool,
     job: Job,
@@ -261,37 +170,3 @@ def _check_tiled(done: dict[int, int], first: int, n: int) -> None:
     if at != n:  # pragma: no cover
         msg = f"map_batches lost rows {at}:{n}"
         raise AssertionError(msg)
-
-
-# -- choosing a pool -------------------------------------------------------------------
-def pool_for(executor: Any, arrays: tuple[Any, ...]) -> Pool | None:
-    """The pool ``executor`` names (None: run in this process)."""
-    if executor is None:
-        return None
-    if isinstance(executor, str):
-        if executor == "joblib":  # every worker process holds all the inputs
-            from ._joblib_pool import JoblibPool
-
-            inputs = sum(array_nbytes(a) for a in arrays)
-            return JoblibPool(n_jobs_for_item_bytes(inputs, None, 1))
-        if executor == "dask":
-            from ._dask_pool import DaskPool, current_client, usable_client
-
-            return DaskPool(
-                usable_client(current_client(), "'dask' (the current client)")
-            )
-        msg = (
-            f"executor must be None, 'dask', 'joblib' or a dask.distributed.Client, "
-            f"got {executor!r}"
-        )
-        raise ValueError(msg)
-    distributed = sys.modules.get("distributed")
-    if distributed is not None and isinstance(executor, distributed.Client):
-        from ._dask_pool import DaskPool, usable_client
-
-        return DaskPool(usable_client(executor, repr(executor)))
-    msg = (
-        "executor must be None, 'dask', 'joblib' or a dask.distributed.Client, "
-        f"got {type(executor).__qualname__}"
-    )
-    raise TypeError(msg)

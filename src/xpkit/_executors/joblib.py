@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._memory import BYTES_PER_GB, HEADROOM, MIN_BUDGET_GB, host_available_bytes
-from ._pools import Pool, run_rows
-from ._rows import Job
+from .._memory import BYTES_PER_GB, HEADROOM, MIN_BUDGET_GB, host_available_bytes
+from .._rows import Job
+from ._base import Pool, run_rows
 
 __all__ = ["JoblibPool"]
 

@@ -6,10 +6,10 @@ import contextlib
 import time
 from typing import Any
 
-from ._log import logger
-from ._memory import BYTES_PER_GB, HEADROOM, MIN_BUDGET_GB, host_available_bytes
-from ._pools import InputsLost, Pool, run_rows
-from ._rows import Job
+from .._log import logger
+from .._memory import BYTES_PER_GB, HEADROOM, MIN_BUDGET_GB, host_available_bytes
+from .._rows import Job
+from ._base import InputsLost, Pool, run_rows
 
 __all__ = [
     "DaskPool",

@@ -1,0 +1,52 @@
+"""Where `map_batches` runs its batches besides this process: executors.
+
+One module per executor (`dask`: a ``dask.distributed`` cluster; `joblib`:
+joblib's worker processes on this host), each a `Pool`
+(``_base.py``: the interface and the task); `run_on_pool` (``_driver.py``)
+drives any of them; `pool_for` picks the one ``executor=`` names. The
+executors' own libraries are imported only when one is asked for.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from .._memory import array_nbytes, n_jobs_for_item_bytes
+from ._base import EXECUTORS, Pool
+from ._driver import run_on_pool
+
+__all__ = ["EXECUTORS", "Pool", "pool_for", "run_on_pool"]
+
+
+def pool_for(executor: Any, arrays: tuple[Any, ...]) -> Pool | None:
+    """The pool ``executor`` names (None: run in this process)."""
+    if executor is None:
+        return None
+    if isinstance(executor, str):
+        if executor == "joblib":  # every worker process holds all the inputs
+            from .joblib import JoblibPool
+
+            inputs = sum(array_nbytes(a) for a in arrays)
+            return JoblibPool(n_jobs_for_item_bytes(inputs, None, 1))
+        if executor == "dask":
+            from .dask import DaskPool, current_client, usable_client
+
+            return DaskPool(
+                usable_client(current_client(), "'dask' (the current client)")
+            )
+        msg = (
+            f"executor must be None, 'dask', 'joblib' or a dask.distributed.Client, "
+            f"got {executor!r}"
+        )
+        raise ValueError(msg)
+    distributed = sys.modules.get("distributed")
+    if distributed is not None and isinstance(executor, distributed.Client):
+        from .dask import DaskPool, usable_client
+
+        return DaskPool(usable_client(executor, repr(executor)))
+    msg = (
+        "executor must be None, 'dask', 'joblib' or a dask.distributed.Client, "
+        f"got {type(executor).__qualname__}"
+    )
+    raise TypeError(msg)

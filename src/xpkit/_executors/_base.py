@@ -1,0 +1,100 @@
+"""What a pool of workers does for `map_batches`, and the task it runs.
+
+A pool ships the job (``fn`` with its whole operands) and the inputs to its
+workers once, runs row ranges as tasks (`run_rows`) and hands back NumPy
+results; `xpkit._executors._driver.run_on_pool` drives any pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .._outputs import Rows, host_rows
+from .._rows import Job, common_rows
+
+__all__ = ["EXECUTORS", "InputsLost", "Pool", "check_sendable", "run_rows"]
+
+#: The executor names `map_batches` accepts besides None and a dask Client.
+EXECUTORS = ("dask", "joblib")
+
+
+class InputsLost(Exception):
+    """A task never ran: the inputs it needed went down with a worker."""
+
+
+class Pool:
+    """What `run_on_pool` needs from a pool of workers."""
+
+    #: Words for messages ("the dask cluster at tcp://...").
+    where: str = ""
+    #: Worker threads: batches are sized so that each gets work.
+    slots: int = 1
+    #: Tasks in flight per worker thread: the next waits on its worker
+    #: while one runs, so no thread idles through a scheduling round trip.
+    per_slot: int = 2
+
+    def task_budget_gb(self, input_bytes: int) -> float:
+        """Measured memory one task may use (GB), headroom included."""
+        raise NotImplementedError
+
+    def check(self, job: Job) -> None:
+        """Refuse, before anything runs, a job the workers cannot receive."""
+        check_sendable(job.fn, self.where)
+
+    def start(self, job: Job, arrays: tuple[Any, ...]) -> None:
+        """Ship the job (``fn`` and its whole operands) and the inputs (once)."""
+        raise NotImplementedError
+
+    def submit(self, start: int, stop: int) -> Any:
+        """Run rows ``start:stop`` as one task; a future."""
+        raise NotImplementedError
+
+    def wait(self, futures: list[Any]) -> list[tuple[Any, Any, BaseException | None]]:
+        """Block until some of ``futures`` finish: (future, result, error) each."""
+        raise NotImplementedError
+
+    def lost_worker(self, exc: BaseException) -> bool:
+        """Whether ``exc`` says the task's worker died (killed for memory)."""
+        raise NotImplementedError
+
+    def close(self, futures: list[Any]) -> None:
+        """Cancel ``futures`` and release what `start` shipped."""
+        raise NotImplementedError
+
+
+def run_rows(job: Job, start: int, stop: int, *arrays: Any) -> Rows:
+    """The task: ``fn`` on rows ``start:stop``, its arrays brought to the host."""
+    result = job.run(arrays, start, stop, common_rows(arrays))
+    return host_rows(result, job.fn, f"rows {start}:{stop}")
+
+
+class _Discard:
+    """A file that counts what is written to it and keeps none of it."""
+
+    def write(self, data: Any) -> int:
+        return memoryview(data).nbytes
+
+
+def check_sendable(fn: Callable[..., Any], where: str) -> None:
+    """TypeError unless ``fn`` pickles as the executors ship it (cloudpickle).
+
+    The pickle is streamed into nothing: a closure over a large array costs
+    no copy of it here.
+    """
+    import importlib
+    import importlib.util
+    import pickle
+
+    pickler: Any = pickle.Pickler
+    if importlib.util.find_spec("cloudpickle") is not None:  # what dask and loky use
+        pickler = importlib.import_module("cloudpickle").CloudPickler
+    try:
+        pickler(_Discard(), protocol=pickle.HIGHEST_PROTOCOL).dump(fn)
+    except Exception as exc:  # noqa: BLE001 - any pickling failure
+        msg = (
+            f"fn={fn!r} cannot be sent to {where} ({type(exc).__name__}: {exc}); "
+            "define it at module level, or install cloudpickle for lambdas "
+            "and closures"
+        )
+        raise TypeError(msg) from None
