@@ -100,9 +100,12 @@ def test_check_arrays(xpkit_backend, rng):
 
 def test_check_arrays_host_first(xpkit_backend):
     b = xpkit_backend
-    out = b.check_arrays(np.array([1, 2], dtype=np.int32), np.array([0.5, 1.5]))
+    out = b.check_arrays(np.array([1, 2], dtype=np.int32), np.array([0.0, 3.0]))
     close(b, out[0], np.array([1, 2], dtype=np.int32))
-    close(b, out[1], np.array([0, 1], dtype=np.int32))
+    close(b, out[1], np.array([0, 3], dtype=np.int32))
+    # A float that is not whole would be truncated: refused by name.
+    with pytest.raises(ValueError, match=r"inputs\[1\] holds 0\.5"):
+        b.check_arrays(np.array([1, 2], dtype=np.int32), np.array([0.5, 1.5]))
 
 
 def test_concatenate(xpkit_backend, rng):

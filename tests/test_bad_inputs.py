@@ -677,3 +677,195 @@ def test_bad_budget_environment_variable(monkeypatch, raw):
         match=rf"XPKIT_MEMORY_BUDGET_GB must be a finite positive .* got '{raw}'",
     ):
         xpkit.device_memory_budget()
+
+
+# -- Backend methods, on every backend ------------------------------------------
+def _x(b):
+    return b.asarray(X)
+
+
+def _other_library(b):
+    """A (3, 2) float64 array of a device library other than ``b``'s and NumPy's.
+
+    (NumPy arrays are host data, which every backend takes.)
+    """
+    other = "array_api_strict" if b.library == "torch" else "torch"
+    return xpkit.Backend(pytest.importorskip(other).__name__).asarray(np.ones((3, 2)))
+
+
+ON_EVERY_BACKEND: dict[str, Row] = {
+    "asarray dtype unknown": Row(
+        lambda b: b.asarray([1.0], dtype="float128x"), TypeError, "dtype"
+    ),
+    "asarray dtype int": Row(lambda b: b.asarray([1.0], dtype=5), TypeError, "dtype"),
+    "asarray device unknown": Row(
+        lambda b: b.asarray([1.0], device="nope"), ValueError, "device='nope'"
+    ),
+    "asarray device int": Row(
+        lambda b: b.asarray([1.0], device=5), TypeError, "device=5"
+    ),
+    "asarray str": Row(
+        lambda b: b.asarray("abc"), TypeError, "x has non-numeric dtype"
+    ),
+    "asarray None": Row(
+        lambda b: b.asarray(None), TypeError, "x has non-numeric dtype object"
+    ),
+    "asarray ragged": Row(
+        lambda b: b.asarray([[1.0], [1.0, 2.0]]), ValueError, "x is not array-like"
+    ),
+    "asarray uint8 overflow": Row(
+        lambda b: b.asarray([300], dtype="uint8"),
+        ValueError,
+        "x holds 300, which does not fit dtype uint8",
+    ),
+    "asarray nan to int": Row(
+        lambda b: b.asarray([NAN], dtype="int64"),
+        ValueError,
+        "x holds nan, which does not fit dtype int64",
+    ),
+    "asarray fraction to int": Row(
+        lambda b: b.asarray([0.5], dtype="int64"),
+        ValueError,
+        "x holds 0.5, which does not fit dtype int64",
+    ),
+    "asarray masked": Row(
+        lambda b: b.asarray(np.ma.masked_array([1.0, 2.0], mask=[True, False])),
+        TypeError,
+        "x is a NumPy masked array, whose mask the conversion would drop",
+    ),
+    "asarray_like ref str": Row(
+        lambda b: b.asarray_like([1.0], "abc"), TypeError, "non-numeric"
+    ),
+    "check_arrays str": Row(
+        lambda b: b.check_arrays(_x(b), "abc"),
+        TypeError,
+        "inputs\\[1\\] has non-numeric dtype",
+    ),
+    "check_arrays ragged": Row(
+        lambda b: b.check_arrays(_x(b), [[1.0], [1.0, 2.0]]),
+        ValueError,
+        "inputs\\[1\\] is not array-like",
+    ),
+    "check_arrays lossy": Row(
+        lambda b: b.check_arrays(b.asarray([1, 2]), [0.5, 1.7]),
+        ValueError,
+        "inputs\\[1\\] holds 0.5",
+    ),
+    "check_arrays other library": Row(
+        lambda b: b.check_arrays(_x(b), _other_library(b)), TypeError, "inputs\\[1\\]"
+    ),
+    "concatenate str": Row(lambda b: b.concatenate("abc"), TypeError, "arrays"),
+    "concatenate axis str": Row(
+        lambda b: b.concatenate([_x(b)], axis="0"),
+        TypeError,
+        "axis must be an int, got '0'",
+    ),
+    "concatenate axis range": Row(
+        lambda b: b.concatenate([_x(b)], axis=5), ValueError, "axis"
+    ),
+    "concatenate shapes": Row(
+        lambda b: b.concatenate([_x(b), b.asarray(np.ones((2, 3)))]),
+        ValueError,
+        "arrays",
+    ),
+    "concatenate other library": Row(
+        lambda b: b.concatenate([_x(b), _other_library(b)]), TypeError, "arrays\\[1\\]"
+    ),
+    "expand_dims axis str": Row(
+        lambda b: b.expand_dims(_x(b), axis="1"),
+        TypeError,
+        "axis must be an int, got '1'",
+    ),
+    "expand_dims axis range": Row(
+        lambda b: b.expand_dims(_x(b), axis=5), ValueError, "axis"
+    ),
+    "expand_dims list": Row(
+        lambda b: b.expand_dims([1.0, 2.0], axis=0), TypeError, "array"
+    ),
+    "sort axis range": Row(lambda b: b.sort(_x(b), axis=5), ValueError, "axis"),
+    "sort axis str": Row(
+        lambda b: b.sort(_x(b), axis="0"), TypeError, "axis must be an int, got '0'"
+    ),
+    "sort list": Row(lambda b: b.sort([3.0, 1.0]), TypeError, "array"),
+    "flatnonzero list": Row(lambda b: b.flatnonzero([0.0, 1.0]), TypeError, "array"),
+    "matmul shapes": Row(lambda b: b.matmul(_x(b), _x(b)), ValueError, "A .* B|B .* A"),
+    "matmul list": Row(lambda b: b.matmul(_x(b), [[1.0], [2.0]]), TypeError, "B"),
+    "matmul other library": Row(
+        lambda b: b.matmul(_x(b), _other_library(b).T), TypeError, "B is an array of"
+    ),
+    "svd full_matrices": Row(
+        lambda b: b.svd(_x(b), full_matrices="no"),
+        TypeError,
+        "full_matrices must be a bool, got 'no'",
+    ),
+    "svd 1-D": Row(lambda b: b.svd(b.asarray([1.0, 2.0])), ValueError, "X"),
+    "svd int": Row(lambda b: b.svd(b.asarray([[1, 2], [3, 4]])), TypeError, "X"),
+    "full shape negative": Row(
+        lambda b: b.full(-1, 1.0),
+        ValueError,
+        "shape must not have negative sizes, got -1",
+    ),
+    "full shape str": Row(
+        lambda b: b.full("3", 1.0),
+        TypeError,
+        "shape must be an int or a tuple of ints, got '3'",
+    ),
+    "full fill str": Row(lambda b: b.full((2,), "a"), TypeError, "fill_value"),
+    "full fill None": Row(lambda b: b.full((2,), None), TypeError, "fill_value"),
+    "full fill uint8": Row(
+        lambda b: b.full((2,), 300, dtype="uint8"), ValueError, "fill_value"
+    ),
+    "full fill nan int": Row(
+        lambda b: b.full((2,), NAN, dtype="int64"), ValueError, "fill_value"
+    ),
+    "full fill 2**64": Row(lambda b: b.full((2,), 2**64), ValueError, "fill_value"),
+    "full dtype unknown": Row(
+        lambda b: b.full((2,), 1.0, dtype="nope"), TypeError, "dtype"
+    ),
+    "full_like fill str": Row(
+        lambda b: b.full_like(_x(b), "a"), TypeError, "fill_value"
+    ),
+    "full_like shape negative": Row(
+        lambda b: b.full_like(_x(b), 1.0, shape=-1), ValueError, "shape"
+    ),
+    "full_like device unknown": Row(
+        lambda b: b.full_like(_x(b), 1.0, device="nope"), ValueError, "device='nope'"
+    ),
+    "zeros_like shape str": Row(
+        lambda b: b.zeros_like(_x(b), shape="a"), TypeError, "shape"
+    ),
+    "zeros_like dtype unknown": Row(
+        lambda b: b.zeros_like(_x(b), dtype="nope"), TypeError, "dtype"
+    ),
+    "ones_like shape negative": Row(
+        lambda b: b.ones_like(_x(b), shape=(-1,)), ValueError, "shape"
+    ),
+    "ones_like device unknown": Row(
+        lambda b: b.ones_like(_x(b), device="nope"), ValueError, "device='nope'"
+    ),
+    "dtype_to_str unknown": Row(lambda b: b.dtype_to_str("nope"), TypeError, "nope"),
+    "dtype_to_str int": Row(lambda b: b.dtype_to_str(5), TypeError, "5"),
+    "to_gpu device unknown": Row(
+        lambda b: b.to_gpu(_x(b), device="nope"), ValueError, "device='nope'"
+    ),
+    "to_numpy str": Row(
+        lambda b: b.to_numpy("abc"), TypeError, "arr has non-numeric dtype"
+    ),
+    "to_numpy masked": Row(
+        lambda b: b.to_numpy(np.ma.masked_array([1.0], mask=[True])),
+        TypeError,
+        "arr is a NumPy masked array",
+    ),
+    "copy None": Row(lambda b: b.copy(None), TypeError, "array"),
+    "copy str": Row(lambda b: b.copy("abc"), TypeError, "array"),
+}
+
+
+@pytest.mark.parametrize("row", ON_EVERY_BACKEND.values(), ids=ON_EVERY_BACKEND.keys())
+def test_bad_input_on_every_backend(xpkit_backend, row: Row):
+    with pytest.raises(row.error, match=row.names):
+        row.call(xpkit_backend)
+
+
+def test_the_table_has_at_least_150_rows():
+    assert len(ONCE) + len(CLI) + len(ENV) + len(ON_EVERY_BACKEND) >= 150

@@ -11,19 +11,24 @@ from typing import Any
 
 import array_api_compat
 import numpy as np
+from array_api_compat import numpy as _np_xp
 
 from ._adapters import ADAPTERS, Adapter, FastOps, adapter_for_array
 from ._args import (
     check_axis,
+    check_cast_keeps_values,
     check_fill_fits,
     check_scalar,
     check_shape,
+    concat_shape_error,
+    fill_dtype_name,
     host_dtype_name,
     is_array_list,
+    matmul_shape_error,
     raise_if_axis_out_of_range,
     shape_of,
 )
-from ._dtypes import DTYPE_NAMES, dtype_name, narrow_for_device
+from ._dtypes import DTYPE_KINDS, DTYPE_NAMES, dtype_name, narrow_for_device
 from ._resolve import BACKEND_NAMES, Unavailable, adapter_for_name, locate_arrays
 
 __all__ = ["BACKEND_NAMES", "Backend"]
@@ -45,10 +50,11 @@ class Backend:
         ``"numpy"``; ``"torch"`` (device detection cuda → mps → cpu);
         ``"auto"`` (torch when installed, else numpy); ``"array_api_strict"``;
         ``"cupy"``; ``"jax"``; ``"dask"``.
-    device : str, optional
-        Pin a device (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``, ...). A
-        device that does not exist here raises `ValueError`; nothing falls
-        back silently.
+    device : str or device, optional
+        Pin a device (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``, ...), or
+        the library's own device object (``torch.device("cpu", 0)``);
+        ``"cpu:0"`` is the CPU. A device that does not exist here raises
+        `ValueError`; nothing falls back silently.
 
     Attributes
     ----------
@@ -70,24 +76,28 @@ class Backend:
     ValueError
         Unknown ``backend`` name, or a ``device`` that does not exist.
     TypeError
-        ``backend`` or ``device`` is not a string.
+        ``backend`` is not a string, or ``device`` neither a string nor a
+        device of the library.
     ImportError
         The library is not installed (the message names the extra to install).
     """
 
     __slots__ = (
         "_adapter",
+        "_bad_args",
         "_canon",
         "_concat",
         "_dtypes",
         "_expand_dims",
         "_f64",
         "_full_like",
+        "_held",
         "_is_own",
         "_is_own_like",
         "_matmul",
         "_native",
         "_ones_like",
+        "_plain",
         "_sort",
         "_unusable",
         "_zeros_like",
@@ -102,11 +112,14 @@ class Backend:
     xp: Any
     is_gpu: bool
 
-    def __init__(self, backend: str = "numpy", *, device: str | None = None) -> None:
+    def __init__(self, backend: str = "numpy", *, device: Any = None) -> None:
         adapter = adapter_for_name(backend)
         if device is not None and not isinstance(device, str):
-            msg = f"device must be a string or None, got {device!r}"
-            raise TypeError(msg)
+            if isinstance(device, (bool, int, float, complex, bytes)):
+                msg = f"device must be a string or None, got {device!r}"
+                raise TypeError(msg)
+            adapter.require()
+            device = _device_object_str(adapter, device)
         adapter.require()
         dev = (
             adapter.default_device()
@@ -116,9 +129,10 @@ class Backend:
         xp = adapter.namespace()
         native = adapter.native_device(dev)
         dtypes = adapter.supported_dtypes(dev)
-        self._bind(adapter, dev, xp, native, adapter.fast_ops(xp), dtypes)
-        self._is_own = adapter.own_check(native, dtypes)
-        self._is_own_like = adapter.own_check(native, dtypes, any_device=True)
+        held = dtypes | adapter.extra_dtypes(dev)
+        self._bind(adapter, dev, xp, native, adapter.fast_ops(xp), dtypes, held)
+        self._is_own = adapter.own_check(native, held)
+        self._is_own_like = adapter.own_check(native, held, any_device=True)
 
     def _bind(
         self,
@@ -128,10 +142,20 @@ class Backend:
         native: Any,
         ops: FastOps,
         dtypes: frozenset[str],
+        held: frozenset[str],
     ) -> None:
         self._adapter = adapter
         self._dtypes = dtypes
+        self._held = held
         self._f64 = "float64" in dtypes
+        # Operands are checked before the call only for libraries that would
+        # convert another library's arrays silently (None: no check).
+        self._plain = (
+            adapter.operand_type()
+            if adapter.precheck_operands and not isinstance(xp, Unavailable)
+            else None
+        )
+        self._bad_args = adapter.argument_errors
         self._matmul = ops.matmul
         self._sort = ops.sort
         self._expand_dims = ops.expand_dims
@@ -209,18 +233,29 @@ class Backend:
 
     # -- helpers -----------------------------------------------------------
     def _xp_dtype(self, name: str, device: str | None = None) -> Any:
+        return self._dtype_pair(name, device)[1]
+
+    def _dtype_pair(
+        self, name: str, device: str | None = None, source: str | None = None
+    ) -> tuple[str, Any]:
+        """(name, dtype object) of ``name`` on ``device``, or a TypeError.
+
+        Narrowed where the device lacks 64 bits; a TypeError when the device
+        cannot hold it. ``source`` says where the dtype came from, for the
+        message: the ``dtype`` argument or the input's own dtype.
+        """
         where = self._adapter.backend_name(device or self.device)
-        supported = (
-            self._dtypes if device is None else self._adapter.supported_dtypes(device)
-        )
-        chosen = narrow_for_device(name, supported, where)
-        if chosen not in supported:
+        held = self._held if device is None else self._adapter.held_dtypes(device)
+        chosen = narrow_for_device(name, held, where)
+        if chosen not in held:
+            origin = f" ({source})" if source else ""
             msg = (
                 f"dtype {name!r} is not supported by {where} on device "
-                f"{device or self.device!r}; supported: {', '.join(sorted(supported))}"
+                f"{device or self.device!r}{origin}; supported: "
+                f"{', '.join(sorted(held))}"
             )
             raise TypeError(msg)
-        return getattr(self.xp, chosen)
+        return chosen, self._adapter.dtype_object(self.xp, chosen)
 
     def _target(self, device: Any, param: str = "device") -> tuple[str | None, Any]:
         """(device string or None for the backend's own, native device)."""
@@ -236,10 +271,18 @@ class Backend:
             raise TypeError(msg) from None
         return dev, self._adapter.native_device(dev)
 
+    def _refuse_lossy(self, adapter: Adapter, x: Any, param: str) -> None:
+        """TypeError when converting ``x`` would drop information (a mask)."""
+        reason = adapter.lost_in_conversion(x)
+        if reason is not None:
+            msg = f"{param} is {reason}"
+            raise TypeError(msg)
+
     def _host(self, x: Any, param: str) -> np.ndarray[Any, Any]:
         """Foreign data (other libraries, lists, scalars) as a numeric host array."""
         adapter = adapter_for_array(x)
         if adapter is not None:
+            self._refuse_lossy(adapter, x, param)
             host = adapter.to_numpy(x)
         else:
             try:
@@ -254,28 +297,122 @@ class Backend:
             host = host.copy()
         return host
 
-    def _ref(self, array: Any, dtype: Any, device: Any) -> tuple[Any, Any]:
-        """Dtype and native device for a ``*_like`` call on ``array``."""
+    def _own_dtype(self, x: Any, param: str) -> str:
+        """The dtype name of an array of this backend's library."""
+        try:
+            name = dtype_name(x.dtype)
+        except TypeError:
+            msg = (
+                f"{param} has dtype {x.dtype}, which is not a numeric or boolean "
+                f"dtype of the standard ({', '.join(sorted(DTYPE_NAMES))})"
+            )
+            raise TypeError(msg) from None
+        assert name is not None
+        return name
+
+    def _castable(
+        self, x: Any, source: str, target: str, param: str, *, host: bool
+    ) -> Any:
+        """``x``, ready to cast to ``target``: a ValueError if a value would change.
+
+        ``x`` is a host (NumPy) array with ``host``, else an array of this
+        library, checked where it lives unless its values are not at hand.
+        A complex ``x`` bound for a real dtype comes back as its real part
+        (its imaginary parts are zero), which libraries cast without warning.
+        """
+        if source == target:
+            return x
+        if host:
+            check_cast_keeps_values(_np_xp, x, source, target, param, np.asarray)
+        elif self._adapter.values_at_hand(x):
+            check_cast_keeps_values(
+                self.xp, x, source, target, param, self._adapter.to_numpy
+            )
+        if source in _COMPLEX and target not in _COMPLEX:
+            return x.real if host else self.xp.real(x)
+        return x
+
+    def _convert(
+        self,
+        x: Any,
+        param: str,
+        dtype: Any,
+        dev_str: str | None,
+        native: Any,
+    ) -> Any:
+        """``x`` (any array, list or scalar) as an array of this backend.
+
+        The slow path of `asarray` and `copy`: the dtype is ``dtype`` (None:
+        the input's own), refused when the device cannot hold it and when
+        the cast would change a value.
+        """
+        name = dtype_name(dtype)
+        source = None if dtype is None else f"dtype={dtype!r}"
+        if self._adapter.owns(x):
+            self._refuse_lossy(self._adapter, x, param)
+            own = self._own_dtype(x, param)
+            target, xp_dtype = self._dtype_pair(
+                name or own, dev_str, source or f"{param} has dtype {own}"
+            )
+            x = self._castable(x, own, target, param, host=False)
+            return self.xp.asarray(x, dtype=xp_dtype, device=native)
+        host = self._host(x, param)
+        own = host_dtype_name(host)
+        target, xp_dtype = self._dtype_pair(
+            name or own, dev_str, source or f"{param} has dtype {own}"
+        )
+        host = self._castable(host, own, target, param, host=True)
+        return self._adapter.from_host(self.xp, host, xp_dtype, native)
+
+    def _ref(self, array: Any, dtype: Any, device: Any) -> tuple[str, Any, Any]:
+        """Dtype name and object, and native device, of a ``*_like`` call."""
         if self._adapter.owns(array):
-            ref_dtype = array.dtype
+            ref_name = self._own_dtype(array, "array")
             dev_str, native = self._target(device)
             if device is None:
                 native = array_api_compat.device(array)
                 dev_str = self._adapter.device_str(native)
         else:
-            ref_dtype = self._host(array, "array").dtype
+            ref_name = host_dtype_name(self._host(array, "array"))
             dev_str, native = self._target(device)
-        name = dtype_name(ref_dtype if dtype is None else dtype)
+        name: str | None = ref_name
+        source = f"array has dtype {ref_name}"
+        if dtype is not None:
+            name, source = dtype_name(dtype), f"dtype={dtype!r}"
         assert name is not None
-        return self._xp_dtype(name, dev_str), native
+        target, xp_dtype = self._dtype_pair(name, dev_str, source)
+        return target, xp_dtype, native
 
     def _like_args(
         self, array: Any, shape: Any, dtype: Any, device: Any
     ) -> tuple[tuple[int, ...], Any, Any]:
         """Shape, dtype and native device of a ``*_like`` call's slow path."""
-        xp_dtype, native = self._ref(array, dtype, device)
+        _, xp_dtype, native = self._ref(array, dtype, device)
         out_shape = shape_of(array) if shape is None else check_shape(shape)
         return out_shape, xp_dtype, native
+
+    def _check_operand(self, x: Any, param: str) -> None:
+        """TypeError unless ``x`` is an array of this backend's library.
+
+        Operations take arrays, not host data: arrays of another library
+        are refused (as `from_arrays` refuses mixing), and lists or scalars
+        too, on every backend alike.
+        """
+        if self._adapter.owns(x):
+            return
+        adapter = adapter_for_array(x)
+        if adapter is not None:
+            msg = (
+                f"{param} is an array of {adapter.label} but this backend is "
+                f"{self.name!r}: libraries do not mix; convert it with "
+                "Backend.asarray"
+            )
+        else:
+            msg = (
+                f"{param} must be an array of {self._adapter.label}, got "
+                f"{type(x).__qualname__}; convert it with Backend.asarray"
+            )
+        raise TypeError(msg)
 
     # -- creation and conversion ----------------------------------------------
     def asarray(self, x: Any, dtype: Any = None, device: Any = None) -> Any:
@@ -288,10 +425,11 @@ class Backend:
         ----------
         x : array_like
             Input data (array of any supported library, nested list, scalar).
+            Any NumPy layout (reversed views, either byte order) is taken.
         dtype : str or dtype, optional
             Desired dtype as a string or any library's dtype; if None, inferred
             from the input (NumPy's rules: Python floats become float64).
-        device : str, optional
+        device : str or device, optional
             Target device; if None, the backend's device.
 
         Returns
@@ -299,28 +437,38 @@ class Backend:
         array
             An array of this backend's library. On devices without float64
             (MPS), float64 becomes float32 with one `PrecisionWarning`.
+
+        Raises
+        ------
+        TypeError
+            The device cannot hold the dtype (asked for, or the input's own:
+            every dtype the library itself holds there passes, float16 and
+            bfloat16 included); non-numeric data; a NumPy masked array (its
+            mask would be lost).
+        ValueError
+            The cast to ``dtype`` would change a value of ``x`` (300 to uint8,
+            NaN or 0.5 to an integer dtype, a non-zero imaginary part to a
+            real one, a finite value to inf). Lazy (Dask) and traced (JAX
+            under ``jit``) arrays of this library are cast unchecked.
         """
         if dtype is None and device is None and self._is_own(x):
             return x  # already here, in a dtype the device has: asarray is a no-op
         dev_str, native = self._target(device)
-        name = dtype_name(dtype)
-        if self._adapter.owns(x):
-            if name is None:
-                name = dtype_name(x.dtype)
-                assert name is not None
-            return self.xp.asarray(
-                x, dtype=self._xp_dtype(name, dev_str), device=native
-            )
-        host = self._host(x, "x")
-        target = self._xp_dtype(name or host_dtype_name(host), dev_str)
-        return self.xp.asarray(host, dtype=target, device=native)
+        return self._convert(x, "x", dtype, dev_str, native)
 
     def asarray_like(self, x: Any, ref: Any) -> Any:
-        """Convert ``x`` to an array matching ``ref``'s dtype and device."""
-        xp_dtype, native = self._ref(ref, None, None)
+        """Convert ``x`` to an array matching ``ref``'s dtype and device.
+
+        Raises ValueError, as `asarray`, when the cast would change a value.
+        """
+        target, xp_dtype, native = self._ref(ref, None, None)
         if self._adapter.owns(x):
+            self._refuse_lossy(self._adapter, x, "x")
+            x = self._castable(x, self._own_dtype(x, "x"), target, "x", host=False)
             return self.xp.asarray(x, dtype=xp_dtype, device=native)
-        return self.xp.asarray(self._host(x, "x"), dtype=xp_dtype, device=native)
+        host = self._host(x, "x")
+        host = self._castable(host, host_dtype_name(host), target, "x", host=True)
+        return self._adapter.from_host(self.xp, host, xp_dtype, native)
 
     def check_arrays(self, *inputs: Any) -> list[Any]:
         """Coerce all inputs to the same dtype (and device) as the first.
@@ -329,13 +477,15 @@ class Backend:
         element-wise. Host data (NumPy arrays, lists, scalars) is moved to the
         first array's device; arrays of this backend's library on another
         device raise `ValueError`, arrays of another library `TypeError`.
+        A cast that would change a value (a float ``y`` of 0.5 to an integer
+        first input's dtype) raises `ValueError` naming the input.
 
         Returns
         -------
         list
             Converted arrays in the same order as inputs.
         """
-        ref: list[Any] = []  # [xp dtype, native device, device string]
+        ref: list[Any] = []  # [xp dtype, native device, device string, dtype name]
         out: list[Any] = []
         for i, item in enumerate(inputs):
             if item is None:
@@ -365,6 +515,7 @@ class Backend:
             )
             raise TypeError(msg)
         if adapter is self._adapter:
+            self._refuse_lossy(adapter, x, param)
             dev = self._adapter.device_str(array_api_compat.device(x))
             if ref and self._adapter.canonical_device(
                 dev
@@ -373,19 +524,49 @@ class Backend:
                     f"{param} is on device {dev!r} but the first input is on {ref[2]!r}"
                 )
                 raise ValueError(msg)
+            own = self._own_dtype(x, param)
             if not ref:
-                name = dtype_name(x.dtype)
-                assert name is not None
-                ref += [self._xp_dtype(name, dev), array_api_compat.device(x), dev]
+                target, xp_dtype = self._dtype_pair(
+                    own, dev, f"{param} has dtype {own}"
+                )
+                ref += [xp_dtype, array_api_compat.device(x), dev, target]
+            x = self._castable(x, own, ref[3], param, host=False)
             return self.xp.asarray(x, dtype=ref[0], device=ref[1])
         host = self._host(x, param)
+        own = host_dtype_name(host)
         if not ref:
-            ref += [self._xp_dtype(host_dtype_name(host)), self._native, self.device]
-        return self.xp.asarray(host, dtype=ref[0], device=ref[1])
+            target, xp_dtype = self._dtype_pair(own, None, f"{param} has dtype {own}")
+            ref += [xp_dtype, self._native, self.device, target]
+        host = self._castable(host, own, ref[3], param, host=True)
+        return self._adapter.from_host(self.xp, host, ref[0], ref[1])
 
     def copy(self, array: Any) -> Any:
-        """Return an independent copy of the array."""
-        return self.xp.asarray(array, copy=True)
+        """Return an independent copy of the array.
+
+        An array of this library is copied where it lives, in its dtype;
+        anything else (another library's array, host data) is converted as
+        by `asarray`, onto this backend's device.
+
+        Raises
+        ------
+        TypeError
+            ``array`` is not numeric data (a string, None), a NumPy masked
+            array, or of a dtype its device cannot hold.
+        """
+        if self._is_own_like(array):
+            return self.xp.asarray(array, copy=True)
+        if self._adapter.owns(array):
+            self._refuse_lossy(self._adapter, array, "array")
+            own = self._own_dtype(array, "array")
+            dev = self._adapter.device_str(array_api_compat.device(array))
+            self._dtype_pair(own, dev, f"array has dtype {own}")
+            return self.xp.asarray(array, copy=True)
+        host = self._host(array, "array")
+        own = host_dtype_name(host)
+        _, xp_dtype = self._dtype_pair(own, None, f"array has dtype {own}")
+        if not host.flags.owndata or host.base is not None or host is array:
+            host = host.copy()  # the result must not share memory with the input
+        return self._adapter.from_host(self.xp, host, xp_dtype, self._native)
 
     @staticmethod
     def dtype_to_str(dtype: Any) -> str | None:
@@ -408,15 +589,28 @@ class Backend:
 
         With ``dtype=None`` the dtype follows NumPy's rules for the fill value
         (float → float64 where the device has it, int → int64, bool → bool).
+
+        Raises
+        ------
+        ValueError
+            ``fill_value`` does not fit the dtype (out of an integer dtype's
+            range, not whole, not finite, overflowing to inf), or, with
+            ``dtype=None``, fits no dtype at all (``2**64``).
+        TypeError
+            The device cannot hold ``dtype``; ``fill_value`` is not a scalar.
         """
         shape = check_shape(shape)
         check_scalar(fill_value)
-        name = dtype_name(dtype) or dtype_name(np.result_type(fill_value))
+        name: str | None
+        if dtype is None:
+            name = fill_dtype_name(fill_value)
+            source = f"the dtype of fill_value={fill_value!r}"
+        else:
+            name, source = dtype_name(dtype), f"dtype={dtype!r}"
         assert name is not None
-        check_fill_fits(fill_value, name)
-        return self.xp.full(
-            shape, fill_value, dtype=self._xp_dtype(name), device=self._native
-        )
+        target, xp_dtype = self._dtype_pair(name, None, source)
+        check_fill_fits(fill_value, target)
+        return self.xp.full(shape, fill_value, dtype=xp_dtype, device=self._native)
 
     def full_like(
         self,
@@ -484,8 +678,24 @@ class Backend:
         return self.xp.zeros(out_shape, dtype=xp_dtype, device=native)
 
     # -- operations ----------------------------------------------------------
+    # Each operation calls the library first and checks its arguments only
+    # when the library raises one of the adapter's "bad argument" exceptions
+    # (or, for libraries that silently convert other libraries' arrays, when
+    # an operand is not one of its own arrays), so the fast path pays nothing.
+    # A fault the checks find becomes one ValueError/TypeError on every
+    # backend; anything else (an OOM, a library bug) propagates unchanged.
     def concatenate(self, arrays: Sequence[Any], axis: int = 0) -> Any:
-        """Concatenate a non-empty sequence of arrays along ``axis``."""
+        """Concatenate a non-empty sequence of arrays along ``axis``.
+
+        Raises
+        ------
+        TypeError
+            ``arrays`` is not a sequence, or holds something that is not an
+            array of this backend's library (another library's array, a list).
+        ValueError
+            ``arrays`` is empty, ``axis`` is out of range, or the shapes differ
+            other than along ``axis`` (the message gives them).
+        """
         if not (type(arrays) in (list, tuple) and arrays and type(axis) is int):
             if isinstance(arrays, (str, bytes)) or not isinstance(arrays, Sequence):
                 msg = (
@@ -497,53 +707,137 @@ class Backend:
                 msg = "arrays must not be empty"
                 raise ValueError(msg)
             arrays, axis = list(arrays), check_axis(axis)
+        plain = self._plain
+        if plain is not None:
+            for a in arrays:
+                if type(a) is not plain:
+                    self._check_operands(arrays)
+                    break
         try:
             return self._concat(arrays, axis=axis)
-        except (IndexError, ValueError):  # AxisError is both
+        except self._bad_args:
+            self._check_operands(arrays)
             raise_if_axis_out_of_range(arrays[0], axis)
+            problem = concat_shape_error([_shape(a) for a in arrays], axis)
+            if problem is not None:
+                raise ValueError(problem) from None
             raise
+
+    def _check_operands(self, arrays: Sequence[Any]) -> None:
+        for i, a in enumerate(arrays):
+            self._check_operand(a, f"arrays[{i}]")
 
     def expand_dims(self, array: Any, axis: int) -> Any:
         """Insert a new axis at position ``axis``."""
         if type(axis) is not int:
             axis = check_axis(axis)
+        plain = self._plain
+        if plain is not None and type(array) is not plain:
+            self._check_operand(array, "array")
         try:
             return self._expand_dims(array, axis=axis)
-        except (IndexError, ValueError):  # AxisError is both
+        except self._bad_args:
+            self._check_operand(array, "array")
             raise_if_axis_out_of_range(array, axis, extra=1)
             raise
 
     def flatnonzero(self, array: Any) -> Any:
         """Indices of the non-zero elements of the flattened array."""
+        if not self._is_own_like(array):
+            self._check_operand(array, "array")
         return self.xp.nonzero(self.xp.reshape(array, (-1,)))[0]
 
     def matmul(self, A: Any, B: Any) -> Any:
-        """Matrix multiplication ``A @ B``."""
-        return self._matmul(A, B)
+        """Matrix multiplication ``A @ B``.
+
+        Raises
+        ------
+        TypeError
+            ``A`` or ``B`` is not an array of this backend's library (arrays
+            of two libraries do not mix, as in `from_arrays`).
+        ValueError
+            The shapes do not fit (the message names ``A`` and ``B`` and gives
+            their shapes).
+        """
+        plain = self._plain
+        if plain is not None and (type(A) is not plain or type(B) is not plain):
+            self._check_operand(A, "A")
+            self._check_operand(B, "B")
+        try:
+            return self._matmul(A, B)
+        except self._bad_args:
+            self._check_operand(A, "A")
+            self._check_operand(B, "B")
+            problem = matmul_shape_error(_shape(A), _shape(B))
+            if problem is not None:
+                raise ValueError(problem) from None
+            raise
 
     def sort(self, array: Any, axis: int = -1) -> Any:
-        """Sort along ``axis``, returning values only."""
+        """Sort along ``axis``, returning values only.
+
+        A non-array (a list) is a TypeError naming ``array`` on every backend.
+        """
         if type(axis) is not int:
             axis = check_axis(axis)
+        plain = self._plain
+        if plain is not None and type(array) is not plain:
+            self._check_operand(array, "array")
         if axis != -1:  # lazy libraries (Dask) would not notice a bad axis here
             raise_if_axis_out_of_range(array, axis)
         try:
             return self._sort(array, axis=axis)
-        except (IndexError, ValueError):  # AxisError is both
+        except self._bad_args:
+            self._check_operand(array, "array")
             raise_if_axis_out_of_range(array, axis)
             raise
 
     def svd(self, X: Any, full_matrices: bool = False) -> tuple[Any, Any, Any]:
         """Singular Value Decomposition, reduced by default.
 
+        Parameters
+        ----------
+        X : array
+            An array of this backend's library, of at least two dimensions
+            (a matrix, or a stack of them) and a floating dtype of the
+            standard: float32, float64, complex64 or complex128. Integer,
+            boolean and half-precision arrays are refused rather than cast
+            (as the standard's ``linalg.svd`` and torch refuse them): choose
+            the precision with ``Backend.asarray(X, dtype=...)``.
+        full_matrices : bool, default False
+            Full (square) ``U`` and ``Vt`` rather than reduced ones.
+
         Returns
         -------
         tuple
             ``(U, s, Vt)``: left singular vectors, singular values (descending)
             and right singular vectors (transposed), with ``U * s @ Vt == X``.
+
+        Raises
+        ------
+        TypeError
+            ``X`` is not an array of this library, or not of a floating dtype;
+            ``full_matrices`` is not a bool.
+        ValueError
+            ``X`` has fewer than two dimensions.
         """
         if not isinstance(full_matrices, bool):
             msg = f"full_matrices must be a bool, got {full_matrices!r}"
+            raise TypeError(msg)
+        self._check_operand(X, "X")
+        shape = _shape(X)
+        if len(shape) < 2:
+            msg = (
+                "X must have at least 2 dimensions (a matrix or a stack of "
+                f"matrices), got shape {shape}"
+            )
+            raise ValueError(msg)
+        name = self._own_dtype(X, "X")
+        if name not in _SVD_DTYPES:
+            msg = (
+                f"X must have a floating dtype ({', '.join(_SVD_DTYPES)}), got "
+                f"{name}; convert it with Backend.asarray(X, dtype=...)"
+            )
             raise TypeError(msg)
         u, s, vt = self.xp.linalg.svd(X, full_matrices=full_matrices)
         return u, s, vt
@@ -561,7 +855,9 @@ class Backend:
 
     def to_device(self, arr: Any) -> Any:
         """Transfer an array (NumPy or any supported library) to the backend's device."""
-        return self.asarray(arr)
+        if self._is_own(arr):
+            return arr
+        return self._convert(arr, "arr", None, None, self._native)
 
     def to_gpu(self, array: Any, device: Any = None) -> Any:
         """Transfer an array to the GPU, by default the backend's device.
@@ -569,7 +865,10 @@ class Backend:
         A no-op where the backend's device is the CPU; an explicit ``device``
         that does not exist raises `ValueError`.
         """
-        return self.asarray(array, device=device)
+        if device is None and self._is_own(array):
+            return array
+        dev_str, native = self._target(device)
+        return self._convert(array, "array", None, dev_str, native)
 
     def to_numpy(self, arr: Any) -> np.ndarray[Any, Any]:
         """Convert an array of any supported library to a NumPy array.
@@ -579,6 +878,7 @@ class Backend:
         """
         adapter = adapter_for_array(arr)
         if adapter is not None:
+            self._refuse_lossy(adapter, arr, "arr")
             return adapter.to_numpy(arr)
         return self._host(arr, "arr")
 
@@ -603,6 +903,7 @@ def _restore(key: str, device: str) -> Backend:
             unavailable,
             FastOps(*[refuse] * len(FastOps._fields)),
             DTYPE_NAMES,
+            DTYPE_NAMES,
         )
         b._is_own = b._is_own_like = _never  # every call takes the refusing path
         return b
@@ -610,3 +911,26 @@ def _restore(key: str, device: str) -> Backend:
 
 def _never(x: Any) -> bool:  # noqa: ARG001
     return False
+
+
+_COMPLEX = frozenset(DTYPE_KINDS["complex floating"])
+
+#: The dtypes `Backend.svd` takes: the standard's floating dtypes.
+_SVD_DTYPES = ("float32", "float64", "complex64", "complex128")
+
+
+def _shape(x: Any) -> tuple[Any, ...]:
+    """``x``'s shape as a plain tuple (``torch.Size`` prints differently)."""
+    return tuple(shape_of(x))
+
+
+def _device_object_str(adapter: Adapter, device: Any) -> str:
+    """The device string of a library device object (``torch.device("cpu", 0)``)."""
+    try:
+        return adapter.validate_device(adapter.device_str(device))
+    except (AttributeError, TypeError, ValueError):
+        msg = (
+            f"device must be a string or None, got {device!r}, which is not a "
+            f"{adapter.label} device on this machine"
+        )
+        raise TypeError(msg) from None

@@ -17,10 +17,31 @@ import numpy as np
 
 from ._peak import PeakMeter, rss_meter
 
-__all__ = ["HOST_BATCH_WORKING_SET_BYTES", "Adapter", "FastOps", "MemoryInfo"]
+__all__ = [
+    "HOST_BATCH_WORKING_SET_BYTES",
+    "Adapter",
+    "FastOps",
+    "MemoryInfo",
+    "native_layout",
+]
 
 #: Batch working-set ceiling on CPU devices (see `Adapter.batch_ceiling_bytes`).
 HOST_BATCH_WORKING_SET_BYTES = 16 * 1024**2
+
+
+def native_layout(host: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """``host`` in native byte order with non-negative, item-aligned strides.
+
+    A copy only when needed: for libraries (torch, CuPy) that refuse NumPy's
+    byte-swapped arrays, reversed views (``x[::-1]``) and strides that are
+    not a multiple of the item size (fields of structured arrays).
+    """
+    if not host.dtype.isnative:
+        host = host.astype(host.dtype.newbyteorder("="))
+    size = host.dtype.itemsize
+    if any(s < 0 or (size and s % size) for s in host.strides):
+        host = np.ascontiguousarray(host)
+    return host
 
 
 class FastOps(NamedTuple):
@@ -112,6 +133,59 @@ class Adapter:
     def is_plain(self, x: Any) -> bool:  # noqa: ARG002
         """Whether ``x`` is a plain array (no subclass or layout with other semantics)."""
         return True
+
+    def lost_in_conversion(self, x: Any) -> str | None:  # noqa: ARG002
+        """Why converting ``x`` to a plain array would drop information, or None.
+
+        The answer completes "<parameter> is ...": a NumPy masked array would
+        silently lose its mask, so the facade refuses it by name.
+        """
+        return None
+
+    def values_at_hand(self, x: Any) -> bool:  # noqa: ARG002
+        """Whether ``x``'s values can be read now, cheaply and without side effects.
+
+        False for lazy graphs (Dask: reading computes them) and traced values
+        (JAX under ``jit``): the facade then casts without checking that the
+        cast keeps every value.
+        """
+        return True
+
+    def from_host(
+        self, xp: Any, host: np.ndarray[Any, Any], dtype: Any, device: Any
+    ) -> Any:
+        """A host (NumPy) array as an array of this library, of ``dtype`` on ``device``.
+
+        By default ``xp.asarray``; adapters whose library refuses some NumPy
+        layouts (negative strides, swapped bytes) copy to one it takes.
+        """
+        return xp.asarray(host, dtype=dtype, device=device)
+
+    #: Whether the facade checks operands before calling the library's
+    #: functions rather than after they fail: where those silently convert
+    #: other libraries' arrays (NumPy through ``__array__``, Dask, JAX), or
+    #: warn about them before refusing (array-api-strict).
+    precheck_operands: ClassVar[bool] = False
+
+    def operand_type(self) -> type:
+        """The exact class of this library's usual arrays.
+
+        Where the library needs `precheck_operands`, the facade tests each operand
+        with ``type(x) is operand_type()`` (the cheapest test there is) and
+        checks the others fully. ``object``, the exact class of no array,
+        sends every operand to the full check.
+        """
+        return object
+
+    #: Native exception types that may mean "bad argument" (a shape mismatch,
+    #: a non-array, a dtype the function refuses). The facade catches only
+    #: these, and turns them into its own ValueError/TypeError only when its
+    #: own check of the arguments finds the fault; otherwise they propagate.
+    argument_errors: ClassVar[tuple[type[Exception], ...]] = (
+        TypeError,
+        ValueError,
+        IndexError,
+    )
 
     def to_numpy(self, x: Any) -> np.ndarray[Any, Any]:
         """Bring an array of this library to the host as a NumPy array."""
@@ -205,8 +279,12 @@ class Adapter:
         return found[0]
 
     def canonical_device(self, device: str) -> str:
-        """Normalise a device string (aliases, implicit indices)."""
-        return device.strip().lower()
+        """Normalise a device string (aliases, implicit indices).
+
+        The CPU is one device: ``"cpu:0"`` is ``"cpu"``.
+        """
+        name = device.strip().lower()
+        return "cpu" if name == "cpu:0" else name
 
     def validate_device(self, device: str) -> str:
         """Return how ``device`` is listed by `devices`, or raise ValueError."""
@@ -280,6 +358,26 @@ class Adapter:
         if not self.supports_float64(device):
             names -= {"float64", "complex128"}
         return frozenset(names)
+
+    def extra_dtypes(self, device: str) -> frozenset[str]:  # noqa: ARG002
+        """Dtypes beyond the standard's that the library holds on ``device``.
+
+        float16, bfloat16, torch's uint16/32/64: arrays of these pass through
+        the facade as they are, and may be asked for by name. None by default.
+        """
+        return frozenset()
+
+    def held_dtypes(self, device: str) -> frozenset[str]:
+        """Every dtype name an array can have on ``device``.
+
+        `supported_dtypes` and `extra_dtypes`: the facade refuses only dtypes
+        outside this set.
+        """
+        return self.supported_dtypes(device) | self.extra_dtypes(device)
+
+    def dtype_object(self, xp: Any, name: str) -> Any:
+        """The dtype object of ``xp`` named ``name`` (one of `held_dtypes`)."""
+        return getattr(xp, name)
 
     # -- memory (used by xpkit._memory and xpkit._plan) ---------------------
     #: Whether arrays of this library can be written row by row in place

@@ -9,7 +9,7 @@ from typing import Any
 import array_api_compat
 import numpy as np
 
-from ._base import Adapter, MemoryInfo
+from ._base import Adapter, MemoryInfo, native_layout
 
 __all__ = ["CupyAdapter"]
 
@@ -51,6 +51,21 @@ class CupyAdapter(Adapter):
     def to_numpy(self, x: Any) -> np.ndarray[Any, Any]:
         """Device-to-host copy (``ndarray.get``)."""
         return np.asarray(x.get())
+
+    def from_host(
+        self, xp: Any, host: np.ndarray[Any, Any], dtype: Any, device: Any
+    ) -> Any:
+        """Host-to-device copy, from native byte order (CuPy has no swapped bytes)."""
+        return xp.asarray(native_layout(host), dtype=dtype, device=device)
+
+    def extra_dtypes(self, device: str) -> frozenset[str]:  # noqa: ARG002
+        """float16."""
+        return frozenset({"float16"})
+
+    def dtype_object(self, xp: Any, name: str) -> Any:
+        """The namespace's dtype, or NumPy's (which CuPy takes)."""
+        found = getattr(xp, name, None)
+        return np.dtype(name) if found is None else found
 
     def to_cpu(self, x: Any) -> Any:
         """A NumPy array (CuPy has no CPU device)."""

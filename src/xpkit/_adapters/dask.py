@@ -24,6 +24,10 @@ class DaskAdapter(Adapter):
     module = "dask"
     extra = "dask"
     label = "Dask"
+    #: ``da.matmul(dask_array, tensor)`` wraps the tensor as a chunk.
+    precheck_operands = True
+    #: Its functions read ``.ndim``/``.dtype`` of what they get first.
+    argument_errors = (TypeError, ValueError, IndexError, AttributeError)
 
     def namespace(self) -> ModuleType:
         """``array_api_compat.dask.array``."""
@@ -46,6 +50,26 @@ class DaskAdapter(Adapter):
     def to_numpy(self, x: Any) -> np.ndarray[Any, Any]:
         """Compute the graph and return the NumPy result."""
         return np.asarray(x.compute())
+
+    def operand_type(self) -> type:
+        """``dask.array.Array``."""
+        import dask.array as da
+
+        array_type: type = da.Array
+        return array_type
+
+    def values_at_hand(self, x: Any) -> bool:  # noqa: ARG002
+        """Never: reading a Dask array's values computes its graph."""
+        return False
+
+    def extra_dtypes(self, device: str) -> frozenset[str]:  # noqa: ARG002
+        """float16, as its NumPy chunks."""
+        return frozenset({"float16"})
+
+    def dtype_object(self, xp: Any, name: str) -> Any:
+        """The namespace's dtype, or NumPy's (the namespace has no float16)."""
+        found = getattr(xp, name, None)
+        return np.dtype(name) if found is None else found
 
     #: A lazy graph: a result is assembled on the host, then wrapped.
     writable_rows = False

@@ -37,6 +37,8 @@ class JaxAdapter(Adapter):
     label = "JAX"
     #: Immutable arrays: a device result is assembled on the host, moved once.
     writable_rows = False
+    #: ``jnp.matmul(jax_array, ndarray)`` converts the NumPy array.
+    precheck_operands = True
 
     def namespace(self) -> ModuleType:
         """``jax.numpy``."""
@@ -52,6 +54,14 @@ class JaxAdapter(Adapter):
     def to_numpy(self, x: Any) -> np.ndarray[Any, Any]:
         """``np.asarray``: zero-copy (read-only) on the CPU, a copy from GPUs."""
         return np.asarray(x)
+
+    def values_at_hand(self, x: Any) -> bool:
+        """Not for a tracer (under ``jax.jit``), whose values do not exist yet."""
+        return not isinstance(x, _jax().core.Tracer)
+
+    def extra_dtypes(self, device: str) -> frozenset[str]:  # noqa: ARG002
+        """float16 and bfloat16, on every device."""
+        return frozenset({"float16", "bfloat16"})
 
     def to_cpu(self, x: Any) -> Any:
         """``jax.device_put`` onto the first CPU device."""

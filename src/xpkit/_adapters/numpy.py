@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -22,6 +23,8 @@ class NumpyAdapter(Adapter):
     module = "numpy"
     extra = "all"
     label = "NumPy"
+    #: ``np.matmul(ndarray, tensor)`` converts the tensor through ``__array__``.
+    precheck_operands = True
 
     def is_installed(self) -> bool:
         """NumPy is a core dependency."""
@@ -73,9 +76,27 @@ class NumpyAdapter(Adapter):
 
         return own
 
+    def operand_type(self) -> type:
+        """``numpy.ndarray``."""
+        return np.ndarray
+
     def is_plain(self, x: Any) -> bool:
         """An ``ndarray`` itself: not a scalar, ``np.matrix`` or masked array."""
         return type(x) is np.ndarray
+
+    def lost_in_conversion(self, x: Any) -> str | None:
+        """A masked array: converting it would silently drop its mask."""
+        ma = sys.modules.get("numpy.ma")
+        if ma is not None and isinstance(x, ma.MaskedArray):
+            return (
+                "a NumPy masked array, whose mask the conversion would drop; "
+                "pass x.filled(value) or x.compressed() instead"
+            )
+        return None
+
+    def extra_dtypes(self, device: str) -> frozenset[str]:  # noqa: ARG002
+        """float16 (NumPy has no bfloat16 of its own)."""
+        return frozenset({"float16"})
 
     def to_numpy(self, x: Any) -> np.ndarray[Any, Any]:
         """Zero-copy: the array itself (scalars become 0-d arrays)."""

@@ -6,7 +6,9 @@ import sys
 from types import ModuleType
 from typing import Any
 
-from ._base import Adapter
+import numpy as np
+
+from ._base import Adapter, native_layout
 from ._peak import PeakMeter, tracemalloc_meter
 
 __all__ = ["StrictAdapter"]
@@ -26,6 +28,28 @@ class StrictAdapter(Adapter):
     module = "array_api_strict"
     extra = "strict"
     label = "array-api-strict"
+    #: Its functions read ``.dtype`` of what they get before checking it.
+    argument_errors = (TypeError, ValueError, IndexError, AttributeError)
+    #: Its functions warn (comparing dtypes) before refusing another
+    #: library's array.
+    precheck_operands = True
+
+    def operand_type(self) -> type:
+        """``array_api_strict``'s ``Array`` (the class `owns` tests for)."""
+        from array_api_strict._array_object import Array
+
+        array_type: type = Array
+        return array_type
+
+    def from_host(
+        self, xp: Any, host: np.ndarray[Any, Any], dtype: Any, device: Any
+    ) -> Any:
+        """``asarray`` of a copy where strides are not whole items.
+
+        Its arrays wrap the NumPy buffer they are given, and leave through
+        DLPack, which refuses such strides (fields of structured arrays).
+        """
+        return xp.asarray(native_layout(host), dtype=dtype, device=device)
 
     def namespace(self) -> ModuleType:
         """The ``array_api_strict`` module."""
@@ -44,9 +68,9 @@ class StrictAdapter(Adapter):
         return tuple(self.device_str(d) for d in info.devices())
 
     def canonical_device(self, device: str) -> str:
-        """``CPU_DEVICE`` is spelled ``"cpu"``; other names are kept."""
+        """``CPU_DEVICE`` (and ``"cpu:0"``) is spelled ``"cpu"``; other names are kept."""
         name = device.strip()
-        return "cpu" if name.lower() in {"cpu", _CPU.lower()} else name
+        return "cpu" if name.lower() in {"cpu", "cpu:0", _CPU.lower()} else name
 
     def native_device(self, device: str) -> Any:
         """An ``array_api_strict.Device``."""

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import array_api_compat
 import numpy as np
 
-from ._base import Adapter, FastOps, MemoryInfo
+from ._base import Adapter, FastOps, MemoryInfo, native_layout
 from ._peak import PeakMeter, rss_meter
 
 __all__ = ["TorchAdapter"]
@@ -32,6 +32,10 @@ _OOM_MESSAGES = (
 )
 
 
+#: Dtypes torch has beyond the standard's (the unsigned ones since torch 2.3).
+_EXTRA_DTYPES = ("float16", "bfloat16", "uint16", "uint32", "uint64")
+
+
 def _torch() -> Any:
     import torch
 
@@ -45,6 +49,10 @@ class TorchAdapter(Adapter):
     module = "torch"
     extra = "torch"
     label = "PyTorch"
+    #: torch reports shape mismatches (and dtypes a function lacks) as
+    #: RuntimeError; OOMs are RuntimeErrors too, which the facade's checks of
+    #: the arguments find nothing wrong with, and so let through.
+    argument_errors = (TypeError, ValueError, IndexError, RuntimeError)
 
     def namespace(self) -> ModuleType:
         """``array_api_compat.torch``."""
@@ -195,6 +203,53 @@ class TorchAdapter(Adapter):
         """``tensor.cpu()``."""
         return x.cpu()
 
+    def from_host(
+        self, xp: Any, host: np.ndarray[Any, Any], dtype: Any, device: Any
+    ) -> Any:
+        """``torch.asarray`` of the array in a layout torch takes.
+
+        torch refuses negative strides (``x[::-1]``), swapped bytes
+        (``'>f8'``) and NumPy extension dtypes (ml_dtypes' bfloat16, which
+        goes through float32 exactly); those are copied first.
+        """
+        host = native_layout(host)
+        if host.dtype.name == "bfloat16":  # ml_dtypes': torch.asarray refuses it
+            host = host.astype(np.float32)
+        return xp.asarray(host, dtype=dtype, device=device)
+
+    def values_at_hand(self, x: Any) -> bool:
+        """Not for meta tensors, which have no values."""
+        return not x.is_meta
+
+    _extra: dict[str, frozenset[str]] | None = None
+
+    def extra_dtypes(self, device: str) -> frozenset[str]:
+        """float16, bfloat16 and (torch >= 2.3) uint16/32/64, where allocatable.
+
+        Each is tried once per device with an empty tensor.
+        """
+        cache = self._extra
+        if cache is None:
+            cache = self._extra = {}
+        found = cache.get(device)
+        if found is None:
+            torch = _torch()
+            native = self.native_device(device)
+            names = set()
+            for name in _EXTRA_DTYPES:
+                dtype = getattr(torch, name, None)
+                if dtype is None:
+                    continue
+                try:
+                    torch.empty((0,), dtype=dtype, device=native)
+                except Exception:  # noqa: BLE001, S112 - the device lacks it (or is unreachable)
+                    continue
+                names.add(name)
+            found = frozenset(names)
+            if found:  # none: the device is unreachable now; ask again next time
+                cache[device] = found
+        return found
+
     def devices(self) -> tuple[str, ...]:
         """``"cuda"`` and ``"cuda:N"``, ``"mps"``, then ``"cpu"``."""
         torch = _torch()
@@ -209,12 +264,12 @@ class TorchAdapter(Adapter):
         return tuple(found)
 
     def canonical_device(self, device: str) -> str:
-        """``"cuda"`` means ``"cuda:0"``; ``"mps:0"`` is ``"mps"``."""
+        """``"cuda"`` means ``"cuda:0"``; ``"mps:0"`` is ``"mps"``, ``"cpu:0"`` ``"cpu"``."""
         name = device.strip().lower()
         if name == "cuda":
             return "cuda:0"
-        if name == "mps:0":
-            return "mps"
+        if name in {"mps:0", "cpu:0"}:
+            return name[:-2]
         return name
 
     def native_device(self, device: str) -> Any:

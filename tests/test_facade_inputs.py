@@ -1,0 +1,479 @@
+"""The facade's inputs (issue 11): dtypes, layouts, lossy casts, mixing, shapes.
+
+One policy on every backend:
+
+- a dtype the library holds on the device passes through (float16, bfloat16,
+  torch's uint16/32/64); only one it cannot hold is a TypeError naming it;
+- any NumPy layout converts (reversed views, big-endian, strided fields);
+- a cast that would change a value is a ValueError naming the input and the
+  value; a masked array (whose mask would be lost) a TypeError;
+- operations take arrays of the backend's library: another library's array,
+  or a list, is a TypeError naming the argument; shapes that do not fit a
+  ValueError naming the arguments and giving the shapes;
+- ``"cpu:0"`` (and ``torch.device("cpu", 0)``) is the CPU.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+import xpkit
+from xpkit._adapters import ADAPTERS
+
+NAN, INF = math.nan, math.inf
+
+#: Dtypes beyond the standard's that each library holds (on its CPU, or on
+#: every device). `Backend` must accept arrays of these as they are.
+HELD_EXTRAS = {
+    "numpy": {"float16"},
+    "torch": {"float16", "bfloat16", "uint16", "uint32", "uint64"},
+    "jax": {"float16", "bfloat16"},
+    "dask": {"float16"},
+    "cupy": {"float16"},
+    "array_api_strict": set(),
+}
+EXTRAS = ("float16", "bfloat16", "uint16", "uint32", "uint64")
+
+
+def _name(b: xpkit.Backend, x: Any) -> str | None:
+    return b.dtype_to_str(x.dtype)
+
+
+def _values(b: xpkit.Backend, x: Any) -> list[Any]:
+    host = b.to_numpy(x)
+    return np.asarray(host, dtype=np.float64).tolist()
+
+
+def _expected_extras(b: xpkit.Backend) -> set[str]:
+    expected = set(HELD_EXTRAS[b.library])
+    if b.library == "torch":
+        import torch
+
+        expected = {n for n in expected if hasattr(torch, n)}  # uints: torch >= 2.3
+        if b.device.startswith("mps"):
+            expected &= {"float16"}
+    return expected
+
+
+def _foreign(b: xpkit.Backend, shape: tuple[int, ...]) -> Any:
+    """An array of a library other than ``b``'s."""
+    if b.library != "numpy":
+        return np.ones(shape)
+    if ADAPTERS["torch"].is_installed():
+        import torch
+
+        return torch.ones(shape, dtype=torch.float64)
+    strict = pytest.importorskip("array_api_strict")
+    return strict.ones(shape)
+
+
+# -- 1. dtypes the library holds pass through --------------------------------------
+def test_the_library_s_own_dtypes_pass_through_every_function(xpkit_backend):
+    b = xpkit_backend
+    expected = _expected_extras(b)
+    assert expected <= set(b._held), sorted(b._held)
+    for name in sorted(expected):
+        a = b.asarray(np.arange(3), dtype=name)
+        assert _name(b, a) == name
+        assert b.asarray(a) is a  # the fast path keeps it as it is
+        assert _name(b, b.to_device(a)) == name
+        checked = b.check_arrays(a, np.arange(3), [np.ones(3)])
+        assert [_name(b, c) for c in (checked[0], checked[1], checked[2][0])] == [
+            name
+        ] * 3
+        assert _name(b, b.copy(a)) == name
+        assert _values(b, b.copy(a)) == [0.0, 1.0, 2.0]
+        assert _name(b, b.asarray_like([1, 2], a)) == name
+        for like in (
+            b.zeros_like(a),
+            b.ones_like(a),
+            b.full_like(a, 1),
+            b.zeros_like(a, shape=(2,)),
+            b.ones_like(a, shape=2),
+            b.full_like(a, 2, shape=(2,)),
+            b.zeros_like(np.arange(3), dtype=name),
+        ):
+            assert _name(b, like) == name
+        full = b.full((2,), 1, dtype=name)
+        assert _name(b, full) == name
+        assert _values(b, full) == [1.0, 1.0]
+
+
+def test_a_dtype_the_device_cannot_hold_is_a_type_error_naming_it(xpkit_backend):
+    b = xpkit_backend
+    missing = [n for n in EXTRAS if n not in b._held]
+    own = b.asarray([1.0, 2.0])
+    for name in missing:
+        pattern = rf"dtype '{name}' is not supported by {b.name} .*dtype='{name}'"
+        with pytest.raises(TypeError, match=pattern):
+            b.asarray([1.0], dtype=name)
+        with pytest.raises(TypeError, match=pattern):
+            b.full((2,), 1, dtype=name)
+        with pytest.raises(TypeError, match=pattern):
+            b.zeros_like(own, dtype=name)
+    assert "bfloat16" in missing or b.library in {"torch", "jax"}
+
+
+def test_numpy_float16_and_torch_bfloat16_and_uint_are_accepted():
+    f16 = np.ones(3, np.float16)
+    assert xpkit.Backend("numpy").asarray(f16) is f16
+    assert xpkit.Backend("numpy").check_arrays(f16)[0].dtype == np.float16
+    torch = pytest.importorskip("torch")
+    b = xpkit.Backend("torch", device="cpu")
+    bf16 = torch.ones(3, dtype=torch.bfloat16)
+    assert b.check_arrays(bf16)[0].dtype == torch.bfloat16
+    assert b.zeros_like(bf16).dtype == torch.bfloat16
+    assert b.asarray(f16).dtype == torch.float16
+    for name in ("uint16", "uint32", "uint64"):
+        if not hasattr(torch, name):  # pragma: no cover - torch < 2.3
+            continue
+        t = torch.ones(3, dtype=getattr(torch, name))
+        assert b.asarray(t) is t
+        assert b.copy(t).dtype == t.dtype
+        assert b.check_arrays(t)[0].dtype == t.dtype
+        assert b.asarray(np.ones(3, dtype=name)).dtype == t.dtype
+        with pytest.raises(ValueError, match="x holds 300, .* dtype uint8"):
+            b.asarray(torch.tensor([1, 300], dtype=t.dtype), dtype="uint8")
+
+
+def test_strict_refuses_float16_input_by_name():
+    pytest.importorskip("array_api_strict")
+    b = xpkit.Backend("array_api_strict")
+    f16 = np.ones(2, dtype=np.float16)
+    with pytest.raises(TypeError, match=r"'float16' .* \(x has dtype float16\)"):
+        b.asarray(f16)
+    with pytest.raises(TypeError, match=r"inputs\[0\] has dtype float16"):
+        b.check_arrays(f16)
+    with pytest.raises(TypeError, match=r"array has dtype float16"):
+        b.copy(f16)
+    assert _name(b, b.asarray(f16, dtype="float32")) == "float32"  # converting is fine
+
+
+# -- 2. NumPy layouts ---------------------------------------------------------------
+def _layouts() -> dict[str, np.ndarray]:
+    x = np.arange(12.0).reshape(3, 4)
+    fields = np.zeros(4, dtype=[("a", "<f8"), ("b", "i1")])
+    fields["a"] = [1.0, 2.0, 3.0, 4.0]
+    return {
+        "reversed": x[::-1],
+        "reversed columns": x[:, ::-1],
+        "big-endian": x.astype(">f8"),
+        "big-endian reversed": x.astype(">f8")[::-1, ::-2],
+        "big-endian int": np.arange(5, dtype=">i4"),
+        "transposed": x.T,
+        "structured field": fields["a"],
+    }
+
+
+@pytest.mark.parametrize("layout", sorted(_layouts()))
+def test_every_numpy_layout_converts(xpkit_backend, layout):
+    b = xpkit_backend
+    host = _layouts()[layout]
+    expected = np.array(host, dtype=host.dtype.newbyteorder("=")).tolist()
+    ref = b.asarray(np.ones(1))
+    for got in (
+        b.asarray(host),
+        b.asarray(host, dtype="float64"),
+        b.check_arrays(ref, host)[1],
+        b.check_arrays(host)[0],
+        b.asarray_like(host, ref),
+        b.copy(host),
+        b.to_device(host),
+    ):
+        assert b.to_numpy(got).tolist() == expected
+
+
+# -- 3. casts that would change values, masks, copies --------------------------------
+LOSSY = {
+    "300 to uint8": ([300], "uint8", "300"),
+    "-1 to uint8": ([-1], "uint8", "-1"),
+    "128 to int8": ([1, 128], "int8", "128"),
+    "nan to int64": ([NAN], "int64", "nan"),
+    "inf to int64": ([INF], "int64", "inf"),
+    "-inf to int32": ([1.0, -INF], "int32", "-inf"),
+    "0.5 to int64": ([0.5], "int64", r"0\.5"),
+    "2.5 to int32": ([1.0, 2.5], "int32", r"2\.5"),
+    "2 to bool": ([0, 2], "bool", "2"),
+    "0.5 to bool": ([0.5], "bool", r"0\.5"),
+    "1e300 to float32": ([1e300], "float32", r"1e\+300"),
+    "1+1j to float64": ([1 + 1j], "float64", r"\(1\+1j\)"),
+}
+
+
+@pytest.mark.parametrize(("data", "dtype", "value"), LOSSY.values(), ids=LOSSY.keys())
+def test_a_cast_that_changes_a_value_is_a_value_error(
+    xpkit_backend, data, dtype, value
+):
+    b = xpkit_backend
+    with pytest.raises(ValueError, match=rf"^x holds {value}, which does not fit"):
+        b.asarray(data, dtype=dtype)
+    with pytest.raises(ValueError, match=rf"^x holds {value}, which does not fit"):
+        b.asarray(np.array(data), dtype=dtype)
+
+
+EXACT = {
+    "whole floats to int8": ([1.0, -3.0, 127.0], "int8"),
+    "0 and 1 to bool": ([0, 1], "bool"),
+    "255 to uint8": ([0, 255], "uint8"),
+    "non-finite floats to float32": ([NAN, INF, -INF], "float32"),
+    "real complex to float64": ([1 + 0j, -2 + 0j], "float64"),
+    "float64 to float32 rounds": ([0.1], "float32"),
+}
+
+
+@pytest.mark.parametrize(("data", "dtype"), EXACT.values(), ids=EXACT.keys())
+def test_a_cast_that_keeps_every_value_passes(xpkit_backend, data, dtype):
+    b = xpkit_backend
+    got = b.asarray(data, dtype=dtype)  # no warning either (filterwarnings=error)
+    assert _name(b, got) == dtype
+    expected = np.array(data).real.astype(dtype).astype(np.float64)
+    np.testing.assert_array_equal(_values(b, got), expected)
+
+
+def test_own_arrays_are_checked_where_they_live(xpkit_backend):
+    b = xpkit_backend
+    x = b.asarray([0.5, 1.0])
+    if not ADAPTERS[b.library].values_at_hand(x):
+        # Lazy (Dask): reading values would compute the graph; cast unchecked.
+        assert _name(b, b.asarray(x, dtype="int64")) == "int64"
+        return
+    with pytest.raises(ValueError, match=r"^x holds 0\.5"):
+        b.asarray(x, dtype="int64")
+    ints = b.asarray([1, 2, 3])
+    with pytest.raises(ValueError, match=r"^inputs\[1\] holds 0\.5"):
+        b.check_arrays(ints, b.asarray([0.5, 1.7, 2.2]))
+    with pytest.raises(ValueError, match=r"^x holds 0\.5"):
+        b.asarray_like(x, ints)
+    assert _values(b, b.asarray(b.asarray([1.0, 2.0]), dtype="int64")) == [1.0, 2.0]
+
+
+def test_check_arrays_refuses_a_float_y_an_integer_x_would_truncate(xpkit_backend):
+    b = xpkit_backend
+    X = b.asarray(np.array([1, 2, 3]))
+    with pytest.raises(ValueError, match=r"^inputs\[1\] holds 0\.5"):
+        b.check_arrays(X, np.array([0.5, 1.7, 2.2]))
+    with pytest.raises(ValueError, match=r"^inputs\[2\]\[1\] holds 1\.5"):
+        b.check_arrays(X, None, [np.array([1.0]), np.array([1.5])])
+    with pytest.raises(ValueError, match=r"^inputs\[1\] holds 1\.5"):
+        b.check_arrays(X, 1.5)
+    with pytest.raises(ValueError, match=r"^x holds 0\.5"):
+        b.asarray_like([0.5], X)
+    out = b.check_arrays(X, np.array([0.0, 4.0, -2.0]))
+    assert _values(b, out[1]) == [0.0, 4.0, -2.0]
+
+
+@pytest.mark.parametrize(
+    ("fill", "dtype", "shown"),
+    [
+        (0.5, "int32", r"0\.5"),
+        (2, "bool", "2"),
+        (1e39, "float32", r"1e\+39"),
+        (1 + 2j, "float64", r"\(1\+2j\)"),
+    ],
+)
+def test_full_refuses_a_fill_value_the_dtype_would_change(
+    xpkit_backend, fill, dtype, shown
+):
+    b = xpkit_backend
+    with pytest.raises(
+        ValueError, match=rf"^fill_value={shown} does not fit dtype {dtype}"
+    ):
+        b.full((2,), fill, dtype=dtype)
+    ref = b.asarray([0, 1], dtype=dtype)
+    with pytest.raises(
+        ValueError, match=rf"^fill_value={shown} does not fit dtype {dtype}"
+    ):
+        b.full_like(ref, fill)
+
+
+def test_full_names_fill_value_past_every_integer_dtype(xpkit_backend):
+    b = xpkit_backend
+    with pytest.raises(
+        ValueError, match=r"^fill_value=18446744073709551616 does not fit any integer"
+    ):
+        b.full((2,), 2**64)
+    with pytest.raises(ValueError, match=r"^fill_value=-9223372036854775809 does not"):
+        b.full((2,), -(2**63) - 1)
+
+
+def test_masked_arrays_are_refused_by_name(xpkit_backend):
+    b = xpkit_backend
+    masked = np.ma.masked_array([1.0, 2.0], mask=[False, True])
+    ref = b.asarray([1.0])
+    calls = {
+        "x": [lambda: b.asarray(masked), lambda: b.asarray_like(masked, ref)],
+        r"inputs\[1\]": [lambda: b.check_arrays(ref, masked)],
+        r"inputs\[0\]": [lambda: b.check_arrays(masked)],
+        "array": [lambda: b.copy(masked), lambda: b.to_gpu(masked)],
+        "arr": [lambda: b.to_device(masked), lambda: b.to_numpy(masked)],
+    }
+    for param, fns in calls.items():
+        for fn in fns:
+            with pytest.raises(TypeError, match=rf"^{param} is a NumPy masked array"):
+                fn()
+
+
+@pytest.mark.parametrize("bad", ["abc", None, b"x", object()])
+def test_copy_refuses_what_is_not_numeric_data(xpkit_backend, bad):
+    with pytest.raises(TypeError, match=r"^array has non-numeric dtype"):
+        xpkit_backend.copy(bad)
+
+
+def test_copy_of_host_data_is_independent(xpkit_backend):
+    b = xpkit_backend
+    host = np.arange(3.0)
+    c = b.copy(host)
+    host[0] = 99.0
+    assert _values(b, c) == [0.0, 1.0, 2.0]
+    assert xpkit.Backend.from_arrays(c) == b
+
+
+def test_operations_refuse_another_library_s_arrays(xpkit_backend):
+    b = xpkit_backend
+    own = b.asarray(np.ones((2, 2)))
+    other = _foreign(b, (2, 2))
+    label = r"is an array of (NumPy|PyTorch|array-api-strict)"
+    with pytest.raises(TypeError, match=rf"^B {label}"):
+        b.matmul(own, other)
+    with pytest.raises(TypeError, match=rf"^A {label}"):
+        b.matmul(other, own)
+    with pytest.raises(TypeError, match=rf"^arrays\[1\] {label}"):
+        b.concatenate([own, other])
+    with pytest.raises(TypeError, match=rf"^array {label}"):
+        b.sort(other)
+    with pytest.raises(TypeError, match=rf"^array {label}"):
+        b.expand_dims(other, 0)
+    with pytest.raises(TypeError, match=rf"^X {label}"):
+        b.svd(other)
+
+
+def test_operations_refuse_lists_on_every_backend(xpkit_backend):
+    b = xpkit_backend
+    own = b.asarray(np.ones((2, 2)))
+    must = r"must be an array of .*, got list"
+    with pytest.raises(TypeError, match=rf"^array {must}"):
+        b.sort([3.0, 1.0, 2.0])
+    with pytest.raises(TypeError, match=rf"^array {must}"):
+        b.sort([3.0, 1.0, 2.0], axis=0)
+    with pytest.raises(TypeError, match=rf"^A {must}"):
+        b.matmul([[1.0, 0.0], [0.0, 1.0]], own)
+    with pytest.raises(TypeError, match=rf"^arrays\[1\] {must}"):
+        b.concatenate([own, [[1.0, 2.0]]])
+    with pytest.raises(TypeError, match=rf"^array {must}"):
+        b.expand_dims([1.0], 0)
+    with pytest.raises(TypeError, match=rf"^array {must}"):
+        b.flatnonzero([1, 0])
+    with pytest.raises(TypeError, match=rf"^X {must}"):
+        b.svd([[1.0, 0.0], [0.0, 1.0]])
+
+
+def test_numpy_backend_no_longer_returns_a_tensor_from_matmul():
+    torch = pytest.importorskip("torch")
+    b = xpkit.Backend("numpy")
+    with pytest.raises(TypeError, match=r"^B is an array of PyTorch"):
+        b.matmul(np.eye(2), torch.eye(2, dtype=torch.float64))
+    with pytest.raises(TypeError, match=r"^arrays\[1\] is an array of PyTorch"):
+        b.concatenate([np.ones(2), torch.ones(2, dtype=torch.float64)])
+
+
+# -- 4. one exception type per bad input, on every backend ----------------------------
+def test_concatenate_shape_mismatch_names_arrays_and_shapes(xpkit_backend):
+    b = xpkit_backend
+    a22, a23, a32 = (b.asarray(np.ones(s)) for s in ((2, 2), (2, 3), (3, 2)))
+    with pytest.raises(
+        ValueError,
+        match=r"^arrays must have the same shape except along axis=0: "
+        r"arrays\[0\] has shape \(2, 2\), arrays\[1\] has shape \(2, 3\)",
+    ):
+        b.concatenate([a22, a23])
+    with pytest.raises(ValueError, match=r"except along axis=1: .* \(3, 2\)"):
+        b.concatenate([a22, a32], axis=1)
+    with pytest.raises(
+        ValueError,
+        match=r"same number of dimensions: arrays\[0\] has shape \(2, 2\), "
+        r"arrays\[2\] has shape \(3,\)",
+    ):
+        b.concatenate([a22, a22, b.asarray(np.ones(3))])
+    assert tuple(b.concatenate([a22, a32]).shape) == (5, 2)
+
+
+def test_matmul_shape_mismatch_names_a_and_b_and_shapes(xpkit_backend):
+    b = xpkit_backend
+    x23 = b.asarray(np.ones((2, 3)))
+    with pytest.raises(
+        ValueError,
+        match=r"^A's last axis \(3\) does not match B's second-to-last axis \(2\): "
+        r"A has shape \(2, 3\), B has shape \(2, 3\)",
+    ):
+        b.matmul(x23, x23)
+    with pytest.raises(ValueError, match=r"B's only axis \(2\).*B has shape \(2,\)"):
+        b.matmul(x23, b.asarray(np.ones(2)))
+    with pytest.raises(ValueError, match=r"^the stack dimensions of A \(2,\) and B"):
+        b.matmul(b.asarray(np.ones((2, 2, 3))), b.asarray(np.ones((3, 3, 2))))
+
+
+def test_svd_refuses_1d_and_integer_input_by_name(xpkit_backend):
+    b = xpkit_backend
+    with pytest.raises(
+        ValueError, match=r"^X must have at least 2 dimensions .* got shape \(3,\)"
+    ):
+        b.svd(b.asarray(np.ones(3)))
+    for dtype in ("int64", "bool"):
+        with pytest.raises(
+            TypeError, match=rf"^X must have a floating dtype .* got {dtype}"
+        ):
+            b.svd(b.asarray(np.eye(3), dtype=dtype))
+
+
+def test_errors_outside_the_arguments_propagate_unchanged(xpkit_backend):
+    """The facade explains a native error only when it finds the fault in the
+    arguments: anything else (an OOM, a library bug) reaches the caller as is."""
+    b = xpkit_backend
+    fresh = xpkit.Backend(b.library, device=b.device)
+    kind = ADAPTERS[b.library].argument_errors[-1]
+    boom = kind("not about the arguments")
+
+    def fail(*args: Any, **kwargs: Any) -> Any:
+        raise boom
+
+    fresh._matmul = fresh._concat = fresh._sort = fail
+    x = fresh.asarray(np.ones((2, 2)))
+    for call in (
+        lambda: fresh.matmul(x, x),
+        lambda: fresh.concatenate([x, x]),
+        lambda: fresh.sort(x),
+    ):
+        with pytest.raises(kind) as caught:
+            call()
+        assert caught.value is boom
+
+
+# -- 5. devices ---------------------------------------------------------------------
+def test_cpu_0_is_the_cpu(xpkit_backend):
+    b = xpkit_backend
+    adapter = ADAPTERS[b.library]
+    if "cpu" not in adapter.devices():
+        pytest.skip(f"{b.library} has no CPU device")
+    cpu = xpkit.Backend(b.library, device="cpu")
+    assert xpkit.Backend(b.library, device="cpu:0") == cpu
+    assert xpkit.Backend(b.library, device=" CPU:0 ").device == cpu.device
+    assert xpkit.Backend.from_arrays(b.asarray([1.0], device="cpu:0")) == cpu
+    with pytest.raises(ValueError, match="device='cpu:1' does not exist"):
+        xpkit.Backend(b.library, device="cpu:1")
+
+
+def test_torch_device_objects_are_accepted():
+    torch = pytest.importorskip("torch")
+    b = xpkit.Backend("torch", device=torch.device("cpu", 0))
+    assert (b.device, b.name) == ("cpu", "torch-cpu")
+    assert xpkit.Backend("torch", device=torch.device("cpu")) == b
+    x = xpkit.Backend("torch").asarray([1.0], device=torch.device("cpu", 0))
+    assert x.device == torch.device("cpu")
+    with pytest.raises(TypeError, match="device must be a string or None, got 0"):
+        xpkit.Backend("torch", device=0)
+    with pytest.raises(TypeError, match="device must be a string or None"):
+        xpkit.Backend("torch", device=object())
