@@ -89,3 +89,14 @@ def test_keyboard_interrupt_in_fn_is_a_clear_error(client, data):
     assert type(info.value).__module__ == "builtins"  # nothing private escapes
     assert "InputsLost" not in repr(info.value)
     _keeps_a_worker(client)
+
+
+def test_a_function_that_cannot_be_sent_is_refused_before_anything_runs(client, data):
+    import threading
+
+    lock = threading.Lock()
+    x, y = data
+    t0 = time.monotonic()
+    with pytest.raises(TypeError, match="cannot be sent to the dask cluster at"):
+        xpkit.map_batches(lambda a, b: a + lock.locked(), x, y, executor=client)
+    assert time.monotonic() - t0 < 60
