@@ -15,7 +15,7 @@ PYPROJECT = nox.project.load_toml("pyproject.toml")
 EXTRAS = PYPROJECT["project"]["optional-dependencies"]
 
 nox.options.default_venv_backend = "venv"
-nox.options.sessions = ["lint", "tests", "conformance"]
+nox.options.sessions = ["lint", "minimal", "tests", "conformance"]
 
 
 def _install(session: nox.Session, extras: str) -> None:
@@ -29,6 +29,14 @@ def _install(session: nox.Session, extras: str) -> None:
 def tests(session: nox.Session) -> None:
     """The unit tests on every backend installed by the ``all`` extra."""
     _install(session, "all")
+    session.run("python", "-m", "pytest", *session.posargs)
+
+
+@nox.session
+def minimal(session: nox.Session) -> None:
+    """mypy --strict and the tests with only the core dependencies and test tools."""
+    session.install("-e", ".[test-core]", "mypy>=1.13")
+    session.run("mypy", "--strict", "src")
     session.run("python", "-m", "pytest", *session.posargs)
 
 

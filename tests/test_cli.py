@@ -81,6 +81,8 @@ def test_demo_runs_on_every_backend():
     assert numpy_row[1] == "float64"
     assert float(numpy_row[-1]) == 0.0
     for row in lines:
+        if row[1:2] == ["skipped:"]:  # a library not installed here
+            continue
         if row and row[0] in {"torch-cpu", "array_api_strict", "dask", "jax-cpu"}:
             assert float(row[-1]) < 1e-5
     assert "permutation p =" in text

@@ -55,7 +55,8 @@ class StrictAdapter(Adapter):
         """The ``array_api_strict`` module."""
         import array_api_strict
 
-        return array_api_strict
+        namespace: ModuleType = array_api_strict  # typed whether installed or not
+        return namespace
 
     def owns(self, x: object) -> bool:
         """Arrays of array-api-strict."""
