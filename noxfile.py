@@ -81,14 +81,12 @@ def lint(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Benchmarks, side by side in one process each; tables and a plot in benchmarks/results/.
 
-    The peers compared against (POT, scikit-learn) and matplotlib are
-    installed in this session only.
+    The peers compared against (POT, scikit-learn) and matplotlib come from
+    the ``bench`` extra.
     """
-    _install(session, "all")
-    session.install("POT", "scikit-learn", "matplotlib")
-    session.run(
-        "python", "benchmarks/bench_dispatch.py", "--out-dir", "benchmarks/results"
-    )
+    _install(session, "all,bench")
+    session.run("python", "benchmarks/bench_dispatch.py", "--write")
+    session.run("python", "benchmarks/bench_batches.py", "--write")
     session.run(
         "python",
         "benchmarks/bench_cluster.py",

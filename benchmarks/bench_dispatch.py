@@ -387,10 +387,17 @@ def plot(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out-dir", default="benchmarks/results")
+    parser.add_argument(
+        "--write",
+        action="store_true",
+        help="also write dispatch.md and dispatch.png (matplotlib: the bench extra)",
+    )
+    parser.add_argument(
+        "--out-dir",
+        default="benchmarks/results",
+        help="where --write puts the files (default: benchmarks/results)",
+    )
     args = parser.parse_args()
-    out = Path(args.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     facade, calls = facade_table()
     sweep_lines, sweep = batch_sweep()
     text = "\n".join(
@@ -417,8 +424,11 @@ def main() -> None:
         ]
     )
     print(text)
-    (out / "dispatch.md").write_text(text, encoding="utf-8")
-    plot(out / "dispatch.png", calls, sweep)
+    if args.write:
+        out = Path(args.out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "dispatch.md").write_text(text, encoding="utf-8")
+        plot(out / "dispatch.png", calls, sweep)
 
 
 if __name__ == "__main__":
