@@ -262,3 +262,12 @@ def test_namespace_agnostic_code(xpkit_backend, rng):
     out = xp.permute_dims(scaled, (1, 0))
     expected = ((a - a.mean(0)) / (a - a.mean(0)).std(0)).T
     close(b, out, expected)
+
+
+def test_public_device_and_dtype_facts(xpkit_backend):
+    b = xpkit_backend
+    x = b.xp.zeros(3, device=b.native_device)
+    assert xpkit.Backend.from_arrays(x) == b  # created on the backend's device
+    assert "float32" in b.dtypes
+    assert b.has_float64 == ("float64" in b.dtypes)
+    b.require_usable()  # a Backend made here is usable

@@ -76,9 +76,9 @@ def test_jax_backend_on_fake_gpus(monkeypatch):
     )
     b = xpkit.Backend("jax")
     assert (b.name, b.device, b.is_gpu) == ("jax-gpu", "gpu", True)
-    assert b._native is gpus[0]
+    assert b.native_device is gpus[0]
     b1 = xpkit.Backend("jax", device="cuda:1")  # "cuda" is an alias of "gpu"
-    assert (b1.device, b1._native) == ("gpu:1", gpus[1])
+    assert (b1.device, b1.native_device) == ("gpu:1", gpus[1])
     assert xpkit.Backend("jax", device="cpu").name == "jax-cpu"
     assert xpkit.device_memory_budget(b1) == pytest.approx(12 * _memory.HEADROOM)
 

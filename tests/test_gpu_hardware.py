@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import xpkit
+from xpkit._adapters import get_adapter
 from xpkit._select import find_gpus
 from xpkit.testing import assert_close, assert_equal
 
@@ -41,7 +42,7 @@ def test_round_trip_and_compute_on_every_gpu(rng):
 
 def test_measured_budget_is_within_the_device(rng):
     for b in _gpu_backends():
-        info = b._adapter.memory_info(b.device)
+        info = get_adapter(b.library).memory_info(b.device)
         if info is None:
             continue
         budget = xpkit.device_memory_budget(b)
@@ -51,7 +52,7 @@ def test_measured_budget_is_within_the_device(rng):
 def test_real_device_oom_is_detected_and_recovered():
     """Allocate more than the device has, on purpose, then recover by splitting."""
     for b in _gpu_backends():
-        info = b._adapter.memory_info(b.device)
+        info = get_adapter(b.library).memory_info(b.device)
         if info is None:
             continue
         rows = 64
@@ -59,7 +60,9 @@ def test_real_device_oom_is_detected_and_recovered():
 
         def fn(idx, b=b, per_row=per_row):
             n = int(idx.shape[0])
-            scratch = b.xp.ones((n, per_row // 4), dtype=b.xp.float32, device=b._native)
+            scratch = b.xp.ones(
+                (n, per_row // 4), dtype=b.xp.float32, device=b.native_device
+            )
             return b.to_numpy(b.xp.sum(scratch, axis=1))
 
         try:

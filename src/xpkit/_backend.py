@@ -171,12 +171,35 @@ class Backend:
         self.xp = xp
         self.is_gpu = adapter.is_gpu(device)
 
-    def _require_usable(self) -> None:
-        """Raise RuntimeError when this Backend's device is not on this host."""
+    def require_usable(self) -> None:
+        """Raise `RuntimeError` when this Backend's device is not on this host.
+
+        Only a Backend unpickled on a host without its device is unusable;
+        every method raises then, and this says so up front.
+        """
         if self._unusable is not None:
             raise RuntimeError(self._unusable)
 
     # -- identity --------------------------------------------------------
+    @property
+    def native_device(self) -> Any:
+        """The library's own device object (``torch.device``, a JAX ``Device``, …).
+
+        What the library's creation functions take: ``b.xp.zeros(3,
+        device=b.native_device)`` lands on this backend's device.
+        """
+        return self._native
+
+    @property
+    def dtypes(self) -> frozenset[str]:
+        """Names of the dtypes arrays can have on this backend's device."""
+        return self._dtypes
+
+    @property
+    def has_float64(self) -> bool:
+        """Whether float64 (and complex128) arrays can live on this device."""
+        return self._f64
+
     @property
     def library(self) -> str:
         """The library's key (``"numpy"``, ``"torch"``, ...)."""

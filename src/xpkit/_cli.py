@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from ._adapters import ADAPTERS
+from ._adapters import ADAPTERS, get_adapter
 from ._backend import Backend
 from ._batches import map_batches
 from ._check import run_checks
@@ -97,14 +97,14 @@ def _backend_info(entry: InventoryEntry) -> dict[str, Any]:
         return {**row, "available": False, "reason": entry.reason}
     try:
         b = Backend(entry.key, device=entry.device)
-        adapter = b._adapter
+        adapter = get_adapter(b.library)
         return {
             **row,
             "available": True,
             "devices": list(adapter.devices()),
             "device_name": adapter.device_name(b.device),
             "is_gpu": b.is_gpu,
-            "float64": b._f64,
+            "float64": b.has_float64,
             "budget_gb": device_memory_budget(b),
             # map_batches' per-batch budget (the GPU and CPU ceilings applied)
             "budget_capped_gb": device_memory_budget(b, cap_for_batching=True),

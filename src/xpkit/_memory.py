@@ -359,11 +359,11 @@ def _measured_gb(backend: Backend | None) -> float:
         msg = f"backend must be a Backend or None, got {backend!r}"
         raise TypeError(msg)
     if backend is not None:
-        backend._require_usable()  # an unpickled Backend without its device
+        backend.require_usable()  # an unpickled Backend without its device
     try:
         info = None
         if backend is not None:
-            info = backend._adapter.memory_info(backend.device)
+            info = get_adapter(backend.library).memory_info(backend.device)
         free = host_available_bytes() if info is None else info.free
     except Exception:  # noqa: BLE001 - any failed query means "can't measure"
         return FALLBACK_BUDGET_GB

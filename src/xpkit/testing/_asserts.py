@@ -87,7 +87,7 @@ def assert_array_almost_equal(
 
 def _supports_float64(x: Any, y: Any, backend: Backend | None) -> bool:
     if backend is not None:
-        return backend._f64
+        return backend.has_float64
     numpy_adapter = ADAPTERS["numpy"]
     for a in (x, y):
         adapter = adapter_for_array(a)

@@ -41,7 +41,7 @@ def dtype_names(backend: Backend, kind: str | None = None) -> list[str]:
     ``"real floating"``, ``"complex floating"``, or ``"numeric"``.
     """
     _check_backend(backend)
-    names = set(backend._dtypes)
+    names = set(backend.dtypes)
     if kind is not None:
         if kind == "numeric":
             wanted = {
