@@ -19,7 +19,7 @@ from ._backend import Backend
 from ._batches import map_batches
 from ._check import run_checks
 from ._dtypes import PrecisionWarning
-from ._executors.dask import cluster_info
+from ._executors import cluster_info
 from ._memory import (
     BATCH_WORKING_SET_CEILING_GB,
     BYTES_PER_GB,

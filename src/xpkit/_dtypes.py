@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import warnings
@@ -41,22 +42,19 @@ DTYPE_NAMES = frozenset(
     {name for names in DTYPE_KINDS.values() for name in names} | {"float16", "bfloat16"}
 )
 
-#: Library prefixes accepted in dtype names ("torch.float32", "jnp.int8", ...).
-_PREFIXES = frozenset(
-    {
-        "numpy",
-        "np",
-        "torch",
-        "array_api_strict",
-        "jax.numpy",
-        "jnp",
-        "cupy",
-        "cp",
-        "dask.array",
-    }
-)
-#: Modules whose dtype objects print as "<library>.<name>".
-_DTYPE_MODULES = frozenset({"torch", "array_api_strict"})
+
+@functools.cache
+def _prefixes() -> tuple[frozenset[str], frozenset[str]]:
+    """The adapters' dtype prefixes, and the modules whose dtypes print with one."""
+    from ._adapters import ADAPTERS
+
+    return (
+        frozenset(p for a in ADAPTERS.values() for p in a.dtype_prefixes),
+        frozenset(
+            a.dtype_repr_module for a in ADAPTERS.values() if a.dtype_repr_module
+        ),
+    )
+
 
 #: What a dtype becomes on a device that lacks it (MPS; JAX without x64).
 _NARROW = {
@@ -87,16 +85,17 @@ def dtype_name(dtype: Any) -> str | None:
     if isinstance(dtype, str):
         text = dtype.strip()
         prefix, _, candidate = text.rpartition(".")
-        if candidate in DTYPE_NAMES and (not prefix or prefix in _PREFIXES):
+        if candidate in DTYPE_NAMES and (not prefix or prefix in _prefixes()[0]):
             return candidate
         return _numpy_name(dtype, text)
     if dtype in (bool, int, float, complex):
         return _numpy_name(dtype, dtype)
-    # torch.float32 prints "torch.float32"; array_api_strict.float32 likewise.
+    # Some libraries' dtype objects print as "<module>.<name>" (the adapters say).
+    prefixes, printing = _prefixes()
     module = (type(dtype).__module__ or "").split(".", 1)[0]
-    if module in _DTYPE_MODULES:
+    if module in printing:
         prefix, _, candidate = str(dtype).rpartition(".")
-        if candidate in DTYPE_NAMES and prefix in _PREFIXES:
+        if candidate in DTYPE_NAMES and prefix in prefixes:
             return candidate
     return _numpy_name(dtype, dtype)
 

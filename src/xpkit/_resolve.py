@@ -22,8 +22,13 @@ __all__ = [
 #: Names accepted by ``Backend(...)``.
 BACKEND_NAMES: tuple[str, ...] = ("auto", *ADAPTERS)
 
-#: Which library ``"auto"`` picks, in order of preference.
-AUTO_PREFERENCE = ("torch", "numpy")
+#: Which library ``"auto"`` picks, in order of preference (the adapters rank).
+AUTO_PREFERENCE: tuple[str, ...] = tuple(
+    sorted(
+        (k for k, a in ADAPTERS.items() if a.auto_rank is not None),
+        key=lambda k: ADAPTERS[k].auto_rank or 0,
+    )
+)
 
 
 def adapter_for_name(backend: object) -> Adapter:

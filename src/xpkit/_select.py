@@ -141,9 +141,12 @@ def coerce_backend(parallel: Any, param: str) -> Backend:
     if key == "gpu":
         gpus = find_gpus()
         if not gpus:
+            looked = ", ".join(
+                f"{a.label} {a.gpu_kinds}" for a in ADAPTERS.values() if a.gpu_kinds
+            )
             msg = (
                 f"{param}='gpu' was requested but no GPU is available "
-                "(looked for torch CUDA/MPS, CuPy and JAX GPUs)"
+                f"(looked for {looked})"
             )
             raise RuntimeError(msg)
         adapter, dev = gpus[0]

@@ -78,6 +78,14 @@ class Adapter:
     extra: ClassVar[str] = ""
     #: Human name used in messages.
     label: ClassVar[str] = ""
+    #: Module names its dtypes may be written with ("torch.float32", "jnp.int8").
+    dtype_prefixes: ClassVar[tuple[str, ...]] = ()
+    #: The module whose dtype objects print as "<module>.<name>" ("" if not so).
+    dtype_repr_module: ClassVar[str] = ""
+    #: Where ``Backend("auto")`` ranks this library (lowest first; None: never).
+    auto_rank: ClassVar[int | None] = None
+    #: The accelerators a GPU search looks for with this library ("" for none).
+    gpu_kinds: ClassVar[str] = ""
 
     # -- presence ---------------------------------------------------------
     def is_installed(self) -> bool:

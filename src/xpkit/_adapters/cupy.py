@@ -33,6 +33,8 @@ class CupyAdapter(Adapter):
     module = "cupy"
     extra = "cupy"
     label = "CuPy"
+    dtype_prefixes = ("cupy", "cp")
+    gpu_kinds = "CUDA"
 
     def distributions(self) -> tuple[str, ...]:
         """CuPy ships as one wheel per CUDA/ROCm version."""

@@ -24,6 +24,7 @@ class DaskAdapter(Adapter):
     module = "dask"
     extra = "dask"
     label = "Dask"
+    dtype_prefixes = ("dask.array",)
     #: ``da.matmul(dask_array, tensor)`` wraps the tensor as a chunk.
     precheck_operands = True
     #: Its functions read ``.ndim``/``.dtype`` of what they get first.

@@ -35,6 +35,8 @@ class JaxAdapter(Adapter):
     module = "jax"
     extra = "jax"
     label = "JAX"
+    dtype_prefixes = ("jax.numpy", "jnp")
+    gpu_kinds = "GPUs"
     #: Immutable arrays: a device result is assembled on the host, moved once.
     writable_rows = False
     #: ``jnp.matmul(jax_array, ndarray)`` converts the NumPy array.

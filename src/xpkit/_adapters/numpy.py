@@ -23,6 +23,8 @@ class NumpyAdapter(Adapter):
     module = "numpy"
     extra = "all"
     label = "NumPy"
+    dtype_prefixes = ("numpy", "np")
+    auto_rank = 1
     #: ``np.matmul(ndarray, tensor)`` converts the tensor through ``__array__``.
     precheck_operands = True
 

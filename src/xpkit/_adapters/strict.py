@@ -28,6 +28,8 @@ class StrictAdapter(Adapter):
     module = "array_api_strict"
     extra = "strict"
     label = "array-api-strict"
+    dtype_prefixes = ("array_api_strict",)
+    dtype_repr_module = "array_api_strict"
     #: Its functions read ``.dtype`` of what they get before checking it.
     argument_errors = (TypeError, ValueError, IndexError, AttributeError)
     #: Its functions warn (comparing dtypes) before refusing another

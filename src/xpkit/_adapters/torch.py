@@ -49,6 +49,10 @@ class TorchAdapter(Adapter):
     module = "torch"
     extra = "torch"
     label = "PyTorch"
+    dtype_prefixes = ("torch",)
+    dtype_repr_module = "torch"
+    auto_rank = 0
+    gpu_kinds = "CUDA/MPS"
     #: torch reports shape mismatches (and dtypes a function lacks) as
     #: RuntimeError; OOMs are RuntimeErrors too, which the facade's checks of
     #: the arguments find nothing wrong with, and so let through.

@@ -15,8 +15,9 @@ from typing import Any
 from .._memory import array_nbytes, n_jobs_for_item_bytes
 from ._base import EXECUTORS, Pool
 from ._driver import run_on_pool
+from .dask import cluster_info
 
-__all__ = ["EXECUTORS", "Pool", "pool_for", "run_on_pool"]
+__all__ = ["EXECUTORS", "Pool", "cluster_info", "pool_for", "run_on_pool"]
 
 
 def pool_for(executor: Any, arrays: tuple[Any, ...]) -> Pool | None:

@@ -86,8 +86,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         dest="xpkit_backends",
         default=None,
         help=(
-            "comma-separated backends for the xpkit_backend fixture (library keys "
-            f"such as numpy,torch or ids such as torch-cpu); env var {ENV_VAR}"
+            "comma-separated backends for the xpkit_backend fixture: library keys "
+            f"({','.join(ADAPTERS)}) or backend ids (<key>-<device>, as the test "
+            f"ids show); env var {ENV_VAR}"
         ),
     )
 
@@ -162,7 +163,7 @@ def _matches(mark: pytest.Mark, param: BackendParam) -> bool:
         if key is None:
             msg = (
                 f"@pytest.mark.{mark.name} names unknown backend {name!r}; use library "
-                f"keys ({', '.join(ADAPTERS)}) or backend ids such as torch-cuda"
+                f"keys ({', '.join(ADAPTERS)}) or backend ids (<key>-<device>)"
             )
             raise pytest.UsageError(msg)
     return any(b in (param.key, param.id) for b in backends)
