@@ -54,5 +54,6 @@ def test_every_public_method_is_checked():
         if not n.startswith("_") and callable(getattr(xpkit.Backend, n))
     }
     checked = {c.name.split(" ")[0].split("(")[0] for c in CHECKS}
-    # dtype_to_str is checked above; from_arrays runs inside every check
-    assert public - checked == {"dtype_to_str", "from_arrays"}
+    # dtype_to_str is checked above; from_arrays runs inside every check;
+    # require_usable takes no array (test_backend checks it on every backend)
+    assert public - checked == {"dtype_to_str", "from_arrays", "require_usable"}

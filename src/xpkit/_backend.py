@@ -6,29 +6,22 @@ resolves for the library; library facts come from the library's adapter.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import array_api_compat
 import numpy as np
-from array_api_compat import numpy as _np_xp
 
 from ._adapters import ADAPTERS, Adapter, FastOps, adapter_for_array
 from ._args import (
-    check_axis,
-    check_cast_keeps_values,
     check_fill_fits,
     check_scalar,
     check_shape,
-    concat_shape_error,
     fill_dtype_name,
     host_dtype_name,
     is_array_list,
-    matmul_shape_error,
-    raise_if_axis_out_of_range,
-    shape_of,
 )
-from ._dtypes import DTYPE_KINDS, DTYPE_NAMES, dtype_name, narrow_for_device
+from ._dtypes import DTYPE_NAMES, dtype_name
+from ._operations import Operations
 from ._resolve import BACKEND_NAMES, Unavailable, adapter_for_name, locate_arrays
 
 __all__ = ["BACKEND_NAMES", "Backend"]
@@ -38,7 +31,7 @@ __all__ = ["BACKEND_NAMES", "Backend"]
 _FROM_ARRAYS: dict[tuple[Adapter, Any, Any], Backend] = {}
 
 
-class Backend:
+class Backend(Operations):
     """Backend abstraction for numerical operations.
 
     A `Backend` is one array library on one device. Code written against its
@@ -253,189 +246,6 @@ class Backend:
             cached = cls(found.key, device=dev)
             _FROM_ARRAYS[cache_key] = cached
         return cached
-
-    # -- helpers -----------------------------------------------------------
-    def _xp_dtype(self, name: str, device: str | None = None) -> Any:
-        return self._dtype_pair(name, device)[1]
-
-    def _dtype_pair(
-        self, name: str, device: str | None = None, source: str | None = None
-    ) -> tuple[str, Any]:
-        """(name, dtype object) of ``name`` on ``device``, or a TypeError.
-
-        Narrowed where the device lacks 64 bits; a TypeError when the device
-        cannot hold it. ``source`` says where the dtype came from, for the
-        message: the ``dtype`` argument or the input's own dtype.
-        """
-        where = self._adapter.backend_name(device or self.device)
-        held = self._held if device is None else self._adapter.held_dtypes(device)
-        chosen = narrow_for_device(name, held, where)
-        if chosen not in held:
-            origin = f" ({source})" if source else ""
-            msg = (
-                f"dtype {name!r} is not supported by {where} on device "
-                f"{device or self.device!r}{origin}; supported: "
-                f"{', '.join(sorted(held))}"
-            )
-            raise TypeError(msg)
-        return chosen, self._adapter.dtype_object(self.xp, chosen)
-
-    def _target(self, device: Any, param: str = "device") -> tuple[str | None, Any]:
-        """(device string or None for the backend's own, native device)."""
-        if device is None:
-            return None, self._native
-        if isinstance(device, str):
-            dev = self._adapter.validate_device(device)
-            return dev, self._adapter.native_device(dev)
-        try:
-            dev = self._adapter.validate_device(self._adapter.device_str(device))
-        except (AttributeError, TypeError, ValueError):
-            msg = f"{param}={device!r} is not a device of backend {self.name!r}"
-            raise TypeError(msg) from None
-        return dev, self._adapter.native_device(dev)
-
-    def _refuse_lossy(self, adapter: Adapter, x: Any, param: str) -> None:
-        """TypeError when converting ``x`` would drop information (a mask)."""
-        reason = adapter.lost_in_conversion(x)
-        if reason is not None:
-            msg = f"{param} is {reason}"
-            raise TypeError(msg)
-
-    def _host(self, x: Any, param: str) -> np.ndarray[Any, Any]:
-        """Foreign data (other libraries, lists, scalars) as a numeric host array."""
-        adapter = adapter_for_array(x)
-        if adapter is not None:
-            self._refuse_lossy(adapter, x, param)
-            host = adapter.to_numpy(x)
-        else:
-            try:
-                host = np.asarray(x)
-            except (ValueError, TypeError) as exc:
-                msg = f"{param} is not array-like (ragged or mixed nesting?): {exc}"
-                raise ValueError(msg) from None
-        if host.dtype.kind not in "biufc":
-            msg = f"{param} has non-numeric dtype {host.dtype} (value {x!r:.60})"
-            raise TypeError(msg)
-        if not host.flags.writeable:  # read-only views (e.g. of JAX arrays)
-            host = host.copy()
-        return host
-
-    def _own_dtype(self, x: Any, param: str) -> str:
-        """The dtype name of an array of this backend's library."""
-        try:
-            name = dtype_name(x.dtype)
-        except TypeError:
-            msg = (
-                f"{param} has dtype {x.dtype}, which is not a numeric or boolean "
-                f"dtype of the standard ({', '.join(sorted(DTYPE_NAMES))})"
-            )
-            raise TypeError(msg) from None
-        assert name is not None
-        return name
-
-    def _castable(
-        self, x: Any, source: str, target: str, param: str, *, host: bool
-    ) -> Any:
-        """``x``, ready to cast to ``target``: a ValueError if a value would change.
-
-        ``x`` is a host (NumPy) array with ``host``, else an array of this
-        library, checked where it lives unless its values are not at hand.
-        A complex ``x`` bound for a real dtype comes back as its real part
-        (its imaginary parts are zero), which libraries cast without warning.
-        """
-        if source == target:
-            return x
-        if host:
-            check_cast_keeps_values(_np_xp, x, source, target, param, np.asarray)
-        elif self._adapter.values_at_hand(x):
-            check_cast_keeps_values(
-                self.xp, x, source, target, param, self._adapter.to_numpy
-            )
-        if source in _COMPLEX and target not in _COMPLEX:
-            return x.real if host else self.xp.real(x)
-        return x
-
-    def _convert(
-        self,
-        x: Any,
-        param: str,
-        dtype: Any,
-        dev_str: str | None,
-        native: Any,
-    ) -> Any:
-        """``x`` (any array, list or scalar) as an array of this backend.
-
-        The slow path of `asarray` and `copy`: the dtype is ``dtype`` (None:
-        the input's own), refused when the device cannot hold it and when
-        the cast would change a value.
-        """
-        name = dtype_name(dtype)
-        source = None if dtype is None else f"dtype={dtype!r}"
-        if self._adapter.owns(x):
-            self._refuse_lossy(self._adapter, x, param)
-            own = self._own_dtype(x, param)
-            target, xp_dtype = self._dtype_pair(
-                name or own, dev_str, source or f"{param} has dtype {own}"
-            )
-            x = self._castable(x, own, target, param, host=False)
-            return self.xp.asarray(x, dtype=xp_dtype, device=native)
-        host = self._host(x, param)
-        own = host_dtype_name(host)
-        target, xp_dtype = self._dtype_pair(
-            name or own, dev_str, source or f"{param} has dtype {own}"
-        )
-        host = self._castable(host, own, target, param, host=True)
-        return self._adapter.from_host(self.xp, host, xp_dtype, native)
-
-    def _ref(self, array: Any, dtype: Any, device: Any) -> tuple[str, Any, Any]:
-        """Dtype name and object, and native device, of a ``*_like`` call."""
-        if self._adapter.owns(array):
-            ref_name = self._own_dtype(array, "array")
-            dev_str, native = self._target(device)
-            if device is None:
-                native = array_api_compat.device(array)
-                dev_str = self._adapter.device_str(native)
-        else:
-            ref_name = host_dtype_name(self._host(array, "array"))
-            dev_str, native = self._target(device)
-        name: str | None = ref_name
-        source = f"array has dtype {ref_name}"
-        if dtype is not None:
-            name, source = dtype_name(dtype), f"dtype={dtype!r}"
-        assert name is not None
-        target, xp_dtype = self._dtype_pair(name, dev_str, source)
-        return target, xp_dtype, native
-
-    def _like_args(
-        self, array: Any, shape: Any, dtype: Any, device: Any
-    ) -> tuple[tuple[int, ...], Any, Any]:
-        """Shape, dtype and native device of a ``*_like`` call's slow path."""
-        _, xp_dtype, native = self._ref(array, dtype, device)
-        out_shape = shape_of(array) if shape is None else check_shape(shape)
-        return out_shape, xp_dtype, native
-
-    def _check_operand(self, x: Any, param: str) -> None:
-        """TypeError unless ``x`` is an array of this backend's library.
-
-        Operations take arrays, not host data: arrays of another library
-        are refused (as `from_arrays` refuses mixing), and lists or scalars
-        too, on every backend alike.
-        """
-        if self._adapter.owns(x):
-            return
-        adapter = adapter_for_array(x)
-        if adapter is not None:
-            msg = (
-                f"{param} is an array of {adapter.label} but this backend is "
-                f"{self.name!r}: libraries do not mix; convert it with "
-                "Backend.asarray"
-            )
-        else:
-            msg = (
-                f"{param} must be an array of {self._adapter.label}, got "
-                f"{type(x).__qualname__}; convert it with Backend.asarray"
-            )
-        raise TypeError(msg)
 
     # -- creation and conversion ----------------------------------------------
     def asarray(self, x: Any, dtype: Any = None, device: Any = None) -> Any:
@@ -700,171 +510,6 @@ class Backend:
         out_shape, xp_dtype, native = self._like_args(array, shape, dtype, device)
         return self.xp.zeros(out_shape, dtype=xp_dtype, device=native)
 
-    # -- operations ----------------------------------------------------------
-    # Each operation calls the library first and checks its arguments only
-    # when the library raises one of the adapter's "bad argument" exceptions
-    # (or, for libraries that silently convert other libraries' arrays, when
-    # an operand is not one of its own arrays), so the fast path pays nothing.
-    # A fault the checks find becomes one ValueError/TypeError on every
-    # backend; anything else (an OOM, a library bug) propagates unchanged.
-    def concatenate(self, arrays: Sequence[Any], axis: int = 0) -> Any:
-        """Concatenate a non-empty sequence of arrays along ``axis``.
-
-        Raises
-        ------
-        TypeError
-            ``arrays`` is not a sequence, or holds something that is not an
-            array of this backend's library (another library's array, a list).
-        ValueError
-            ``arrays`` is empty, ``axis`` is out of range, or the shapes differ
-            other than along ``axis`` (the message gives them).
-        """
-        if not (type(arrays) in (list, tuple) and arrays and type(axis) is int):
-            if isinstance(arrays, (str, bytes)) or not isinstance(arrays, Sequence):
-                msg = (
-                    "arrays must be a sequence of arrays, got "
-                    f"{type(arrays).__qualname__}"
-                )
-                raise TypeError(msg)
-            if len(arrays) == 0:
-                msg = "arrays must not be empty"
-                raise ValueError(msg)
-            arrays, axis = list(arrays), check_axis(axis)
-        plain = self._plain
-        if plain is not None:
-            for a in arrays:
-                if type(a) is not plain:
-                    self._check_operands(arrays)
-                    break
-        try:
-            return self._concat(arrays, axis=axis)
-        except self._bad_args:
-            self._check_operands(arrays)
-            raise_if_axis_out_of_range(arrays[0], axis)
-            problem = concat_shape_error([_shape(a) for a in arrays], axis)
-            if problem is not None:
-                raise ValueError(problem) from None
-            raise
-
-    def _check_operands(self, arrays: Sequence[Any]) -> None:
-        for i, a in enumerate(arrays):
-            self._check_operand(a, f"arrays[{i}]")
-
-    def expand_dims(self, array: Any, axis: int) -> Any:
-        """Insert a new axis at position ``axis``."""
-        if type(axis) is not int:
-            axis = check_axis(axis)
-        plain = self._plain
-        if plain is not None and type(array) is not plain:
-            self._check_operand(array, "array")
-        try:
-            return self._expand_dims(array, axis=axis)
-        except self._bad_args:
-            self._check_operand(array, "array")
-            raise_if_axis_out_of_range(array, axis, extra=1)
-            raise
-
-    def flatnonzero(self, array: Any) -> Any:
-        """Indices of the non-zero elements of the flattened array."""
-        if not self._is_own_like(array):
-            self._check_operand(array, "array")
-        return self.xp.nonzero(self.xp.reshape(array, (-1,)))[0]
-
-    def matmul(self, A: Any, B: Any) -> Any:
-        """Matrix multiplication ``A @ B``.
-
-        Raises
-        ------
-        TypeError
-            ``A`` or ``B`` is not an array of this backend's library (arrays
-            of two libraries do not mix, as in `from_arrays`).
-        ValueError
-            The shapes do not fit (the message names ``A`` and ``B`` and gives
-            their shapes).
-        """
-        plain = self._plain
-        if plain is not None and (type(A) is not plain or type(B) is not plain):
-            self._check_operand(A, "A")
-            self._check_operand(B, "B")
-        try:
-            return self._matmul(A, B)
-        except self._bad_args:
-            self._check_operand(A, "A")
-            self._check_operand(B, "B")
-            problem = matmul_shape_error(_shape(A), _shape(B))
-            if problem is not None:
-                raise ValueError(problem) from None
-            raise
-
-    def sort(self, array: Any, axis: int = -1) -> Any:
-        """Sort along ``axis``, returning values only.
-
-        A non-array (a list) is a TypeError naming ``array`` on every backend.
-        """
-        if type(axis) is not int:
-            axis = check_axis(axis)
-        plain = self._plain
-        if plain is not None and type(array) is not plain:
-            self._check_operand(array, "array")
-        if axis != -1:  # lazy libraries (Dask) would not notice a bad axis here
-            raise_if_axis_out_of_range(array, axis)
-        try:
-            return self._sort(array, axis=axis)
-        except self._bad_args:
-            self._check_operand(array, "array")
-            raise_if_axis_out_of_range(array, axis)
-            raise
-
-    def svd(self, X: Any, full_matrices: bool = False) -> tuple[Any, Any, Any]:
-        """Singular Value Decomposition, reduced by default.
-
-        Parameters
-        ----------
-        X : array
-            An array of this backend's library, of at least two dimensions
-            (a matrix, or a stack of them) and a floating dtype of the
-            standard: float32, float64, complex64 or complex128. Integer,
-            boolean and half-precision arrays are refused rather than cast
-            (as the standard's ``linalg.svd`` and torch refuse them): choose
-            the precision with ``Backend.asarray(X, dtype=...)``.
-        full_matrices : bool, default False
-            Full (square) ``U`` and ``Vt`` rather than reduced ones.
-
-        Returns
-        -------
-        tuple
-            ``(U, s, Vt)``: left singular vectors, singular values (descending)
-            and right singular vectors (transposed), with ``U * s @ Vt == X``.
-
-        Raises
-        ------
-        TypeError
-            ``X`` is not an array of this library, or not of a floating dtype;
-            ``full_matrices`` is not a bool.
-        ValueError
-            ``X`` has fewer than two dimensions.
-        """
-        if not isinstance(full_matrices, bool):
-            msg = f"full_matrices must be a bool, got {full_matrices!r}"
-            raise TypeError(msg)
-        self._check_operand(X, "X")
-        shape = _shape(X)
-        if len(shape) < 2:
-            msg = (
-                "X must have at least 2 dimensions (a matrix or a stack of "
-                f"matrices), got shape {shape}"
-            )
-            raise ValueError(msg)
-        name = self._own_dtype(X, "X")
-        if name not in _SVD_DTYPES:
-            msg = (
-                f"X must have a floating dtype ({', '.join(_SVD_DTYPES)}), got "
-                f"{name}; convert it with Backend.asarray(X, dtype=...)"
-            )
-            raise TypeError(msg)
-        u, s, vt = self.xp.linalg.svd(X, full_matrices=full_matrices)
-        return u, s, vt
-
     # -- transfers -----------------------------------------------------------
     def to_cpu(self, array: Any) -> Any:
         """Transfer an array to its library's CPU device. No-op for NumPy.
@@ -934,17 +579,6 @@ def _restore(key: str, device: str) -> Backend:
 
 def _never(x: Any) -> bool:  # noqa: ARG001
     return False
-
-
-_COMPLEX = frozenset(DTYPE_KINDS["complex floating"])
-
-#: The dtypes `Backend.svd` takes: the standard's floating dtypes.
-_SVD_DTYPES = ("float32", "float64", "complex64", "complex128")
-
-
-def _shape(x: Any) -> tuple[Any, ...]:
-    """``x``'s shape as a plain tuple (``torch.Size`` prints differently)."""
-    return tuple(shape_of(x))
 
 
 def _device_object_str(adapter: Adapter, device: Any) -> str:

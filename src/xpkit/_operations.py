@@ -1,0 +1,204 @@
+"""The operations of `Backend`: concatenate, expand_dims, flatnonzero, matmul, sort, svd.
+
+Each calls the library first and checks its arguments only when the library
+raises one of the adapter's "bad argument" exceptions (or, for libraries
+that silently convert other libraries' arrays, when an operand is not one of
+its own arrays), so the fast path pays nothing. A fault the checks find
+becomes one ValueError/TypeError on every backend; anything else (an OOM, a
+library bug) propagates unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ._args import (
+    check_axis,
+    concat_shape_error,
+    matmul_shape_error,
+    raise_if_axis_out_of_range,
+    shape_of,
+)
+from ._convert import Conversions
+
+__all__ = ["Operations"]
+
+#: The dtypes `Backend.svd` takes: the standard's floating dtypes.
+_SVD_DTYPES = ("float32", "float64", "complex64", "complex128")
+
+
+def _shape(x: Any) -> tuple[Any, ...]:
+    """``x``'s shape as a plain tuple (``torch.Size`` prints differently)."""
+    return tuple(shape_of(x))
+
+
+class Operations(Conversions):
+    """`Backend`'s operations (its attributes are set by `Backend`)."""
+
+    __slots__ = ()
+
+    # -- operations ----------------------------------------------------------
+    # Each operation calls the library first and checks its arguments only
+    # when the library raises one of the adapter's "bad argument" exceptions
+    # (or, for libraries that silently convert other libraries' arrays, when
+    # an operand is not one of its own arrays), so the fast path pays nothing.
+    # A fault the checks find becomes one ValueError/TypeError on every
+    # backend; anything else (an OOM, a library bug) propagates unchanged.
+    def concatenate(self, arrays: Sequence[Any], axis: int = 0) -> Any:
+        """Concatenate a non-empty sequence of arrays along ``axis``.
+
+        Raises
+        ------
+        TypeError
+            ``arrays`` is not a sequence, or holds something that is not an
+            array of this backend's library (another library's array, a list).
+        ValueError
+            ``arrays`` is empty, ``axis`` is out of range, or the shapes differ
+            other than along ``axis`` (the message gives them).
+        """
+        if not (type(arrays) in (list, tuple) and arrays and type(axis) is int):
+            if isinstance(arrays, (str, bytes)) or not isinstance(arrays, Sequence):
+                msg = (
+                    "arrays must be a sequence of arrays, got "
+                    f"{type(arrays).__qualname__}"
+                )
+                raise TypeError(msg)
+            if len(arrays) == 0:
+                msg = "arrays must not be empty"
+                raise ValueError(msg)
+            arrays, axis = list(arrays), check_axis(axis)
+        plain = self._plain
+        if plain is not None:
+            for a in arrays:
+                if type(a) is not plain:
+                    self._check_operands(arrays)
+                    break
+        try:
+            return self._concat(arrays, axis=axis)
+        except self._bad_args:
+            self._check_operands(arrays)
+            raise_if_axis_out_of_range(arrays[0], axis)
+            problem = concat_shape_error([_shape(a) for a in arrays], axis)
+            if problem is not None:
+                raise ValueError(problem) from None
+            raise
+
+    def _check_operands(self, arrays: Sequence[Any]) -> None:
+        for i, a in enumerate(arrays):
+            self._check_operand(a, f"arrays[{i}]")
+
+    def expand_dims(self, array: Any, axis: int) -> Any:
+        """Insert a new axis at position ``axis``."""
+        if type(axis) is not int:
+            axis = check_axis(axis)
+        plain = self._plain
+        if plain is not None and type(array) is not plain:
+            self._check_operand(array, "array")
+        try:
+            return self._expand_dims(array, axis=axis)
+        except self._bad_args:
+            self._check_operand(array, "array")
+            raise_if_axis_out_of_range(array, axis, extra=1)
+            raise
+
+    def flatnonzero(self, array: Any) -> Any:
+        """Indices of the non-zero elements of the flattened array."""
+        if not self._is_own_like(array):
+            self._check_operand(array, "array")
+        return self.xp.nonzero(self.xp.reshape(array, (-1,)))[0]
+
+    def matmul(self, A: Any, B: Any) -> Any:
+        """Matrix multiplication ``A @ B``.
+
+        Raises
+        ------
+        TypeError
+            ``A`` or ``B`` is not an array of this backend's library (arrays
+            of two libraries do not mix, as in `from_arrays`).
+        ValueError
+            The shapes do not fit (the message names ``A`` and ``B`` and gives
+            their shapes).
+        """
+        plain = self._plain
+        if plain is not None and (type(A) is not plain or type(B) is not plain):
+            self._check_operand(A, "A")
+            self._check_operand(B, "B")
+        try:
+            return self._matmul(A, B)
+        except self._bad_args:
+            self._check_operand(A, "A")
+            self._check_operand(B, "B")
+            problem = matmul_shape_error(_shape(A), _shape(B))
+            if problem is not None:
+                raise ValueError(problem) from None
+            raise
+
+    def sort(self, array: Any, axis: int = -1) -> Any:
+        """Sort along ``axis``, returning values only.
+
+        A non-array (a list) is a TypeError naming ``array`` on every backend.
+        """
+        if type(axis) is not int:
+            axis = check_axis(axis)
+        plain = self._plain
+        if plain is not None and type(array) is not plain:
+            self._check_operand(array, "array")
+        if axis != -1:  # lazy libraries (Dask) would not notice a bad axis here
+            raise_if_axis_out_of_range(array, axis)
+        try:
+            return self._sort(array, axis=axis)
+        except self._bad_args:
+            self._check_operand(array, "array")
+            raise_if_axis_out_of_range(array, axis)
+            raise
+
+    def svd(self, X: Any, full_matrices: bool = False) -> tuple[Any, Any, Any]:
+        """Singular Value Decomposition, reduced by default.
+
+        Parameters
+        ----------
+        X : array
+            An array of this backend's library, of at least two dimensions
+            (a matrix, or a stack of them) and a floating dtype of the
+            standard: float32, float64, complex64 or complex128. Integer,
+            boolean and half-precision arrays are refused rather than cast
+            (as the standard's ``linalg.svd`` and torch refuse them): choose
+            the precision with ``Backend.asarray(X, dtype=...)``.
+        full_matrices : bool, default False
+            Full (square) ``U`` and ``Vt`` rather than reduced ones.
+
+        Returns
+        -------
+        tuple
+            ``(U, s, Vt)``: left singular vectors, singular values (descending)
+            and right singular vectors (transposed), with ``U * s @ Vt == X``.
+
+        Raises
+        ------
+        TypeError
+            ``X`` is not an array of this library, or not of a floating dtype;
+            ``full_matrices`` is not a bool.
+        ValueError
+            ``X`` has fewer than two dimensions.
+        """
+        if not isinstance(full_matrices, bool):
+            msg = f"full_matrices must be a bool, got {full_matrices!r}"
+            raise TypeError(msg)
+        self._check_operand(X, "X")
+        shape = _shape(X)
+        if len(shape) < 2:
+            msg = (
+                "X must have at least 2 dimensions (a matrix or a stack of "
+                f"matrices), got shape {shape}"
+            )
+            raise ValueError(msg)
+        name = self._own_dtype(X, "X")
+        if name not in _SVD_DTYPES:
+            msg = (
+                f"X must have a floating dtype ({', '.join(_SVD_DTYPES)}), got "
+                f"{name}; convert it with Backend.asarray(X, dtype=...)"
+            )
+            raise TypeError(msg)
+        u, s, vt = self.xp.linalg.svd(X, full_matrices=full_matrices)
+        return u, s, vt
