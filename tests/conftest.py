@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -40,6 +41,21 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(12345)
+
+
+@pytest.fixture
+def host_memory(monkeypatch: pytest.MonkeyPatch) -> Callable[[float], None]:
+    """A setter: ``host_memory(gb)`` makes the host report ``gb`` GiB available.
+
+    It patches ``host_available_bytes`` where ``xpkit._memory`` reads it, for
+    this test only.
+    """
+    from xpkit import _memory
+
+    def set_available(gb: float) -> None:
+        monkeypatch.setattr(_memory, "host_available_bytes", lambda: int(gb * 1024**3))
+
+    return set_available
 
 
 def pytest_collection_modifyitems(

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import subprocess
 import sys
 import textwrap
 import threading
 
 import numpy as np
 import pytest
+from helpers import run_python
 
 import xpkit
 from xpkit import _memory
@@ -158,8 +158,8 @@ def test_map_batches_rejects(args, kwargs, exc, match):
         xpkit.map_batches(*args, **kwargs)
 
 
-def test_memory_budget_nests_and_restores(monkeypatch):
-    monkeypatch.setattr(_memory, "host_available_bytes", lambda: 10 * GB)
+def test_memory_budget_nests_and_restores(host_memory):
+    host_memory(10)
     measured = xpkit.device_memory_budget()
     with xpkit.memory_budget(3.0):
         assert xpkit.device_memory_budget() == 3.0
@@ -260,22 +260,16 @@ REAL_OOM_SCRIPT = textwrap.dedent(
 
 @pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_AS and /proc are Linux's")
 def test_real_oom_recovered_under_address_space_limit():
-    out = subprocess.run(
-        [sys.executable, "-c", REAL_OOM_SCRIPT],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    out = run_python(REAL_OOM_SCRIPT)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "unsplit call: MemoryError" in out.stdout
     assert "recovered 512 rows exactly" in out.stdout
 
 
-def test_map_batches_caps_measured_cpu_batches_for_throughput(monkeypatch):
+def test_map_batches_caps_measured_cpu_batches_for_throughput(host_memory):
     from xpkit._adapters import HOST_BATCH_WORKING_SET_BYTES
 
-    monkeypatch.setattr(_memory, "host_available_bytes", lambda: 64 * GB)
+    host_memory(64)
     fn = CountingFn()
     a = np.zeros((200, 1))
     xpkit.map_batches(fn, a, a, bytes_per_item=2**20)  # 1 MiB per item, measured budget
@@ -287,3 +281,23 @@ def test_map_batches_caps_measured_cpu_batches_for_throughput(monkeypatch):
         fn_explicit, a, a, bytes_per_item=2**20, budget_gb=1.0
     )  # explicit wins
     assert fn_explicit.sizes == [200]
+
+
+def test_map_batches_ceiling_never_refuses_one_big_item(host_memory):
+    host_memory(64)
+    seen: list[int] = []
+
+    def fn(x):
+        seen.append(x.shape[0])
+        return x
+
+    got = xpkit.map_batches(
+        fn, np.zeros((4, 1)), bytes_per_item=100 * 2**20, overhead=2.0
+    )
+    assert got.shape == (4, 1)
+    assert seen == [
+        1,
+        1,
+        1,
+        1,
+    ]  # one 200 MiB item per batch: over the CPU ceiling, allowed

@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import pytest
+from helpers import run_xpkit
 
 import xpkit
 from xpkit._cli import main
@@ -21,13 +22,7 @@ def run(*argv: str) -> tuple[int, str]:
 
 
 def test_info_json_parses_back():
-    proc = subprocess.run(
-        [sys.executable, "-m", "xpkit", "info", "--json"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    )
+    proc = run_xpkit("info", "--json", check=True)
     info = json.loads(proc.stdout)
     assert info["xpkit"] == xpkit.__version__
     assert info["libraries"]["numpy"] == np.__version__
@@ -114,13 +109,15 @@ def test_bad_arguments_exit_2(argv):
     assert info.value.code == 2
 
 
+@pytest.mark.parametrize("bad", ["-1", "nan", "inf", "abc"])
+def test_cli_rejects_bad_budget(bad):
+    with pytest.raises(SystemExit) as info:
+        main(["demo", "--budget-gb", bad])
+    assert info.value.code == 2
+
+
 def test_module_entry_point_version():
-    proc = subprocess.run(
-        [sys.executable, "-m", "xpkit", "--version"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    proc = run_xpkit("--version", check=True)
     assert proc.stdout.strip() == f"xpkit {xpkit.__version__}"
 
 

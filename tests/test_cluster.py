@@ -12,12 +12,11 @@ import json
 import logging
 import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pool_jobs as jobs
 import pytest
+from helpers import run_xpkit
 
 import xpkit
 
@@ -175,25 +174,13 @@ def test_other_errors_propagate_unchanged(client, data):
 
 def test_xpkit_info_shows_the_cluster(client):
     address = client.scheduler.address
-    run = subprocess.run(
-        [sys.executable, "-m", "xpkit", "info", "--json", "--scheduler", address],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    )
+    run = run_xpkit("info", "--json", "--scheduler", address, check=True)
     cluster = json.loads(run.stdout)["cluster"]
     assert cluster["scheduler"] == address
     limits = [w["memory_limit_bytes"] for w in cluster["workers"]]
     assert limits == [400 * 2**20] * 2
     assert [w["nthreads"] for w in cluster["workers"]] == [1, 1]
-    text = subprocess.run(
-        [sys.executable, "-m", "xpkit", "info", "--scheduler", address],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    ).stdout
+    text = run_xpkit("info", "--scheduler", address, check=True).stdout
     assert re.search(rf"Dask cluster at {re.escape(address)}", text)
     assert text.count(" 0.39 ") == 2  # 400 MiB in GB, once per worker
 

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import copy
+import logging
 import pickle
+import textwrap
 import warnings
 
 import numpy as np
 import pytest
 from fakes import fake_cuda, fake_mps, no_gpu
+from helpers import run_python
 
 import xpkit
 from xpkit._dtypes import _warned
@@ -61,6 +64,41 @@ def test_float64_narrowing_end_to_end_on_strict_device():
     assert b.dtype_to_str(y.dtype) == "float32"
     z = b.asarray([1, 2], dtype="float64")
     assert b.dtype_to_str(z.dtype) == "float32"
+
+
+JAX_NO_X64 = textwrap.dedent(
+    """
+    import warnings
+    import numpy as np
+    import jax
+    import xpkit
+
+    b = xpkit.Backend("jax")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        x = b.asarray(np.array([1.5, 2.5]))
+        i = b.asarray(np.array([1, 2], dtype=np.int64))
+    assert b.dtype_to_str(x.dtype) == "float32", x.dtype
+    assert b.dtype_to_str(i.dtype) == "int32", i.dtype
+    messages = sorted(str(w.message) for w in seen)
+    assert any("has no float64" in m for m in messages), messages
+    assert any("has no int64" in m for m in messages), messages
+    assert not any("truncated" in m for m in messages), messages  # JAX's own warning
+    assert xpkit.Backend.from_arrays(x) == b
+
+    jax.config.update("jax_enable_x64", True)
+    y = xpkit.Backend.from_arrays(x).asarray(np.array([1.5]))
+    assert xpkit.Backend.dtype_to_str(y.dtype) == "float64", y.dtype   # no stale cache
+    print("ok")
+    """
+)
+
+
+def test_jax_without_x64_end_to_end():
+    pytest.importorskip("jax")
+    proc = run_python(JAX_NO_X64)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "ok"
 
 
 def test_gpu_spec_runs_on_gpu_or_raises(monkeypatch):
@@ -116,6 +154,14 @@ def test_auto_select_backend_thresholds(
     assert xpkit.auto_select_backend(n_samples, n_features, cv=cv).name == expected
 
 
+def test_auto_says_where_it_went(caplog):
+    with caplog.at_level(logging.INFO, logger="xpkit"):
+        b = xpkit.Backend("auto")
+    assert any(
+        f"backend='auto' chose {b.library}" in r.getMessage() for r in caplog.records
+    )
+
+
 def test_pickle_and_deepcopy_round_trip(xpkit_backend):
     b = xpkit_backend
     for clone in (pickle.loads(pickle.dumps(b)), copy.deepcopy(b), copy.copy(b)):
@@ -139,6 +185,20 @@ def test_unpickled_on_host_without_the_device(monkeypatch):
         b.xp.ones(3)
 
 
+def test_unpickled_backend_without_device_refuses_memory_work(monkeypatch):
+    fake_cuda(monkeypatch)
+    data = pickle.dumps(xpkit.Backend("torch", device="cuda"))
+    monkeypatch.undo()
+    no_gpu(monkeypatch)
+    b = pickle.loads(data)
+    with pytest.raises(
+        RuntimeError, match="pickled on a host with PyTorch device 'cuda'"
+    ):
+        xpkit.device_memory_budget(b)
+    with pytest.raises(RuntimeError, match="pickled on a host"):
+        xpkit.map_batches(lambda x: x, np.ones((4, 1)), backend=b)
+
+
 def test_from_arrays_finds_strict_devices():
     strict = pytest.importorskip("array_api_strict")
     x = strict.asarray([1.0], device=strict.Device("device1"))
@@ -154,6 +214,44 @@ def test_from_arrays_finds_strict_devices():
 def test_from_arrays_with_no_arrays_is_numpy():
     assert xpkit.Backend.from_arrays().name == "numpy"
     assert xpkit.Backend.from_arrays(None, 1.0, True).name == "numpy"
+
+
+def test_from_arrays_of_a_jax_tracer_is_the_default_device():
+    jax = pytest.importorskip("jax")
+    seen = []
+
+    @jax.jit
+    def f(x):
+        b = xpkit.Backend.from_arrays(x)
+        seen.append(b.name)
+        return b.matmul(x, x)
+
+    assert float(f(jax.numpy.arange(3.0))) == 5.0
+    assert seen == [xpkit.Backend("jax").name]
+
+
+def test_from_arrays_of_a_sharded_jax_array_asks_for_a_device():
+    pytest.importorskip("jax")
+    code = textwrap.dedent(
+        """
+        import jax, numpy as np, xpkit
+        from jax.sharding import Mesh, NamedSharding, PartitionSpec
+        mesh = Mesh(np.array(jax.devices("cpu")[:2]), ("x",))
+        x = jax.device_put(np.arange(4.0), NamedSharding(mesh, PartitionSpec("x")))
+        try:
+            xpkit.Backend.from_arrays(x)
+        except ValueError as exc:
+            print("ValueError:", exc)
+        """
+    )
+    run = run_python(
+        code,
+        check=True,
+        extra_env={"XLA_FLAGS": "--xla_force_host_platform_device_count=2"},
+    )
+    assert "ValueError: arrays sharded over 2 devices have no single device" in (
+        run.stdout
+    )
 
 
 def test_to_numpy_is_zero_copy_on_cpu(xpkit_backend):

@@ -105,6 +105,32 @@ def test_non_numeric_dtype(dtype):
 
 
 @pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: xpkit.Backend.dtype_to_str("foo.float32"), "dtype='foo.float32'"),
+    ],
+)
+def test_dtype_errors_are_type_errors(call, match):
+    with pytest.raises(TypeError, match=match):
+        call()
+
+
+def test_dtype_the_device_lacks_is_a_type_error():
+    pytest.importorskip("array_api_strict")
+    b = xpkit.Backend("array_api_strict")
+    with pytest.raises(
+        TypeError, match=r"dtype 'float16' is not supported by array_api_strict"
+    ):
+        b.asarray(np.ones(2, dtype=np.float16))
+
+
+def test_bfloat16_request_on_numpy_is_a_type_error():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError, match="dtype 'bfloat16' is not supported by numpy"):
+        xpkit.Backend("numpy").asarray([1.0], dtype=torch.bfloat16)
+
+
+@pytest.mark.parametrize(
     ("shape", "exc"), [("3", TypeError), ((2, 1.5), TypeError), ((2, -1), ValueError)]
 )
 def test_full_bad_shape(shape, exc):

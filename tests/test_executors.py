@@ -7,13 +7,13 @@ of the rows per worker process) are the same on every machine.
 from __future__ import annotations
 
 import logging
-import subprocess
 import sys
 
 import joblib
 import numpy as np
 import pool_jobs as jobs
 import pytest
+from helpers import run_python
 
 import xpkit
 from xpkit._executors.dask import worker_task_budget_gb
@@ -99,13 +99,7 @@ def test_dask_without_a_client_says_how_to_get_one():
         "import numpy as np, xpkit\n"
         "xpkit.map_batches(lambda x: x, np.ones((4, 2)), executor='dask')\n"
     )
-    run = subprocess.run(
-        [sys.executable, "-c", code],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    run = run_python(code)
     assert run.returncode != 0
     assert "ValueError: executor='dask' needs an active dask.distributed Client" in (
         run.stderr

@@ -83,9 +83,9 @@ def test_jax_backend_on_fake_gpus(monkeypatch):
     assert xpkit.device_memory_budget(b1) == pytest.approx(12 * _memory.HEADROOM)
 
 
-def test_jax_gpu_without_memory_stats_uses_host_memory(monkeypatch):
+def test_jax_gpu_without_memory_stats_uses_host_memory(monkeypatch, host_memory):
     fake_jax_gpus(monkeypatch, count=1, stats=None)
-    monkeypatch.setattr(_memory, "host_available_bytes", lambda: 3 * GB)
+    host_memory(3)
     assert xpkit.device_memory_budget(xpkit.Backend("jax")) == pytest.approx(
         3 * _memory.HEADROOM
     )

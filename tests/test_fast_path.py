@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 import pytest
 
+import xpkit
 from xpkit._adapters import ADAPTERS, Adapter
 from xpkit._dtypes import DTYPE_NAMES
 
@@ -173,3 +174,29 @@ def test_torch_matmul_promotes_mixed_dtypes_as_the_wrapper(left, right, shapes):
     ours, standard = b.matmul(a, c), b.xp.matmul(a, c)
     assert ours.dtype == standard.dtype
     assert torch.equal(ours, standard)
+
+
+def test_asarray_fast_path_keeps_the_slow_paths_meaning():
+    b = xpkit.Backend("numpy")
+    scalar = b.asarray(np.float64(1.5))
+    assert type(scalar) is np.ndarray
+    assert scalar.shape == ()
+    with pytest.raises(TypeError, match="is not a numeric or boolean dtype"):
+        b.asarray(np.array(["a", "b"]))
+    masked = np.ma.masked_array([1.0, 2.0], mask=[0, 1])
+    assert type(b.zeros_like(masked)) is np.ndarray
+    with pytest.warns(PendingDeprecationWarning, match="matrix subclass"):
+        matrix = np.asmatrix(np.eye(2))
+    assert type(b.asarray(matrix)) is np.ndarray
+    with pytest.raises(TypeError):
+        b.zeros_like(np.array(["x"]))
+
+
+def test_torch_fast_paths_refuse_sparse_and_unsupported_dtypes():
+    torch = pytest.importorskip("torch")
+    b = xpkit.Backend("torch", device="cpu")
+    sparse = torch.eye(3).to_sparse()
+    assert b.zeros_like(sparse).layout is torch.strided
+    # torch's own uint16 passes through as the library holds it (issue 11).
+    u16 = torch.zeros(2, dtype=torch.uint16)
+    assert b.asarray(u16) is u16

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
+from helpers import run_python
 
 OPTIONAL = ["torch", "cupy", "jax", "jaxlib", "dask", "array_api_strict"]
 
@@ -16,9 +15,7 @@ def _modules_after(code: str) -> dict[str, bool]:
         f"import sys\n{code}\nimport json\n"
         f"print(json.dumps({{m: m in sys.modules for m in {OPTIONAL!r}}}))"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, check=True
-    )
+    out = run_python(script, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -45,3 +42,15 @@ def test_the_probe_sees_an_import():
     pytest.importorskip("array_api_strict")
     loaded = _modules_after("import xpkit, array_api_strict")
     assert loaded["array_api_strict"] is True
+
+
+def test_xpkit_testing_is_reachable_and_dir_is_clean():
+    out = run_python(
+        "import xpkit; print(xpkit.testing.assert_close.__name__); print(sorted(dir(xpkit)))",
+        check=True,
+    ).stdout.splitlines()
+    assert out[0] == "assert_close"
+    names = eval(out[1])
+    assert "Any" not in names
+    assert "importlib" not in names
+    assert {"Backend", "map_batches", "testing"} <= set(names)

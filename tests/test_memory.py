@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 
 import numpy as np
@@ -101,8 +102,8 @@ def test_explicit_budget_must_be_finite_positive(bad):
         xpkit.device_memory_budget(None, bad)
 
 
-def test_host_budget_is_available_ram_with_headroom(monkeypatch):
-    monkeypatch.setattr(_memory, "host_available_bytes", lambda: 20 * GB)
+def test_host_budget_is_available_ram_with_headroom(host_memory):
+    host_memory(20)
     assert xpkit.device_memory_budget() == pytest.approx(20 * _memory.HEADROOM)
     capped = xpkit.device_memory_budget(cap_for_batching=True)
     # map_batches' budget: also under the CPU batch ceiling (16 MiB)
@@ -119,6 +120,12 @@ def test_budget_falls_back_when_nothing_can_be_measured(monkeypatch):
 
     monkeypatch.setattr(_memory, "host_available_bytes", broken)
     assert xpkit.device_memory_budget() == _memory.FALLBACK_BUDGET_GB
+
+
+def test_nothing_free_gives_the_minimum_budget_not_the_fallback(host_memory):
+    host_memory(0)
+    assert xpkit.device_memory_budget() == _memory.MIN_BUDGET_GB
+    assert _memory.MIN_BUDGET_GB < _memory.FALLBACK_BUDGET_GB
 
 
 def test_cuda_budget_counts_allocator_cache(monkeypatch):
@@ -187,6 +194,30 @@ def test_cgroup_v1_unlimited_and_missing(tmp_path):
     _write(tmp_path, "sys/fs/cgroup/memory/memory.limit_in_bytes", str(2**63 - 4096))
     assert _memory._cgroup_available(tmp_path) is None
     assert _memory._cgroup_available(tmp_path / "nowhere") is None
+
+
+def test_cgroup_v2_page_cache_is_reclaimable(tmp_path):
+    _write(tmp_path, "proc/self/cgroup", "0::/job\n")
+    _write(tmp_path, "sys/fs/cgroup/job/memory.max", str(2 * GB))
+    _write(tmp_path, "sys/fs/cgroup/job/memory.current", str(2 * GB))
+    _write(
+        tmp_path,
+        "sys/fs/cgroup/job/memory.stat",
+        f"anon 100\ninactive_file {GB}\nactive_file 5\n",
+    )
+    assert _memory._cgroup_available(tmp_path) == GB
+
+
+def test_cgroup_v1_page_cache_is_reclaimable(tmp_path):
+    _write(tmp_path, "proc/self/cgroup", "4:memory:/c\n")
+    _write(tmp_path, "sys/fs/cgroup/memory/c/memory.limit_in_bytes", str(4 * GB))
+    _write(tmp_path, "sys/fs/cgroup/memory/c/memory.usage_in_bytes", str(4 * GB))
+    _write(
+        tmp_path,
+        "sys/fs/cgroup/memory/c/memory.stat",
+        f"cache 9\ntotal_inactive_file {3 * GB}\n",
+    )
+    assert _memory._cgroup_available(tmp_path) == 3 * GB
 
 
 def test_auto_n_jobs_by_memory(monkeypatch):
@@ -288,6 +319,16 @@ def test_a_decorated_generator_runs_under_its_budget_and_only_there():
     with pytest.raises(StopIteration) as stop:
         next(g)
     assert stop.value.value == "done"
+    assert _memory.configured_budget_gb() is None
+
+
+def test_memory_budget_decorates_coroutines():
+    @xpkit.memory_budget(2.0)
+    async def job() -> float:
+        await asyncio.sleep(0)
+        return xpkit.device_memory_budget()
+
+    assert asyncio.run(job()) == 2.0
     assert _memory.configured_budget_gb() is None
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import re
 import sys
 import threading
 import weakref
@@ -12,7 +13,8 @@ import numpy as np
 import pytest
 
 import xpkit
-from xpkit.testing import assert_equal
+from xpkit import _oom
+from xpkit.testing import assert_close, assert_equal
 
 
 def _numpy_oom() -> MemoryError:
@@ -148,6 +150,17 @@ def test_is_oom_error_follows_cause_and_context():
     assert not xpkit.is_oom_error(cyclic)
 
 
+def test_is_oom_error_respects_from_none():
+    try:
+        try:
+            raise MemoryError
+        except MemoryError:
+            raise ValueError("refused on purpose") from None
+    except ValueError as exc:
+        caught = exc
+    assert not xpkit.is_oom_error(caught)
+
+
 def test_is_oom_error_rejects_non_exceptions():
     with pytest.raises(TypeError, match="exc must be an exception, got 'boom'"):
         xpkit.is_oom_error("boom")
@@ -237,6 +250,64 @@ def test_failed_attempt_buffers_are_freed_before_retry():
     assert all(n <= 1 for n in seen_alive_at_retry), seen_alive_at_retry
 
 
+class _Scratch:
+    """A buffer stand-in that weak references can watch."""
+
+    def __init__(self, rows: int) -> None:
+        self.data = np.empty((rows, 256))
+
+
+def _run_with_cycle(alive_at_call: list[int]) -> np.ndarray:
+    tracked: list[weakref.ref] = []
+
+    def fn(x):
+        alive_at_call.append(sum(r() is not None for r in tracked))
+        scratch = _Scratch(x.shape[0])
+        tracked.append(weakref.ref(scratch))
+        if x.shape[0] > 4:
+            err = MemoryError("simulated")
+            raise err  # the frame holds `err`, whose traceback holds the frame: a cycle
+        return x + 0.0
+
+    return xpkit.compute_oom_safe(fn, np.arange(16.0)[:, None])
+
+
+def test_failed_attempt_is_freed_despite_a_reference_cycle():
+    alive: list[int] = []
+    gc.disable()
+    try:
+        got = _run_with_cycle(alive)
+    finally:
+        gc.enable()
+    assert_close(got, np.arange(16.0)[:, None])
+    assert alive == [0] * len(alive), alive  # no failed attempt's scratch survives
+
+
+def test_clearing_frames_alone_frees_the_failed_attempt(monkeypatch):
+    """Without the gc/cache step, traceback.clear_frames still breaks the cycle."""
+    monkeypatch.setattr(_oom, "release_after_oom", lambda: None)
+    alive: list[int] = []
+    gc.disable()
+    try:
+        _run_with_cycle(alive)
+    finally:
+        gc.enable()
+    assert alive == [0] * len(alive), alive
+
+
+def test_the_cycle_test_can_fail(monkeypatch):
+    """With neither clear_frames nor gc, the failed attempt's scratch stays alive."""
+    monkeypatch.setattr(_oom, "release_after_oom", lambda: None)
+    monkeypatch.setattr("traceback.clear_frames", lambda tb: None)
+    alive: list[int] = []
+    gc.disable()
+    try:
+        _run_with_cycle(alive)
+    finally:
+        gc.enable()
+    assert max(alive) > 0
+
+
 def test_compute_oom_safe_logs_each_split(caplog):
     with caplog.at_level(logging.INFO, logger="xpkit"):
         xpkit.compute_oom_safe(Capacity(4), np.ones((8, 1)), np.ones((8, 1)))
@@ -295,6 +366,24 @@ def test_compute_oom_safe_threads(rng):
 def test_compute_oom_safe_rejects(args, kwargs, exc, match):
     with pytest.raises(exc, match=match):
         xpkit.compute_oom_safe(*args, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("fn", "shape"),
+    [(lambda x: x[:1], "(1,)"), (lambda x: x.sum(), "()")],
+    ids=["drops rows", "0-d"],
+)
+def test_compute_oom_safe_requires_row_aligned_results(fn, shape):
+    def capped(x):
+        if x.shape[0] > 3:
+            raise MemoryError
+        return fn(x)
+
+    with pytest.raises(
+        ValueError,
+        match=r"must return one row per input row: .* has shape " + re.escape(shape),
+    ):
+        xpkit.compute_oom_safe(capped, np.arange(8.0))
 
 
 def test_an_oom_inside_an_exception_group_is_an_oom():

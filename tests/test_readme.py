@@ -9,11 +9,10 @@ quickstart's command runs; the test command must be what ``.ci/run`` runs.
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import run_xpkit
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -63,13 +62,7 @@ def test_the_quickstart_command_runs():
     assert install == "pip install -e ."  # what .ci/run installs, plus the extras
     argv = command.split()
     assert argv[0] == "xpkit"
-    proc = subprocess.run(
-        [sys.executable, "-m", "xpkit", *argv[1:]],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    proc = run_xpkit(*argv[1:], timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "permutation p = " in proc.stdout
 

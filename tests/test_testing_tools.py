@@ -84,6 +84,30 @@ def test_assert_close_tolerances_and_nans():
     assert_close(np.array([0.0]), np.array([1e-30]), atol=1e-20)
 
 
+def test_assert_close_rejects_bad_tolerances():
+    with pytest.raises(
+        ValueError, match="rtol must be a finite non-negative number, got nan"
+    ):
+        assert_close(np.ones(2), np.zeros(2), rtol=float("nan"))
+    with pytest.raises(ValueError, match="atol must be a finite non-negative"):
+        assert_close(np.ones(2), np.zeros(2), atol=-1.0)
+
+
+def test_assert_close_applies_tolerances_to_integers():
+    assert_close(np.array([1, 2]), np.array([1, 3]), atol=5)
+    with pytest.raises(AssertionError):
+        assert_close(np.array([1, 2]), np.array([1, 3]))
+
+
+def test_assert_close_bfloat16_tolerance_from_its_dtype():
+    torch = pytest.importorskip("torch")
+    one = torch.tensor([1.0], dtype=torch.bfloat16)
+    next_up = torch.tensor(
+        [1.0078125], dtype=torch.bfloat16
+    )  # one bfloat16 ulp above 1
+    assert_close(next_up, one)
+
+
 def test_assert_equal_is_exact():
     with pytest.raises(AssertionError, match="actual 2, desired 3"):
         assert_equal(np.array([1, 2]), np.array([1, 3]))

@@ -1,0 +1,54 @@
+"""Running Python in a fresh interpreter, for what one process cannot check.
+
+A fresh process sees ``import xpkit`` from scratch (which modules load, what
+JAX's first configuration is), and runs the command line as a user does.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+
+
+def _run(
+    argv: list[str],
+    *,
+    timeout: float,
+    check: bool,
+    extra_env: Mapping[str, str] | None,
+) -> subprocess.CompletedProcess[str]:
+    env = None if extra_env is None else {**os.environ, **extra_env}
+    return subprocess.run(
+        [sys.executable, *argv],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=check,
+        env=env,
+    )
+
+
+def run_python(
+    code: str,
+    *args: str,
+    timeout: float = 120,
+    check: bool = False,
+    extra_env: Mapping[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """``python -c code *args`` in this interpreter; stdout and stderr as text.
+
+    ``check=True`` raises ``CalledProcessError`` on a non-zero exit;
+    ``extra_env`` is added to this process's environment for the child.
+    """
+    return _run(["-c", code, *args], timeout=timeout, check=check, extra_env=extra_env)
+
+
+def run_xpkit(
+    *argv: str,
+    timeout: float = 120,
+    check: bool = False,
+) -> subprocess.CompletedProcess[str]:
+    """``python -m xpkit *argv`` in this interpreter, as :func:`run_python`."""
+    return _run(["-m", "xpkit", *argv], timeout=timeout, check=check, extra_env=None)
