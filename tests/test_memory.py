@@ -11,7 +11,7 @@ from fakes import fake_cuda, fake_mps
 from fakes import write_file as _write
 
 import xpkit
-from xpkit import _memory
+from xpkit import _host_memory, _memory
 from xpkit._adapters import ADAPTERS, MemoryInfo
 
 GB = 1024**3
@@ -163,7 +163,7 @@ def test_cgroup_v2_limit(tmp_path, monkeypatch):
     _write(tmp_path, "sys/fs/cgroup/user.slice/job/memory.max", str(2 * GB))
     _write(tmp_path, "sys/fs/cgroup/user.slice/job/memory.current", str(GB // 2))
     _write(tmp_path, "sys/fs/cgroup/user.slice/memory.max", "max")
-    assert _memory._cgroup_available(tmp_path) == GB + GB // 2
+    assert _host_memory.cgroup_available_bytes(tmp_path) == GB + GB // 2
     monkeypatch.setattr(
         "psutil.virtual_memory", lambda: type("VM", (), {"available": 64 * GB})()
     )
@@ -175,7 +175,7 @@ def test_cgroup_v2_parent_limit_applies(tmp_path):
     _write(tmp_path, "sys/fs/cgroup/a/b/memory.max", "max")
     _write(tmp_path, "sys/fs/cgroup/a/memory.max", str(4 * GB))
     _write(tmp_path, "sys/fs/cgroup/a/memory.current", str(GB))
-    assert _memory._cgroup_available(tmp_path) == 3 * GB
+    assert _host_memory.cgroup_available_bytes(tmp_path) == 3 * GB
 
 
 def test_cgroup_v1_limit(tmp_path):
@@ -186,14 +186,14 @@ def test_cgroup_v1_limit(tmp_path):
     _write(
         tmp_path, "sys/fs/cgroup/memory/docker/abc/memory.usage_in_bytes", str(5 * GB)
     )
-    assert _memory._cgroup_available(tmp_path) == 3 * GB
+    assert _host_memory.cgroup_available_bytes(tmp_path) == 3 * GB
 
 
 def test_cgroup_v1_unlimited_and_missing(tmp_path):
     _write(tmp_path, "proc/self/cgroup", "4:memory:/\n")
     _write(tmp_path, "sys/fs/cgroup/memory/memory.limit_in_bytes", str(2**63 - 4096))
-    assert _memory._cgroup_available(tmp_path) is None
-    assert _memory._cgroup_available(tmp_path / "nowhere") is None
+    assert _host_memory.cgroup_available_bytes(tmp_path) is None
+    assert _host_memory.cgroup_available_bytes(tmp_path / "nowhere") is None
 
 
 def test_cgroup_v2_page_cache_is_reclaimable(tmp_path):
@@ -205,7 +205,7 @@ def test_cgroup_v2_page_cache_is_reclaimable(tmp_path):
         "sys/fs/cgroup/job/memory.stat",
         f"anon 100\ninactive_file {GB}\nactive_file 5\n",
     )
-    assert _memory._cgroup_available(tmp_path) == GB
+    assert _host_memory.cgroup_available_bytes(tmp_path) == GB
 
 
 def test_cgroup_v1_page_cache_is_reclaimable(tmp_path):
@@ -217,7 +217,7 @@ def test_cgroup_v1_page_cache_is_reclaimable(tmp_path):
         "sys/fs/cgroup/memory/c/memory.stat",
         f"cache 9\ntotal_inactive_file {3 * GB}\n",
     )
-    assert _memory._cgroup_available(tmp_path) == 3 * GB
+    assert _host_memory.cgroup_available_bytes(tmp_path) == 3 * GB
 
 
 def test_auto_n_jobs_by_memory(monkeypatch):

@@ -20,10 +20,10 @@ from ._batches import map_batches
 from ._check import run_checks
 from ._dtypes import PrecisionWarning
 from ._executors import cluster_info
+from ._host_memory import cgroup_available_bytes
 from ._memory import (
     BATCH_WORKING_SET_CEILING_GB,
     BYTES_PER_GB,
-    _cgroup_available,
     device_memory_budget,
     host_available_bytes,
 )
@@ -43,7 +43,7 @@ def collect_info(scheduler: str | None = None) -> dict[str, Any]:
     """
     import psutil
 
-    cgroup = _cgroup_available("/")
+    cgroup = cgroup_available_bytes("/")
     info: dict[str, Any] = {
         "xpkit": __version__,
         "python": platform.python_version(),
