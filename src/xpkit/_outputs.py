@@ -16,10 +16,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import array_api_compat
 import numpy as np
 
-from ._adapters import adapter_for_array, get_adapter
+from ._adapters import adapter_for_array, get_adapter, to_host
 from ._dtypes import dtype_name
 from ._memory import array_nbytes
-from ._rows import to_host
 
 if TYPE_CHECKING:
     from ._backend import Backend

@@ -11,9 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from ._adapters import adapter_for_array
+from ._adapters import adapter_for_array, to_host
 
 if TYPE_CHECKING:
     from ._backend import Backend
@@ -50,12 +48,6 @@ def row_slices(
     if start == 0 and stop == n:
         return arrays
     return tuple(a[start:stop, ...] for a in arrays)
-
-
-def to_host(x: Any) -> np.ndarray[Any, Any]:
-    """An array of any supported library as NumPy (zero-copy where it can be)."""
-    adapter = adapter_for_array(x)
-    return np.asarray(x) if adapter is None else adapter.to_numpy(x)
 
 
 class Job:

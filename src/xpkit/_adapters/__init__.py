@@ -5,6 +5,10 @@ Adding a library means adding one module here and one entry in `ADAPTERS`.
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
+
 from ._base import HOST_BATCH_WORKING_SET_BYTES, Adapter, FastOps, MemoryInfo
 from .cupy import CupyAdapter
 from .dask import DaskAdapter
@@ -21,6 +25,7 @@ __all__ = [
     "MemoryInfo",
     "adapter_for_array",
     "get_adapter",
+    "to_host",
 ]
 
 #: Registry, in the order a GPU is looked for by ``"gpu"`` / ``"auto"``.
@@ -60,3 +65,14 @@ def adapter_for_array(x: object) -> Adapter | None:
             _BY_TYPE[cls] = adapter
             return adapter
     return None
+
+
+def to_host(x: Any) -> np.ndarray[Any, Any]:
+    """An array of any supported library (or array-like) as NumPy.
+
+    Zero-copy where the library allows it (NumPy, CPU torch tensors, CPU
+    array-api-strict and JAX arrays); device arrays are copied to the host,
+    lazy ones computed. The package's one conversion to the host.
+    """
+    adapter = adapter_for_array(x)
+    return np.asarray(x) if adapter is None else adapter.to_numpy(x)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._adapters import ADAPTERS, adapter_for_array
+from .._adapters import ADAPTERS, adapter_for_array, to_host
 from .._dtypes import PrecisionWarning
 
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ def assert_array_almost_equal(
         )
         decimal = FLOAT32_DEVICE_DECIMAL
     np.testing.assert_array_almost_equal(
-        _host(x), _host(y), decimal=int(decimal), err_msg=err_msg, verbose=verbose
+        to_host(x), to_host(y), decimal=int(decimal), err_msg=err_msg, verbose=verbose
     )
 
 
@@ -97,8 +97,3 @@ def _supports_float64(x: Any, y: Any, backend: Backend | None) -> bool:
             dev = adapter.device_str(array_api_compat.device(a))
             return adapter.supports_float64(dev)
     return True
-
-
-def _host(a: Any) -> np.ndarray[Any, Any]:
-    adapter = adapter_for_array(a)
-    return np.asarray(a) if adapter is None else adapter.to_numpy(a)

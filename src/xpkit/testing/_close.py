@@ -7,7 +7,7 @@ from typing import Any
 import array_api_compat
 import numpy as np
 
-from .._adapters import Adapter, adapter_for_array
+from .._adapters import Adapter, adapter_for_array, to_host
 from .._dtypes import dtype_name
 
 __all__ = ["assert_close", "assert_equal", "default_tolerance"]
@@ -143,8 +143,8 @@ def _compare_meta(
             f"desired is {_describe(lib_d, desired)}"
         )
         raise AssertionError(msg)
-    a = _to_host(lib_a, actual)
-    d = _to_host(lib_d, desired)
+    a = to_host(actual)
+    d = to_host(desired)
     if a.shape != d.shape:
         msg = f"shapes differ: actual {a.shape}, desired {d.shape}"
         raise AssertionError(msg)
@@ -161,10 +161,6 @@ def _compare_meta(
             msg = f"devices differ: actual on {dev_a!r}, desired on {dev_d!r}"
             raise AssertionError(msg)
     return a, d
-
-
-def _to_host(adapter: Adapter | None, x: Any) -> np.ndarray[Any, Any]:
-    return np.asarray(x) if adapter is None else adapter.to_numpy(x)
 
 
 def _compare_values(
