@@ -644,6 +644,14 @@ CLI: dict[str, tuple[list[str], str]] = {
     "no command": ([], "the following arguments are required"),
     "info unknown option": (["info", "--bogus"], "unrecognized arguments: --bogus"),
     "check unknown option": (["check", "--bogus"], "unrecognized arguments: --bogus"),
+    "check backends unknown": (
+        ["check", "--backends", "nope"],
+        "--backends: names no backend known here: \\['nope'\\]",
+    ),
+    "demo backends empty": (
+        ["demo", "--backends", ","],
+        "--backends: names no backend known here",
+    ),
 }
 
 

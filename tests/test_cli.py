@@ -68,19 +68,40 @@ def test_check_fails_on_a_mismatch(monkeypatch):
 
 def test_demo_runs_on_every_backend():
     code, text = run(
-        "demo", "--permutations", "300", "--samples", "40", "--features", "12"
+        "demo", "--permutations", "300", "--samples", "40", "--features", "12", "--json"
     )
     assert code == 0
-    lines = [line.split() for line in text.splitlines()]
-    numpy_row = next(row for row in lines if row and row[0] == "numpy")
-    assert numpy_row[1] == "float64"
-    assert float(numpy_row[-1]) == 0.0
-    for row in lines:
-        if row[1:2] == ["skipped:"]:  # a library not installed here
-            continue
-        if row and row[0] in {"torch-cpu", "array_api_strict", "dask", "jax-cpu"}:
-            assert float(row[-1]) < 1e-5
-    assert "permutation p =" in text
+    result = json.loads(text)
+    rows = {row["backend"]: row for row in result["backends"]}
+    assert rows["numpy"]["dtype"] == "float64"
+    assert rows["numpy"]["max_deviation_from_numpy"] == 0.0
+    for row in rows.values():
+        if "skipped" not in row:  # every backend installed here agrees with NumPy
+            assert row["max_deviation_from_numpy"] < 1e-5
+    assert 1 / 301 <= result["p"] <= 1.0
+
+
+def test_check_and_demo_narrow_to_the_backends_named():
+    code, text = run("check", "--backends", "numpy", "--json")
+    assert code == 0
+    checks = json.loads(text)["checks"]
+    assert {row["backend"] for row in checks} == {"numpy"}
+    assert len(checks) > 10
+    assert json.loads(text)["failures"] == 0
+    code, text = run(
+        "demo",
+        "--backends",
+        "numpy",
+        "--permutations",
+        "50",
+        "--samples",
+        "20",
+        "--features",
+        "3",
+        "--json",
+    )
+    assert code == 0
+    assert [row["backend"] for row in json.loads(text)["backends"]] == ["numpy"]
 
 
 def test_demo_batches_follow_the_budget():

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ._adapters import to_host
 from ._batches import map_batches
 from ._oom import compute_oom_safe
 
@@ -128,19 +129,15 @@ CHECKS: tuple[Check, ...] = (
     Check(
         "map_batches",
         lambda b: map_batches(
-            _double_rows_capacity_two, b.asarray(A), budget_gb=3 * 24 / 1024**3
+            _double_rows_capacity_two,
+            b.asarray(A),
+            bytes_per_item=24.0,  # one row of A: batches of 3, the third row fails
+            budget_gb=3 * 24 / 1024**3,
         ),
         lambda: A * 2.0,
         on_backend=False,
     ),
 )
-
-
-def _host(x: Any) -> np.ndarray[Any, Any]:
-    from ._adapters import adapter_for_array
-
-    adapter = adapter_for_array(x)
-    return np.asarray(x) if adapter is None else adapter.to_numpy(x)
 
 
 def run_check(backend: Backend, check: Check) -> CheckResult:
@@ -154,7 +151,7 @@ def run_check(backend: Backend, check: Check) -> CheckResult:
             return CheckResult(
                 backend.name, check.name, False, f"result is on {where!r}"
             )
-        got = _host(result)
+        got = to_host(result)
         want = check.expected()
         if got.shape != want.shape:
             return CheckResult(

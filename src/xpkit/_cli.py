@@ -180,13 +180,17 @@ def print_info(info: dict[str, Any], out: TextIO) -> None:
         )
 
 
-def _each_backend() -> Iterator[tuple[InventoryEntry, Backend | None, str]]:
-    """Every inventory entry with its Backend, or None and why there is none.
+def _each_backend(
+    only: list[str] | None = None,
+) -> Iterator[tuple[InventoryEntry, Backend | None, str]]:
+    """Every inventory entry (or those ``only`` names) with its Backend, or None and why.
 
     A library that is missing gives its reason; one whose Backend fails to
     start gives the error, and the others still run.
     """
     for entry in backend_inventory():
+        if only is not None and entry.key not in only and entry.name not in only:
+            continue
         if entry.reason:
             yield entry, None, entry.reason
             continue
@@ -199,25 +203,41 @@ def _each_backend() -> Iterator[tuple[InventoryEntry, Backend | None, str]]:
 
 
 # -- check -------------------------------------------------------------------
-def run_check_command(out: TextIO) -> int:
-    """Every check on every available backend; 1 if anything fails."""
-    failures = 0
-    out.write(f"{'backend':<20} {'check':<18} result\n")
-    for entry, backend, problem in _each_backend():
-        if backend is None:
-            failures += (
-                not entry.reason
-            )  # a broken backend fails; a missing one is skipped
-            verdict = "skipped:" if entry.reason else "FAIL "
-            out.write(f"{entry.name:<20} {'-':<18} {verdict} {problem}\n")
+def run_check_command(
+    out: TextIO, only: list[str] | None = None, as_json: bool = False
+) -> int:
+    """Every check on every available backend (or ``only`` those); 1 if anything fails."""
+    rows: list[dict[str, Any]] = []
+    for entry, backend, problem in _each_backend(only):
+        if backend is None:  # a broken backend fails; a missing one is skipped
+            rows.append(
+                {
+                    "backend": entry.name,
+                    "check": None,
+                    "ok": None if entry.reason else False,
+                    "detail": problem,
+                }
+            )
             continue
         with warnings.catch_warnings():  # narrowing on float32-only devices is expected
             warnings.simplefilter("ignore", PrecisionWarning)
             results = run_checks(backend)
-        for result in results:
-            status = "ok" if result.ok else f"FAIL  {result.detail}"
-            failures += not result.ok
-            out.write(f"{result.backend:<20} {result.check:<18} {status}\n")
+        rows += [
+            {"backend": r.backend, "check": r.check, "ok": r.ok, "detail": r.detail}
+            for r in results
+        ]
+    failures = sum(row["ok"] is False for row in rows)
+    if as_json:
+        out.write(json.dumps({"checks": rows, "failures": failures}, indent=2) + "\n")
+        return 1 if failures else 0
+    out.write(f"{'backend':<20} {'check':<18} result\n")
+    for row in rows:
+        if row["check"] is None:
+            verdict = "skipped:" if row["ok"] is None else "FAIL "
+            out.write(f"{row['backend']:<20} {'-':<18} {verdict} {row['detail']}\n")
+            continue
+        status = "ok" if row["ok"] else f"FAIL  {row['detail']}"
+        out.write(f"{row['backend']:<20} {row['check']:<18} {status}\n")
     out.write(
         f"\n{'all checks passed' if not failures else f'{failures} check(s) failed'}\n"
     )
@@ -299,26 +319,22 @@ def run_demo(
     n_samples: int,
     n_features: int,
     budget_gb: float | None,
+    only: list[str] | None = None,
+    as_json: bool = False,
 ) -> int:
-    """The permutation test on every available backend, against NumPy."""
+    """The permutation test on every available backend (or ``only`` those), against NumPy."""
     X, y, perms = demo_data(n_perm, n_samples, n_features)
     try:
         import tqdm  # noqa: F401
 
-        progress = sys.stderr.isatty()
+        progress = sys.stderr.isatty() and not as_json
     except ImportError:
         progress = False
-    out.write(
-        f"Max-statistic permutation test: {n_perm} permutations, {n_samples} samples x "
-        f"{n_features} features, through map_batches\n\n"
-    )
-    out.write(
-        f"{'backend':<20} {'dtype':<8} {'seconds':>8} {'batches':>8} {'max |null - numpy|':>20}\n"
-    )
+    rows: list[dict[str, Any]] = []
     reference: np.ndarray[Any, Any] | None = None
-    for entry, backend, problem in _each_backend():
+    for entry, backend, problem in _each_backend(only):
         if backend is None:
-            out.write(f"{entry.name:<20} skipped: {problem}\n")
+            rows.append({"backend": entry.name, "skipped": problem})
             continue
         start = time.perf_counter()
         with warnings.catch_warnings():  # the dtype column says it instead
@@ -327,20 +343,54 @@ def run_demo(
                 backend, X, y, perms, budget_gb=budget_gb, progress=progress
             )
         elapsed = time.perf_counter() - start
-        if reference is None:
-            reference = null
-        deviation = float(np.max(np.abs(null - reference)))
-        out.write(
-            f"{backend.name:<20} {null.dtype.name:<8} {elapsed:8.3f} {n_batches:8d} "
-            f"{deviation:20.2e}\n"
+        if reference is None:  # NumPy, first in the inventory, unless left out
+            reference = (
+                null
+                if backend.library == "numpy"
+                else max_correlation_null(
+                    Backend("numpy"), X, y, perms, budget_gb=budget_gb, progress=False
+                )[0]
+            )
+        rows.append(
+            {
+                "backend": backend.name,
+                "dtype": null.dtype.name,
+                "seconds": elapsed,
+                "batches": n_batches,
+                "max_deviation_from_numpy": float(np.max(np.abs(null - reference))),
+            }
         )
-    assert reference is not None  # numpy is always there
     Xs = (X - X.mean(axis=0)) / X.std(axis=0)
     ys = (y - y.mean()) / y.std()
     observed = float(np.max(np.abs(ys @ Xs) / n_samples))
-    p = (1 + np.sum(reference >= observed)) / (1 + n_perm)
-    # p is at least 1 / (1 + n_perm): printed with 3 significant digits, never 0.
-    out.write(f"\nobserved max |r| = {observed:.3f}, permutation p = {p:.3g}\n")
+    p = (
+        None
+        if reference is None
+        else (1 + np.sum(reference >= observed)) / (1 + n_perm)
+    )
+    if as_json:
+        summary = {"permutations": n_perm, "samples": n_samples, "features": n_features}
+        result = {**summary, "backends": rows, "observed_max_r": observed}
+        out.write(json.dumps({**result, "p": p}, indent=2) + "\n")
+        return 0
+    out.write(
+        f"Max-statistic permutation test: {n_perm} permutations, {n_samples} samples x "
+        f"{n_features} features, through map_batches\n\n"
+    )
+    out.write(
+        f"{'backend':<20} {'dtype':<8} {'seconds':>8} {'batches':>8} {'max |null - numpy|':>20}\n"
+    )
+    for row in rows:
+        if "skipped" in row:
+            out.write(f"{row['backend']:<20} skipped: {row['skipped']}\n")
+            continue
+        out.write(
+            f"{row['backend']:<20} {row['dtype']:<8} {row['seconds']:8.3f} "
+            f"{row['batches']:8d} {row['max_deviation_from_numpy']:20.2e}\n"
+        )
+    if p is not None:
+        # p is at least 1 / (1 + n_perm): printed with 3 significant digits, never 0.
+        out.write(f"\nobserved max |r| = {observed:.3f}, permutation p = {p:.3g}\n")
     return 0
 
 
@@ -355,7 +405,6 @@ def _parser() -> argparse.ArgumentParser:
     info = sub.add_parser(
         "info", help="libraries, devices, memory budgets, thread pools"
     )
-    info.add_argument("--json", action="store_true", help="machine-readable output")
     info.add_argument(
         "--scheduler",
         metavar="ADDRESS",
@@ -363,18 +412,82 @@ def _parser() -> argparse.ArgumentParser:
         help="also describe the dask cluster at ADDRESS (default: the active "
         "client, else DASK_SCHEDULER_ADDRESS)",
     )
-    sub.add_parser("check", help="every facade method on every backend against NumPy")
+    info.set_defaults(func=_info_command)
+    check = sub.add_parser(
+        "check", help="every facade method on every backend against NumPy"
+    )
+    check.set_defaults(func=_check_command)
     demo = sub.add_parser("demo", help="a permutation test on every backend")
-    demo.add_argument("--permutations", type=_positive_int, default=5000)
-    demo.add_argument("--samples", type=_positive_int, default=400)
-    demo.add_argument("--features", type=_positive_int, default=500)
+    demo.add_argument(
+        "--permutations",
+        type=_positive_int,
+        default=5000,
+        help="permutations to run (default: 5000)",
+    )
+    demo.add_argument(
+        "--samples", type=_positive_int, default=400, help="samples (default: 400)"
+    )
+    demo.add_argument(
+        "--features", type=_positive_int, default=500, help="features (default: 500)"
+    )
     demo.add_argument(
         "--budget-gb",
         type=_positive_float,
         default=None,
         help="memory budget for the batches (default: measured on each device)",
     )
+    demo.set_defaults(func=_demo_command)
+    for command in (info, check, demo):
+        command.add_argument(
+            "--json", action="store_true", help="machine-readable output (JSON)"
+        )
+    for command in (check, demo):
+        command.add_argument(
+            "--backends",
+            type=_names,
+            default=None,
+            metavar="NAMES",
+            help="comma-separated library keys or backend names to run on "
+            "(default: every backend here)",
+        )
     return parser
+
+
+def _names(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    known = {e.key for e in backend_inventory()} | {e.name for e in backend_inventory()}
+    unknown = [n for n in names if n not in known]
+    if not names or unknown:
+        msg = f"names no backend known here: {unknown or text!r}; known: " + ", ".join(
+            sorted(known)
+        )
+        raise argparse.ArgumentTypeError(msg)
+    return names
+
+
+def _info_command(args: argparse.Namespace, out: TextIO) -> int:
+    info = collect_info(args.scheduler)
+    if args.json:
+        out.write(json.dumps(info, indent=2) + "\n")
+    else:
+        print_info(info, out)
+    return 0
+
+
+def _check_command(args: argparse.Namespace, out: TextIO) -> int:
+    return run_check_command(out, args.backends, args.json)
+
+
+def _demo_command(args: argparse.Namespace, out: TextIO) -> int:
+    return run_demo(
+        out,
+        n_perm=args.permutations,
+        n_samples=args.samples,
+        n_features=args.features,
+        budget_gb=args.budget_gb,
+        only=args.backends,
+        as_json=args.json,
+    )
 
 
 def _positive_float(text: str) -> float:
@@ -402,23 +515,8 @@ def _positive_int(text: str) -> int:
 def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     """Run the ``xpkit`` command; returns the exit status."""
     args = _parser().parse_args(argv)
-    stream = sys.stdout if out is None else out
-    if args.command == "info":
-        info = collect_info(args.scheduler)
-        if args.json:
-            stream.write(json.dumps(info, indent=2) + "\n")
-        else:
-            print_info(info, stream)
-        return 0
-    if args.command == "check":
-        return run_check_command(stream)
-    return run_demo(
-        stream,
-        n_perm=args.permutations,
-        n_samples=args.samples,
-        n_features=args.features,
-        budget_gb=args.budget_gb,
-    )
+    func: Callable[[argparse.Namespace, TextIO], int] = args.func
+    return func(args, sys.stdout if out is None else out)
 
 
 def main_exit() -> None:
