@@ -13,18 +13,39 @@ from typing import Self
 import pytest
 
 
+def _fake_device_dtypes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch's dtype probe cannot reach a fake device: answer as a real one would."""
+    from xpkit._adapters import ADAPTERS
+    from xpkit._dtypes import DTYPE_NAMES
+
+    adapter = ADAPTERS["torch"]
+    real = type(adapter).supported_dtypes
+
+    def supported(self, device: str) -> frozenset[str]:
+        if device.startswith("cpu"):
+            return real(self, device)
+        names = set(DTYPE_NAMES) - {"bfloat16", "float16"}
+        if not self.supports_float64(device):
+            names -= {"float64", "complex128"}
+        return frozenset(names)
+
+    monkeypatch.setattr(type(adapter), "supported_dtypes", supported)
+
+
 def fake_cuda(monkeypatch: pytest.MonkeyPatch, count: int = 2) -> None:
     torch = pytest.importorskip("torch")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: f"Fake GPU {i}")
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    _fake_device_dtypes(monkeypatch)
 
 
 def fake_mps(monkeypatch: pytest.MonkeyPatch) -> None:
     torch = pytest.importorskip("torch")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    _fake_device_dtypes(monkeypatch)
 
 
 def no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -241,3 +241,19 @@ def test_map_batches_names_its_own_parameters():
         xpkit.map_batches(lambda x: x, np.ones((2, 1)), backend="nope")
     with pytest.raises(TypeError, match="min_batch must be an int, got True"):
         xpkit.map_batches(lambda x: x, np.ones((2, 1)), min_batch=True)
+
+
+def test_a_library_that_cannot_list_its_dtypes_is_an_error(monkeypatch):
+    adapter = ADAPTERS["numpy"]
+
+    class Broken:
+        def __array_namespace_info__(self):
+            msg = "no inspection here"
+            raise AttributeError(msg)
+
+    monkeypatch.setattr(type(adapter), "namespace", lambda self: Broken())
+    with pytest.raises(
+        RuntimeError,
+        match=r"NumPy could not list the dtypes of device 'cpu' .*no inspection",
+    ):
+        adapter.supported_dtypes("cpu")

@@ -352,17 +352,22 @@ class Adapter:
         """Names of the dtypes arrays can have on ``device``.
 
         From the namespace's inspection API (``__array_namespace_info__``),
-        without float64/complex128 where `supports_float64` says no.
+        without float64/complex128 where `supports_float64` says no. A library
+        that cannot answer is an error (`RuntimeError`), never "all of them":
+        an adapter whose library lacks the inspection API overrides this.
         """
-        from .._dtypes import DTYPE_NAMES
-
         try:
             info = self.namespace().__array_namespace_info__()
             names = set(info.dtypes(device=self.native_device(device)))
-        except Exception:  # noqa: BLE001 - libraries without a usable inspection API
-            names = set()
-        if not names:  # no answer (e.g. torch's probe on a device it cannot reach)
-            names = set(DTYPE_NAMES) - {"bfloat16", "float16"}
+        except Exception as exc:
+            msg = (
+                f"{self.label} could not list the dtypes of device {device!r} "
+                f"({type(exc).__name__}: {exc})"
+            )
+            raise RuntimeError(msg) from exc
+        if not names:
+            msg = f"{self.label} lists no dtype for device {device!r}"
+            raise RuntimeError(msg)
         if not self.supports_float64(device):
             names -= {"float64", "complex128"}
         return frozenset(names)
