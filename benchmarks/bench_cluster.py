@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 import xpkit
-from xpkit._cli import demo_data, permutation_null_fn
+from xpkit._demo import demo_data, permutation_null_fn
 
 
 def main() -> None:

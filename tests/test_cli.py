@@ -157,12 +157,12 @@ def test_console_script_runs_info():
 
 def test_demo_p_value_is_never_printed_as_zero(monkeypatch):
     """With no permutation reaching the observed statistic, p = 1 / (1 + n)."""
-    from xpkit import _cli
+    from xpkit import _demo
 
     def null_of_zeros(backend, X, y, perms, **kwargs):
         return np.zeros(perms.shape[0]), 1
 
-    monkeypatch.setattr(_cli, "max_correlation_null", null_of_zeros)
+    monkeypatch.setattr(_demo, "max_correlation_null", null_of_zeros)
     monkeypatch.setenv("XPKIT_BACKENDS", "numpy")
     code, text = run(
         "demo", "--permutations", "20000", "--samples", "40", "--features", "3"

@@ -100,3 +100,30 @@ def test_the_check_can_fail(tmp_path):
     finally:
         globals()["SRC"] = original
     assert sorted(h.split(":")[1] for h in hits) == ["4", "5", "6"]
+
+
+def lines_of_code(path: Path) -> int:
+    """Lines that are neither blank, comments nor inside docstrings."""
+    text = path.read_text(encoding="utf-8")
+    doc_lines: set[int] = set()
+    for node in ast.walk(ast.parse(text)):
+        if (
+            isinstance(
+                node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+            )
+            and node.body
+        ):
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                doc_lines.update(range(first.lineno, (first.end_lineno or 0) + 1))
+    return sum(
+        1
+        for number, line in enumerate(text.splitlines(), 1)
+        if line.strip() and not line.strip().startswith("#") and number not in doc_lines
+    )
+
+
+def test_every_module_holds_one_concern_in_at_most_400_lines_of_code():
+    sizes = {str(p.relative_to(SRC)): lines_of_code(p) for p in SRC.rglob("*.py")}
+    assert {name: n for name, n in sizes.items() if n > 400} == {}
+    assert max(sizes.values()) > 100  # the count counts

@@ -7,17 +7,14 @@ import json
 import os
 import platform
 import sys
-import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, TextIO
-
-import numpy as np
 
 from ._adapters import ADAPTERS, get_adapter
 from ._backend import Backend
-from ._batches import map_batches
 from ._check import run_checks
+from ._demo import each_backend, run_demo
 from ._dtypes import PrecisionWarning
 from ._executors import cluster_info
 from ._host_memory import cgroup_available_bytes
@@ -180,35 +177,13 @@ def print_info(info: dict[str, Any], out: TextIO) -> None:
         )
 
 
-def _each_backend(
-    only: list[str] | None = None,
-) -> Iterator[tuple[InventoryEntry, Backend | None, str]]:
-    """Every inventory entry (or those ``only`` names) with its Backend, or None and why.
-
-    A library that is missing gives its reason; one whose Backend fails to
-    start gives the error, and the others still run.
-    """
-    for entry in backend_inventory():
-        if only is not None and entry.key not in only and entry.name not in only:
-            continue
-        if entry.reason:
-            yield entry, None, entry.reason
-            continue
-        try:
-            backend = Backend(entry.key, device=entry.device)
-        except Exception as exc:  # noqa: BLE001 - one broken backend must not stop the rest
-            yield entry, None, f"{type(exc).__name__}: {exc}"
-            continue
-        yield entry, backend, ""
-
-
 # -- check -------------------------------------------------------------------
 def run_check_command(
     out: TextIO, only: list[str] | None = None, as_json: bool = False
 ) -> int:
     """Every check on every available backend (or ``only`` those); 1 if anything fails."""
     rows: list[dict[str, Any]] = []
-    for entry, backend, problem in _each_backend(only):
+    for entry, backend, problem in each_backend(only):
         if backend is None:  # a broken backend fails; a missing one is skipped
             rows.append(
                 {
@@ -242,156 +217,6 @@ def run_check_command(
         f"\n{'all checks passed' if not failures else f'{failures} check(s) failed'}\n"
     )
     return 1 if failures else 0
-
-
-# -- demo --------------------------------------------------------------------
-def max_correlation_null(
-    backend: Backend,
-    X: Any,
-    y: Any,
-    perms: Any,
-    *,
-    budget_gb: float | None,
-    progress: bool,
-) -> tuple[np.ndarray[Any, Any], int]:
-    """Max-statistic permutation null of |corr(X[:, j], y)|, namespace-agnostic.
-
-    Each permutation (a row of ``perms``) is one item of `map_batches`;
-    returns the null distribution and the number of batches run.
-    """
-    fn, per_perm = permutation_null_fn(backend, X, y)
-    calls = [0]
-
-    def batch(idx: Any) -> Any:
-        calls[0] += 1
-        return fn(idx)
-
-    null = map_batches(
-        batch,
-        perms,
-        backend=backend,
-        bytes_per_item=per_perm,
-        overhead=2.0,
-        budget_gb=budget_gb,
-        progress=progress,
-    )
-    return null, calls[0]
-
-
-def permutation_null_fn(
-    backend: Backend, X: Any, y: Any
-) -> tuple[Callable[[Any], Any], int]:
-    """The demo's batch function and its bytes per permutation.
-
-    The function maps rows of permutation indices to the max |r| of each
-    permutation; `map_batches` maps it over all of them.
-    """
-    xp = backend.xp
-    Xd, yd = backend.check_arrays(X, y)
-    n = Xd.shape[0]
-    Xs = (Xd - xp.mean(Xd, axis=0)) / xp.std(Xd, axis=0)
-    ys = (yd - xp.mean(yd)) / xp.std(yd)
-
-    def batch(idx: Any) -> Any:
-        idx = backend.asarray(idx)
-        yp = xp.reshape(xp.take(ys, xp.reshape(idx, (-1,))), (idx.shape[0], n))
-        corr = backend.matmul(yp, Xs) / n
-        return xp.max(xp.abs(corr), axis=1)
-
-    return batch, (2 * n + 2 * Xd.shape[1]) * 8
-
-
-def demo_data(
-    n_perm: int, n_samples: int, n_features: int
-) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-    """The demo's seeded data: X, y (correlated with X's first column), perms."""
-    rng = np.random.default_rng(0)
-    X = rng.standard_normal((n_samples, n_features))
-    y = X[:, 0] * 0.3 + rng.standard_normal(n_samples)
-    perms = np.argsort(rng.random((n_perm, n_samples)), axis=1)
-    return X, y, perms
-
-
-def run_demo(
-    out: TextIO,
-    *,
-    n_perm: int,
-    n_samples: int,
-    n_features: int,
-    budget_gb: float | None,
-    only: list[str] | None = None,
-    as_json: bool = False,
-) -> int:
-    """The permutation test on every available backend (or ``only`` those), against NumPy."""
-    X, y, perms = demo_data(n_perm, n_samples, n_features)
-    try:
-        import tqdm  # noqa: F401
-
-        progress = sys.stderr.isatty() and not as_json
-    except ImportError:
-        progress = False
-    rows: list[dict[str, Any]] = []
-    reference: np.ndarray[Any, Any] | None = None
-    for entry, backend, problem in _each_backend(only):
-        if backend is None:
-            rows.append({"backend": entry.name, "skipped": problem})
-            continue
-        start = time.perf_counter()
-        with warnings.catch_warnings():  # the dtype column says it instead
-            warnings.simplefilter("ignore", PrecisionWarning)
-            null, n_batches = max_correlation_null(
-                backend, X, y, perms, budget_gb=budget_gb, progress=progress
-            )
-        elapsed = time.perf_counter() - start
-        if reference is None:  # NumPy, first in the inventory, unless left out
-            reference = (
-                null
-                if backend.library == "numpy"
-                else max_correlation_null(
-                    Backend("numpy"), X, y, perms, budget_gb=budget_gb, progress=False
-                )[0]
-            )
-        rows.append(
-            {
-                "backend": backend.name,
-                "dtype": null.dtype.name,
-                "seconds": elapsed,
-                "batches": n_batches,
-                "max_deviation_from_numpy": float(np.max(np.abs(null - reference))),
-            }
-        )
-    Xs = (X - X.mean(axis=0)) / X.std(axis=0)
-    ys = (y - y.mean()) / y.std()
-    observed = float(np.max(np.abs(ys @ Xs) / n_samples))
-    p = (
-        None
-        if reference is None
-        else (1 + np.sum(reference >= observed)) / (1 + n_perm)
-    )
-    if as_json:
-        summary = {"permutations": n_perm, "samples": n_samples, "features": n_features}
-        result = {**summary, "backends": rows, "observed_max_r": observed}
-        out.write(json.dumps({**result, "p": p}, indent=2) + "\n")
-        return 0
-    out.write(
-        f"Max-statistic permutation test: {n_perm} permutations, {n_samples} samples x "
-        f"{n_features} features, through map_batches\n\n"
-    )
-    out.write(
-        f"{'backend':<20} {'dtype':<8} {'seconds':>8} {'batches':>8} {'max |null - numpy|':>20}\n"
-    )
-    for row in rows:
-        if "skipped" in row:
-            out.write(f"{row['backend']:<20} skipped: {row['skipped']}\n")
-            continue
-        out.write(
-            f"{row['backend']:<20} {row['dtype']:<8} {row['seconds']:8.3f} "
-            f"{row['batches']:8d} {row['max_deviation_from_numpy']:20.2e}\n"
-        )
-    if p is not None:
-        # p is at least 1 / (1 + n_perm): printed with 3 significant digits, never 0.
-        out.write(f"\nobserved max |r| = {observed:.3f}, permutation p = {p:.3g}\n")
-    return 0
 
 
 # -- entry point ---------------------------------------------------------------
