@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import array_api_compat
 import numpy as np
 
 from ._adapters import ADAPTERS, Adapter, FastOps, adapter_for_array
@@ -241,7 +240,7 @@ class Backend(Operations):
             dev = (
                 found.default_device()
                 if found_at < 0
-                else found.device_str(array_api_compat.device(arrays[found_at]))
+                else found.device_str(found.device_of(arrays[found_at]))
             )
             cached = cls(found.key, device=dev)
             _FROM_ARRAYS[cache_key] = cached
@@ -349,7 +348,7 @@ class Backend(Operations):
             raise TypeError(msg)
         if adapter is self._adapter:
             self._refuse_lossy(adapter, x, param)
-            dev = self._adapter.device_str(array_api_compat.device(x))
+            dev = self._adapter.device_str(self._adapter.device_of(x))
             if ref and self._adapter.canonical_device(
                 dev
             ) != self._adapter.canonical_device(ref[2]):
@@ -362,7 +361,7 @@ class Backend(Operations):
                 target, xp_dtype = self._dtype_pair(
                     own, dev, f"{param} has dtype {own}"
                 )
-                ref += [xp_dtype, array_api_compat.device(x), dev, target]
+                ref += [xp_dtype, self._adapter.device_of(x), dev, target]
             x = self._castable(x, own, ref[3], param, host=False)
             return self.xp.asarray(x, dtype=ref[0], device=ref[1])
         host = self._host(x, param)
@@ -391,7 +390,7 @@ class Backend(Operations):
         if self._adapter.owns(array):
             self._refuse_lossy(self._adapter, array, "array")
             own = self._own_dtype(array, "array")
-            dev = self._adapter.device_str(array_api_compat.device(array))
+            dev = self._adapter.device_str(self._adapter.device_of(array))
             self._dtype_pair(own, dev, f"array has dtype {own}")
             return self.xp.asarray(array, copy=True)
         host = self._host(array, "array")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import array_api_compat
 import numpy as np
 from array_api_compat import numpy as _np_xp
 
@@ -194,7 +193,7 @@ class Conversions:
             ref_name = self._own_dtype(array, "array")
             dev_str, native = self._target(device)
             if device is None:
-                native = array_api_compat.device(array)
+                native = self._adapter.device_of(array)
                 dev_str = self._adapter.device_str(native)
         else:
             ref_name = host_dtype_name(self._host(array, "array"))

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-import array_api_compat
 import numpy as np
 
 from ._adapters import adapter_for_array, get_adapter, to_host
@@ -212,7 +211,7 @@ class Outputs:
                         self._device.xp.empty(
                             shape,
                             dtype=leaf.dtype,
-                            device=array_api_compat.device(leaf),
+                            device=get_adapter(self._device.library).device_of(leaf),
                         )
                     )
                 else:

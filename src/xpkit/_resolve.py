@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any, NoReturn
 
-import array_api_compat
-
 from ._adapters import _BY_TYPE as _ADAPTER_BY_TYPE
 from ._adapters import ADAPTERS, Adapter, adapter_for_array
 from ._args import PY_SCALARS
@@ -78,8 +76,8 @@ def locate_arrays(arrays: tuple[Any, ...]) -> tuple[Adapter | None, Any, int]:
             )
             raise TypeError(msg)
         elif key != found_key:
-            first = found.device_str(array_api_compat.device(arrays[found_at]))
-            this = adapter.device_str(array_api_compat.device(x))
+            first = found.device_str(found.device_of(arrays[found_at]))
+            this = adapter.device_str(adapter.device_of(x))
             if adapter.canonical_device(first) != adapter.canonical_device(this):
                 msg = (
                     f"arrays mix devices: arrays[{found_at}] is on {first!r}, "

@@ -203,6 +203,10 @@ class Adapter:
         """Move an array of this library to its CPU device (same library)."""
         return x
 
+    def device_of(self, x: Any) -> Any:
+        """The library's device object that the array ``x`` lives on."""
+        return array_api_compat.device(x)
+
     def device_key(self, x: Any) -> Any:
         """A cheap hashable key of the device ``x`` lives on (for caching)."""
         return array_api_compat.device(x)

@@ -92,8 +92,6 @@ def _supports_float64(x: Any, y: Any, backend: Backend | None) -> bool:
     for a in (x, y):
         adapter = adapter_for_array(a)
         if adapter is not None and adapter is not numpy_adapter:
-            import array_api_compat
-
-            dev = adapter.device_str(array_api_compat.device(a))
+            dev = adapter.device_str(adapter.device_of(a))
             return adapter.supports_float64(dev)
     return True

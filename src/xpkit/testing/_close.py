@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import array_api_compat
 import numpy as np
 
 from .._adapters import Adapter, adapter_for_array, to_host
@@ -155,8 +154,8 @@ def _compare_meta(
             msg = f"dtypes differ: actual {da}, desired {dd}"
             raise AssertionError(msg)
     if check_device and lib_a is not None and lib_d is not None:
-        dev_a = lib_a.device_str(array_api_compat.device(actual))
-        dev_d = lib_d.device_str(array_api_compat.device(desired))
+        dev_a = lib_a.device_str(lib_a.device_of(actual))
+        dev_d = lib_d.device_str(lib_d.device_of(desired))
         if lib_a.canonical_device(dev_a) != lib_d.canonical_device(dev_d):
             msg = f"devices differ: actual on {dev_a!r}, desired on {dev_d!r}"
             raise AssertionError(msg)
