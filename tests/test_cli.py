@@ -170,3 +170,21 @@ def test_demo_p_value_is_never_printed_as_zero(monkeypatch):
     assert code == 0
     printed = text.rsplit("permutation p = ", 1)[1].strip()
     assert float(printed) == pytest.approx(1 / 20001, rel=1e-3)
+
+
+def test_check_skips_what_a_library_lacks(monkeypatch):
+    from xpkit._adapters import ADAPTERS
+
+    numpy_adapter = type(ADAPTERS["numpy"])
+    monkeypatch.setattr(
+        numpy_adapter, "capabilities", frozenset({"data_dependent_shapes"})
+    )
+    code, text = run("check", "--backends", "numpy", "--json")
+    assert code == 0  # a skipped check is no failure
+    rows = {row["check"]: row for row in json.loads(text)["checks"]}
+    for name in ("svd (values)", "svd (U s Vt)"):
+        assert rows[name]["ok"] is None
+        assert rows[name]["detail"] == "numpy has no linalg"
+    assert rows["flatnonzero"]["ok"] is True
+    code, text = run("check", "--backends", "numpy")
+    assert "svd (values)       skipped: numpy has no linalg" in text

@@ -168,3 +168,42 @@ def test_strictest_variant_switches_flags_for_the_test_only(pytester):
         "--xpkit-backends=array_api_strict,array_api_strict-strictest",
     )
     result.assert_outcomes(passed=3)
+
+
+def test_requires_marker_skips_backends_without_a_capability(pytester, monkeypatch):
+    pytest.importorskip("array_api_strict")
+    monkeypatch.setenv("XPKIT_BACKENDS", "numpy,array_api_strict")
+    pytester.makepyfile(
+        test_user="""
+        import pytest
+
+        @pytest.mark.xpkit_requires("data_dependent_shapes")
+        def test_nonzero(xpkit_backend, xp):
+            assert xpkit_backend.to_numpy(xp.nonzero(xpkit_backend.asarray([0, 3]))[0]).tolist() == [1]
+        """
+    )
+    result = pytester.runpytest_subprocess("-v", "-p", "no:cacheprovider", "-rs")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed") == 2  # numpy, array_api_strict
+    assert outcomes.get("skipped") == 1
+    result.stdout.fnmatch_lines(
+        ["*array_api_strict-strictest has no data_dependent_shapes*"]
+    )
+
+
+def test_requires_marker_refuses_an_unknown_capability(pytester):
+    pytester.makepyfile(
+        test_user="""
+        import pytest
+
+        @pytest.mark.xpkit_requires("fft")
+        def test_fft(xpkit_backend):
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert result.ret != 0
+    assert (
+        "xpkit_requires names ['fft']; capabilities: linalg, data_dependent_shapes"
+        in (result.stdout.str() + result.stderr.str())
+    )

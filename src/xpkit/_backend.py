@@ -188,6 +188,11 @@ class Backend(Operations):
         return self._dtypes
 
     @property
+    def capabilities(self) -> frozenset[str]:
+        """What the library has of ``"linalg"`` and ``"data_dependent_shapes"``."""
+        return self._adapter.capabilities
+
+    @property
     def has_float64(self) -> bool:
         """Whether float64 (and complex128) arrays can live on this device."""
         return self._f64

@@ -211,7 +211,10 @@ def run_check_command(
             verdict = "skipped:" if row["ok"] is None else "FAIL "
             out.write(f"{row['backend']:<20} {'-':<18} {verdict} {row['detail']}\n")
             continue
-        status = "ok" if row["ok"] else f"FAIL  {row['detail']}"
+        if row["ok"] is None:
+            status = f"skipped: {row['detail']}"
+        else:
+            status = "ok" if row["ok"] else f"FAIL  {row['detail']}"
         out.write(f"{row['backend']:<20} {row['check']:<18} {status}\n")
     out.write(
         f"\n{'all checks passed' if not failures else f'{failures} check(s) failed'}\n"

@@ -9,7 +9,13 @@ from typing import Any
 
 import numpy as np
 
-from ._base import HOST_BATCH_WORKING_SET_BYTES, Adapter, FastOps, MemoryInfo
+from ._base import (
+    CAPABILITIES,
+    HOST_BATCH_WORKING_SET_BYTES,
+    Adapter,
+    FastOps,
+    MemoryInfo,
+)
 from .cupy import CupyAdapter
 from .dask import DaskAdapter
 from .jax import JaxAdapter
@@ -19,6 +25,7 @@ from .torch import TorchAdapter
 
 __all__ = [
     "ADAPTERS",
+    "CAPABILITIES",
     "HOST_BATCH_WORKING_SET_BYTES",
     "Adapter",
     "FastOps",

@@ -18,12 +18,18 @@ import numpy as np
 from ._peak import PeakMeter, rss_meter
 
 __all__ = [
+    "CAPABILITIES",
     "HOST_BATCH_WORKING_SET_BYTES",
     "Adapter",
     "FastOps",
     "MemoryInfo",
     "native_layout",
 ]
+
+#: What a library may lack and code may need: ``"linalg"`` (the standard's
+#: ``linalg`` extension) and ``"data_dependent_shapes"`` (``nonzero``,
+#: ``unique_*``, boolean masks).
+CAPABILITIES = ("linalg", "data_dependent_shapes")
 
 #: Batch working-set ceiling on CPU devices (see `Adapter.batch_ceiling_bytes`).
 HOST_BATCH_WORKING_SET_BYTES = 16 * 1024**2
@@ -86,6 +92,9 @@ class Adapter:
     auto_rank: ClassVar[int | None] = None
     #: The accelerators a GPU search looks for with this library ("" for none).
     gpu_kinds: ClassVar[str] = ""
+    #: Which of `CAPABILITIES` the library has: `xpkit check`, the
+    #: conformance suite and the plugin's ``xpkit_requires`` skip the rest.
+    capabilities: ClassVar[frozenset[str]] = frozenset(CAPABILITIES)
 
     # -- presence ---------------------------------------------------------
     def is_installed(self) -> bool:

@@ -123,6 +123,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "xpkit_xfail(backends, reason): expect failure (strictly) on these backends",
     )
+    config.addinivalue_line(
+        "markers",
+        "xpkit_requires(*capabilities): skip on backends without these "
+        "(linalg, data_dependent_shapes)",
+    )
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -146,12 +151,35 @@ def _marks_for(
     for mark in metafunc.definition.iter_markers("xpkit_skip"):
         if _matches(mark, param):
             marks.append(pytest.mark.skip(reason=_reason(mark, "xpkit_skip")))
+    for mark in metafunc.definition.iter_markers("xpkit_requires"):
+        missing = _missing(mark, param)
+        if missing:
+            marks.append(
+                pytest.mark.skip(reason=f"{param.id} has no {' and no '.join(missing)}")
+            )
     for mark in metafunc.definition.iter_markers("xpkit_xfail"):
         if _matches(mark, param):
             marks.append(
                 pytest.mark.xfail(reason=_reason(mark, "xpkit_xfail"), strict=True)
             )
     return marks
+
+
+def _missing(mark: pytest.Mark, param: BackendParam) -> list[str]:
+    """The capabilities ``xpkit_requires`` names that ``param``'s backend lacks."""
+    from .._adapters import CAPABILITIES
+
+    unknown = [c for c in mark.args if c not in CAPABILITIES]
+    if unknown or not mark.args:
+        msg = (
+            f"@pytest.mark.xpkit_requires names {unknown or 'nothing'}; capabilities: "
+            f"{', '.join(CAPABILITIES)}"
+        )
+        raise pytest.UsageError(msg)
+    has = set(ADAPTERS[param.key].capabilities)
+    if param.strictest:  # array-api-strict's strictest flags switch these off
+        has.discard("data_dependent_shapes")
+    return [c for c in mark.args if c not in has]
 
 
 def _matches(mark: pytest.Mark, param: BackendParam) -> bool:
