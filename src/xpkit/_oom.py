@@ -60,13 +60,7 @@ def empty_device_cache() -> None:
     Never imports a library, never initialises CUDA, never raises.
     """
     gc.collect()
-    for adapter in ADAPTERS.values():
-        if not adapter.is_imported():
-            continue
-        try:
-            adapter.empty_cache()
-        except Exception:  # noqa: BLE001 - releasing a cache must never fail a run
-            logger().debug("emptying the %s cache failed", adapter.label, exc_info=True)
+    _empty_caches()
 
 
 def release_after_oom() -> None:
@@ -79,6 +73,11 @@ def release_after_oom() -> None:
     each imported library's allocator cache is emptied.
     """
     gc.collect(1)
+    _empty_caches()
+
+
+def _empty_caches() -> None:
+    """Ask each imported library's adapter to empty its allocator caches."""
     for adapter in ADAPTERS.values():
         if not adapter.is_imported():
             continue

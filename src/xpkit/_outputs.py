@@ -33,6 +33,8 @@ class Rows(NamedTuple):
 
     spec: tuple[Any, ...]  # ("array",), ("tuple" | "list", k) or ("dict", keys)
     leaves: list[Any]
+    #: Already where the outputs live (`Outputs.convert` ran): `put` skips it.
+    placed: bool = False
 
 
 def split_result(result: Any, fn: Callable[..., Any], where: str) -> Rows:
@@ -130,10 +132,12 @@ class Outputs:
         return self._device.asarray(leaf)
 
     def convert(self, rows: Rows) -> Rows:
-        """The arrays of ``rows`` where the outputs live (a no-op once there)."""
+        """The arrays of ``rows`` where the outputs live (once: then `placed`)."""
+        if rows.placed:
+            return rows
         if self._in_place:
-            return Rows(rows.spec, [self._on_device(v) for v in rows.leaves])
-        return Rows(rows.spec, [to_host(v) for v in rows.leaves])
+            return Rows(rows.spec, [self._on_device(v) for v in rows.leaves], True)
+        return Rows(rows.spec, [to_host(v) for v in rows.leaves], True)
 
     def take(self, result: Any, start: int, stop: int) -> Rows:
         """``fn``'s raw result for rows ``start:stop``, checked and converted."""
@@ -184,7 +188,7 @@ class Outputs:
         spec = rows.spec
         if spec[0] == "dict" == self._spec[0] and set(spec[1]) == set(self._spec[1]):
             by_key = dict(zip(spec[1], rows.leaves, strict=True))
-            return Rows(self._spec, [by_key[k] for k in self._spec[1]])
+            return Rows(self._spec, [by_key[k] for k in self._spec[1]], rows.placed)
         if spec != self._spec:
             msg = (
                 f"fn={self.fn!r} returned {_describe(spec)} for {where} but "

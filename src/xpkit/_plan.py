@@ -129,10 +129,11 @@ def make_plan(
     pool: Pool | None = None,
 ) -> BatchPlan:
     """The plan for rows of ``arrays``; a measuring probe writes into ``outputs``."""
-    measured = device_memory_budget(owner)
-    budget = device_memory_budget(owner, cap_for_batching=True)
     if budget_gb is not None:
         budget = measured = budget_gb
+    else:  # (the device is measured only when no budget is given)
+        measured = device_memory_budget(owner)
+        budget = device_memory_budget(owner, cap_for_batching=True)
     if bytes_per_item is not None:
         cost = _Cost(bytes_per_item, 0.0, "given")
     elif n == 0:
