@@ -6,6 +6,7 @@ a worker needs nothing from the test suite to run them.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -95,6 +96,30 @@ def cancel_inputs_once(marker: Path):
         return work(x, y)
 
     return fn
+
+
+@contextlib.contextmanager
+def local_cluster(**dask_config: object):
+    """A client of a LocalCluster of 2 worker processes of 1 thread, 400 MiB each.
+
+    ``dask_config`` is set for the cluster's lifetime (e.g. the scheduler's
+    ``allowed-failures``); nothing of the scheduler is mocked.
+    """
+    import dask
+    import distributed
+
+    with (
+        dask.config.set(dask_config),
+        distributed.LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            memory_limit="400MiB",
+            dashboard_address=":0",
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        yield client
 
 
 def register_by_value() -> None:

@@ -30,19 +30,7 @@ N, BATCHES_OF_64 = jobs.N, jobs.BATCHES_OF_64
 
 @pytest.fixture(scope="module")
 def client():
-    import dask
-
-    with (
-        dask.config.set({"distributed.scheduler.allowed-failures": 0}),
-        distributed.LocalCluster(
-            n_workers=2,
-            threads_per_worker=1,
-            processes=True,
-            memory_limit="400MiB",
-            dashboard_address=":0",
-        ) as cluster,
-        distributed.Client(cluster) as c,
-    ):
+    with jobs.local_cluster(**{"distributed.scheduler.allowed-failures": 0}) as c:
         yield c
 
 

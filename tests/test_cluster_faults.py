@@ -33,16 +33,7 @@ NO_PROBE = {"bytes_per_item": 8.0}
 
 @pytest.fixture(scope="module")
 def client():
-    with (
-        distributed.LocalCluster(
-            n_workers=2,
-            threads_per_worker=1,
-            processes=True,
-            memory_limit="400MiB",
-            dashboard_address=":0",
-        ) as cluster,
-        distributed.Client(cluster) as c,
-    ):
+    with jobs.local_cluster() as c:  # dask's default settings
         yield c
 
 

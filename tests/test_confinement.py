@@ -25,25 +25,22 @@ WORDS = re.compile(
 )
 
 
-def _docstrings(tree: ast.AST) -> set[int]:
-    found = set()
+def _docstrings(tree: ast.AST) -> list[ast.Constant]:
+    """The docstring constants of a module, its classes and functions."""
+    kinds = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    found = []
     for node in ast.walk(tree):
-        if (
-            isinstance(
-                node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
-            )
-            and node.body
-        ):
+        if isinstance(node, kinds) and node.body:
             first = node.body[0]
             if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
-                found.add(id(first.value))
+                found.append(first.value)
     return found
 
 
 def library_names(path: Path) -> list[str]:
     """Every ``file:line: text`` of ``path`` whose code names a library."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    docs = _docstrings(tree)
+    docs = {id(doc) for doc in _docstrings(tree)}
     executor = "_executors" in path.parts
     hits = []
     for node in ast.walk(tree):
@@ -105,17 +102,11 @@ def test_the_check_can_fail(tmp_path):
 def lines_of_code(path: Path) -> int:
     """Lines that are neither blank, comments nor inside docstrings."""
     text = path.read_text(encoding="utf-8")
-    doc_lines: set[int] = set()
-    for node in ast.walk(ast.parse(text)):
-        if (
-            isinstance(
-                node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
-            )
-            and node.body
-        ):
-            first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
-                doc_lines.update(range(first.lineno, (first.end_lineno or 0) + 1))
+    doc_lines = {
+        number
+        for doc in _docstrings(ast.parse(text))
+        for number in range(doc.lineno, (doc.end_lineno or 0) + 1)
+    }
     return sum(
         1
         for number, line in enumerate(text.splitlines(), 1)

@@ -258,6 +258,7 @@ class _Scratch:
 
 
 def _run_with_cycle(alive_at_call: list[int]) -> np.ndarray:
+    """compute_oom_safe over a fn whose failures leave a cycle, with gc off."""
     tracked: list[weakref.ref] = []
 
     def fn(x):
@@ -269,16 +270,16 @@ def _run_with_cycle(alive_at_call: list[int]) -> np.ndarray:
             raise err  # the frame holds `err`, whose traceback holds the frame: a cycle
         return x + 0.0
 
-    return xpkit.compute_oom_safe(fn, np.arange(16.0)[:, None])
+    gc.disable()
+    try:
+        return xpkit.compute_oom_safe(fn, np.arange(16.0)[:, None])
+    finally:
+        gc.enable()
 
 
 def test_failed_attempt_is_freed_despite_a_reference_cycle():
     alive: list[int] = []
-    gc.disable()
-    try:
-        got = _run_with_cycle(alive)
-    finally:
-        gc.enable()
+    got = _run_with_cycle(alive)
     assert_close(got, np.arange(16.0)[:, None])
     assert alive == [0] * len(alive), alive  # no failed attempt's scratch survives
 
@@ -287,11 +288,7 @@ def test_clearing_frames_alone_frees_the_failed_attempt(monkeypatch):
     """Without the gc/cache step, traceback.clear_frames still breaks the cycle."""
     monkeypatch.setattr(_oom, "release_after_oom", lambda: None)
     alive: list[int] = []
-    gc.disable()
-    try:
-        _run_with_cycle(alive)
-    finally:
-        gc.enable()
+    _run_with_cycle(alive)
     assert alive == [0] * len(alive), alive
 
 
@@ -300,11 +297,7 @@ def test_the_cycle_test_can_fail(monkeypatch):
     monkeypatch.setattr(_oom, "release_after_oom", lambda: None)
     monkeypatch.setattr("traceback.clear_frames", lambda tb: None)
     alive: list[int] = []
-    gc.disable()
-    try:
-        _run_with_cycle(alive)
-    finally:
-        gc.enable()
+    _run_with_cycle(alive)
     assert max(alive) > 0
 
 
