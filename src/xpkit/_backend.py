@@ -147,7 +147,11 @@ class Backend(Operations):
             if adapter.precheck_operands and not isinstance(xp, Unavailable)
             else None
         )
-        self._bad_args = adapter.argument_errors
+        self._bad_args = (
+            adapter.argument_errors
+            if isinstance(xp, Unavailable)
+            else adapter.argument_error_types()
+        )
         self._matmul = ops.matmul
         self._sort = ops.sort
         self._expand_dims = ops.expand_dims

@@ -204,6 +204,15 @@ class Adapter:
         IndexError,
     )
 
+    def argument_error_types(self) -> tuple[type[Exception], ...]:
+        """The exception types the facade catches as a possible bad argument.
+
+        `argument_errors`, and those of the library's own classes that cannot
+        be named before it is imported (an adapter adds them here). Asked
+        once per Backend, with the library imported.
+        """
+        return self.argument_errors
+
     def to_numpy(self, x: Any) -> np.ndarray[Any, Any]:
         """Bring an array of this library to the host as a NumPy array."""
         return np.from_dlpack(x)
