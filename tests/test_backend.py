@@ -49,6 +49,14 @@ def test_asarray_dtype_spellings(xpkit_backend, dtype):
     close(b, x, np.arange(6, dtype=np.float32).reshape(2, 3))
 
 
+def test_every_dtype_object_of_the_namespace_is_named(xpkit_backend):
+    """Each dtype the device holds, as the library's own object, has its name."""
+    b = xpkit_backend
+    for name in sorted(b.dtypes):
+        assert b.dtype_to_str(getattr(b.xp, name)) == name
+        assert b.dtype_to_str(b.asarray([1], dtype=name).dtype) == name
+
+
 def test_asarray_from_numpy_and_own_arrays(xpkit_backend, rng):
     b = xpkit_backend
     a = rng.standard_normal((4, 3))

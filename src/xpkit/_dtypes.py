@@ -90,12 +90,13 @@ def dtype_name(dtype: Any) -> str | None:
         return _numpy_name(dtype, text)
     if dtype in (bool, int, float, complex):
         return _numpy_name(dtype, dtype)
-    # Some libraries' dtype objects print as "<module>.<name>" (the adapters say).
+    # Some libraries' dtype objects print as their name, bare or as
+    # "<module>.<name>" (the adapters say which).
     prefixes, printing = _prefixes()
     module = (type(dtype).__module__ or "").split(".", 1)[0]
     if module in printing:
         prefix, _, candidate = str(dtype).rpartition(".")
-        if candidate in DTYPE_NAMES and prefix in prefixes:
+        if candidate in DTYPE_NAMES and (not prefix or prefix in prefixes):
             return candidate
     return _numpy_name(dtype, dtype)
 

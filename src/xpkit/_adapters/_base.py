@@ -86,7 +86,8 @@ class Adapter:
     label: ClassVar[str] = ""
     #: Module names its dtypes may be written with ("torch.float32", "jnp.int8").
     dtype_prefixes: ClassVar[tuple[str, ...]] = ()
-    #: The module whose dtype objects print as "<module>.<name>" ("" if not so).
+    #: The module whose dtype objects print as their name, bare ("float32") or
+    #: as "<prefix>.<name>" ("torch.float32"); "" if they print otherwise.
     dtype_repr_module: ClassVar[str] = ""
     #: Where ``Backend("auto")`` ranks this library (lowest first; None: never).
     auto_rank: ClassVar[int | None] = None
