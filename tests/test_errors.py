@@ -257,3 +257,17 @@ def test_a_library_that_cannot_list_its_dtypes_is_an_error(monkeypatch):
         match=r"NumPy could not list the dtypes of device 'cpu' .*no inspection",
     ):
         adapter.supported_dtypes("cpu")
+
+
+def test_svd_without_the_linalg_extension_names_the_capability(monkeypatch):
+    adapter = ADAPTERS["numpy"]
+    monkeypatch.setattr(
+        type(adapter), "capabilities", frozenset({"data_dependent_shapes"})
+    )
+    b = xpkit.Backend("numpy")
+    with pytest.raises(
+        NotImplementedError,
+        match=r"Backend.svd needs the linalg extension, which backend 'numpy' "
+        r"lacks \(capabilities: data_dependent_shapes\)",
+    ):
+        b.svd(np.ones((3, 2)))

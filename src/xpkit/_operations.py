@@ -181,7 +181,17 @@ class Operations(Conversions):
             ``full_matrices`` is not a bool.
         ValueError
             ``X`` has fewer than two dimensions.
+        NotImplementedError
+            The library has no ``linalg`` extension (``"linalg"`` is not in
+            `Backend.capabilities`).
         """
+        if "linalg" not in self._adapter.capabilities:
+            msg = (
+                f"Backend.svd needs the linalg extension, which backend "
+                f"{self.name!r} lacks (capabilities: "
+                f"{', '.join(sorted(self._adapter.capabilities)) or 'none'})"
+            )
+            raise NotImplementedError(msg)
         if not isinstance(full_matrices, bool):
             msg = f"full_matrices must be a bool, got {full_matrices!r}"
             raise TypeError(msg)

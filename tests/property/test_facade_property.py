@@ -162,6 +162,7 @@ def test_check_arrays(xpkit_backend, data):
         same(b, arr, ints.astype(np.float32))
 
 
+@pytest.mark.xpkit_requires("linalg")
 @given(data=st.data())
 def test_svd_singular_values(xpkit_backend, data):
     b = xpkit_backend
