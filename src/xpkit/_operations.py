@@ -185,13 +185,6 @@ class Operations(Conversions):
             The library has no ``linalg`` extension (``"linalg"`` is not in
             `Backend.capabilities`).
         """
-        if "linalg" not in self._adapter.capabilities:
-            msg = (
-                f"Backend.svd needs the linalg extension, which backend "
-                f"{self.name!r} lacks (capabilities: "
-                f"{', '.join(sorted(self._adapter.capabilities)) or 'none'})"
-            )
-            raise NotImplementedError(msg)
         if not isinstance(full_matrices, bool):
             msg = f"full_matrices must be a bool, got {full_matrices!r}"
             raise TypeError(msg)
@@ -210,5 +203,12 @@ class Operations(Conversions):
                 f"{name}; convert it with Backend.asarray(X, dtype=...)"
             )
             raise TypeError(msg)
+        if "linalg" not in self._adapter.capabilities:
+            msg = (
+                f"Backend.svd needs the linalg extension, which backend "
+                f"{self.name!r} lacks (capabilities: "
+                f"{', '.join(sorted(self._adapter.capabilities)) or 'none'})"
+            )
+            raise NotImplementedError(msg)
         u, s, vt = self.xp.linalg.svd(X, full_matrices=full_matrices)
         return u, s, vt
