@@ -35,6 +35,7 @@ HELD_EXTRAS = {
     "dask": {"float16"},
     "cupy": {"float16"},
     "array_api_strict": set(),
+    "ndonnx": {"float16"},
 }
 EXTRAS = ("float16", "bfloat16", "uint16", "uint32", "uint64")
 

@@ -50,7 +50,9 @@ def test_python_blocks_run_in_order(capsys):
 def test_the_plugin_example_passes_as_a_test_file(pytester):
     (code,) = [c for c in PYTHON if _is_plugin_example(c)]
     pytester.makepyfile(test_readme_example=code)
-    result = pytester.runpytest("-p", "no:cacheprovider")
+    # A fresh process, as a user runs it (an in-process run would also drop the
+    # array libraries it imports from sys.modules, and onnx cannot load twice).
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     outcomes = result.parseoutcomes()
     assert outcomes.get("passed", 0) >= 1, result.stdout.str()
     assert "failed" not in outcomes, result.stdout.str()

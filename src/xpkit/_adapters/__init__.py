@@ -19,6 +19,7 @@ from ._base import (
 from .cupy import CupyAdapter
 from .dask import DaskAdapter
 from .jax import JaxAdapter
+from .ndonnx import NdonnxAdapter
 from .numpy import NumpyAdapter
 from .strict import StrictAdapter
 from .torch import TorchAdapter
@@ -45,6 +46,7 @@ ADAPTERS: dict[str, Adapter] = {
         CupyAdapter(),
         JaxAdapter(),
         DaskAdapter(),
+        NdonnxAdapter(),
     )
 }
 

@@ -1,0 +1,184 @@
+"""Adapter for ndonnx, arrays that build ONNX graphs and run them eagerly."""
+
+from __future__ import annotations
+
+import sys
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from ._base import Adapter, FastOps
+
+__all__ = ["NdonnxAdapter"]
+
+#: What onnxruntime says when an allocation fails (its exceptions carry a
+#: status code in the message, not a class of their own per cause).
+_ORT_OOM_TEXT = ("failed to allocate memory", "bad allocation", "bad_alloc")
+
+
+class NdonnxAdapter(Adapter):
+    """ndonnx: the namespace is the module itself.
+
+    Arrays hold the values onnxruntime computed for them (``unwrap_numpy``)
+    and the ONNX graph that produced them. ONNX has one device, the host;
+    ndonnx has no complex dtypes and no ``linalg`` extension.
+    """
+
+    key = "ndonnx"
+    module = "ndonnx"
+    extra = "ndonnx"
+    label = "ndonnx"
+    dtype_prefixes = ("ndonnx", "ndx")
+    dtype_repr_module = "ndonnx"
+    capabilities = frozenset({"data_dependent_shapes"})
+    #: ``ndx.add(array, ndarray)`` takes the ndarray as a constant.
+    precheck_operands = True
+    #: Shape inference refuses a bad axis or shape with onnx's
+    #: ``InferenceError``, a direct subclass of Exception (see `argument_error_types`).
+    argument_errors = (TypeError, ValueError, IndexError, AttributeError)
+
+    def argument_error_types(self) -> tuple[type[Exception], ...]:
+        """`argument_errors` and onnx's shape-inference error."""
+        from onnx.shape_inference import InferenceError
+
+        inference: type[Exception] = InferenceError
+        return (*self.argument_errors, inference)
+
+    def namespace(self) -> ModuleType:
+        """The ``ndonnx`` module."""
+        import ndonnx
+
+        namespace: ModuleType = ndonnx  # typed whether installed or not
+        return namespace
+
+    def owns(self, x: object) -> bool:
+        """Arrays of ndonnx."""
+        module = sys.modules.get("ndonnx")
+        return module is not None and isinstance(x, module.Array)
+
+    def operand_type(self) -> type:
+        """``ndonnx.Array``."""
+        array_type: type = self.namespace().Array
+        return array_type
+
+    def to_numpy(self, x: Any) -> np.ndarray[Any, Any]:
+        """The value onnxruntime propagated (ndonnx exports no DLPack).
+
+        Value propagation swallows onnxruntime's errors (spox logs them at
+        DEBUG level) and leaves the array without a value: an allocation that
+        failed looks like a placeholder. Such an array's graph is run again
+        here, so that onnxruntime's own error (which `is_oom` recognises)
+        reaches the caller, or the value when the memory is there now. A
+        placeholder (``ndx.argument``) has no value: ValueError.
+        """
+        try:
+            return np.asarray(x.unwrap_numpy())
+        except ValueError:
+            value = self._run_graph(x)
+            if value is None:
+                raise
+            return value
+
+    def _run_graph(self, x: Any) -> np.ndarray[Any, Any] | None:
+        """``x`` computed by onnxruntime directly; None for a placeholder's graph."""
+        try:
+            model = self.namespace().build({}, {"value": x})
+        except KeyError:  # the graph has inputs (``ndx.argument``)
+            return None
+        try:
+            import onnxruntime
+        except ImportError:  # the reference implementation cannot do better
+            return None
+        session = onnxruntime.InferenceSession(model.SerializeToString())
+        (value,) = session.run(None, {})
+        return np.asarray(value)
+
+    def values_at_hand(self, x: Any) -> bool:
+        """Whether ``x`` has a propagated value (a graph input has none)."""
+        try:
+            x.unwrap_numpy()
+        except ValueError:
+            return False
+        return True
+
+    def device_of(self, x: Any) -> Any:
+        """``x.device``: the one ONNX device."""
+        return x.device
+
+    def device_key(self, x: Any) -> Any:  # noqa: ARG002
+        """All arrays live on the one device."""
+        return None
+
+    def native_device_key(self, native: Any) -> Any:  # noqa: ARG002
+        """All arrays live on the one device."""
+        return None
+
+    def native_device(self, device: str) -> Any:  # noqa: ARG002
+        """The inspection API's default (and only) device."""
+        return self.namespace().__array_namespace_info__().default_device()
+
+    def device_str(self, native: Any) -> str:
+        """``"cpu"`` for ndonnx's device object; TypeError for anything else."""
+        if type(native) is not type(self.native_device("cpu")):
+            msg = f"{native!r} is not an ndonnx device"
+            raise TypeError(msg)
+        return "cpu"
+
+    def fast_ops(self, xp: Any) -> FastOps:
+        """The namespace's functions; ``concat`` checks its axis first.
+
+        ``ndx.concat([x], axis=5)`` returns ``x`` where the standard asks for
+        an error: an out-of-range axis raises IndexError here, which the
+        facade reports as its ValueError.
+        """
+        ops = super().fast_ops(xp)
+        concat = ops.concat
+
+        def checked_concat(arrays: Any, /, *, axis: int | None = 0) -> Any:
+            if arrays and axis is not None:
+                ndim = arrays[0].ndim
+                if not -ndim <= axis < ndim:
+                    msg = f"axis {axis} is out of range for {ndim} dimensions"
+                    raise IndexError(msg)
+            return concat(arrays, axis=axis)
+
+        return ops._replace(concat=checked_concat)
+
+    def supported_dtypes(self, device: str) -> frozenset[str]:
+        """The inspection API's dtypes (its ``kind`` has no default)."""
+        info = self.namespace().__array_namespace_info__()
+        try:
+            names = frozenset(info.dtypes(device=self.native_device(device), kind=None))
+        except Exception as exc:
+            msg = f"ndonnx could not list its dtypes ({type(exc).__name__}: {exc})"
+            raise RuntimeError(msg) from exc
+        if not names:
+            msg = "ndonnx lists no dtype"
+            raise RuntimeError(msg)
+        return names
+
+    def extra_dtypes(self, device: str) -> frozenset[str]:  # noqa: ARG002
+        """float16, which ONNX has and the standard does not."""
+        return frozenset({"float16"})
+
+    #: Writing rows builds a new graph node per write: a result is assembled
+    #: on the host and converted once.
+    writable_rows = False
+
+    def is_oom(self, exc: BaseException) -> bool:
+        """A MemoryError, onnxruntime failing to allocate a buffer, or a graph too large.
+
+        Value propagation serialises each node with its constant inputs:
+        protobuf refuses (``EncodeError``) when the memory runs out or the
+        message passes 2 GiB. Both mean "fewer rows".
+        """
+        if isinstance(exc, MemoryError):
+            return True
+        module = type(exc).__module__
+        if module.startswith("google.protobuf") and type(exc).__name__ == "EncodeError":
+            return True
+        if not module.startswith("onnxruntime"):
+            return False
+        text = str(exc).lower()
+        return any(t in text for t in _ORT_OOM_TEXT)
