@@ -8,6 +8,7 @@ the extras) lets a machine pin the torch build it installs first, e.g.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import nox
 
@@ -96,3 +97,52 @@ def bench(session: nox.Session) -> None:
     session.run(
         "python", "benchmarks/bench_oom.py", "--out", "benchmarks/results/oom.md"
     )
+
+
+#: uv's --python-platform, and pip's --platform tags (pip does not widen
+#: them to older ones) of the platforms `all` must install on; no tags: the
+#: wheels are not downloaded (Linux: torch's CUDA packages are gigabytes).
+PLATFORMS: dict[str, tuple[str, list[str]]] = {
+    "macos-arm64": (
+        "aarch64-apple-darwin",
+        [f"macosx_{v}_0_arm64" for v in range(11, 15)],
+    ),
+    "windows-x86_64": ("x86_64-pc-windows-msvc", ["win_amd64"]),
+    "linux-x86_64": ("x86_64-manylinux_2_28", []),
+}
+
+
+@nox.session
+def platforms(session: nox.Session) -> None:
+    """The ``all`` extra resolves to wheels on every platform the README names.
+
+    ``pip install --dry-run --platform`` evaluates environment markers for
+    this machine, not the target (torch's Linux-only CUDA packages then make
+    a macOS resolution fail), so uv resolves for each platform with binaries
+    only, and pip downloads every pinned wheel for macOS and Windows (no
+    dependencies, no constraints file). A Linux resolution must not contain
+    CuPy. Needs network access.
+    """
+    session.install("uv")
+    python = "3.11"
+    for name, (triple, wheel_tags) in PLATFORMS.items():
+        pins = f"{session.create_tmp()}/{name}.txt"
+        session.run(
+            "uv", "pip", "compile", "--no-config", "--quiet", "--only-binary",
+            ":all:", "--python-version", python, "--python-platform", triple,
+            "--extra", "all", "--no-header", "--no-annotate", "pyproject.toml",
+            "-o", pins,
+        )  # fmt: skip
+        lines = Path(pins).read_text(encoding="utf-8").splitlines()
+        names = [line.split("==")[0].lower() for line in lines if "==" in line]
+        if any(n.startswith("cupy") for n in names):
+            session.error(f"the all extra pulls CuPy on {name}")
+        if wheel_tags:
+            session.run(
+                "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+                *(f"--platform={tag}" for tag in wheel_tags),
+                "--python-version", python,
+                "-d", f"{session.create_tmp()}/{name}", "-r", pins,
+                env={"PIP_CONSTRAINT": os.devnull},
+            )  # fmt: skip
+        session.log(f"{name}: {len(names)} packages resolved to wheels")
