@@ -160,6 +160,14 @@ class Adapter:
         """
         return None
 
+    #: Whether the library's arrays leave by DLPack (``__dlpack__``), and
+    #: whether its namespace's ``from_dlpack(x, device=, copy=)`` takes
+    #: other libraries' arrays. `Backend.move` tries DLPack only where the
+    #: source exports and the target imports; otherwise it copies through
+    #: the host.
+    dlpack_export: ClassVar[bool] = True
+    dlpack_import: ClassVar[bool] = True
+
     def values_at_hand(self, x: Any) -> bool:  # noqa: ARG002
         """Whether ``x``'s values can be read now, cheaply and without side effects.
 

@@ -72,6 +72,10 @@ class DaskAdapter(Adapter):
         found = getattr(xp, name, None)
         return np.dtype(name) if found is None else found
 
+    #: Its arrays export no DLPack and its namespace imports none.
+    dlpack_export = False
+    dlpack_import = False
+
     #: A lazy graph: a result is assembled on the host, then wrapped.
     writable_rows = False
 

@@ -162,6 +162,10 @@ class NdonnxAdapter(Adapter):
         """float16, which ONNX has and the standard does not."""
         return frozenset({"float16"})
 
+    #: Its arrays export no DLPack and its namespace imports none.
+    dlpack_export = False
+    dlpack_import = False
+
     #: Writing rows builds a new graph node per write: a result is assembled
     #: on the host and converted once.
     writable_rows = False
