@@ -116,7 +116,14 @@ def test_seed_function_signature(name):
 
 @pytest.mark.parametrize("name", sorted(SEED_METHODS))
 def test_seed_method_signature(name):
-    assert _params(getattr(xpkit.Backend, name)) == SEED_METHODS[name]
+    """The seed's parameters, in order; anything added is keyword-only with a
+    default, so every call the seed allows keeps its meaning."""
+    params = _params(getattr(xpkit.Backend, name))
+    seed = SEED_METHODS[name]
+    assert params[: len(seed)] == seed
+    for added, kind, default in params[len(seed) :]:
+        assert kind is KW, f"{name}: added parameter {added} is not keyword-only"
+        assert default is not inspect.Parameter.empty, f"{name}: {added} has no default"
 
 
 def test_backend_constructor_keeps_seed_default():

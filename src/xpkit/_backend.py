@@ -19,6 +19,7 @@ from ._args import (
     host_dtype_name,
     is_array_list,
 )
+from ._creation import Creation, creation_on
 from ._dtypes import DTYPE_NAMES, dtype_name
 from ._operations import Operations
 from ._resolve import BACKEND_NAMES, Unavailable, adapter_for_name, locate_arrays
@@ -62,6 +63,11 @@ class Backend(Operations):
         Whether `device` is a GPU.
     library : str
         The library's key, as accepted by ``Backend(...)``.
+    create : Creation
+        The namespace's creation functions (``zeros``, ``ones``, ``empty``,
+        ``full``, ``arange``, ``linspace``, ``eye``, ``asarray``) with
+        ``device=`` bound to this backend's device: ``b.create.zeros(3)``
+        is ``b.xp.zeros(3, device=b.native_device)``.
 
     Raises
     ------
@@ -93,6 +99,7 @@ class Backend(Operations):
         "_sort",
         "_unusable",
         "_zeros_like",
+        "create",
         "device",
         "is_gpu",
         "name",
@@ -103,6 +110,7 @@ class Backend(Operations):
     device: str
     xp: Any
     is_gpu: bool
+    create: Creation
 
     def __init__(self, backend: str = "numpy", *, device: Any = None) -> None:
         adapter = adapter_for_name(backend)
@@ -166,6 +174,11 @@ class Backend(Operations):
         self.device = device
         self.xp = xp
         self.is_gpu = adapter.is_gpu(device)
+        self.create = (
+            Creation(*[xp.refuse] * len(Creation._fields))
+            if isinstance(xp, Unavailable)
+            else creation_on(xp, native)
+        )
 
     def require_usable(self) -> None:
         """Raise `RuntimeError` when this Backend's device is not on this host.
@@ -311,7 +324,7 @@ class Backend(Operations):
         host = self._castable(host, host_dtype_name(host), target, "x", host=True)
         return self._adapter.from_host(self.xp, host, xp_dtype, native)
 
-    def check_arrays(self, *inputs: Any) -> list[Any]:
+    def check_arrays(self, *inputs: Any, convert: bool = False) -> list[Any]:
         """Coerce all inputs to the same dtype (and device) as the first.
 
         None values are passed through. Lists of arrays are converted
@@ -321,11 +334,33 @@ class Backend(Operations):
         A cast that would change a value (a float ``y`` of 0.5 to an integer
         first input's dtype) raises `ValueError` naming the input.
 
+        Parameters
+        ----------
+        *inputs : array, list, scalar or None
+            The arrays to coerce; the first array sets dtype and device.
+        convert : bool, default False
+            Follow the first array: arrays of other libraries, and of this
+            one on other devices, are moved there (as `move` moves them:
+            DLPack first) instead of refused. Off by default, so that mixed
+            inputs never convert silently.
+
         Returns
         -------
         list
             Converted arrays in the same order as inputs.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> import xpkit
+        >>> b = xpkit.Backend("numpy")
+        >>> X, y = b.check_arrays(np.ones((2, 2), dtype=np.float32), [1, 2])
+        >>> y.dtype
+        dtype('float32')
         """
+        if not isinstance(convert, bool):
+            msg = f"convert must be a bool, got {convert!r}"
+            raise TypeError(msg)
         ref: list[Any] = []  # [xp dtype, native device, device string, dtype name]
         out: list[Any] = []
         for i, item in enumerate(inputs):
@@ -334,15 +369,15 @@ class Backend(Operations):
             elif is_array_list(item):
                 out.append(
                     [
-                        self._check_one(v, f"inputs[{i}][{j}]", ref)
+                        self._check_one(v, f"inputs[{i}][{j}]", ref, convert)
                         for j, v in enumerate(item)
                     ]
                 )
             else:
-                out.append(self._check_one(item, f"inputs[{i}]", ref))
+                out.append(self._check_one(item, f"inputs[{i}]", ref, convert))
         return out
 
-    def _check_one(self, x: Any, param: str, ref: list[Any]) -> Any:
+    def _check_one(self, x: Any, param: str, ref: list[Any], convert: bool) -> Any:
         adapter = adapter_for_array(x)
         host_lib = ADAPTERS["numpy"]
         if (
@@ -350,14 +385,27 @@ class Backend(Operations):
             and adapter is not self._adapter
             and adapter is not host_lib
         ):
-            msg = (
-                f"{param} is a {adapter.label} array but this backend is {self.name!r}; "
-                f"convert it explicitly with Backend.asarray"
-            )
-            raise TypeError(msg)
+            if not convert:
+                msg = (
+                    f"{param} is a {adapter.label} array but this backend is "
+                    f"{self.name!r}; convert it explicitly with Backend.move, or "
+                    f"pass convert=True"
+                )
+                raise TypeError(msg)
+            dev, native = (ref[2], ref[1]) if ref else (self.device, self._native)
+            x = self._move(x, adapter, dev, native, None, param)
+            adapter = self._adapter
         if adapter is self._adapter:
             self._refuse_lossy(adapter, x, param)
             dev = self._adapter.device_str(self._adapter.device_of(x))
+            if (
+                convert
+                and ref
+                and self._adapter.canonical_device(dev)
+                != self._adapter.canonical_device(ref[2])
+            ):
+                x = self._move(x, adapter, ref[2], ref[1], None, param)
+                dev = ref[2]
             if ref and self._adapter.canonical_device(
                 dev
             ) != self._adapter.canonical_device(ref[2]):

@@ -20,7 +20,7 @@ from ._args import (
     raise_if_axis_out_of_range,
     shape_of,
 )
-from ._convert import Conversions
+from ._moves import Moves
 
 __all__ = ["Operations"]
 
@@ -33,7 +33,7 @@ def _shape(x: Any) -> tuple[Any, ...]:
     return tuple(shape_of(x))
 
 
-class Operations(Conversions):
+class Operations(Moves):
     """`Backend`'s operations (its attributes are set by `Backend`)."""
 
     __slots__ = ()
