@@ -11,8 +11,9 @@ of each round's facade - native difference (a paired measurement):
 2. ``Backend.from_arrays(x, y)`` vs ``array_api_compat.array_namespace``,
    scikit-learn's ``get_namespace`` (dispatch on) and POT's ``get_backend``
    (peers that are not installed are reported as such);
-3. ``map_batches`` throughput against fixed batch sizes (a sweep);
-4. the time of ``import xpkit`` against ``import numpy, array_api_compat``.
+3. ``b.create.<fn>(...)`` against ``b.xp.<fn>(..., device=...)`` by hand;
+4. ``map_batches`` throughput against fixed batch sizes (a sweep);
+5. the time of ``import xpkit`` against ``import numpy, array_api_compat``.
 
 Writes ``dispatch.md`` (the tables, with which targets are met) and
 ``dispatch.png`` (a plot) to ``--out-dir``.
@@ -237,6 +238,46 @@ def namespace_table() -> list[str]:
     return lines
 
 
+#: The most ``b.create.<fn>`` may cost over ``b.xp.<fn>(..., device=...)`` by hand.
+CREATE_TARGET_US = 0.5
+
+
+def _creation_calls(
+    xp: Any, dev: Any, create: Any
+) -> list[tuple[str, Callable[[], object], Callable[[], object]]]:
+    return [
+        ("zeros(3)", lambda: xp.zeros(3, device=dev), lambda: create.zeros(3)),
+        (
+            "arange(0, 100)",
+            lambda: xp.arange(0, 100, device=dev),
+            lambda: create.arange(0, 100),
+        ),
+    ]
+
+
+def creation_table() -> list[str]:
+    """``b.create.zeros``/``arange`` against the namespace call with ``device=``."""
+    lines = [
+        "| backend | call | by hand (µs) | `b.create` (µs) | overhead (µs, paired) "
+        f"| within {CREATE_TARGET_US} µs? |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    for key in ("numpy", "torch", "array_api_strict", "jax"):
+        if not _has(key):
+            continue
+        b = xpkit.Backend(key, device="cpu")
+        calls = _creation_calls(b.xp, b.native_device, b.create)
+        for label, by_hand, bound in calls:
+            hand, ours = interleaved_samples([by_hand, bound])
+            over = statistics.median(o - h for o, h in zip(ours, hand, strict=True))
+            ok = "yes" if over <= CREATE_TARGET_US else "**no**"
+            lines.append(
+                f"| {b.name} | {label} | {statistics.median(hand):.2f} "
+                f"| {statistics.median(ours):.2f} | {over:+.2f} | {ok} |"
+            )
+    return lines
+
+
 def _maybe(fn: Callable[[Any, Any], Any] | None, x: Any, y: Any) -> str:
     if fn is None:
         return "not installed"
@@ -412,6 +453,10 @@ def main() -> None:
             "### Finding the namespace of two arrays",
             "",
             *namespace_table(),
+            "",
+            "### Creation on the backend's device: `b.create` vs `device=` by hand",
+            "",
+            *creation_table(),
             "",
             "### map_batches vs the best fixed batch size",
             "",
