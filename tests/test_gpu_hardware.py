@@ -74,3 +74,28 @@ def test_real_device_oom_is_detected_and_recovered():
         xpkit.empty_device_cache()
         got = xpkit.compute_oom_safe(fn, np.arange(rows))
         assert_equal(got, np.full(rows, per_row // 4, dtype=np.float32))
+
+
+def test_create_lands_on_every_gpu():
+    for b in _gpu_backends():
+        adapter = get_adapter(b.library)
+        for x in (b.create.zeros(3), b.create.arange(4), b.create.eye(2)):
+            assert adapter.device_str(adapter.device_of(x)) == b.device
+
+
+def test_moves_between_gpu_libraries_keep_values_and_device(rng):
+    """torch CUDA <-> CuPy <-> JAX GPU by DLPack; zero-copy where both share a GPU."""
+    a = rng.standard_normal((8, 4)).astype(np.float32)
+    gpus = _gpu_backends()
+    for src in gpus:
+        for dst in gpus:
+            if src.library == dst.library:
+                continue
+            moved = dst.move(src.asarray(a))
+            adapter = get_adapter(dst.library)
+            assert adapter.device_str(adapter.device_of(moved)) == dst.device
+            assert_equal(dst.to_numpy(moved), a)
+            if {src.library, dst.library} == {"torch", "cupy"} and (
+                src.device == dst.device
+            ):
+                dst.move(src.asarray(a), copy=False)  # no copy needed, none made
