@@ -1,14 +1,17 @@
-"""Fault injection: make torch believe it has CUDA or MPS devices.
+"""Fault injection: make torch believe it has CUDA, XPU or MPS devices.
 
 Only the device *queries* are faked (``torch.cuda.is_available``,
 ``device_count``, ``torch.backends.mps.is_available``); nothing allocates on
 the fake device, so tests using these exercise xpkit's decisions, not torch.
+`fake_nvml` puts a stand-in ``pynvml`` module in ``sys.modules``.
 """
 
 from __future__ import annotations
 
+import sys
+import types
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
 import pytest
 
@@ -39,6 +42,103 @@ def fake_cuda(monkeypatch: pytest.MonkeyPatch, count: int = 2) -> None:
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: f"Fake GPU {i}")
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
     _fake_device_dtypes(monkeypatch)
+
+
+def fake_xpu(
+    monkeypatch: pytest.MonkeyPatch,
+    count: int = 2,
+    fp64: tuple[bool | None, ...] | None = None,
+    memory: tuple[int, int] | None = None,
+) -> None:
+    """torch (a CPU build) believing it sees ``count`` Intel XPUs and no CUDA.
+
+    ``fp64[i]`` is device i's ``has_fp64`` property (None: a torch whose
+    properties lack it); ``memory`` is what ``torch.xpu.mem_get_info`` says.
+    """
+    torch = pytest.importorskip("torch")
+    if not hasattr(torch, "xpu"):
+        pytest.skip("this torch build has no torch.xpu")
+    flags = fp64 if fp64 is not None else (True,) * count
+
+    def properties(i: int = 0) -> Any:
+        props = types.SimpleNamespace(name=f"Fake Arc {i}", total_memory=16 * 1024**3)
+        if flags[i] is not None:
+            props.has_fp64 = flags[i]
+        return props
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    monkeypatch.setattr(torch.xpu, "is_available", lambda: True)
+    monkeypatch.setattr(torch.xpu, "device_count", lambda: count)
+    monkeypatch.setattr(torch.xpu, "get_device_name", lambda i=0: f"Fake Arc {i}")
+    monkeypatch.setattr(torch.xpu, "get_device_properties", properties)
+    if memory is not None:
+        monkeypatch.setattr(torch.xpu, "mem_get_info", lambda i=0: memory)
+    _fake_device_dtypes(monkeypatch)
+
+
+class FakeNvml(types.ModuleType):
+    """A stand-in ``pynvml``: physical GPUs, their memory, and who asked.
+
+    ``gpus`` are ``(name, uuid, free, total)`` in NVML (PCI bus) order.
+    """
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self, gpus: list[tuple[str, str, int, int]], init_fails: bool) -> None:
+        super().__init__("pynvml")
+        self.gpus = gpus
+        self.init_fails = init_fails
+        self.init_calls = 0
+        self.asked: list[int] = []
+
+    def nvmlInit(self) -> None:
+        self.init_calls += 1
+        if self.init_fails:
+            msg = "NVML Shared Library Not Found"
+            raise self.NVMLError(msg)
+
+    def nvmlDeviceGetCount(self) -> int:
+        return len(self.gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
+        if not 0 <= index < len(self.gpus):
+            msg = "Invalid Argument"
+            raise self.NVMLError(msg)
+        return index
+
+    def nvmlDeviceGetHandleByUUID(self, uuid: str) -> int:
+        for i, gpu in enumerate(self.gpus):
+            if gpu[1] == uuid:
+                return i
+        msg = "Not Found"
+        raise self.NVMLError(msg)
+
+    def nvmlDeviceGetName(self, handle: int) -> bytes:
+        return self.gpus[handle][0].encode()
+
+    def nvmlDeviceGetMemoryInfo(self, handle: int) -> Any:
+        self.asked.append(handle)
+        _name, _uuid, free, total = self.gpus[handle]
+        return types.SimpleNamespace(free=free, total=total, used=total - free)
+
+
+def fake_nvml(
+    monkeypatch: pytest.MonkeyPatch,
+    gpus: list[tuple[str, str, int, int]] | None = None,
+    *,
+    init_fails: bool = False,
+) -> FakeNvml:
+    """Install a `FakeNvml` as ``pynvml`` for this test (``None`` gpus: none)."""
+    module = FakeNvml(list(gpus or []), init_fails)
+    monkeypatch.setitem(sys.modules, "pynvml", module)
+    return module
+
+
+def no_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make ``import pynvml`` fail, as where nvidia-ml-py is not installed."""
+    monkeypatch.setitem(sys.modules, "pynvml", None)
 
 
 def fake_mps(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -82,13 +182,29 @@ def fake_cupy_gpus(
     free: int = 0,
     total: int = 0,
     pooled: int = 0,
+    used: int = 0,
+    limit: int = 0,
 ) -> None:
-    """CuPy (really installed, CPU-only host) believing it sees ``count`` GPUs."""
+    """CuPy (really installed, CPU-only host) believing it sees ``count`` GPUs.
+
+    Device 0 is current; its default pool holds ``used`` bytes in arrays and
+    ``pooled`` free, under ``limit`` (0: none).
+    """
     cupy = pytest.importorskip("cupy")
     monkeypatch.setattr(cupy.cuda.runtime, "getDeviceCount", lambda: count)
+    monkeypatch.setattr(cupy.cuda.runtime, "getDevice", lambda: 0)
     monkeypatch.setattr(cupy.cuda.runtime, "memGetInfo", lambda: (free, total))
     monkeypatch.setattr(cupy.cuda, "Device", FakeCupyDevice)
-    pool = type("Pool", (), {"free_bytes": lambda self: pooled})()
+    pool = type(
+        "Pool",
+        (),
+        {
+            "free_bytes": lambda self: pooled,
+            "used_bytes": lambda self: used,
+            "total_bytes": lambda self: used + pooled,
+            "get_limit": lambda self: limit,
+        },
+    )()
     monkeypatch.setattr(cupy, "get_default_memory_pool", lambda: pool)
 
 

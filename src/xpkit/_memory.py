@@ -22,6 +22,7 @@ from ._dtypes import dtype_name, external_stacklevel
 from ._host_memory import host_available_bytes
 
 if TYPE_CHECKING:
+    from ._adapters import Adapter
     from ._backend import Backend
 
 T = TypeVar("T")
@@ -220,6 +221,14 @@ def device_memory_budget(
     plus pool-cached bytes; MPS recommended working set minus driver-held
     memory; JAX ``memory_stats()``), else available host RAM honouring the
     process's cgroup limit. Measuring host memory never imports a GPU library.
+    Where the process runs under a cap on the device (torch's per-process
+    memory fraction, set in code or in ``PYTORCH_CUDA_ALLOC_CONF``; CuPy's
+    pool limit or ``CUPY_GPU_MEMORY_LIMIT``; JAX's arena, sized by
+    ``XLA_CLIENT_MEM_FRACTION``), the budget is measured from the smaller of
+    the free memory and the cap less what the process holds under it
+    (`xpkit info` shows the cap and where it came from). A CUDA device this
+    process has no context on is read through NVML where ``nvidia-ml-py``
+    is installed, so that measuring it does not create one.
     Host usage excludes the cgroup's reclaimable (inactive) page cache. When
     nothing can be measured the conservative `FALLBACK_BUDGET_GB` applies; a
     device with nothing free gets `MIN_BUDGET_GB`.
@@ -276,15 +285,29 @@ def _measured_gb(backend: Backend | None) -> float:
     if backend is not None:
         backend.require_usable()  # an unpickled Backend without its device
     try:
-        info = None
+        free = None
         if backend is not None:
-            info = get_adapter(backend.library).memory_info(backend.device)
-        free = host_available_bytes() if info is None else info.free
+            free = device_free_bytes(get_adapter(backend.library), backend.device)
+        if free is None:
+            free = host_available_bytes()
     except Exception:  # noqa: BLE001 - any failed query means "can't measure"
         return FALLBACK_BUDGET_GB
     # Nothing free right now: a small budget (small batches, OOM recovery
     # behind them) rather than a guess that could exceed a container's limit.
     return max(free * HEADROOM / BYTES_PER_GB, MIN_BUDGET_GB)
+
+
+def device_free_bytes(adapter: Adapter, device: str) -> int | None:
+    """Bytes the process may allocate on ``device`` now; None for host memory.
+
+    The device's free memory as the adapter reports it, or the room left
+    under the adapter's `MemoryCap`, whichever is smaller.
+    """
+    info = adapter.memory_info(device)
+    if info is None:
+        return None
+    cap = adapter.memory_cap(device)
+    return info.free if cap is None else min(info.free, cap.room)
 
 
 # -- batch sizing ---------------------------------------------------------------

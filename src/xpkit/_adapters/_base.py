@@ -22,7 +22,9 @@ __all__ = [
     "HOST_BATCH_WORKING_SET_BYTES",
     "Adapter",
     "FastOps",
+    "MemoryCap",
     "MemoryInfo",
+    "MemoryProbe",
     "native_layout",
 ]
 
@@ -67,6 +69,41 @@ class MemoryInfo(NamedTuple):
 
     free: int
     total: int
+
+
+class MemoryCap(NamedTuple):
+    """A limit on what this process may hold on one device, below its memory.
+
+    ``limit`` bytes in all (an allocator fraction, a memory-pool limit, a
+    preallocated arena); ``held`` of them in use now, counted as the limit
+    counts them but without cached blocks the library reuses before it
+    allocates more; ``source`` says where the limit comes from
+    (``"PYTORCH_CUDA_ALLOC_CONF per_process_memory_fraction=0.5"``).
+    """
+
+    limit: int
+    held: int
+    source: str
+
+    @property
+    def room(self) -> int:
+        """Bytes the process may still allocate under the limit."""
+        return max(self.limit - self.held, 0)
+
+
+class MemoryProbe(NamedTuple):
+    """How `Adapter.memory_info` would read one device, asked now.
+
+    ``source`` names what it reads (``"NVML"``, ``"psutil"``, a library
+    call); ``in_use`` is False for a device this process has not started
+    using; ``context_cost`` is None when asking costs nothing, else the
+    sentence that says what asking would do (create a driver context, which
+    holds device memory, on a device the process does not use).
+    """
+
+    source: str
+    in_use: bool = True
+    context_cost: str | None = None
 
 
 class Adapter:
@@ -443,6 +480,23 @@ class Adapter:
     def memory_info(self, device: str) -> MemoryInfo | None:  # noqa: ARG002
         """Free/total bytes of a device; None when it is host memory."""
         return None
+
+    def memory_cap(self, device: str) -> MemoryCap | None:  # noqa: ARG002
+        """The limit this process runs under on ``device``, or None for none.
+
+        Budgets take the smaller of `memory_info`'s free bytes and the cap's
+        `MemoryCap.room`. Asked like `memory_info`: it creates no driver
+        context that asking `memory_info` would not.
+        """
+        return None
+
+    def memory_probe(self, device: str) -> MemoryProbe:
+        """How `memory_info` reads ``device`` now, and what asking would cost.
+
+        By default host memory (psutil, cgroup-aware) on CPU devices and the
+        library's own report on accelerators, at no cost.
+        """
+        return MemoryProbe("psutil" if not self.is_gpu(device) else self.label)
 
     def empty_cache(self) -> None:
         """Release cached device memory, if the library is already imported."""

@@ -9,7 +9,9 @@ from typing import Any
 import array_api_compat
 import numpy as np
 
-from ._base import Adapter, MemoryInfo, native_layout
+from ._base import Adapter, MemoryCap, MemoryInfo, MemoryProbe, native_layout
+from ._caps import cupy_env_limit
+from ._nvml import NVML_HINT, nvml, nvml_memory
 
 __all__ = ["CupyAdapter"]
 
@@ -111,13 +113,79 @@ class CupyAdapter(Adapter):
         name = props.get("name", b"CUDA device")
         return name.decode() if isinstance(name, bytes) else str(name)
 
+    def _index(self, device: str) -> int:
+        return int(self.canonical_device(device).split(":")[1])
+
+    def _has_context(self, index: int) -> bool:
+        """The current device once CuPy's pool holds memory there.
+
+        Conservative: CuPy cannot say whether another device has a context
+        without making it current (which creates one), so only the device
+        CuPy is using and has allocated on counts.
+        """
+        cupy = _cupy()
+        if int(cupy.cuda.runtime.getDevice()) != index:
+            return False
+        return int(cupy.get_default_memory_pool().total_bytes()) > 0
+
+    def _nvml_reading(self, index: int) -> MemoryInfo | None:
+        if bool(getattr(_cupy().cuda.runtime, "is_hip", False)):
+            return None
+        return None if self._has_context(index) else nvml_memory(index)
+
+    def memory_probe(self, device: str) -> MemoryProbe:
+        """NVML for a device CuPy has not used, where installed; else ``memGetInfo``."""
+        index = self._index(device)
+        if self._has_context(index):
+            return MemoryProbe("cupy memGetInfo + memory pool")
+        in_use = int(_cupy().cuda.runtime.getDevice()) == index
+        if self._nvml_reading(index) is not None:
+            return MemoryProbe("NVML", in_use)
+        hint = NVML_HINT if nvml() is None else "NVML cannot tell which GPU it is"
+        cost = (
+            f"asking would create a CUDA context on {self.canonical_device(device)} "
+            f"(hundreds of MB of its memory); {hint}"
+        )
+        return MemoryProbe("cupy memGetInfo", in_use, cost)
+
     def memory_info(self, device: str) -> MemoryInfo | None:
-        """``memGetInfo`` plus the free bytes held by CuPy's memory pool."""
+        """``memGetInfo`` plus the free bytes held by CuPy's memory pool.
+
+        A device CuPy has not used is read through NVML where ``nvidia-ml-py``
+        is installed (``memGetInfo`` would create a context there).
+        """
+        found = self._nvml_reading(self._index(device))
+        if found is not None:
+            return found
         cupy = _cupy()
         with self.native_device(device):
             free, total = cupy.cuda.runtime.memGetInfo()
             pooled = cupy.get_default_memory_pool().free_bytes()
         return MemoryInfo(free=int(free) + int(pooled), total=int(total))
+
+    def memory_cap(self, device: str) -> MemoryCap | None:
+        """The memory pool's limit (``MemoryPool.set_limit``, ``CUPY_GPU_MEMORY_LIMIT``).
+
+        Read from the device's pool where `memory_info` enters the device
+        anyway; on a device read through NVML, from the environment variable
+        (which sets every device's pool when CuPy creates it). ``held`` is
+        the pool's used bytes (its free blocks are reused first).
+        """
+        reading = self._nvml_reading(self._index(device))
+        if reading is not None:
+            found = cupy_env_limit(reading.total)
+            return None if found is None else MemoryCap(found[0], 0, found[1])
+        cupy = _cupy()
+        with self.native_device(device):
+            pool = cupy.get_default_memory_pool()
+            limit, held = int(pool.get_limit()), int(pool.used_bytes())
+            if not limit:  # 0: no limit
+                return None
+            total = int(cupy.cuda.runtime.memGetInfo()[1])
+        env = cupy_env_limit(total)
+        if env is not None and env[0] == limit:
+            return MemoryCap(limit, held, env[1])
+        return MemoryCap(limit, held, f"cupy MemoryPool.set_limit({limit})")
 
     def empty_cache(self) -> None:
         """Free the device and pinned memory pools, only if CuPy is in use."""

@@ -9,7 +9,8 @@ from typing import Any
 import array_api_compat
 import numpy as np
 
-from ._base import Adapter, MemoryInfo
+from ._base import Adapter, MemoryCap, MemoryInfo
+from ._caps import jax_arena
 from ._peak import PeakMeter
 
 __all__ = ["JaxAdapter"]
@@ -142,6 +143,26 @@ class JaxAdapter(Adapter):
         total = int(stats["bytes_limit"])
         used = int(stats.get("bytes_in_use", 0))
         return MemoryInfo(free=max(total - used, 0), total=total)
+
+    def memory_cap(self, device: str) -> MemoryCap | None:
+        """The arena of JAX's allocator on a GPU: ``memory_stats()["bytes_limit"]``.
+
+        Its size is set by ``XLA_CLIENT_MEM_FRACTION`` (or the deprecated
+        ``XLA_PYTHON_CLIENT_MEM_FRACTION``; 75% by default), preallocated
+        unless ``XLA_PYTHON_CLIENT_PREALLOCATE=false``; the source names
+        them. ``held`` is ``bytes_in_use``. None on the CPU, and where the
+        device reports no limit (``XLA_PYTHON_CLIENT_ALLOCATOR=platform``).
+        """
+        if not self.is_gpu(device):
+            return None
+        stats = self.native_device(device).memory_stats()
+        if not stats or "bytes_limit" not in stats:
+            return None
+        return MemoryCap(
+            limit=int(stats["bytes_limit"]),
+            held=int(stats.get("bytes_in_use", 0)),
+            source=f"{jax_arena()} (memory_stats bytes_limit)",
+        )
 
     def peak_meter(self, device: str) -> PeakMeter | None:  # noqa: ARG002
         """None: no honest per-call measure.

@@ -1,4 +1,4 @@
-"""Adapter for PyTorch: CPU, CUDA and Apple MPS devices."""
+"""Adapter for PyTorch: CPU, CUDA, Intel XPU and Apple MPS devices."""
 
 from __future__ import annotations
 
@@ -6,17 +6,22 @@ import platform
 import sys
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import Any
 
 import array_api_compat
 import numpy as np
 
-from ._base import Adapter, FastOps, MemoryInfo, native_layout
+from ._base import Adapter, FastOps, MemoryCap, MemoryInfo, MemoryProbe, native_layout
 from ._peak import PeakMeter, rss_meter
+from ._torch_memory import (
+    AllocatorPeak,
+    accelerator_cap,
+    accelerator_memory,
+    accelerator_probe,
+    device_name,
+)
 
 __all__ = ["TorchAdapter"]
-
-T = TypeVar("T")
 
 #: Messages of RuntimeErrors (incl. ``torch.AcceleratorError``) that mean OOM.
 _OOM_MESSAGES = (
@@ -29,7 +34,12 @@ _OOM_MESSAGES = (
     "hip error: out of memory",
     "defaultcpuallocator: can't allocate memory",
     "mps backend out of memory",
+    "xpu out of memory",
+    "ur_result_error_out_of_device_memory",
 )
+
+#: Device kinds with a caching allocator this adapter asks about memory.
+_ALLOCATOR_KINDS = ("cuda", "xpu")
 
 
 #: Dtypes torch has beyond the standard's (the unsigned ones since torch 2.3).
@@ -43,7 +53,7 @@ def _torch() -> Any:
 
 
 class TorchAdapter(Adapter):
-    """PyTorch through ``array_api_compat.torch``; device order cuda → mps → cpu."""
+    """PyTorch through ``array_api_compat.torch``; device order cuda → xpu → mps → cpu."""
 
     key = "torch"
     module = "torch"
@@ -52,7 +62,7 @@ class TorchAdapter(Adapter):
     dtype_prefixes = ("torch",)
     dtype_repr_module = "torch"
     auto_rank = 0
-    gpu_kinds = "CUDA/MPS"
+    gpu_kinds = "CUDA/XPU/MPS"
     #: torch reports shape mismatches (and dtypes a function lacks) as
     #: RuntimeError; OOMs are RuntimeErrors too, which the facade's checks of
     #: the arguments find nothing wrong with, and so let through.
@@ -230,8 +240,13 @@ class TorchAdapter(Adapter):
     def extra_dtypes(self, device: str) -> frozenset[str]:
         """float16, bfloat16 and (torch >= 2.3) uint16/32/64, where allocatable.
 
-        Each is tried once per device with an empty tensor.
+        Each is tried once per device with an empty tensor; on CUDA devices,
+        which hold them all, none is tried (an empty tensor would create a
+        CUDA context there).
         """
+        if device.split(":", 1)[0] == "cuda":
+            torch = _torch()
+            return frozenset(n for n in _EXTRA_DTYPES if hasattr(torch, n))
         cache = self._extra
         if cache is None:
             cache = self._extra = {}
@@ -255,12 +270,14 @@ class TorchAdapter(Adapter):
         return found
 
     def devices(self) -> tuple[str, ...]:
-        """``"cuda"`` and ``"cuda:N"``, ``"mps"``, then ``"cpu"``."""
+        """``"cuda"`` and ``"cuda:N"``, ``"xpu"`` and ``"xpu:N"``, ``"mps"``, ``"cpu"``."""
         torch = _torch()
         found: list[str] = []
-        if torch.cuda.is_available():
-            n = torch.cuda.device_count()
-            found += ["cuda", *(f"cuda:{i}" for i in range(n))]
+        for kind in _ALLOCATOR_KINDS:
+            mod = getattr(torch, kind, None)  # builds without torch.xpu exist
+            if mod is not None and mod.is_available():
+                n = mod.device_count()
+                found += [kind, *(f"{kind}:{i}" for i in range(n))]
         mps = getattr(torch.backends, "mps", None)
         if mps is not None and mps.is_available():
             found.append("mps")
@@ -268,10 +285,10 @@ class TorchAdapter(Adapter):
         return tuple(found)
 
     def canonical_device(self, device: str) -> str:
-        """``"cuda"`` means ``"cuda:0"``; ``"mps:0"`` is ``"mps"``, ``"cpu:0"`` ``"cpu"``."""
+        """``"cuda"`` means ``"cuda:0"`` (``"xpu"``, ``"xpu:0"``); ``"mps:0"`` is ``"mps"``."""
         name = device.strip().lower()
-        if name == "cuda":
-            return "cuda:0"
+        if name in _ALLOCATOR_KINDS:
+            return f"{name}:0"
         if name in {"mps:0", "cpu:0"}:
             return name[:-2]
         return name
@@ -281,82 +298,133 @@ class TorchAdapter(Adapter):
         return _torch().device(device)
 
     def device_str(self, native: Any) -> str:
-        """``"cpu"``, ``"cuda:N"`` or ``"mps"``."""
+        """``"cpu"``, ``"cuda:N"``, ``"xpu:N"`` or ``"mps"``."""
         return self.canonical_device(str(native))
 
     def backend_name(self, device: str) -> str:
-        """``"torch-cpu"``, ``"torch-cuda"`` or ``"torch-mps"``."""
+        """``"torch-cpu"``, ``"torch-cuda"``, ``"torch-xpu"`` or ``"torch-mps"``."""
         return f"torch-{device.split(':', 1)[0]}"
 
     def is_gpu(self, device: str) -> bool:
-        """CUDA (or ROCm, which torch also calls cuda) and MPS devices."""
-        return device.split(":", 1)[0] in {"cuda", "mps"}
+        """CUDA (or ROCm, which torch also calls cuda), XPU and MPS devices."""
+        return device.split(":", 1)[0] in {"cuda", "xpu", "mps"}
 
     def device_name(self, device: str) -> str:
-        """The CUDA device name, "Apple MPS", or the CPU's name."""
+        """The CUDA or XPU device name, "Apple MPS", or the CPU's name."""
         kind, _, index = self.canonical_device(device).partition(":")
-        if kind == "cuda":
-            return str(_torch().cuda.get_device_name(int(index or 0)))
+        if kind in _ALLOCATOR_KINDS:
+            return device_name(_torch(), kind, int(index or 0))
         if kind == "mps":
             return "Apple MPS"
         return platform.processor() or platform.machine() or "CPU"
 
     def unified_memory(self, device: str) -> bool:
-        """The CPU and Apple's MPS share host memory; CUDA GPUs do not."""
-        return not device.startswith("cuda")
+        """The CPU and Apple's MPS share host memory; CUDA and XPU GPUs do not."""
+        return device.split(":", 1)[0] not in _ALLOCATOR_KINDS
 
     def supports_float64(self, device: str) -> bool:
-        """MPS has no float64."""
-        return not device.startswith("mps")
+        """Read per device at run time on XPU and MPS; CPU and CUDA have it.
+
+        XPU: the device's ``has_fp64`` property (devices of one name may
+        differ), else whether a float64 tensor can be made there; MPS:
+        whether a float64 tensor can be made there (Metal has none).
+        """
+        kind, _, index = self.canonical_device(device).partition(":")
+        if kind not in {"xpu", "mps"}:
+            return True
+        torch = _torch()
+        if kind == "xpu":
+            props = torch.xpu.get_device_properties(int(index or 0))
+            has = getattr(props, "has_fp64", None)
+            if has is not None:
+                return bool(has)
+        try:
+            torch.empty((1,), dtype=torch.float64, device=self.native_device(device))
+        except Exception:  # noqa: BLE001 - TypeError on MPS; any failure: no
+            return False
+        return True
+
+    def memory_probe(self, device: str) -> MemoryProbe:
+        """CUDA: NVML for devices without a context, where installed; see `memory_info`."""
+        kind, _, index = self.canonical_device(device).partition(":")
+        if kind in _ALLOCATOR_KINDS:
+            canon = self.canonical_device(device)
+            return accelerator_probe(_torch(), kind, int(index or 0), canon)
+        if kind == "mps":
+            return MemoryProbe("torch.mps.recommended_max_memory")
+        return super().memory_probe(device)
 
     def memory_info(self, device: str) -> MemoryInfo | None:
-        """CUDA: driver free memory plus the caching allocator's idle blocks.
+        """CUDA, XPU: free memory plus the caching allocator's idle blocks.
 
-        MPS: Metal's recommended working set minus what the driver holds.
-        CPU: None (host memory).
+        A CUDA device this process holds no context on is read through NVML
+        where ``nvidia-ml-py`` is installed (asking the runtime would create
+        one). MPS: Metal's recommended working set minus what the driver
+        holds. CPU: None (host memory).
         """
         torch = _torch()
         kind, _, index = self.canonical_device(device).partition(":")
-        if kind == "cuda":
-            idx = int(index or 0)
-            free, total = torch.cuda.mem_get_info(idx)
-            idle = torch.cuda.memory_reserved(idx) - torch.cuda.memory_allocated(idx)
-            return MemoryInfo(free=int(free) + max(int(idle), 0), total=int(total))
+        if kind in _ALLOCATOR_KINDS:
+            return accelerator_memory(torch, kind, int(index or 0))
         if kind == "mps":
             total = int(torch.mps.recommended_max_memory())
             used = int(torch.mps.driver_allocated_memory())
             return MemoryInfo(free=max(total - used, 0), total=total)
         return None
 
-    def peak_meter(self, device: str) -> PeakMeter | None:
-        """CUDA: the caching allocator's peak; CPU: peak RSS; MPS: None.
+    def memory_cap(self, device: str) -> MemoryCap | None:
+        """CUDA and XPU: torch's per-process memory fraction, as a cap.
 
-        On CUDA, ``reset_peak_memory_stats`` then ``max_memory_allocated``
+        Set by ``torch.cuda.set_per_process_memory_fraction`` (read back once
+        torch has initialised CUDA) or ``per_process_memory_fraction`` in
+        ``PYTORCH_CUDA_ALLOC_CONF`` / ``PYTORCH_ALLOC_CONF``; the smaller
+        applies. XPU: ``torch.xpu.set_per_process_memory_fraction``.
+        """
+        kind, _, index = self.canonical_device(device).partition(":")
+        if kind not in _ALLOCATOR_KINDS:
+            return None
+        idx = int(index or 0)
+        torch = _torch()
+        return accelerator_cap(
+            torch, kind, idx, lambda: accelerator_memory(torch, kind, idx).total
+        )
+
+    def peak_meter(self, device: str) -> PeakMeter | None:
+        """CUDA, XPU: the caching allocator's peak; CPU: peak RSS; MPS: None.
+
+        On CUDA and XPU, ``reset_peak_memory_stats`` then ``max_memory_allocated``
         minus what was allocated before (it resets the peak other code
         reads). torch's CPU allocator reports to nothing finer than the
         process's RSS. MPS keeps no peak statistic.
         """
         kind, _, index = self.canonical_device(device).partition(":")
-        if kind == "cuda":
-            return _CudaPeak(int(index or 0))
+        if kind in _ALLOCATOR_KINDS:
+            return AllocatorPeak(_torch(), kind, int(index or 0))
         if kind == "mps":
             return None
         return rss_meter()
 
     def empty_cache(self) -> None:
-        """Empty the CUDA/MPS caching allocators, only where already in use."""
+        """Empty the CUDA/XPU/MPS caching allocators, only where already in use."""
         torch = sys.modules.get("torch")
         if torch is None:
             return
-        cuda = getattr(torch, "cuda", None)
-        if cuda is not None and cuda.is_initialized():
-            cuda.empty_cache()
+        for kind in _ALLOCATOR_KINDS:
+            mod = getattr(torch, kind, None)
+            if mod is not None and mod.is_initialized():
+                mod.empty_cache()
         mps_backend = getattr(getattr(torch, "backends", None), "mps", None)
         if mps_backend is not None and mps_backend.is_available():
             torch.mps.empty_cache()
 
     def is_oom(self, exc: BaseException) -> bool:
-        """``torch.OutOfMemoryError`` and the OOM RuntimeErrors of torch."""
+        """``torch.OutOfMemoryError`` and the OOM RuntimeErrors of torch.
+
+        ``OutOfMemoryError`` is what the CUDA and XPU allocators raise; the
+        messages cover CUDA, ROCm, XPU ("XPU out of memory" and the Level
+        Zero runtime's ``UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY``), MPS and the
+        CPU allocator.
+        """
         torch = sys.modules.get("torch")
         if torch is None:
             return False
@@ -367,22 +435,3 @@ class TorchAdapter(Adapter):
             return False
         text = str(exc).lower()
         return any(m in text for m in _OOM_MESSAGES)
-
-
-class _CudaPeak(PeakMeter):
-    """torch's CUDA caching allocator: peak allocated bytes on one device."""
-
-    name = "torch.cuda.max_memory_allocated"
-
-    def __init__(self, index: int) -> None:
-        self._index = index
-
-    def _measure(self, run: Callable[[], T]) -> tuple[T, int]:
-        cuda = _torch().cuda
-        cuda.synchronize(self._index)
-        cuda.reset_peak_memory_stats(self._index)
-        base = int(cuda.memory_allocated(self._index))
-        result = run()
-        cuda.synchronize(self._index)
-        peak = int(cuda.max_memory_allocated(self._index))
-        return result, max(peak - base, 0)
