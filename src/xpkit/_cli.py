@@ -11,7 +11,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from ._adapters import ADAPTERS, get_adapter
+from ._adapters import ADAPTERS, Adapter, get_adapter
 from ._backend import Backend
 from ._check import run_checks
 from ._demo import each_backend, run_demo
@@ -24,7 +24,7 @@ from ._memory import (
     device_memory_budget,
     host_available_bytes,
 )
-from ._select import InventoryEntry, backend_inventory
+from ._select import InventoryEntry, backend_inventory, find_gpus
 from ._version import __version__
 
 __all__ = ["main", "main_exit"]
@@ -53,6 +53,7 @@ def collect_info(scheduler: str | None = None) -> dict[str, Any]:
         },
         "batch_ceiling_gb": BATCH_WORKING_SET_CEILING_GB,
         "backends": [_backend_info(entry) for entry in backend_inventory()],
+        "gpu_memory": [_device_memory(a, d) for a, d in find_gpus()],
         "threadpools": _threadpools(),
         "cluster": _cluster(scheduler),
     }
@@ -95,6 +96,8 @@ def _backend_info(entry: InventoryEntry) -> dict[str, Any]:
     try:
         b = Backend(entry.key, device=entry.device)
         adapter = get_adapter(b.library)
+        memory = _device_memory(adapter, b.device)
+        queried = memory["queried"]
         return {
             **row,
             "available": True,
@@ -102,12 +105,56 @@ def _backend_info(entry: InventoryEntry) -> dict[str, Any]:
             "device_name": adapter.device_name(b.device),
             "is_gpu": b.is_gpu,
             "float64": b.has_float64,
-            "budget_gb": device_memory_budget(b),
+            "budget_gb": device_memory_budget(b) if queried else None,
             # map_batches' per-batch budget (the GPU and CPU ceilings applied)
-            "budget_capped_gb": device_memory_budget(b, cap_for_batching=True),
+            "budget_capped_gb": (
+                device_memory_budget(b, cap_for_batching=True) if queried else None
+            ),
+            "memory_cap": memory["cap"],
         }
     except Exception as exc:  # noqa: BLE001 - report, don't crash
         return {**row, "available": False, "reason": f"{type(exc).__name__}: {exc}"}
+
+
+def _device_memory(adapter: Adapter, device: str) -> dict[str, Any]:
+    """Free/total memory of one device, the cap that applies and their sources.
+
+    A device the process does not use, where asking would create a driver
+    context (which holds device memory), is not queried: ``queried`` is
+    False and ``note`` says why.
+    """
+    probe = adapter.memory_probe(device)
+    row: dict[str, Any] = {
+        "library": adapter.key,
+        "device": adapter.canonical_device(device),
+        "source": probe.source,
+        "in_use": probe.in_use,
+        "note": probe.context_cost,
+        "queried": probe.in_use or probe.context_cost is None,
+        "free_gb": None,
+        "total_gb": None,
+        "cap": None,
+    }
+    if not row["queried"]:
+        return row
+    try:
+        info = adapter.memory_info(device)
+        cap = adapter.memory_cap(device)
+    except Exception as exc:  # noqa: BLE001 - report, don't crash
+        return {**row, "error": f"{type(exc).__name__}: {exc}"}
+    if info is not None:
+        row["free_gb"], row["total_gb"] = (
+            info.free / BYTES_PER_GB,
+            info.total / BYTES_PER_GB,
+        )
+    if cap is not None:
+        row["cap"] = {
+            "limit_gb": cap.limit / BYTES_PER_GB,
+            "held_gb": cap.held / BYTES_PER_GB,
+            "room_gb": cap.room / BYTES_PER_GB,
+            "source": cap.source,
+        }
+    return row
 
 
 def _threadpools() -> list[dict[str, Any]] | None:
@@ -117,6 +164,37 @@ def _threadpools() -> list[dict[str, Any]] | None:
         return None
     keys = ("user_api", "internal_api", "num_threads", "version", "prefix")
     return [{k: pool.get(k) for k in keys} for pool in threadpool_info()]
+
+
+def _print_gpu_memory(rows: list[dict[str, Any]], out: TextIO) -> None:
+    """The GPU memory section: free/total, the cap and where each came from."""
+    w = out.write
+    w("\nGPU memory (budgets use the smaller of free memory and the cap's room)\n")
+    if not rows:
+        w("  no GPU found\n")
+        return
+    w(f"  {'library':<8} {'device':<8} {'free GB':>8} {'total GB':>9}  read by\n")
+    for row in rows:
+        head = f"  {row['library']:<8} {row['device']:<8} "
+        if not row["queried"]:
+            w(f"{head}not queried: {row['note']}\n")
+            continue
+        if "error" in row:
+            w(f"{head}failed: {row['error']}\n")
+            continue
+        free, total = row["free_gb"], row["total_gb"]
+        w(
+            f"{head}{'?' if free is None else f'{free:.2f}':>8} "
+            f"{'?' if total is None else f'{total:.2f}':>9}  {row['source']}\n"
+        )
+        if row["note"]:
+            w(f"  {'':<17} the device in use, so queried: {row['note']}\n")
+        cap = row["cap"]
+        if cap is not None:
+            w(
+                f"  {'':<17} cap {cap['limit_gb']:.2f} GB, {cap['held_gb']:.2f} GB "
+                f"held, {cap['room_gb']:.2f} GB room: {cap['source']}\n"
+            )
 
 
 def print_info(info: dict[str, Any], out: TextIO) -> None:
@@ -145,12 +223,15 @@ def print_info(info: dict[str, Any], out: TextIO) -> None:
         if not b["available"]:
             w(f"{b['name']:<20} {'-':<10} {'':>10} {'':>8}  {'':7}  ({b['reason']})\n")
             continue
+        budget, capped = b["budget_gb"], b["budget_capped_gb"]
         w(
-            f"{b['name']:<20} {b['device']:<10} {b['budget_gb']:>10.2f} "
-            f"{b['budget_capped_gb']:>8.3f}  "
+            f"{b['name']:<20} {b['device']:<10} "
+            f"{'not queried' if budget is None else f'{budget:.2f}':>10} "
+            f"{'-' if capped is None else f'{capped:.3f}':>8}  "
             f"{'yes' if b['float64'] else 'no':<7}  "
             f"{b['device_name']}\n"
         )
+    _print_gpu_memory(info["gpu_memory"], out)
     pools = info["threadpools"]
     w("\nThread pools (threadpoolctl)\n")
     if pools is None:
