@@ -41,6 +41,7 @@ def fake_cuda(monkeypatch: pytest.MonkeyPatch, count: int = 2) -> None:
     monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: f"Fake GPU {i}")
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    no_nvml(monkeypatch)  # a real NVML would answer for real GPUs, not these
     _fake_device_dtypes(monkeypatch)
 
 
@@ -191,6 +192,7 @@ def fake_cupy_gpus(
     ``pooled`` free, under ``limit`` (0: none).
     """
     cupy = pytest.importorskip("cupy")
+    no_nvml(monkeypatch)  # a real NVML would answer for real GPUs, not these
     monkeypatch.setattr(cupy.cuda.runtime, "getDeviceCount", lambda: count)
     monkeypatch.setattr(cupy.cuda.runtime, "getDevice", lambda: 0)
     monkeypatch.setattr(cupy.cuda.runtime, "memGetInfo", lambda: (free, total))
