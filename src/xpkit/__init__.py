@@ -3,6 +3,9 @@
 A typed `Backend` facade over the namespaces that ``array_api_compat``
 resolves (NumPy, PyTorch, array-api-strict, CuPy, JAX, Dask), and one memory
 layer that sizes work to the device and recovers from out-of-memory errors.
+`Backend` is generic in its library's array type (``Backend("torch")`` is a
+``Backend[torch.Tensor]`` to a type checker); `BackendName` is the
+``Literal`` of the names it accepts.
 
 ``import xpkit`` loads the facade; the memory layer, selection and testing
 tools load on first use (SPEC 1 lazy loading, through the explicit table
@@ -15,6 +18,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ._adapters._types import BackendName
 from ._backend import BACKEND_NAMES, Backend
 from ._dtypes import PrecisionWarning
 from ._version import __version__
@@ -53,6 +57,7 @@ __all__ = [
     "HOST_BATCH_WORKING_SET_BYTES",
     "MIN_BUDGET_GB",
     "Backend",
+    "BackendName",
     "BatchPlan",
     "MemoryCapWarning",
     "PrecisionWarning",

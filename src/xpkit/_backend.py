@@ -6,7 +6,7 @@ resolves for the library; library facts come from the library's adapter.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 import numpy as np
 
@@ -17,32 +17,68 @@ from ._args import (
     check_shape,
     fill_dtype_name,
     host_dtype_name,
-    is_array_list,
 )
+from ._convert import ArrayT
 from ._creation import Creation, creation_on
 from ._dtypes import DTYPE_NAMES, dtype_name
-from ._operations import Operations
-from ._resolve import BACKEND_NAMES, Unavailable, adapter_for_name, locate_arrays
+from ._inputs import Inputs
+from ._resolve import (
+    BACKEND_NAMES,
+    Unavailable,
+    adapter_for_name,
+    key_of,
+    locate_arrays,
+)
+
+if TYPE_CHECKING:
+    from ._adapters._types import (
+        AutoName,
+        BackendName,
+        CupyArray,
+        CupyName,
+        DaskArray,
+        DaskName,
+        JaxArray,
+        JaxName,
+        NdonnxArray,
+        NdonnxName,
+        NumpyArray,
+        NumpyName,
+        StrictArray,
+        StrictName,
+        TorchArray,
+        TorchName,
+    )
+    from ._namespace import Namespace
 
 __all__ = ["BACKEND_NAMES", "Backend"]
 
+#: Another array type, for methods that take any library's arrays.
+_A = TypeVar("_A")
+
 
 # (adapter, device key) -> Backend: `from_arrays` resolves each kind of array once.
-_FROM_ARRAYS: dict[tuple[Adapter, Any, Any], Backend] = {}
+_FROM_ARRAYS: dict[tuple[Adapter, Any, Any], Backend[Any]] = {}
 
 
-class Backend(Operations):
+class Backend(Inputs[ArrayT]):
     """Backend abstraction for numerical operations.
 
     A `Backend` is one array library on one device. Code written against its
     methods and its namespace `xp` runs unchanged on every supported library.
 
+    ``Backend`` is generic in its library's array type, which type checkers
+    follow from the name: ``Backend("torch")`` is a ``Backend[torch.Tensor]``,
+    ``Backend("numpy")`` a ``Backend[numpy.ndarray]``, ``Backend("auto")`` a
+    ``Backend[Any]``; its methods return (and its operations take) that type.
+
     Parameters
     ----------
-    backend : str, default "numpy"
+    backend : BackendName, default "numpy"
         ``"numpy"``; ``"torch"`` (device detection cuda → mps → cpu);
         ``"auto"`` (torch when installed, else numpy); ``"array_api_strict"``;
-        ``"cupy"``; ``"jax"``; ``"dask"``.
+        ``"cupy"``; ``"jax"``; ``"dask"``; ``"ndonnx"``. A type checker
+        reports any other literal name as an error.
     device : str or device, optional
         Pin a device (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``, ...), or
         the library's own device object (``torch.device("cpu", 0)``);
@@ -57,13 +93,14 @@ class Backend(Operations):
         ``"jax-gpu"``, ``"dask"``.
     device : str
         The device arrays are placed on (``"cpu"``, ``"cuda"``, ``"mps"``, ...).
-    xp : module
-        The Array-API-compliant namespace (e.g. ``array_api_compat.torch``).
+    xp : Namespace
+        The Array-API-compliant namespace (e.g. ``array_api_compat.torch``),
+        typed for checkers as a `Namespace` of this backend's array type.
     is_gpu : bool
         Whether `device` is a GPU.
     library : str
         The library's key, as accepted by ``Backend(...)``.
-    create : Creation
+    create : Creation[ArrayT]
         The namespace's creation functions (``zeros``, ``ones``, ``empty``,
         ``full``, ``arange``, ``linspace``, ``eye``, ``asarray``) with
         ``device=`` bound to this backend's device: ``b.create.zeros(3)``
@@ -108,11 +145,51 @@ class Backend(Operations):
 
     name: str
     device: str
-    xp: Any
+    xp: Namespace[ArrayT]
     is_gpu: bool
-    create: Creation
+    create: Creation[ArrayT]
 
-    def __init__(self, backend: str = "numpy", *, device: Any = None) -> None:
+    # The array type follows the name (the aliases are the type checker's
+    # only: each library is imported under TYPE_CHECKING, in _adapters/_types).
+    @overload
+    def __init__(
+        self: Backend[NumpyArray],
+        backend: NumpyName = "numpy",
+        *,
+        device: Any = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Backend[TorchArray], backend: TorchName, *, device: Any = None
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Backend[StrictArray],
+        backend: StrictName,
+        *,
+        device: Any = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Backend[CupyArray], backend: CupyName, *, device: Any = None
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Backend[JaxArray], backend: JaxName, *, device: Any = None
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Backend[DaskArray], backend: DaskName, *, device: Any = None
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Backend[NdonnxArray], backend: NdonnxName, *, device: Any = None
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Backend[Any], backend: AutoName, *, device: Any = None
+    ) -> None: ...
+    def __init__(self, backend: BackendName = "numpy", *, device: Any = None) -> None:
         adapter = adapter_for_name(backend)
         if device is not None and not isinstance(device, str):
             if isinstance(device, (bool, int, float, complex, bytes)):
@@ -172,7 +249,7 @@ class Backend(Operations):
         self._native = native
         self.name = adapter.backend_name(device)
         self.device = device
-        self.xp = xp
+        self.xp = xp  # the library's namespace, which Namespace describes
         self.is_gpu = adapter.is_gpu(device)
         self.create = (
             Creation(*[xp.refuse] * len(Creation._fields))
@@ -233,18 +310,27 @@ class Backend(Operations):
     def __reduce__(self) -> tuple[Any, tuple[str, str]]:
         return (_restore, (self._adapter.key, self.device))
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> Backend:
+    def __deepcopy__(self, memo: dict[int, Any]) -> Backend[ArrayT]:
         return self  # immutable: one library on one device
 
-    def __copy__(self) -> Backend:
+    def __copy__(self) -> Backend[ArrayT]:
         return self
 
     # -- construction from arrays ----------------------------------------
+    @overload
     @classmethod
-    def from_arrays(cls, *arrays: Any) -> Backend:
+    def from_arrays(cls, *arrays: complex | None) -> Backend[NumpyArray]: ...
+    @overload
+    @classmethod
+    def from_arrays(cls, *arrays: _A | complex | None) -> Backend[_A]: ...
+    @classmethod
+    def from_arrays(cls, *arrays: Any) -> Backend[Any]:
         """The backend (library and device) that ``arrays`` live on.
 
         Python scalars and None are skipped; with no arrays left, NumPy.
+        Type checkers infer the array type from the arguments:
+        ``Backend.from_arrays(t)`` with a ``torch.Tensor`` ``t`` is a
+        ``Backend[torch.Tensor]``.
 
         Raises
         ------
@@ -264,12 +350,12 @@ class Backend(Operations):
                 if found_at < 0
                 else found.device_str(found.device_of(arrays[found_at]))
             )
-            cached = cls(found.key, device=dev)
+            cached = cls(key_of(found), device=dev)
             _FROM_ARRAYS[cache_key] = cached
         return cached
 
     # -- creation and conversion ----------------------------------------------
-    def asarray(self, x: Any, dtype: Any = None, device: Any = None) -> Any:
+    def asarray(self, x: Any, dtype: Any = None, device: Any = None) -> ArrayT:
         """Convert input to a backend array.
 
         Handles arrays of any supported library, lists and scalars. Places the
@@ -306,11 +392,12 @@ class Backend(Operations):
             under ``jit``) arrays of this library are cast unchecked.
         """
         if dtype is None and device is None and self._is_own(x):
-            return x  # already here, in a dtype the device has: asarray is a no-op
+            same: ArrayT = x  # already here, in a dtype the device has: a no-op
+            return same
         dev_str, native = self._target(device)
         return self._convert(x, "x", dtype, dev_str, native)
 
-    def asarray_like(self, x: Any, ref: Any) -> Any:
+    def asarray_like(self, x: Any, ref: Any) -> ArrayT:
         """Convert ``x`` to an array matching ``ref``'s dtype and device.
 
         Raises ValueError, as `asarray`, when the cast would change a value.
@@ -322,114 +409,9 @@ class Backend(Operations):
             return self.xp.asarray(x, dtype=xp_dtype, device=native)
         host = self._host(x, "x")
         host = self._castable(host, host_dtype_name(host), target, "x", host=True)
-        return self._adapter.from_host(self.xp, host, xp_dtype, native)
+        return cast("ArrayT", self._adapter.from_host(self.xp, host, xp_dtype, native))
 
-    def check_arrays(self, *inputs: Any, convert: bool = False) -> list[Any]:
-        """Coerce all inputs to the same dtype (and device) as the first.
-
-        None values are passed through. Lists of arrays are converted
-        element-wise. Host data (NumPy arrays, lists, scalars) is moved to the
-        first array's device; arrays of this backend's library on another
-        device raise `ValueError`, arrays of another library `TypeError`.
-        A cast that would change a value (a float ``y`` of 0.5 to an integer
-        first input's dtype) raises `ValueError` naming the input.
-
-        Parameters
-        ----------
-        *inputs : array, list, scalar or None
-            The arrays to coerce; the first array sets dtype and device.
-        convert : bool, default False
-            Follow the first array: arrays of other libraries, and of this
-            one on other devices, are moved there (as `move` moves them:
-            DLPack first) instead of refused. Off by default, so that mixed
-            inputs never convert silently.
-
-        Returns
-        -------
-        list
-            Converted arrays in the same order as inputs.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> import xpkit
-        >>> b = xpkit.Backend("numpy")
-        >>> X, y = b.check_arrays(np.ones((2, 2), dtype=np.float32), [1, 2])
-        >>> y.dtype
-        dtype('float32')
-        """
-        if not isinstance(convert, bool):
-            msg = f"convert must be a bool, got {convert!r}"
-            raise TypeError(msg)
-        ref: list[Any] = []  # [xp dtype, native device, device string, dtype name]
-        out: list[Any] = []
-        for i, item in enumerate(inputs):
-            if item is None:
-                out.append(None)
-            elif is_array_list(item):
-                out.append(
-                    [
-                        self._check_one(v, f"inputs[{i}][{j}]", ref, convert)
-                        for j, v in enumerate(item)
-                    ]
-                )
-            else:
-                out.append(self._check_one(item, f"inputs[{i}]", ref, convert))
-        return out
-
-    def _check_one(self, x: Any, param: str, ref: list[Any], convert: bool) -> Any:
-        adapter = adapter_for_array(x)
-        host_lib = ADAPTERS["numpy"]
-        if (
-            adapter is not None
-            and adapter is not self._adapter
-            and adapter is not host_lib
-        ):
-            if not convert:
-                msg = (
-                    f"{param} is a {adapter.label} array but this backend is "
-                    f"{self.name!r}; convert it explicitly with Backend.move, or "
-                    f"pass convert=True"
-                )
-                raise TypeError(msg)
-            dev, native = (ref[2], ref[1]) if ref else (self.device, self._native)
-            x = self._move(x, adapter, dev, native, None, param)
-            adapter = self._adapter
-        if adapter is self._adapter:
-            self._refuse_lossy(adapter, x, param)
-            dev = self._adapter.device_str(self._adapter.device_of(x))
-            if (
-                convert
-                and ref
-                and self._adapter.canonical_device(dev)
-                != self._adapter.canonical_device(ref[2])
-            ):
-                x = self._move(x, adapter, ref[2], ref[1], None, param)
-                dev = ref[2]
-            if ref and self._adapter.canonical_device(
-                dev
-            ) != self._adapter.canonical_device(ref[2]):
-                msg = (
-                    f"{param} is on device {dev!r} but the first input is on {ref[2]!r}"
-                )
-                raise ValueError(msg)
-            own = self._own_dtype(x, param)
-            if not ref:
-                target, xp_dtype = self._dtype_pair(
-                    own, dev, f"{param} has dtype {own}"
-                )
-                ref += [xp_dtype, self._adapter.device_of(x), dev, target]
-            x = self._castable(x, own, ref[3], param, host=False)
-            return self.xp.asarray(x, dtype=ref[0], device=ref[1])
-        host = self._host(x, param)
-        own = host_dtype_name(host)
-        if not ref:
-            target, xp_dtype = self._dtype_pair(own, None, f"{param} has dtype {own}")
-            ref += [xp_dtype, self._native, self.device, target]
-        host = self._castable(host, own, ref[3], param, host=True)
-        return self._adapter.from_host(self.xp, host, ref[0], ref[1])
-
-    def copy(self, array: Any) -> Any:
+    def copy(self, array: Any) -> ArrayT:
         """Return an independent copy of the array.
 
         An array of this library is copied where it lives, in its dtype;
@@ -455,7 +437,9 @@ class Backend(Operations):
         _, xp_dtype = self._dtype_pair(own, None, f"array has dtype {own}")
         if not host.flags.owndata or host.base is not None or host is array:
             host = host.copy()  # the result must not share memory with the input
-        return self._adapter.from_host(self.xp, host, xp_dtype, self._native)
+        return cast(
+            "ArrayT", self._adapter.from_host(self.xp, host, xp_dtype, self._native)
+        )
 
     @staticmethod
     def dtype_to_str(dtype: Any) -> str | None:
@@ -473,7 +457,7 @@ class Backend(Operations):
         """
         return dtype_name(dtype)
 
-    def full(self, shape: Any, fill_value: Any, dtype: Any = None) -> Any:
+    def full(self, shape: Any, fill_value: Any, dtype: Any = None) -> ArrayT:
         """Create an array filled with ``fill_value``.
 
         With ``dtype=None`` the dtype follows NumPy's rules for the fill value
@@ -508,7 +492,7 @@ class Backend(Operations):
         shape: Any = None,
         dtype: Any = None,
         device: Any = None,
-    ) -> Any:
+    ) -> ArrayT:
         """Create an array filled with ``fill_value``, optionally another shape.
 
         Parameters
@@ -540,7 +524,7 @@ class Backend(Operations):
 
     def ones_like(
         self, array: Any, shape: Any = None, dtype: Any = None, device: Any = None
-    ) -> Any:
+    ) -> ArrayT:
         """Create a ones array like ``array``, optionally of another shape."""
         if (
             shape is None
@@ -554,7 +538,7 @@ class Backend(Operations):
 
     def zeros_like(
         self, array: Any, shape: Any = None, dtype: Any = None, device: Any = None
-    ) -> Any:
+    ) -> ArrayT:
         """Create a zeros array like ``array``, optionally of another shape."""
         if (
             shape is None
@@ -567,30 +551,34 @@ class Backend(Operations):
         return self.xp.zeros(out_shape, dtype=xp_dtype, device=native)
 
     # -- transfers -----------------------------------------------------------
-    def to_cpu(self, array: Any) -> Any:
+    def to_cpu(self, array: _A) -> _A | NumpyArray:
         """Transfer an array to its library's CPU device. No-op for NumPy.
 
-        CuPy has no CPU device: its arrays come back as NumPy arrays.
+        CuPy has no CPU device: its arrays come back as NumPy arrays (so the
+        type is the input's or NumPy's); host data comes back as NumPy.
         """
         adapter = adapter_for_array(array)
         if adapter is None:
             return self._host(array, "array")
-        return adapter.to_cpu(array)
+        on_cpu: _A | NumpyArray = adapter.to_cpu(array)
+        return on_cpu
 
-    def to_device(self, arr: Any) -> Any:
+    def to_device(self, arr: Any) -> ArrayT:
         """Transfer an array (NumPy or any supported library) to the backend's device."""
         if self._is_own(arr):
-            return arr
+            same: ArrayT = arr
+            return same
         return self._convert(arr, "arr", None, None, self._native)
 
-    def to_gpu(self, array: Any, device: Any = None) -> Any:
+    def to_gpu(self, array: Any, device: Any = None) -> ArrayT:
         """Transfer an array to the GPU, by default the backend's device.
 
         A no-op where the backend's device is the CPU; an explicit ``device``
         that does not exist raises `ValueError`.
         """
         if device is None and self._is_own(array):
-            return array
+            same: ArrayT = array
+            return same
         dev_str, native = self._target(device)
         return self._convert(array, "array", None, dev_str, native)
 
@@ -607,10 +595,10 @@ class Backend(Operations):
         return self._host(arr, "arr")
 
 
-def _restore(key: str, device: str) -> Backend:
+def _restore(key: str, device: str) -> Backend[Any]:
     """Unpickle: the same library and device, or a Backend that refuses to run."""
     try:
-        return Backend(key, device=device)
+        return Backend(cast("BackendName", key), device=device)
     except (ImportError, ValueError, RuntimeError) as exc:
         adapter = ADAPTERS[key]
         reason = (
@@ -619,7 +607,7 @@ def _restore(key: str, device: str) -> Backend:
         )
         unavailable = Unavailable(reason)
         refuse = unavailable.refuse
-        b = Backend.__new__(Backend)
+        b: Backend[Any] = Backend.__new__(Backend)
         b._bind(
             adapter,
             device,

@@ -7,7 +7,8 @@ device in a dtype, refusing what would change values or lose information.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Generic, cast
 
 import numpy as np
 from array_api_compat import numpy as _np_xp
@@ -21,12 +22,28 @@ from ._args import (
 )
 from ._dtypes import DTYPE_KINDS, DTYPE_NAMES, dtype_name, narrow_for_device
 
-__all__ = ["Conversions"]
+if TYPE_CHECKING:
+    from ._namespace import Namespace
+
+__all__ = ["ArrayT", "Conversions"]
+
+#: The array type of a `Backend`'s library (``torch.Tensor`` for
+#: ``Backend("torch")``): what its methods return and its operations take.
+#: For type checkers its default is ``Any`` (PEP 696), so a bare ``Backend``
+#: annotation means ``Backend[Any]``; Python 3.11's TypeVar has no default.
+if TYPE_CHECKING:
+    from typing_extensions import TypeVar
+
+    ArrayT = TypeVar("ArrayT", default=Any)
+else:
+    from typing import TypeVar
+
+    ArrayT = TypeVar("ArrayT")
 
 _COMPLEX = frozenset(DTYPE_KINDS["complex floating"])
 
 
-class Conversions:
+class Conversions(Generic[ArrayT]):
     """How `Backend` reads its arguments (its attributes are set by `Backend`)."""
 
     __slots__ = ()
@@ -34,25 +51,25 @@ class Conversions:
     _adapter: Adapter
     _bad_args: Any
     _canon: str
-    _concat: Any
+    _concat: Callable[..., ArrayT]
     _dtypes: frozenset[str]
-    _expand_dims: Any
+    _expand_dims: Callable[..., ArrayT]
     _f64: bool
-    _full_like: Any
+    _full_like: Callable[..., ArrayT]
     _held: Any
-    _is_own: Any
-    _is_own_like: Any
-    _matmul: Any
+    _is_own: Callable[[Any], bool]
+    _is_own_like: Callable[[Any], bool]
+    _matmul: Callable[[Any, Any], ArrayT]
     _native: Any
-    _ones_like: Any
+    _ones_like: Callable[..., ArrayT]
     _plain: Any
-    _sort: Any
+    _sort: Callable[..., ArrayT]
     _unusable: str | None
-    _zeros_like: Any
+    _zeros_like: Callable[..., ArrayT]
     device: str
     is_gpu: bool
     name: str
-    xp: Any
+    xp: Namespace[ArrayT]
 
     # -- helpers -----------------------------------------------------------
     def _xp_dtype(self, name: str, device: str | None = None) -> Any:
@@ -162,7 +179,7 @@ class Conversions:
         dtype: Any,
         dev_str: str | None,
         native: Any,
-    ) -> Any:
+    ) -> ArrayT:
         """``x`` (any array, list or scalar) as an array of this backend.
 
         The slow path of `asarray` and `copy`: the dtype is ``dtype`` (None:
@@ -185,7 +202,7 @@ class Conversions:
             name or own, dev_str, source or f"{param} has dtype {own}"
         )
         host = self._castable(host, own, target, param, host=True)
-        return self._adapter.from_host(self.xp, host, xp_dtype, native)
+        return cast("ArrayT", self._adapter.from_host(self.xp, host, xp_dtype, native))
 
     def _ref(self, array: Any, dtype: Any, device: Any) -> tuple[str, Any, Any]:
         """Dtype name and object, and native device, of a ``*_like`` call."""

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar
 
 __all__ = ["Creation", "creation_on"]
 
+ArrayT = TypeVar("ArrayT")
 
-class Creation(NamedTuple):
+
+class Creation(NamedTuple, Generic[ArrayT]):
     """``b.create``: the standard's creation functions on ``b``'s device.
 
     Each is the namespace's own function (``b.xp.zeros``, ...) with
@@ -19,6 +21,10 @@ class Creation(NamedTuple):
     explicit ``device=`` still wins. `Backend.asarray` and `Backend.full`
     are the checked versions (NumPy's dtype rules, values kept by casts);
     these cost what the library's own call costs.
+
+    Each returns the backend's array type (``b.create.zeros(3)`` is a
+    ``torch.Tensor`` on a ``Backend[torch.Tensor]``); the parameters are
+    the library's own, so they are not typed here.
 
     Examples
     --------
@@ -30,17 +36,17 @@ class Creation(NamedTuple):
     (2, 2)
     """
 
-    asarray: Callable[..., Any]
-    zeros: Callable[..., Any]
-    ones: Callable[..., Any]
-    empty: Callable[..., Any]
-    full: Callable[..., Any]
-    arange: Callable[..., Any]
-    linspace: Callable[..., Any]
-    eye: Callable[..., Any]
+    asarray: Callable[..., ArrayT]
+    zeros: Callable[..., ArrayT]
+    ones: Callable[..., ArrayT]
+    empty: Callable[..., ArrayT]
+    full: Callable[..., ArrayT]
+    arange: Callable[..., ArrayT]
+    linspace: Callable[..., ArrayT]
+    eye: Callable[..., ArrayT]
 
 
-def creation_on(xp: Any, native: Any) -> Creation:
+def creation_on(xp: Any, native: Any) -> Creation[Any]:
     """`Creation` for namespace ``xp`` with ``device=native`` bound."""
     return Creation(
         *(

@@ -8,10 +8,10 @@ where the array cannot arrive as asked.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from ._adapters import Adapter, adapter_for_array
-from ._convert import Conversions
+from ._convert import ArrayT, Conversions
 from ._dtypes import dtype_name
 
 __all__ = ["Moves"]
@@ -27,12 +27,12 @@ def _check_copy(copy: Any) -> None:
         raise TypeError(msg)
 
 
-class Moves(Conversions):
+class Moves(Conversions[ArrayT]):
     """`Backend.move`, and the conversion `check_arrays(convert=True)` uses."""
 
     __slots__ = ()
 
-    def move(self, x: Any, *, copy: bool | None = None) -> Any:
+    def move(self, x: Any, *, copy: bool | None = None) -> ArrayT:
         """``x``, an array of any supported library, as an array of this backend.
 
         On the backend's device, with ``x``'s dtype (narrowed as `asarray`
@@ -83,13 +83,14 @@ class Moves(Conversions):
         native: Any,
         copy: bool | None,
         param: str,
-    ) -> Any:
+    ) -> ArrayT:
         """``x`` of library ``source`` onto ``native`` (named ``dev_str``)."""
         self._refuse_lossy(source, x, param)
         own = dtype_name(x.dtype)
         assert own is not None
         target, xp_dtype = self._dtype_pair(own, dev_str, f"{param} has dtype {own}")
         adapter = self._adapter
+        moved: Any  # an array of this library (its dtype is read below)
         if source is adapter:
             here = adapter.device_key(x) == adapter.native_device_key(native)
             if here and not copy:
@@ -106,7 +107,8 @@ class Moves(Conversions):
             moved = self._import(x, source, (dev_str, native, xp_dtype), copy, param)
         if dtype_name(moved.dtype) != target:  # narrowed for this device
             moved = self.xp.astype(moved, xp_dtype)
-        return moved
+        result: ArrayT = moved
+        return result
 
     def _import(
         self,
@@ -115,7 +117,7 @@ class Moves(Conversions):
         target: tuple[str, Any, Any],
         copy: bool | None,
         param: str,
-    ) -> Any:
+    ) -> ArrayT:
         """Another library's array: DLPack, else (copies allowed) the host.
 
         ``target`` is the device string, the native device and the dtype
@@ -140,4 +142,4 @@ class Moves(Conversions):
         host = source.to_numpy(x)
         if copy and not host.flags.owndata:
             host = host.copy()  # from_host may keep the host buffer
-        return adapter.from_host(self.xp, host, xp_dtype, native)
+        return cast("ArrayT", adapter.from_host(self.xp, host, xp_dtype, native))

@@ -20,6 +20,7 @@ from ._args import (
     raise_if_axis_out_of_range,
     shape_of,
 )
+from ._convert import ArrayT
 from ._moves import Moves
 
 __all__ = ["Operations"]
@@ -33,7 +34,7 @@ def _shape(x: Any) -> tuple[Any, ...]:
     return tuple(shape_of(x))
 
 
-class Operations(Moves):
+class Operations(Moves[ArrayT]):
     """`Backend`'s operations (its attributes are set by `Backend`)."""
 
     __slots__ = ()
@@ -45,7 +46,7 @@ class Operations(Moves):
     # an operand is not one of its own arrays), so the fast path pays nothing.
     # A fault the checks find becomes one ValueError/TypeError on every
     # backend; anything else (an OOM, a library bug) propagates unchanged.
-    def concatenate(self, arrays: Sequence[Any], axis: int = 0) -> Any:
+    def concatenate(self, arrays: Sequence[ArrayT], axis: int = 0) -> ArrayT:
         """Concatenate a non-empty sequence of arrays along ``axis``.
 
         Raises
@@ -88,7 +89,7 @@ class Operations(Moves):
         for i, a in enumerate(arrays):
             self._check_operand(a, f"arrays[{i}]")
 
-    def expand_dims(self, array: Any, axis: int) -> Any:
+    def expand_dims(self, array: ArrayT, axis: int) -> ArrayT:
         """Insert a new axis at position ``axis``."""
         if type(axis) is not int:
             axis = check_axis(axis)
@@ -102,13 +103,13 @@ class Operations(Moves):
             raise_if_axis_out_of_range(array, axis, extra=1)
             raise
 
-    def flatnonzero(self, array: Any) -> Any:
+    def flatnonzero(self, array: ArrayT) -> ArrayT:
         """Indices of the non-zero elements of the flattened array."""
         if not self._is_own_like(array):
             self._check_operand(array, "array")
         return self.xp.nonzero(self.xp.reshape(array, (-1,)))[0]
 
-    def matmul(self, A: Any, B: Any) -> Any:
+    def matmul(self, A: ArrayT, B: ArrayT) -> ArrayT:
         """Matrix multiplication ``A @ B``.
 
         Raises
@@ -134,7 +135,7 @@ class Operations(Moves):
                 raise ValueError(problem) from None
             raise
 
-    def sort(self, array: Any, axis: int = -1) -> Any:
+    def sort(self, array: ArrayT, axis: int = -1) -> ArrayT:
         """Sort along ``axis``, returning values only.
 
         A non-array (a list) is a TypeError naming ``array`` on every backend.
@@ -153,7 +154,9 @@ class Operations(Moves):
             raise_if_axis_out_of_range(array, axis)
             raise
 
-    def svd(self, X: Any, full_matrices: bool = False) -> tuple[Any, Any, Any]:
+    def svd(
+        self, X: ArrayT, full_matrices: bool = False
+    ) -> tuple[ArrayT, ArrayT, ArrayT]:
         """Singular Value Decomposition, reduced by default.
 
         Parameters

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeGuard, cast
 
 from ._adapters import _BY_TYPE as _ADAPTER_BY_TYPE
 from ._adapters import ADAPTERS, Adapter, adapter_for_array
 from ._args import PY_SCALARS
 from ._log import logger
 
+if TYPE_CHECKING:
+    from ._adapters._types import BackendName
+
 __all__ = [
     "AUTO_PREFERENCE",
     "BACKEND_NAMES",
     "Unavailable",
     "adapter_for_name",
+    "is_backend_name",
+    "key_of",
     "locate_arrays",
 ]
 
@@ -27,6 +32,20 @@ AUTO_PREFERENCE: tuple[str, ...] = tuple(
         key=lambda k: ADAPTERS[k].auto_rank or 0,
     )
 )
+
+
+def is_backend_name(name: object) -> TypeGuard[BackendName]:
+    """Whether ``name`` is one of `BACKEND_NAMES` exactly (no case folding).
+
+    For code holding a name as a plain ``str``: ``Backend(name)`` type-checks
+    once this has narrowed it to `BackendName`.
+    """
+    return name in BACKEND_NAMES
+
+
+def key_of(adapter: Adapter) -> BackendName:
+    """``adapter.key``, typed as the `BackendName` it is (registry keys are)."""
+    return cast("BackendName", adapter.key)
 
 
 def adapter_for_name(backend: object) -> Adapter:

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import platform
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ._adapters import ADAPTERS, Adapter
 from ._backend import BACKEND_NAMES, Backend
 from ._log import logger
+from ._resolve import is_backend_name, key_of
+
+if TYPE_CHECKING:
+    from ._adapters._types import BackendName
 
 __all__ = [
     "AUTO_CPU_MAX_ELEMENTS",
@@ -33,7 +37,7 @@ AUTO_UNIFIED_MIN_ELEMENTS = 30_000_000
 class InventoryEntry(NamedTuple):
     """One backend this machine has (``reason`` empty), or why it has not."""
 
-    key: str
+    key: BackendName
     device: str | None
     name: str
     reason: str = ""
@@ -51,23 +55,23 @@ def backend_inventory() -> list[InventoryEntry]:
     for adapter in ADAPTERS.values():
         if not adapter.is_installed():
             reason = f"{adapter.label} is not installed (pip install 'xpkit[{adapter.extra}]')"
-            entries.append(InventoryEntry(adapter.key, None, adapter.key, reason))
+            entries.append(InventoryEntry(key_of(adapter), None, adapter.key, reason))
             continue
         try:
             devices = adapter.devices()
         except Exception as exc:  # noqa: BLE001 - a broken install: report it
-            entries.append(InventoryEntry(adapter.key, None, adapter.key, f"{exc}"))
+            entries.append(InventoryEntry(key_of(adapter), None, adapter.key, f"{exc}"))
             continue
         if not devices:
             reason = f"{adapter.label} sees no device on this machine"
-            entries.append(InventoryEntry(adapter.key, None, adapter.key, reason))
+            entries.append(InventoryEntry(key_of(adapter), None, adapter.key, reason))
             continue
         seen: set[str] = set()
         for dev in devices:
             name = adapter.backend_name(dev)
             if name not in seen:  # one entry per backend name (cuda, not also cuda:1)
                 seen.add(name)
-                entries.append(InventoryEntry(adapter.key, dev, name))
+                entries.append(InventoryEntry(key_of(adapter), dev, name))
     return entries
 
 
@@ -150,8 +154,8 @@ def coerce_backend(parallel: Any, param: str) -> Backend:
             )
             raise RuntimeError(msg)
         adapter, dev = gpus[0]
-        return Backend(adapter.key, device=dev)
-    if key not in BACKEND_NAMES:
+        return Backend(key_of(adapter), device=dev)
+    if not is_backend_name(key):
         msg = (
             f"{param}={parallel!r} is not a backend specifier; accepted: None, "
             f"cpu, gpu, {', '.join(BACKEND_NAMES)}, or a Backend"
@@ -238,5 +242,5 @@ def auto_select_backend(n_samples: int, n_features: int, cv: int = 1) -> Backend
         return Backend("numpy")
     for adapter, dev in find_gpus():
         if not adapter.unified_memory(dev) or work >= AUTO_UNIFIED_MIN_ELEMENTS:
-            return Backend(adapter.key, device=dev)
+            return Backend(key_of(adapter), device=dev)
     return Backend("numpy")
