@@ -14,6 +14,7 @@ from ._base import (
     HOST_BATCH_WORKING_SET_BYTES,
     Adapter,
     FastOps,
+    LazyTags,
     MemoryInfo,
 )
 from .cupy import CupyAdapter
@@ -30,6 +31,7 @@ __all__ = [
     "HOST_BATCH_WORKING_SET_BYTES",
     "Adapter",
     "FastOps",
+    "LazyTags",
     "MemoryInfo",
     "adapter_for_array",
     "get_adapter",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from types import ModuleType
 from typing import Any, ClassVar, NamedTuple
 
@@ -22,6 +23,7 @@ __all__ = [
     "HOST_BATCH_WORKING_SET_BYTES",
     "Adapter",
     "FastOps",
+    "LazyTags",
     "MemoryCap",
     "MemoryInfo",
     "MemoryProbe",
@@ -62,6 +64,18 @@ class FastOps(NamedTuple):
     zeros_like: Callable[..., Any]
     ones_like: Callable[..., Any]
     full_like: Callable[..., Any]
+
+
+class LazyTags(NamedTuple):
+    """How a function declared with ``xpkit.testing.lazy_xp_function`` runs.
+
+    ``jit``/``compiled``: whether it runs jitted/compiled in those modes;
+    ``computes``: how many computes of a lazy graph one call may make.
+    """
+
+    jit: bool
+    compiled: bool
+    computes: int
 
 
 class MemoryInfo(NamedTuple):
@@ -282,6 +296,41 @@ class Adapter:
     def strictest_mode(self) -> Any:
         """A context manager for this library's strictest mode, or None."""
         return None
+
+    def pads_batches(self, fn: Callable[..., Any]) -> bool:  # noqa: ARG002
+        """Whether `map_batches` pads the last batch for ``fn`` by default.
+
+        True where the library compiles ``fn`` (or each of its operations)
+        once per input shape, so that a last, shorter batch would compile
+        again. False by default.
+        """
+        return False
+
+    #: The modes the pytest plugin offers as ``<backend>-<mode>`` variants
+    #: to test modules that declare lazy functions: ``"jit"``, ``"lazy"``,
+    #: ``"compile"``.
+    test_modes: ClassVar[tuple[str, ...]] = ()
+
+    def lazy_context(
+        self,
+        mode: str,
+        request: Any,  # noqa: ARG002
+        xp: Any,  # noqa: ARG002
+        tagged: list[tuple[Callable[..., Any], LazyTags]],  # noqa: ARG002
+        replace: Callable[  # noqa: ARG002
+            [Callable[[Callable[..., Any], LazyTags], Callable[..., Any] | None]],
+            AbstractContextManager[None],
+        ],
+    ) -> AbstractContextManager[None]:
+        """A context in which a test module's declared functions run in ``mode``.
+
+        ``request`` is the test's pytest request, ``xp`` the namespace,
+        ``tagged`` the declared functions with their `LazyTags`, and
+        ``replace(wrap)`` a context that swaps each declared function ``f``
+        for ``wrap(f, tags)`` (None: left as is) in the test module.
+        """
+        msg = f"{self.label} has no test mode {mode!r} (its modes: {self.test_modes})"
+        raise ValueError(msg)
 
     def fast_ops(self, xp: Any) -> FastOps:
         """The hot-path functions `Backend` binds once.

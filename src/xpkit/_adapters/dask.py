@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from types import ModuleType
 from typing import Any
 
 import array_api_compat
 import numpy as np
 
-from ._base import Adapter
+from ._base import Adapter, LazyTags
 from ._peak import PeakMeter, tracemalloc_meter
 
 __all__ = ["DaskAdapter"]
@@ -78,6 +80,33 @@ class DaskAdapter(Adapter):
 
     #: A lazy graph: a result is assembled on the host, then wrapped.
     writable_rows = False
+
+    test_modes = ("lazy",)
+
+    def lazy_context(
+        self,
+        mode: str,
+        request: Any,
+        xp: Any,
+        tagged: list[tuple[Callable[..., Any], LazyTags]],
+        replace: Callable[
+            [Callable[[Callable[..., Any], LazyTags], Callable[..., Any] | None]],
+            AbstractContextManager[None],
+        ],
+    ) -> AbstractContextManager[None]:
+        """``lazy``: computes counted, and refused beyond each function's allowance.
+
+        Through array-api-extra's ``patch_lazy_xp_functions``, which also
+        materialises each result so that errors surface in the test.
+        """
+        if mode != "lazy":
+            return super().lazy_context(mode, request, xp, tagged, replace)
+        from array_api_extra.testing import lazy_xp_function, patch_lazy_xp_functions
+
+        for func, tags in tagged:
+            lazy_xp_function(func, allow_dask_compute=tags.computes)
+        context: AbstractContextManager[None] = patch_lazy_xp_functions(request, xp=xp)
+        return context
 
     def peak_meter(self, device: str) -> PeakMeter | None:  # noqa: ARG002
         """`tracemalloc`: the chunks are NumPy arrays, computed on the host."""

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from types import ModuleType
 from typing import Any
 
 import array_api_compat
 import numpy as np
 
-from ._base import Adapter, MemoryCap, MemoryInfo
+from ._base import Adapter, LazyTags, MemoryCap, MemoryInfo
 from ._caps import jax_arena
 from ._peak import PeakMeter
 
@@ -173,6 +175,37 @@ class JaxAdapter(Adapter):
         peak that cannot be reset.
         """
         return None
+
+    test_modes = ("jit",)
+
+    def pads_batches(self, fn: Callable[..., Any]) -> bool:  # noqa: ARG002
+        """Always: JAX compiles a jitted ``fn``, and each eager operation, per shape."""
+        return True
+
+    def lazy_context(
+        self,
+        mode: str,
+        request: Any,
+        xp: Any,
+        tagged: list[tuple[Callable[..., Any], LazyTags]],
+        replace: Callable[
+            [Callable[[Callable[..., Any], LazyTags], Callable[..., Any] | None]],
+            AbstractContextManager[None],
+        ],
+    ) -> AbstractContextManager[None]:
+        """``jit``: each declared function under ``jax.jit``, through array-api-extra.
+
+        Its ``patch_lazy_xp_functions`` jits every argument that is not an
+        array as static, as a user's own jitted code would call the function.
+        """
+        if mode != "jit":
+            return super().lazy_context(mode, request, xp, tagged, replace)
+        from array_api_extra.testing import lazy_xp_function, patch_lazy_xp_functions
+
+        for func, tags in tagged:
+            lazy_xp_function(func, jax_jit=tags.jit)
+        context: AbstractContextManager[None] = patch_lazy_xp_functions(request, xp=xp)
+        return context
 
     def is_oom(self, exc: BaseException) -> bool:
         """XLA's ``RESOURCE_EXHAUSTED`` status, as ``JaxRuntimeError``."""
