@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import xpkit
+from xpkit._adapters import ADAPTERS
 from xpkit.testing import assert_equal
 
 GB = 1024**3
@@ -129,7 +130,8 @@ def test_whole_operands_moved_once_not_split(xpkit_backend, by):
     got = xpkit.map_batches(fn, a, backend=b, whole=whole, **SEVEN)
     assert_equal(got, a @ w)
     assert len(seen_x) == 6
-    assert [int(x.shape[0]) for x in seen_x] == [7] * 5 + [5]
+    last = 7 if ADAPTERS[b.library].pads_batches(fn) else 5  # JAX: one shape
+    assert [int(x.shape[0]) for x in seen_x] == [7] * 5 + [last]
     assert all(_on(x) == b for x in seen_x), "slices must be moved to the backend"
     assert all(tuple(W.shape) == (3, 2) for W in seen_w)
     assert _on(seen_w[0]) == b

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ._adapters import get_adapter
 from ._args import check_count, check_gb, check_positive
 from ._executors import pool_for, run_on_pool
 from ._log import logger
@@ -114,6 +115,7 @@ def map_batches(
     progress: bool = False,
     executor: Any = None,
     result_on: str = "host",
+    pad: bool | None = None,
 ) -> Any:
     """Map ``fn`` over row batches of ``arrays`` sized to the device's memory.
 
@@ -197,6 +199,12 @@ def map_batches(
         arrays of the backend's library on its device, allocated there (for
         libraries whose arrays cannot be written in place, JAX and Dask, they
         are assembled on the host and moved there once at the end).
+    pad : bool, optional
+        Pad the last batch, when it has fewer rows, to the batch size (its
+        last row repeated; the extra results are dropped), so that ``fn``
+        meets one shape and a compiling library compiles it once. By default
+        where the backend's library compiles per shape (JAX; a
+        ``torch.compile``-d ``fn``).
 
     Returns
     -------
@@ -219,6 +227,9 @@ def map_batches(
     if not isinstance(progress, bool):
         msg = f"progress must be a bool, got {progress!r}"
         raise TypeError(msg)
+    if pad is not None and not isinstance(pad, bool):
+        msg = f"pad must be a bool or None, got {pad!r}"
+        raise TypeError(msg)
     _check_place(result_on)
     call = _Call(
         fn,
@@ -237,6 +248,8 @@ def map_batches(
         outputs.put(0, 0, outputs.take(call.job.run(arrays, 0, 0, 0), 0, 0))
         return outputs.value()
     plan = call.plan(outputs)
+    if pad if pad is not None else get_adapter(call.owner.library).pads_batches(fn):
+        call.job.pad_to = plan.batch_size
     pool = call.pool
     logger().info(
         "map_batches: %d items, %d by the probe, then %d batches of %d "
@@ -290,6 +303,8 @@ def _run_here(call: _Call, outputs: Outputs, plan: BatchPlan, bar: Any) -> None:
                 "map_batches: batch size %d -> %d after an OOM", batch, fitted
             )
             batch = fitted
+            if call.job.pad_to:
+                call.job.pad_to = batch
         if bar is not None:
             bar.update(stop - start)
         start = stop

@@ -165,10 +165,12 @@ def run_split_on_oom(
         try:
             # (The first put allocates the outputs: if they do not fit beside
             # this chunk's result, a smaller chunk is tried, as for any OOM.)
-            rows = outputs.take(job.run(arrays, start, stop, n), start, stop)
+            result = job.run(arrays, start, stop, n, pad=not split)
+            rows = outputs.take(result, start, stop)
             outputs.put(start, stop, rows)
         except BaseException as exc:
             rows = None
+            result = None
             if not is_oom_error(exc) or size // 2 < min_chunk:
                 raise
             # Drop the failed attempt's locals (its buffers) before retrying.
@@ -176,6 +178,7 @@ def run_split_on_oom(
             reason = f"{type(exc).__name__}: {str(exc)[:200]}"
         else:
             rows = None
+            result = None
             if split:
                 fitted = max(fitted or 0, size)
             continue

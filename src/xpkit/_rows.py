@@ -50,6 +50,28 @@ def row_slices(
     return tuple(a[start:stop, ...] for a in arrays)
 
 
+def pad_rows(rows: Any, size: int) -> Any:
+    """``rows`` with its last row repeated up to ``size`` rows.
+
+    Real values, so that ``fn`` meets no zeros it would divide by.
+    """
+    import array_api_compat
+
+    xp = array_api_compat.array_namespace(rows)
+    missing = size - rows.shape[0]
+    tail = xp.broadcast_to(rows[-1:, ...], (missing, *rows.shape[1:]))
+    return xp.concat([rows, tail], axis=0)
+
+
+def trim_rows(result: Any, rows: int) -> Any:
+    """The first ``rows`` rows of each array of ``fn``'s result."""
+    if isinstance(result, Mapping):
+        return {k: trim_rows(v, rows) for k, v in result.items()}
+    if isinstance(result, (tuple, list)):
+        return type(result)(trim_rows(v, rows) for v in result)
+    return result[:rows, ...]
+
+
 class Job:
     """``fn`` with its whole operands, run on row ranges of the batched inputs.
 
@@ -58,9 +80,13 @@ class Job:
     torch CPU) before ``fn`` sees them, and the whole operands are moved
     there once, when the job is made. A job pickles (for executors) when
     ``fn`` and its operands do.
+
+    With ``pad_to`` set, the last rows of the inputs, when fewer, are padded
+    to ``pad_to`` rows (the last row repeated) and ``fn``'s result trimmed
+    back: every call sees one shape, so a compiling library compiles once.
     """
 
-    __slots__ = ("args", "backend", "fn", "kwargs")
+    __slots__ = ("args", "backend", "fn", "kwargs", "pad_to")
 
     def __init__(
         self,
@@ -70,6 +96,7 @@ class Job:
     ) -> None:
         self.fn = fn
         self.backend = backend
+        self.pad_to = 0
         if isinstance(whole, Mapping):
             self.args: tuple[Any, ...] = ()
             self.kwargs = {k: self._move(v) for k, v in whole.items()}
@@ -82,15 +109,31 @@ class Job:
             return x  # scalars and other objects go to fn as they are
         return self.backend.asarray(x)
 
-    def run(self, arrays: tuple[Any, ...], start: int, stop: int, n: int) -> Any:
-        """``fn`` on rows ``start:stop`` of ``arrays`` (of length ``n``)."""
+    def run(
+        self,
+        arrays: tuple[Any, ...],
+        start: int,
+        stop: int,
+        n: int,
+        *,
+        pad: bool = True,
+    ) -> Any:
+        """``fn`` on rows ``start:stop`` of ``arrays`` (of length ``n``).
+
+        ``pad=False``: never padded (the halves of a batch split after an
+        OOM, which padding would grow back to the size that failed).
+        """
         rows = row_slices(arrays, start, stop, n)
         if self.backend is not None:
             rows = tuple(self.backend.asarray(r) for r in rows)
+        size = stop - start
+        if pad and stop == n and 0 < size < self.pad_to:
+            rows = tuple(pad_rows(r, self.pad_to) for r in rows)
+            return trim_rows(self.fn(*rows, *self.args, **self.kwargs), size)
         return self.fn(*rows, *self.args, **self.kwargs)
 
     def __getstate__(self) -> tuple[Any, ...]:
-        return (self.fn, self.args, self.kwargs, self.backend)
+        return (self.fn, self.args, self.kwargs, self.backend, self.pad_to)
 
     def __setstate__(self, state: tuple[Any, ...]) -> None:
-        self.fn, self.args, self.kwargs, self.backend = state
+        self.fn, self.args, self.kwargs, self.backend, self.pad_to = state

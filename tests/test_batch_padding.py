@@ -1,0 +1,73 @@
+"""map_batches pads a shorter last batch so that a compiling library compiles once."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import xpkit
+
+
+def _batches_of(size: int, n: int, **kwargs: object) -> dict[str, object]:
+    """Arguments that make map_batches cut ``n`` rows into batches of ``size``."""
+    args: dict[str, object] = {"bytes_per_item": 1e6, **kwargs}
+    plan = xpkit.plan_batches(
+        lambda x: x, np.zeros((n, 1)), budget_gb=size * 1e6 / 1e9, **args
+    )
+    if plan.batch_size != size:  # the budget's GB -> bytes rule
+        plan = xpkit.plan_batches(
+            lambda x: x, np.zeros((n, 1)), budget_gb=size * 1e6 / 2**30, **args
+        )
+    assert plan.batch_size == size, plan
+    return {"budget_gb": plan.budget_gb, **args}
+
+
+def test_padding_gives_fn_one_shape_and_trims_the_result():
+    shapes: list[int] = []
+
+    def fn(x):
+        shapes.append(x.shape[0])
+        return {"inv": 1.0 / x, "twice": x * 2.0, "flat": x[:, 0]}  # 1/0 would raise
+
+    x = np.arange(1.0, 38.0).reshape(37, 1)  # 37 rows: 3 batches of 10, then 7
+    got = xpkit.map_batches(fn, x, pad=True, **_batches_of(10, 37))
+    assert shapes == [10, 10, 10, 10]
+    np.testing.assert_array_equal(got["inv"], 1.0 / x)
+    np.testing.assert_array_equal(got["twice"], x * 2.0)
+    np.testing.assert_array_equal(got["flat"], x[:, 0])
+
+
+def test_no_padding_by_default_where_nothing_compiles():
+    shapes: list[int] = []
+
+    def fn(x):
+        shapes.append(x.shape[0])
+        return x
+
+    xpkit.map_batches(fn, np.ones((37, 1)), **_batches_of(10, 37))
+    assert shapes == [10, 10, 10, 7]
+
+
+def test_pad_must_be_a_bool_or_none():
+    with pytest.raises(TypeError, match="pad must be a bool or None, got 'yes'"):
+        xpkit.map_batches(lambda x: x, np.ones((3, 1)), pad="yes")
+
+
+def test_jax_compiles_fn_once_over_ten_batches():
+    jax = pytest.importorskip("jax", reason="needs JAX: pip install 'xpkit[jax]'")
+    traces: list[tuple[int, ...]] = []
+
+    @jax.jit
+    def fn(x):
+        traces.append(x.shape)  # runs once per compilation, not per call
+        return jax.numpy.tanh(x).sum(axis=1)
+
+    b = xpkit.Backend("jax")
+    n = 97  # 9 batches of 10, then 7 rows
+    x = np.random.default_rng(0).standard_normal((n, 4))
+    got = xpkit.map_batches(fn, x, backend=b, **_batches_of(10, n))
+    np.testing.assert_allclose(got, np.tanh(x).sum(axis=1), rtol=1e-6)
+    assert traces == [(10, 4)]
+    traces.clear()
+    xpkit.map_batches(fn, x, backend=b, pad=False, **_batches_of(10, n))
+    assert traces == [(7, 4)]  # (10, 4) is cached: only the short tail compiles again
