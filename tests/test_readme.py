@@ -27,7 +27,7 @@ def _is_plugin_example(code: str) -> bool:
 
 def test_the_readme_has_the_blocks_this_file_runs():
     assert len(PYTHON) >= 4
-    assert sum(_is_plugin_example(c) for c in PYTHON) == 1
+    assert sum(_is_plugin_example(c) for c in PYTHON) == 2
     assert {lang for lang, _ in BLOCKS} <= {"python", "bash"}
 
 
@@ -41,14 +41,22 @@ def test_python_blocks_run_in_order(capsys):
             pytest.importorskip("distributed")
         exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102
         ran += 1
-    assert ran == len(PYTHON) - 1
+    assert ran == len(PYTHON) - 2
     # The map_batches example printed its p-value and how the cost was measured.
     out = capsys.readouterr().out
     assert re.search(r"p = 0\.\d{4}; measured by tracemalloc: \d+ bytes per", out), out
 
 
-def test_the_plugin_example_passes_as_a_test_file(pytester):
-    (code,) = [c for c in PYTHON if _is_plugin_example(c)]
+@pytest.mark.parametrize(
+    "code",
+    [
+        pytest.param(c, id=f"example{i}")
+        for i, c in enumerate(filter(_is_plugin_example, PYTHON))
+    ],
+)
+def test_the_plugin_examples_pass_as_test_files(pytester, code):
+    """As printed, in a project that keeps ``filterwarnings = error``."""
+    pytester.makeini("[pytest]\nfilterwarnings = error\n")
     pytester.makepyfile(test_readme_example=code)
     # A fresh process, as a user runs it (an in-process run would also drop the
     # array libraries it imports from sys.modules, and onnx cannot load twice).
@@ -56,6 +64,7 @@ def test_the_plugin_example_passes_as_a_test_file(pytester):
     outcomes = result.parseoutcomes()
     assert outcomes.get("passed", 0) >= 1, result.stdout.str()
     assert "failed" not in outcomes, result.stdout.str()
+    assert not {"error", "errors"} & set(outcomes), result.stdout.str()
 
 
 def test_the_quickstart_command_runs():

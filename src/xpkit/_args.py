@@ -122,11 +122,23 @@ def check_fill_fits(fill_value: Any, dtype: Any) -> None:
         raise ValueError(msg)
 
 
+#: NumPy's dtype for each Python scalar type (ints: by their value).
+_PYTHON_SCALARS = {bool: "bool", float: "float64", complex: "complex128"}
+
+
 def fill_dtype_name(fill_value: Any) -> str:
     """The dtype ``full`` gives ``fill_value`` by NumPy's rules.
 
     A ValueError names ``fill_value`` when it fits no dtype (``2**64``).
     """
+    kind_of = type(fill_value)
+    if kind_of in _PYTHON_SCALARS:  # without NumPy: traced code (torch.compile)
+        return _PYTHON_SCALARS[kind_of]
+    if (
+        kind_of is int
+        and _INT_RANGE["int64"][0] <= fill_value <= _INT_RANGE["int64"][1]
+    ):
+        return "int64"
     if isinstance(fill_value, np.generic):
         name = dtype_name(fill_value.dtype)
     else:

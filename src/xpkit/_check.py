@@ -109,6 +109,7 @@ CHECKS: tuple[Check, ...] = (
         lambda: np.full(2, 1.5),
     ),
     Check("matmul", lambda b: b.matmul(b.asarray(A), b.asarray(B)), lambda: A @ B),
+    Check("move", lambda b: b.move(A), lambda: A),
     Check("ones_like", lambda b: b.ones_like(b.asarray(A)), lambda: np.ones_like(A)),
     Check("sort", lambda b: b.sort(b.asarray(-A), axis=0), lambda: np.sort(-A, axis=0)),
     Check(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -346,7 +347,17 @@ def _parser() -> argparse.ArgumentParser:
         help="memory budget for the batches (default: measured on each device)",
     )
     demo.set_defaults(func=_demo_command)
-    for command in (info, check, demo):
+    capabilities = sub.add_parser(
+        "capabilities",
+        help="a module's @capabilities statements as a Markdown table",
+    )
+    capabilities.add_argument(
+        "module",
+        help="the module whose public functions (and public classes' methods) "
+        "to list, e.g. mylib; xpkit lists the facade",
+    )
+    capabilities.set_defaults(func=_capabilities_command)
+    for command in (info, check, demo, capabilities):
         command.add_argument(
             "--json", action="store_true", help="machine-readable output (JSON)"
         )
@@ -397,6 +408,25 @@ def _demo_command(args: argparse.Namespace, out: TextIO) -> int:
         only=args.backends,
         as_json=args.json,
     )
+
+
+def _capabilities_command(args: argparse.Namespace, out: TextIO) -> int:
+    from .testing import capabilities_table, statements_of
+
+    try:
+        found = statements_of(args.module)
+    except ImportError as exc:
+        out.write(f"cannot import {args.module!r}: {exc}\n")
+        return 2
+    if not found:
+        out.write(f"no function with a @capabilities statement in {args.module!r}\n")
+        return 1
+    if args.json:
+        rows = {name: dataclasses.asdict(stated) for name, stated in found.items()}
+        out.write(json.dumps(rows, indent=2, default=list) + "\n")
+    else:
+        out.write(capabilities_table(args.module))
+    return 0
 
 
 def _positive_float(text: str) -> float:

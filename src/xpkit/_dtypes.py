@@ -14,6 +14,7 @@ __all__ = [
     "DTYPE_KINDS",
     "DTYPE_NAMES",
     "PrecisionWarning",
+    "announce_narrowing",
     "dtype_name",
     "external_stacklevel",
     "narrow_for_device",
@@ -126,6 +127,20 @@ def external_stacklevel() -> int:
         frame = frame.f_back  # type: ignore[assignment]
         level += 1
     return level
+
+
+def announce_narrowing(where: str, supported: frozenset[str]) -> list[tuple[str, str]]:
+    """The narrowings ``where`` makes, marked as already warned about.
+
+    For a caller that reports them itself, once (the pytest plugin does, in
+    the session's summary): `narrow_for_device` then narrows silently.
+    Returns (dtype, narrowed dtype) pairs; empty where nothing narrows.
+    """
+    pairs = [
+        (wide, narrow) for wide, narrow in _NARROW.items() if wide not in supported
+    ]
+    _warned.update((where, wide) for wide, _ in pairs)
+    return pairs
 
 
 def narrow_for_device(name: str, supported: frozenset[str], where: str) -> str:

@@ -6,15 +6,36 @@
 - `xpkit.testing.strategies`: Hypothesis strategies per backend (needs
   ``hypothesis``; imported on its own).
 - A pytest plugin (``xpkit_backend`` and ``xp`` fixtures), registered when
-  xpkit is installed.
+  xpkit is installed, with lazy variants for the functions a test module
+  declares with `lazy_xp_function`.
+- `capabilities` / `covers` / `capabilities_table`: what each public
+  function supports, stated once, turned into test marks and a table.
 """
 
 from ._asserts import assert_array_almost_equal
+from ._capabilities import (
+    Capabilities,
+    capabilities,
+    capabilities_table,
+    covers,
+    statements_of,
+)
 from ._close import assert_close, assert_equal, default_tolerance
+from ._facade import declare_facade, facade_capabilities
+from ._lazy import lazy_xp_function
 
 __all__ = [
+    "Capabilities",
     "assert_array_almost_equal",
     "assert_close",
     "assert_equal",
+    "capabilities",
+    "capabilities_table",
+    "covers",
     "default_tolerance",
+    "facade_capabilities",
+    "lazy_xp_function",
+    "statements_of",
 ]
+
+declare_facade()

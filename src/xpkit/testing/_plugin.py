@@ -11,6 +11,14 @@ enough. Fixtures: ``xpkit_backend`` (a `Backend`) and ``xp`` (its namespace).
   test on some backends.
 - ``array_api_strict-strictest`` runs array-api-strict with boolean indexing
   and data-dependent shapes switched off, for the duration of each test.
+- ``<backend>-jit``, ``<backend>-lazy`` and ``<backend>-compile`` (the modes
+  each adapter lists) run the functions a test module declares with
+  `xpkit.testing.lazy_xp_function` jitted, with lazy computes counted, or
+  compiled whole; they are offered to the tests of modules that declare
+  such functions.
+- On a device without float64 (JAX without x64, MPS) the float64 narrowing
+  is reported once, in the session's summary, instead of as a
+  `PrecisionWarning` inside whichever test narrows first.
 - A library that is not installed, or has no device here, is listed and
   skipped with the reason, never silently dropped; a GPU backend appears only
   where the GPU does.
@@ -27,6 +35,7 @@ from typing import Any
 import pytest
 
 from .._adapters import ADAPTERS
+from ._lazy import has_lazy_functions, replaced_functions, tagged
 
 __all__ = ["BackendParam", "available_backend_params"]
 
@@ -42,13 +51,19 @@ class BackendParam:
         device: str | None,
         ident: str,
         skip: str = "",
-        strictest: bool = False,
+        mode: str = "",
     ) -> None:
         self.key = key
         self.device = device
         self.id = ident
         self.skip = skip
-        self.strictest = strictest
+        #: "" (as written), "strictest", or one of the adapter's `test_modes`.
+        self.mode = mode
+
+    @property
+    def strictest(self) -> bool:
+        """Whether this runs array-api-strict at its strictest flags."""
+        return self.mode == "strictest"
 
     def __repr__(self) -> str:
         return f"BackendParam({self.id!r})"
@@ -56,19 +71,29 @@ class BackendParam:
 
 @functools.cache
 def available_backend_params() -> tuple[BackendParam, ...]:
-    """`backend_inventory`, plus array-api-strict's strictest variant.
+    """`backend_inventory`, array-api-strict's strictest variant, the lazy variants.
 
     A library that is not installed (or has no device) gives one parameter
-    that is skipped with the reason.
+    that is skipped with the reason. Each usable backend whose adapter has
+    `Adapter.test_modes` (``jit``, ``lazy``, ``compile``) adds one variant per
+    mode, ``<id>-<mode>``.
     """
     from .._select import backend_inventory
 
     params: list[BackendParam] = []
     for entry in backend_inventory():
         params.append(BackendParam(entry.key, entry.device, entry.name, entry.reason))
-        if not entry.reason and ADAPTERS[entry.key].strictest_mode() is not None:
+        if entry.reason:
+            continue
+        adapter = ADAPTERS[entry.key]
+        if adapter.strictest_mode() is not None:
             ident = f"{entry.name}-strictest"
-            params.append(BackendParam(entry.key, entry.device, ident, strictest=True))
+            params.append(
+                BackendParam(entry.key, entry.device, ident, mode="strictest")
+            )
+        for mode in adapter.test_modes:
+            ident = f"{entry.name}-{mode}"
+            params.append(BackendParam(entry.key, entry.device, ident, mode=mode))
     return tuple(params)
 
 
@@ -128,6 +153,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "xpkit_requires(*capabilities): skip on backends without these "
         "(linalg, data_dependent_shapes)",
     )
+    config.addinivalue_line("markers", "xpkit_cpu_only(reason): skip on GPU backends")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -138,6 +164,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     wanted = _selected(metafunc.config)
     if wanted is not None:
         params = tuple(p for p in params if p.key in wanted or p.id in wanted)
+    if not has_lazy_functions(metafunc.module):  # the lazy variants would be copies
+        params = tuple(p for p in params if p.mode not in _LAZY_MODES)
     values = [pytest.param(p, id=p.id, marks=_marks_for(metafunc, p)) for p in params]
     metafunc.parametrize("xpkit_backend", values, indirect=True, scope="session")
 
@@ -151,6 +179,13 @@ def _marks_for(
     for mark in metafunc.definition.iter_markers("xpkit_skip"):
         if _matches(mark, param):
             marks.append(pytest.mark.skip(reason=_reason(mark, "xpkit_skip")))
+    for mark in metafunc.definition.iter_markers("xpkit_cpu_only"):
+        if param.device is not None and ADAPTERS[param.key].is_gpu(param.device):
+            reason = mark.kwargs.get("reason") or (mark.args[0] if mark.args else "")
+            if not reason:
+                msg = "@pytest.mark.xpkit_cpu_only needs a reason"
+                raise pytest.UsageError(msg)
+            marks.append(pytest.mark.skip(reason=f"{param.id}: {reason}"))
     for mark in metafunc.definition.iter_markers("xpkit_requires"):
         missing = _missing(mark, param)
         if missing:
@@ -205,11 +240,33 @@ def _reason(mark: pytest.Mark, name: str) -> str:
     return str(reason)
 
 
+#: Backend name -> the narrowings its device makes (reported in the summary).
+_NARROWED: dict[str, list[tuple[str, str]]] = {}
+
+
 @functools.cache
 def _backend(key: str, device: str | None) -> Any:
     from .._backend import Backend
+    from .._dtypes import announce_narrowing
+    from .._resolve import is_backend_name
 
-    return Backend(key, device=device)
+    if not is_backend_name(key):  # registry keys always are
+        msg = f"{key!r} is not a backend name"
+        raise ValueError(msg)
+    backend = Backend(key, device=device)
+    narrowed = announce_narrowing(backend.name, backend.dtypes)
+    if narrowed:
+        _NARROWED[backend.name] = narrowed
+    return backend
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """One line per backend that narrowed 64-bit dtypes during the session."""
+    for name, pairs in sorted(_NARROWED.items()):
+        shown = ", ".join(f"{wide} -> {narrow}" for wide, narrow in pairs)
+        terminalreporter.write_line(
+            f"xpkit: {name} has no 64-bit dtypes; requests became 32-bit ({shown})"
+        )
 
 
 @pytest.fixture(scope="session")
@@ -227,15 +284,32 @@ def xp(xpkit_backend: Any) -> Any:
     return xpkit_backend.xp
 
 
+#: The variants that change how the test module's tagged functions run.
+_LAZY_MODES = frozenset({"jit", "lazy", "compile"})
+
+
 @pytest.fixture(autouse=True)
-def _xpkit_strictest(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Switch array-api-strict to its strictest flags for strictest tests."""
+def _xpkit_mode(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Run the test in its variant's mode: strictest flags, jit, lazy, compiled."""
     callspec = getattr(request.node, "callspec", None)
     param = callspec.params.get("xpkit_backend") if callspec is not None else None
-    if not getattr(param, "strictest", False):
+    mode = getattr(param, "mode", "")
+    if not mode:
         yield
         return
     assert param is not None
-    mode: contextlib.AbstractContextManager[Any] = ADAPTERS[param.key].strictest_mode()
-    with mode:
+    adapter = ADAPTERS[param.key]
+    context: contextlib.AbstractContextManager[Any]
+    if mode == "strictest":
+        context = adapter.strictest_mode()
+    else:  # one of the adapter's test modes
+        module = request.module
+        context = adapter.lazy_context(
+            mode,
+            request,
+            _backend(param.key, param.device).xp,
+            tagged(module),
+            functools.partial(replaced_functions, module),
+        )
+    with context:
         yield

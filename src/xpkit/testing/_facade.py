@@ -1,0 +1,73 @@
+"""xpkit's own facade, stated with `capabilities` like any library's functions.
+
+The statements follow from the adapters (which library lacks ``linalg`` or
+data-dependent shapes) and from what each method does (``to_numpy`` brings
+values to the host, so it cannot run inside a compiled graph).
+``xpkit capabilities xpkit`` prints them as a table; ``tests/test_facade_lazy.py``
+runs every method in every mode against them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ._capabilities import ATTRIBUTE, Capabilities, capabilities
+
+__all__ = ["declare_facade", "facade_capabilities"]
+
+#: The facade methods a statement covers (the seed's array methods and `move`).
+METHODS = (
+    "asarray",
+    "asarray_like",
+    "check_arrays",
+    "concatenate",
+    "copy",
+    "expand_dims",
+    "flatnonzero",
+    "full",
+    "full_like",
+    "matmul",
+    "move",
+    "ones_like",
+    "sort",
+    "svd",
+    "to_cpu",
+    "to_device",
+    "to_gpu",
+    "to_numpy",
+    "zeros_like",
+)
+
+_HOST = "returns a NumPy array: its values must leave the graph"
+_SHAPE = "the result's shape depends on the values"
+
+
+def facade_capabilities() -> dict[str, Capabilities]:
+    """Method name -> the facade's statement for it (see `capabilities`)."""
+    special = {
+        "svd": capabilities(requires=("linalg",)),
+        "flatnonzero": capabilities(
+            requires=("data_dependent_shapes",),
+            modes={"jit": _SHAPE, "compile": _SHAPE},
+        ),
+        "to_numpy": capabilities(modes={"jit": _HOST, "compile": _HOST}, computes=1),
+    }
+    plain = capabilities()
+    out: dict[str, Capabilities] = {}
+    for name in METHODS:
+        declare = special.get(name, plain)
+        out[name] = getattr(declare(_stand_in()), ATTRIBUTE)
+    return out
+
+
+def _stand_in() -> Callable[[], None]:
+    """A fresh function for the decorator to record a statement on."""
+    return lambda: None
+
+
+def declare_facade() -> None:
+    """Record the statements on `Backend`'s methods (for the table)."""
+    from .._backend import Backend
+
+    for name, stated in facade_capabilities().items():
+        setattr(getattr(Backend, name), ATTRIBUTE, stated)

@@ -1,0 +1,156 @@
+"""The plugin's lazy variants, as an outside user's test file meets them.
+
+Each test writes a user's test module with pytester and runs it in a fresh
+process: functions declared with `xpkit.testing.lazy_xp_function` run under
+``jax.jit`` (``jax-cpu-jit``), with Dask computes counted (``dask-lazy``) or
+under ``torch.compile`` (``torch-cpu-compile``).
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from xpkit._adapters import ADAPTERS
+
+pytest.importorskip(
+    "array_api_extra", reason="needs array-api-extra: pip install 'xpkit[test]'"
+)
+
+BRANCHY = textwrap.dedent(
+    """
+    from xpkit.testing import lazy_xp_function
+
+
+    def clip_negative(x, xp):
+        if xp.any(x < 0):  # a Python `if` on an array value
+            x = xp.where(x < 0, xp.zeros_like(x), x)
+        return x
+
+
+    lazy_xp_function(clip_negative)
+
+
+    def test_clip(xpkit_backend, xp):
+        x = xpkit_backend.asarray([-1.0, 2.0])
+        got = xpkit_backend.to_numpy(clip_negative(x, xp))
+        assert got.tolist() == [0.0, 2.0]
+    """
+)
+
+COMPUTES = textwrap.dedent(
+    """
+    from xpkit.testing import lazy_xp_function
+
+
+    def scale_by_mean(x):
+        return x / x.mean().compute()
+
+
+    lazy_xp_function(scale_by_mean)
+
+
+    def test_scale(xpkit_backend):
+        x = xpkit_backend.asarray([1.0, 2.0, 3.0])
+        got = xpkit_backend.to_numpy(scale_by_mean(x))
+        assert got.tolist() == [0.5, 1.0, 1.5]
+    """
+)
+
+PLAIN = textwrap.dedent(
+    """
+    def test_plain(xpkit_backend):
+        assert xpkit_backend.to_numpy(xpkit_backend.asarray([1.0])).tolist() == [1.0]
+    """
+)
+
+
+def _needs(*keys: str) -> None:
+    for key in keys:
+        adapter = ADAPTERS[key]
+        if not adapter.is_installed():
+            pytest.skip(f"needs {adapter.label}: pip install 'xpkit[{adapter.extra}]'")
+
+
+def _outcomes(result: pytest.RunResult) -> dict[str, str]:
+    """Test id -> PASSED/FAILED from ``-v`` output."""
+    found = {}
+    for line in result.stdout.lines:
+        if "::" in line and ("PASSED" in line or "FAILED" in line):
+            name = line.split("::", 1)[1].split()[0]
+            found[name] = "PASSED" if "PASSED" in line else "FAILED"
+    return found
+
+
+def test_an_if_on_an_array_value_fails_under_jit(pytester):
+    _needs("jax")
+    pytester.makepyfile(test_user=BRANCHY)
+    result = pytester.runpytest_subprocess(
+        "-v", "-p", "no:cacheprovider", "--xpkit-backends=numpy,jax-cpu,jax-cpu-jit"
+    )
+    assert _outcomes(result) == {
+        "test_clip[numpy]": "PASSED",
+        "test_clip[jax-cpu]": "PASSED",
+        "test_clip[jax-cpu-jit]": "FAILED",
+    }
+    result.stdout.fnmatch_lines(["*TracerBoolConversionError*"])
+
+
+def test_an_if_on_an_array_value_fails_under_torch_compile(pytester):
+    _needs("torch")
+    pytester.makepyfile(test_user=BRANCHY)
+    result = pytester.runpytest_subprocess(
+        "-v", "-p", "no:cacheprovider", "--xpkit-backends=torch-cpu,torch-cpu-compile"
+    )
+    assert _outcomes(result) == {
+        "test_clip[torch-cpu]": "PASSED",
+        "test_clip[torch-cpu-compile]": "FAILED",
+    }
+    result.stdout.fnmatch_lines(["*data-dependent*"])
+
+
+def test_a_compute_fails_on_dask_lazy_with_the_count(pytester):
+    _needs("dask")
+    pytester.makepyfile(test_user=COMPUTES)
+    result = pytester.runpytest_subprocess(
+        "-v", "-p", "no:cacheprovider", "--xpkit-backends=dask,dask-lazy"
+    )
+    assert _outcomes(result) == {
+        "test_scale[dask]": "PASSED",
+        "test_scale[dask-lazy]": "FAILED",
+    }
+    result.stdout.fnmatch_lines(
+        ["*Called `dask.compute()` or `dask.persist()` 1 times*"]
+    )
+
+
+def test_modules_without_lazy_functions_get_no_lazy_variants(pytester):
+    _needs("dask")
+    pytester.makepyfile(test_user=PLAIN)
+    result = pytester.runpytest_subprocess("-v", "-p", "no:cacheprovider")
+    ids = set(_outcomes(result))
+    assert "test_plain[dask]" in ids
+    assert not any(i.endswith(("-jit]", "-lazy]", "-compile]")) for i in ids)
+
+
+def test_narrowing_is_reported_once_in_the_summary(pytester):
+    """JAX without x64 narrows float64: a summary line, no warning in the test."""
+    _needs("jax")
+    pytester.makeini("[pytest]\nfilterwarnings = error\n")
+    pytester.makepyfile(
+        test_user="""
+        def test_float64(xpkit_backend):
+            x = xpkit_backend.asarray([1.0, 2.0], dtype="float64")
+            assert xpkit_backend.to_numpy(x).tolist() == [1.0, 2.0]
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--xpkit-backends=jax-cpu", "-rA"
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "xpkit: jax-cpu has no 64-bit dtypes; requests became 32-bit (float64 -> float32*"
+        ]
+    )
