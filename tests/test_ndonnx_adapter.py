@@ -3,21 +3,19 @@
 ndonnx computes values by propagating them through onnxruntime, and that
 propagation swallows onnxruntime's errors: an allocation that fails leaves an
 array without a value. The adapter runs such a graph again so the real error
-(an OOM that `compute_oom_safe` splits on) reaches the caller.
+(an OOM that `compute_oom_safe` splits on) reaches the caller. A real
+onnxruntime OOM under an address-space limit is in `benchmarks/ndonnx_oom.py`:
+onnxruntime sometimes crashes (SIGSEGV) when an allocation fails during a
+session's initialisation, so it cannot be a test that passes every time.
 """
 
 from __future__ import annotations
-
-import sys
-import textwrap
 
 import numpy as np
 import pytest
 
 import xpkit
 from xpkit._adapters import ADAPTERS
-
-from .helpers import run_python
 
 ndx = pytest.importorskip("ndonnx", reason="needs ndonnx: pip install 'xpkit[ndonnx]'")
 ort = pytest.importorskip(
@@ -74,48 +72,3 @@ def test_device_objects_of_other_libraries_are_refused():
         b.asarray([1.0], device=5)
     with pytest.raises(TypeError, match="is not a device of backend"):
         b.asarray([1.0], device=np.float64(0))
-
-
-REAL_OOM_SCRIPT = textwrap.dedent(
-    """
-    import resource
-    import numpy as np
-    import ndonnx as ndx
-    import xpkit
-
-    def vm_size() -> int:
-        for line in open("/proc/self/status"):
-            if line.startswith("VmSize:"):
-                return int(line.split()[1]) * 1024
-        raise SystemExit("no VmSize")
-
-    limit = vm_size() + 256 * 1024**2          # 256 MiB more address space
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    cols = 1024**2 // 8                         # 1 MiB of scratch per row
-
-    def fn(w):
-        wide = ndx.broadcast_to(w[:, None], (w.shape[0], cols))
-        return ndx.sum(wide + 1.0, axis=1)
-
-    b = xpkit.Backend("ndonnx")
-    w = b.asarray(np.arange(512.0))             # 512 MiB of scratch at once
-    try:
-        b.to_numpy(fn(w))
-    except Exception as exc:
-        assert xpkit.is_oom_error(exc), repr(exc)
-        print("unsplit call: OOM", type(exc).__name__)
-    else:
-        raise SystemExit("the unsplit call fitted: the limit did not bite")
-    got = b.to_numpy(xpkit.compute_oom_safe(fn, w))
-    assert np.array_equal(got, (np.arange(512.0) + 1.0) * cols), "wrong result"
-    print("recovered", got.shape[0], "rows exactly")
-    """
-)
-
-
-@pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_AS and /proc are Linux's")
-def test_real_onnxruntime_oom_is_split_and_recovered():
-    out = run_python(REAL_OOM_SCRIPT, timeout=300)
-    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-    assert "unsplit call: OOM" in out.stdout
-    assert "recovered 512 rows exactly" in out.stdout
