@@ -99,7 +99,7 @@ def test_the_facade_states_only_what_it_cannot_do():
     assert stated["to_numpy"].computes == 1
     assert set(stated["flatnonzero"].modes) == {"jit", "compile"}
     plain = [n for n, s in stated.items() if s.modes or s.requires or s.skip]
-    assert sorted(plain) == ["flatnonzero", "svd", "to_numpy"]
+    assert sorted(plain) == ["at", "flatnonzero", "svd", "to_numpy"]
 
 
 def test_covers_turns_the_statement_into_marks(pytester):

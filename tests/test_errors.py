@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -271,3 +273,12 @@ def test_svd_without_the_linalg_extension_names_the_capability(monkeypatch):
         r"lacks \(capabilities: data_dependent_shapes\)",
     ):
         b.svd(np.ones((3, 2)))
+
+
+def test_at_checks_its_array_and_names_the_missing_package(monkeypatch):
+    b = xpkit.Backend("numpy")
+    with pytest.raises(TypeError, match="x"):
+        b.at([1.0, 2.0], 0)
+    monkeypatch.setitem(sys.modules, "array_api_extra", None)
+    with pytest.raises(ImportError, match="Backend.at needs array-api-extra"):
+        b.at(np.ones(2), 0)

@@ -32,6 +32,10 @@ def asarray_like(b: xpkit.Backend, x: Any) -> Any:
     return b.asarray_like(x, x)
 
 
+def at(b: xpkit.Backend, x: Any) -> Any:
+    return b.at(x, (0, 1)).add(7.0, copy=True)
+
+
 def check_arrays(b: xpkit.Backend, x: Any) -> Any:
     return b.check_arrays(x, x)[1]
 
@@ -105,6 +109,7 @@ CALLS: dict[str, Callable[[xpkit.Backend, Any], Any]] = {
     for f in (
         asarray,
         asarray_like,
+        at,
         check_arrays,
         concatenate,
         copy,

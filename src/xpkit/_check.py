@@ -92,6 +92,11 @@ CHECKS: tuple[Check, ...] = (
         lambda b: b.concatenate([b.asarray(A), b.asarray(A)], axis=1),
         lambda: np.concatenate([A, A], axis=1),
     ),
+    Check(
+        "at",
+        lambda b: b.at(b.asarray(A), (0, 1)).add(7.0, copy=True),
+        lambda: A + np.where(np.arange(A.size).reshape(A.shape) == 1, 7.0, 0.0),
+    ),
     Check("copy", lambda b: b.copy(b.asarray(A)), lambda: A),
     Check(
         "expand_dims", lambda b: b.expand_dims(b.asarray(A), 1), lambda: A[:, None, :]

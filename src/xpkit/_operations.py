@@ -109,6 +109,61 @@ class Operations(Moves[ArrayT]):
             self._check_operand(array, "array")
         return self.xp.nonzero(self.xp.reshape(array, (-1,)))[0]
 
+    def at(self, x: ArrayT, idx: Any = slice(None)) -> Any:
+        """Functional updates of ``x[idx]`` that work on every library, traced too.
+
+        ``b.at(x, idx).set(v)``, ``.add(v)``, ``.subtract(v)``,
+        ``.multiply(v)``, ``.divide(v)``, ``.power(v)``, ``.min(v)``,
+        ``.max(v)`` return the updated array: a new one where the library's
+        arrays are immutable (JAX, also inside ``jax.jit``). Their ``copy``
+        argument is array-api-extra's: ``None`` (the default) may update
+        ``x`` in place where the library allows it, so do not use ``x``
+        afterwards; ``True`` never touches ``x``; ``False`` updates in place
+        or raises. array-api-extra's ``at``, with ``x`` checked first.
+
+        Parameters
+        ----------
+        x : array
+            An array of this backend's library.
+        idx : index, default ``slice(None)``
+            What ``x[idx]`` would select (integers, slices, a boolean mask).
+
+        Returns
+        -------
+        array-api-extra's ``at`` object, whose methods return the updated array.
+
+        Raises
+        ------
+        TypeError
+            ``x`` is not an array of this backend's library.
+        ImportError
+            array-api-extra is not installed (``pip install array-api-extra``;
+            the ``test`` and ``all`` extras have it).
+
+        Examples
+        --------
+        >>> import xpkit
+        >>> b = xpkit.Backend("numpy")
+        >>> x = b.asarray([1.0, 2.0, 3.0])
+        >>> b.at(x, 1).set(9.0, copy=True)
+        array([1., 9., 3.])
+        >>> x
+        array([1., 2., 3.])
+        >>> b.at(x, slice(0, 2)).add(1.0, copy=True)
+        array([2., 3., 3.])
+        """
+        self._check_operand(x, "x")
+        try:
+            from array_api_extra import at
+        except ImportError as exc:
+            msg = (
+                "Backend.at needs array-api-extra: pip install array-api-extra "
+                "(or 'xpkit[test]')"
+            )
+            raise ImportError(msg) from exc
+        target: Any = x
+        return at(target, idx)
+
     def matmul(self, A: ArrayT, B: ArrayT) -> ArrayT:
         """Matrix multiplication ``A @ B``.
 

@@ -19,6 +19,7 @@ __all__ = ["declare_facade", "facade_capabilities"]
 METHODS = (
     "asarray",
     "asarray_like",
+    "at",
     "check_arrays",
     "concatenate",
     "copy",
@@ -49,6 +50,11 @@ def facade_capabilities() -> dict[str, Capabilities]:
         "flatnonzero": capabilities(
             requires=("data_dependent_shapes",),
             modes={"jit": _SHAPE, "compile": _SHAPE},
+        ),
+        "at": capabilities(
+            modes={
+                "compile": "array-api-extra's at cannot be traced (its index checks)"
+            }
         ),
         "to_numpy": capabilities(modes={"jit": _HOST, "compile": _HOST}, computes=1),
     }
