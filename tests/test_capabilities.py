@@ -103,6 +103,9 @@ def test_the_facade_states_only_what_it_cannot_do():
 
 
 def test_covers_turns_the_statement_into_marks(pytester):
+    pytest.importorskip(
+        "array_api_strict", reason="needs array-api-strict: pip install 'xpkit[strict]'"
+    )
     pytester.makepyfile(
         test_user=textwrap.dedent(
             """

@@ -170,13 +170,15 @@ def accelerator_cap(
 class AllocatorPeak(PeakMeter):
     """torch's caching allocator (CUDA or XPU): peak allocated bytes on one device."""
 
-    def __init__(self, torch: Any, kind: str, index: int) -> None:
-        self._mod = _module(torch, kind)
+    def __init__(self, kind: str, index: int) -> None:
+        self._kind = kind
         self._index = index
         self.name = f"torch.{kind}.max_memory_allocated"
 
     def _measure(self, run: Callable[[], T]) -> tuple[T, int]:
-        mod, index = self._mod, self._index
+        import torch  # on first measure: naming the meter imports nothing
+
+        mod, index = _module(torch, self._kind), self._index
         mod.synchronize(index)
         mod.reset_peak_memory_stats(index)
         base = int(mod.memory_allocated(index))

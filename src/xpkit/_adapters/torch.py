@@ -410,7 +410,7 @@ class TorchAdapter(Adapter):
         """
         kind, _, index = self.canonical_device(device).partition(":")
         if kind in _ALLOCATOR_KINDS:
-            return AllocatorPeak(_torch(), kind, int(index or 0))
+            return AllocatorPeak(kind, int(index or 0))
         if kind == "mps":
             return None
         return rss_meter()
