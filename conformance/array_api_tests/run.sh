@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Run the data-apis array-api-tests suite against xpkit.Backend(name).xp for
-# numpy, torch (CPU) and array_api_strict, with the known xfails/skips that
-# array-api-compat's CI (numpy, torch) and array-api-strict's CI use.
+# numpy, torch (CPU), array_api_strict and ndonnx, with the known xfails/skips
+# that array-api-compat's CI (numpy, torch), array-api-strict's CI and
+# ndonnx's CI use.
 #
 # Usage:
-#   run.sh ARRAY_API_TESTS_DIR ARRAY_API_COMPAT_DIR [ARRAY_API_STRICT_DIR]
+#   run.sh ARRAY_API_TESTS_DIR ARRAY_API_COMPAT_DIR [ARRAY_API_STRICT_DIR [NDONNX_DIR]]
 #
-# The three directories are checkouts of data-apis/array-api-tests (with its
+# The directories are checkouts of data-apis/array-api-tests (with its
 # array-api submodule), data-apis/array-api-compat (for numpy-xfails.txt,
-# torch-xfails.txt, ...) and data-apis/array-api-strict (for
-# array-api-tests-xfails.txt).  They may also be given as the environment
-# variables of the same names.
+# torch-xfails.txt, ...), data-apis/array-api-strict (for
+# array-api-tests-xfails.txt) and ndonnx's source (for skips.txt, e.g. its
+# sdist).  They may also be given as the environment variables of the same
+# names.
 #
 # Other environment variables:
 #   PYTHON        interpreter with xpkit, pytest, hypothesis, ndindex installed
@@ -18,8 +20,9 @@
 #   MAX_EXAMPLES  hypothesis examples per test (default: 500)
 #   SEED          hypothesis seed (default: 0)
 #   LIBS          libraries to test (default: "numpy torch array_api_strict")
-#   BASELINE=1    test array_api_compat.numpy, array_api_compat.torch and
-#                 array_api_strict directly instead of xpkit (for comparison)
+#   BASELINE=1    test array_api_compat.numpy, array_api_compat.torch,
+#                 array_api_strict and ndonnx directly instead of xpkit (for
+#                 comparison)
 #   OUT_DIR       where logs and JUnit XML go (default: a new temp dir)
 #   extra arguments to pytest can be passed in PYTEST_EXTRA (word-split).
 set -euo pipefail
@@ -27,6 +30,7 @@ set -euo pipefail
 AAT_DIR=${1:-${ARRAY_API_TESTS_DIR:-}}
 COMPAT_DIR=${2:-${ARRAY_API_COMPAT_DIR:-}}
 STRICT_DIR=${3:-${ARRAY_API_STRICT_DIR:-}}
+NDONNX_DIR=${4:-${NDONNX_DIR:-}}
 PYTHON=${PYTHON:-python3}
 MAX_EXAMPLES=${MAX_EXAMPLES:-500}
 SEED=${SEED:-0}
@@ -42,6 +46,9 @@ AAT_DIR=$(cd "$AAT_DIR" && pwd)
 COMPAT_DIR=$(cd "$COMPAT_DIR" && pwd)
 if [[ -n "$STRICT_DIR" ]]; then
     STRICT_DIR=$(cd "$STRICT_DIR" && pwd)
+fi
+if [[ -n "$NDONNX_DIR" ]]; then
+    NDONNX_DIR=$(cd "$NDONNX_DIR" && pwd)
 fi
 if [[ ! -d "$AAT_DIR/array_api_tests" || ! -d "$AAT_DIR/array-api/spec" ]]; then
     echo "$AAT_DIR is not an array-api-tests checkout with its array-api submodule" >&2
@@ -62,6 +69,7 @@ write_shim() {
 write_shim numpy 'Backend("numpy")'
 write_shim torch 'Backend("torch", device="cpu")'
 write_shim array_api_strict 'Backend("array_api_strict")'
+write_shim ndonnx 'Backend("ndonnx")'
 
 status=0
 for lib in $LIBS; do
@@ -93,6 +101,20 @@ for lib in $LIBS; do
                 list_args=(--skips-file "$STRICT_DIR/array-api-tests-xfails.txt")
             else
                 echo "warning: no ARRAY_API_STRICT_DIR, running $lib without known xfails" >&2
+            fi
+            ;;
+        ndonnx)
+            # As ndonnx's own CI (its pixi.toml task arrayapitests): no
+            # complex dtypes, no linalg and fft extensions, its skips.txt.
+            upstream=ndonnx
+            env_args+=(ARRAY_API_TESTS_VERSION=2024.12
+                "ARRAY_API_TESTS_SKIP_DTYPES=complex64,complex128"
+                "PYTHONWARNINGS=ignore::UserWarning:ndonnx._typed_array.ort_compat,ignore:case for:UserWarning,ignore:Special cases found for:UserWarning")
+            list_args=(--disable-extension linalg fft)
+            if [[ -n "$NDONNX_DIR" ]]; then
+                list_args+=(--skips-file "$NDONNX_DIR/skips.txt")
+            else
+                echo "warning: no NDONNX_DIR, running $lib without known failures" >&2
             fi
             ;;
         *)
