@@ -115,6 +115,23 @@ class Backend(Inputs[ArrayT]):
         device of the library.
     ImportError
         The library is not installed (the message names the extra to install).
+
+    Returns
+    -------
+    Backend
+        One library on one device (``Backend(...)`` constructs it).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import xpkit
+    >>> b = xpkit.Backend("numpy")
+    >>> b.name, b.device
+    ('numpy', 'cpu')
+    >>> x = b.asarray([[1.0, 2.0], [3.0, 4.0]])
+    >>> b.to_numpy(b.matmul(x, x))
+    array([[ 7., 10.],
+           [15., 22.]])
     """
 
     __slots__ = (

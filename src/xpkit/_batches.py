@@ -223,6 +223,20 @@ def map_batches(
     MemoryError
         A batch of ``min_batch`` rows still runs out of memory, or the outputs
         do not fit.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import xpkit
+    >>> x = np.arange(12.0).reshape(6, 2)
+    >>> w = np.array([[1.0], [2.0]])
+    >>> xpkit.map_batches(lambda rows, w: rows @ w, x, whole=(w,), bytes_per_item=16)
+    array([[ 2.],
+           [ 8.],
+           [14.],
+           [20.],
+           [26.],
+           [32.]])
     """
     if not isinstance(progress, bool):
         msg = f"progress must be a bool, got {progress!r}"
@@ -335,6 +349,16 @@ def plan_batches(
     BatchPlan
         Budget, per-item and fixed cost and how they were obtained, batch
         size and count.
+
+    Parameters
+    ----------
+    fn, *arrays, backend, whole, bytes_per_item, overhead, budget_gb, min_batch, executor, result_on
+        As for `map_batches`.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As `map_batches` raises them for bad arguments.
 
     Examples
     --------

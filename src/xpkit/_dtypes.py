@@ -67,7 +67,23 @@ _NARROW = {
 
 
 class PrecisionWarning(UserWarning):
-    """A requested precision is not available on a device and was narrowed."""
+    """A requested precision is not available on a device and was narrowed.
+
+    Parameters
+    ----------
+    message : str
+        Which device lacks which dtype, and what it became.
+
+    Raises
+    ------
+    Nothing: it is a warning category, raised once per process and device.
+
+    Examples
+    --------
+    >>> import xpkit
+    >>> issubclass(xpkit.PrecisionWarning, UserWarning)
+    True
+    """
 
 
 _warned: set[tuple[str, str]] = set()

@@ -60,13 +60,57 @@ BYTES_PER_GB = 1024**3
 
 
 class MemoryCapWarning(UserWarning):
-    """Memory, not the CPU count, limited a worker count."""
+    """Memory, not the CPU count, limited a worker count.
+
+    Parameters
+    ----------
+    message : str
+        What limited the count, and by how much.
+
+    Raises
+    ------
+    Nothing: it is a warning category; catch or filter it with `warnings`.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> import numpy as np
+    >>> import xpkit
+    >>> with warnings.catch_warnings(record=True) as seen:
+    ...     warnings.simplefilter("always")
+    ...     n = xpkit.auto_n_jobs_for_arrays([np.zeros(10**6)] * 8, max_memory_gb=0.01)
+    >>> n, any(issubclass(w.category, xpkit.MemoryCapWarning) for w in seen)
+    (1, True)
+    """
 
 
 def gb_to_bytes(gb: float) -> int:
     """Convert a GB budget to bytes — the package's one GB↔bytes conversion.
 
     A GB here is 2**30 bytes, as device memory is reported.
+
+    Parameters
+    ----------
+    gb : float
+        A size in GB (2**30 bytes); finite and not negative.
+
+    Returns
+    -------
+    int
+        The size in bytes, rounded down.
+
+    Raises
+    ------
+    ValueError
+        ``gb`` is negative, NaN or infinite.
+    TypeError
+        ``gb`` is not a number.
+
+    Examples
+    --------
+    >>> import xpkit
+    >>> xpkit.gb_to_bytes(1.5)
+    1610612736
     """
     return int(check_gb("gb", gb, allow_zero=True) * BYTES_PER_GB)
 
@@ -92,6 +136,19 @@ class memory_budget(ContextDecorator):
     ----------
     gb : float
         Budget in GB; a finite positive number.
+
+    Returns
+    -------
+    memory_budget
+        A context manager and decorator (``memory_budget.bind(fn)`` carries the
+        budget into other threads).
+
+    Raises
+    ------
+    ValueError
+        ``gb`` is not a finite positive number.
+    TypeError
+        ``gb`` is not a number.
 
     Examples
     --------
@@ -250,6 +307,22 @@ def device_memory_budget(
     -------
     float
         Budget in GB.
+
+    Raises
+    ------
+    ValueError
+        ``max_gpu_memory_gb`` (or ``XPKIT_MEMORY_BUDGET_GB``) is not a finite
+        positive number.
+    TypeError
+        ``backend`` is not a Backend (or None), or a flag has the wrong type.
+
+    Examples
+    --------
+    >>> import xpkit
+    >>> xpkit.device_memory_budget(max_gpu_memory_gb=3.0)  # explicit wins
+    3.0
+    >>> 0 < xpkit.device_memory_budget() < 10_000  # measured: host RAM in GB
+    True
     """
     from ._backend import Backend
 
@@ -349,6 +422,12 @@ def auto_batch_size(
     ValueError
         A non-positive, NaN or infinite argument, or a single item that does
         not fit the budget (the message says how many GB one item needs).
+
+    Examples
+    --------
+    >>> import xpkit
+    >>> xpkit.auto_batch_size(1000, 1e6, budget_gb=0.1)  # 1 MB an item, 0.1 GB
+    (107, 10)
     """
     n = check_count("n_items", n_items)
     per_item = check_positive("bytes_per_item", bytes_per_item) * check_positive(
@@ -412,6 +491,22 @@ def auto_n_jobs_for_arrays(
     -------
     int
         Worker count for ``joblib.Parallel(n_jobs=...)``.
+
+    Raises
+    ------
+    ValueError
+        ``max_memory_gb`` is not a finite positive number, or ``min_jobs`` is
+        not positive.
+    TypeError
+        ``arrays`` is not iterable, or an item is not an array.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import xpkit
+    >>> items = [np.zeros((1000, 1000)) for _ in range(4)]  # 8 MB each
+    >>> xpkit.auto_n_jobs_for_arrays(items, max_memory_gb=0.02)  # room for 2
+    2
     """
     floor = check_count("min_jobs", min_jobs)
     if isinstance(arrays, (str, bytes)) or not isinstance(arrays, Iterable):

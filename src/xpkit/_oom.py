@@ -31,6 +31,37 @@ def is_oom_error(exc: BaseException) -> bool:
     ``MemoryError``s, anywhere in the ``__cause__``/``__context__`` chain or
     among the members of an exception group (``asyncio.TaskGroup``, trio
     nurseries).
+
+    Parameters
+    ----------
+    exc : BaseException
+        The exception to classify (with its chain and group members).
+
+    Returns
+    -------
+    bool
+        Whether some link is an out-of-memory signal of a supported library.
+
+    Raises
+    ------
+    TypeError
+        ``exc`` is not an exception.
+
+    Examples
+    --------
+    >>> import xpkit
+    >>> xpkit.is_oom_error(MemoryError())
+    True
+    >>> xpkit.is_oom_error(ValueError("bad shape"))
+    False
+    >>> try:
+    ...     try:
+    ...         raise MemoryError
+    ...     except MemoryError as inner:
+    ...         raise RuntimeError("while computing") from inner
+    ... except RuntimeError as outer:
+    ...     xpkit.is_oom_error(outer)
+    True
     """
     if not isinstance(exc, BaseException):
         msg = f"exc must be an exception, got {exc!r}"
@@ -58,6 +89,19 @@ def empty_device_cache() -> None:
     Runs ``gc.collect()``, then asks each imported library's adapter to empty
     its allocator caches (torch CUDA/MPS, CuPy device and pinned pools).
     Never imports a library, never initialises CUDA, never raises.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    Nothing: a library that fails to release its cache is skipped.
+
+    Examples
+    --------
+    >>> import xpkit
+    >>> xpkit.empty_device_cache()  # a no-op where no GPU library is in use
     """
     gc.collect()
     _empty_caches()
@@ -124,6 +168,14 @@ def compute_oom_safe(fn: Callable[..., Any], *arrays: Any, min_chunk: int = 1) -
         ``fn`` is not callable, or returns something other than arrays.
     ValueError
         The arrays differ in length, or ``fn`` breaks the row alignment.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import xpkit
+    >>> x = np.arange(6.0).reshape(3, 2)
+    >>> xpkit.compute_oom_safe(lambda rows: rows.sum(axis=1), x)
+    array([1., 5., 9.])
     """
     if not callable(fn):
         msg = f"fn must be callable, got {fn!r}"

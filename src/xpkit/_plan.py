@@ -86,6 +86,23 @@ class BatchPlan:
         Batches for the rows the probe did not already compute.
     probe_rows : int
         Rows the probe computed (0 when nothing was measured).
+
+    Parameters
+    ----------
+    n_items, budget_gb, bytes_per_item, fixed_bytes, overhead, source, batch_size, n_batches, probe_rows
+        The attributes above; `plan_batches` makes plans, users read them.
+
+    Raises
+    ------
+    Nothing: a plan is a record.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import xpkit
+    >>> plan = xpkit.plan_batches(lambda r: r, np.ones((50, 2)), bytes_per_item=8.0, budget_gb=80 / 2**30)
+    >>> plan.batch_size * plan.n_batches >= plan.n_items
+    True
     """
 
     n_items: int

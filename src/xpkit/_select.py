@@ -123,6 +123,15 @@ def resolve_backend(parallel: Any) -> Backend:
         ``parallel`` is none of the above.
     RuntimeError
         ``"gpu"`` was asked for on a machine without one.
+
+    Examples
+    --------
+    >>> import xpkit
+    >>> xpkit.resolve_backend(None).name
+    'numpy'
+    >>> b = xpkit.Backend("numpy")
+    >>> xpkit.resolve_backend(b) is b
+    True
     """
     return coerce_backend(parallel, "parallel")
 
@@ -180,6 +189,19 @@ def check_gpu_available() -> tuple[bool, dict[str, Any]]:
         - ``"device_name"``: a human-readable device name;
         - ``"gpus"``: a list with one dict (backend, device, device_name) per
           GPU found across all libraries.
+
+    Raises
+    ------
+    Nothing: a library that fails while it is asked is reported as having no GPU.
+
+    Examples
+    --------
+    >>> import xpkit
+    >>> available, info = xpkit.check_gpu_available()
+    >>> sorted(info) == ["backend", "device", "device_name", "gpus"]
+    True
+    >>> available == bool(info["gpus"])
+    True
     """
     gpus = [
         {"backend": a.key, "device": dev, "device_name": _device_name(a, dev)}
@@ -225,6 +247,19 @@ def auto_select_backend(n_samples: int, n_features: int, cv: int = 1) -> Backend
     -------
     Backend
         Selected backend instance.
+
+    Raises
+    ------
+    ValueError
+        A size is not positive.
+    TypeError
+        A size is not an int.
+
+    Examples
+    --------
+    >>> import xpkit
+    >>> xpkit.auto_select_backend(100, 10).name  # small work stays on NumPy
+    'numpy'
     """
     for param, value in (
         ("n_samples", n_samples),

@@ -53,6 +53,16 @@ def assert_array_almost_equal(
     ------
     AssertionError
         The arrays differ by more than the precision allows.
+
+    Returns
+    -------
+    None
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from xpkit.testing import assert_array_almost_equal
+    >>> assert_array_almost_equal(np.array([1.0, 2.0]), np.array([1.0, 2.0000001]))
     """
     __tracebackhide__ = True
     from .._backend import Backend

@@ -37,7 +37,26 @@ MODES = ("jit", "lazy", "compile")
 
 @dataclass(frozen=True)
 class Capabilities:
-    """One function's statement (see `capabilities`)."""
+    """One function's statement (see `capabilities`).
+
+    Parameters
+    ----------
+    skip, xfail, requires, cpu_only, modes, computes
+        As `capabilities` takes them (it builds this record; use it).
+
+    Raises
+    ------
+    Nothing: a statement is a record.
+
+    Examples
+    --------
+    >>> from xpkit.testing import capabilities
+    >>> @capabilities(requires=("linalg",))
+    ... def solve(a, b):
+    ...     return a
+    >>> solve.__xpkit_capabilities__.requires
+    ('linalg',)
+    """
 
     skip: Mapping[str, str] = field(default_factory=dict)
     xfail: Mapping[str, str] = field(default_factory=dict)
@@ -168,6 +187,21 @@ def covers(func: Callable[..., Any]) -> Callable[[F], F]:
     function; and ``func`` is declared to the lazy variants with the modes
     it supports (`lazy_xp_function`), so write the test in the module that
     imports ``func`` by name.
+
+    Parameters
+    ----------
+    func : callable
+        A function with a `capabilities` statement.
+
+    Returns
+    -------
+    callable
+        A decorator for the test function.
+
+    Raises
+    ------
+    TypeError
+        ``func`` has no statement.
 
     Examples
     --------
@@ -325,6 +359,22 @@ def statements_of(module_name: str) -> dict[str, Capabilities]:
     ------
     ModuleNotFoundError
         The module cannot be imported.
+
+    Parameters
+    ----------
+    module_name : str
+        The module to import and read.
+
+    Returns
+    -------
+    dict of str to Capabilities
+        ``"name"`` or ``"Class.method"`` -> its statement.
+
+    Examples
+    --------
+    >>> from xpkit.testing import statements_of
+    >>> statements_of("xpkit")["Backend.svd"].requires
+    ('linalg',)
     """
     return {name: _stated(f) for name, f in _declared(module_name).items()}
 

@@ -19,6 +19,30 @@ def default_tolerance(dtype: Any) -> tuple[float, float]:
 
     float64 → 6.0e-8, float32 → 1.4e-3, float16/bfloat16 → 0.18; complex
     dtypes use their component's tolerance.
+
+    Parameters
+    ----------
+    dtype : dtype or str
+        A dtype of any supported library, or its name.
+
+    Returns
+    -------
+    tuple of float
+        ``(rtol, atol)``.
+
+    Raises
+    ------
+    TypeError
+        ``dtype`` is not a numeric or boolean dtype.
+
+    Examples
+    --------
+    >>> from xpkit.testing import default_tolerance
+    >>> default_tolerance("int32")
+    (0.0, 0.0)
+    >>> rtol, atol = default_tolerance("float32")
+    >>> round(rtol, 4), atol
+    (0.0014, 0.0)
     """
     name = dtype_name(dtype) or "float64"
     name = _REAL_OF.get(name, name)
@@ -62,6 +86,20 @@ def assert_close(
     ------
     AssertionError
         Naming what differs.
+
+    Returns
+    -------
+    None
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from xpkit.testing import assert_close
+    >>> assert_close(np.array([1.0, 2.0]), np.array([1.0, 2.0 + 1e-12]))
+    >>> assert_close(np.array([np.inf]), np.array([1.0]))
+    Traceback (most recent call last):
+    ...
+    AssertionError: ...
     """
     __tracebackhide__ = True
     rtol = _check_tolerance("rtol", rtol)
@@ -109,7 +147,34 @@ def assert_equal(
     check_device: bool = True,
     check_namespace: bool = True,
 ) -> None:
-    """Assert that two arrays are equal (same checks as `assert_close`, exact values)."""
+    """Assert that two arrays are equal (same checks as `assert_close`, exact values).
+
+    Parameters
+    ----------
+    actual, desired : array
+        The arrays to compare.
+    check_dtype, check_device, check_namespace : bool, default True
+        As for `assert_close`.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    AssertionError
+        The first check that differs, with its message.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from xpkit.testing import assert_equal
+    >>> assert_equal(np.array([1, 2]), np.array([1, 2]))
+    >>> assert_equal(np.array([1, 2]), np.array([1, 3]))
+    Traceback (most recent call last):
+    ...
+    AssertionError: ...
+    """
     __tracebackhide__ = True
     a, d = _compare_meta(actual, desired, check_dtype, check_device, check_namespace)
     _compare_values(a, d, 0.0, 0.0)

@@ -44,7 +44,23 @@ _SHAPE = "the result's shape depends on the values"
 
 
 def facade_capabilities() -> dict[str, Capabilities]:
-    """Method name -> the facade's statement for it (see `capabilities`)."""
+    """Method name -> the facade's statement for it (see `capabilities`).
+
+    Returns
+    -------
+    dict of str to Capabilities
+        One entry per facade method; most state nothing (they run everywhere).
+
+    Raises
+    ------
+    Nothing: the statements follow from the adapters' class attributes.
+
+    Examples
+    --------
+    >>> from xpkit.testing import facade_capabilities
+    >>> sorted(facade_capabilities()["to_numpy"].modes)
+    ['compile', 'jit']
+    """
     special = {
         "svd": capabilities(requires=("linalg",)),
         "flatnonzero": capabilities(

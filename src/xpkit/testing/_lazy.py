@@ -61,6 +61,10 @@ def lazy_xp_function(
     TypeError
         ``func`` is not callable, or a flag has the wrong type.
 
+    Returns
+    -------
+    None
+
     Examples
     --------
     >>> from xpkit.testing import lazy_xp_function
