@@ -1,4 +1,4 @@
-"""One session per concern: tests, conformance, fuzz, lint, bench.
+"""One session per concern: tests, conformance, fuzz, lint, docs, bench.
 
 Extras come from pyproject.toml. ``XPKIT_TORCH_SPEC`` (default: torch from
 the extras) lets a machine pin the torch build it installs first, e.g.
@@ -76,6 +76,25 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("mypy", "--strict", "src")
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """The documentation site in docs/_build/html, warnings as errors, nitpicky.
+
+    Every backend of the ``all`` extra is installed, so the examples run at
+    build time show them all. ``nox -s docs -- --fast`` skips running the
+    example scripts (``DOCS_FAST=1``); other posargs go to sphinx-build.
+    """
+    _install(session, "all,docs")
+    fast = "--fast" in session.posargs
+    args = [a for a in session.posargs if a != "--fast"]
+    session.run(
+        "python", "-m", "sphinx", "-W", "--keep-going", "-n", "-E",
+        "-b", "html", "docs", "docs/_build/html", *args,
+        env={"DOCS_FAST": "1" if fast else "0"},
+    )  # fmt: skip
+    session.log(f"open {Path('docs/_build/html/index.html').resolve().as_uri()}")
 
 
 @nox.session

@@ -1,0 +1,246 @@
+"""Pages generated at build time: the backend table, benchmarks, executed examples.
+
+A page asks for generated Markdown with a MyST comment line (so an unknown
+or unprocessed marker never shows up as text)::
+
+    % xpkit: backends            the table of xpkit._adapters.ADAPTERS
+    % xpkit: benchmarks          benchmarks/results/*.md and *.png
+    % xpkit: api xpkit           an autosummary of xpkit.__all__
+    % xpkit: run-script PATH     the script's source, run, and its output
+    % xpkit: exec                run the ```python block that follows; show its output
+
+The marker is replaced in ``source-read``, before MyST parses the page, so
+the generated text is ordinary Markdown (headings, tables, directives).
+``run-script`` is skipped in fast builds (``xpkit_docs_fast``, set from
+``DOCS_FAST=1``); ``exec`` blocks are short and always run. A failing
+example fails the build. Pages with markers are rebuilt on every build.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from sphinx.application import Sphinx
+from sphinx.errors import ExtensionError
+from sphinx.util import logging
+
+LOG = logging.getLogger(__name__)
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "benchmarks" / "results"
+MARKER = re.compile(r"^% xpkit: ([\w-]+)(?: (.*))?$")
+TIMEOUT_S = 300
+#: The modules whose ``__all__`` the API reference must cover.
+PUBLIC = ("xpkit", "xpkit.testing")
+
+
+def _backends() -> str:
+    from xpkit._adapters import ADAPTERS
+
+    rows = [
+        "| `Backend(...)` | library | extra | capabilities | test modes | GPUs |",
+        "|---|---|---|---|---|---|",
+    ]
+    for key, adapter in ADAPTERS.items():
+        extra = f'`pip install "xpkit[{adapter.extra}]"`' if adapter.extra else ""
+        caps = ", ".join(f"`{c}`" for c in sorted(adapter.capabilities)) or "none"
+        modes = ", ".join(f"`{m}`" for m in adapter.test_modes) or "eager only"
+        gpus = adapter.gpu_kinds or "none"
+        rows.append(
+            f'| `"{key}"` | {adapter.label} | {extra} | {caps} | {modes} | {gpus} |'
+        )
+    return "\n".join(rows) + "\n"
+
+
+def _shift_headings(text: str, top: int) -> str:
+    """Shift the Markdown headings of ``text`` so its highest is level ``top``."""
+    levels = [len(m) for m in re.findall(r"^(#+) ", text, flags=re.MULTILINE)]
+    if not levels:
+        return text
+    shift = top - min(levels)
+    return re.sub(
+        r"^(#+) ",
+        lambda m: "#" * max(1, len(m.group(1)) + shift) + " ",
+        text,
+        flags=re.MULTILINE,
+    )
+
+
+def _benchmarks(docname: str) -> str:
+    up = "../" * docname.count("/") + "../"  # from the page to the repository
+    parts = []
+    for md in sorted(RESULTS.glob("*.md"), key=lambda p: (p.stem == "history", p)):
+        text = md.read_text(encoding="utf-8")
+        parts.append(f"## `{md.name}`\n\n{_shift_headings(text, 3)}\n")
+        for png in sorted(RESULTS.glob(f"{md.stem}*.png")):
+            parts.append(
+                f"```{{image}} {up}benchmarks/results/{png.name}\n"
+                f":alt: {png.name}, the plot of {md.name}\n:width: 100%\n```\n"
+            )
+    shown = {p.stem for p in RESULTS.glob("*.md")}
+    for png in sorted(RESULTS.glob("*.png")):
+        if not any(png.stem.startswith(s) for s in shown):
+            parts.append(
+                f"## `{png.name}`\n\n```{{image}} {up}benchmarks/results/{png.name}"
+                f"\n:alt: {png.name}\n:width: 100%\n```\n"
+            )
+    return "\n".join(parts)
+
+
+def _directive(qualname: str, obj: object) -> str:
+    if isinstance(obj, type):
+        options = "   :members:\n"
+        if any(c.__module__.startswith("xpkit._") for c in obj.__mro__[1:]):
+            # Backend's methods live in private mixins: list them as its own.
+            options += "   :inherited-members: Generic\n"
+        else:  # a public or standard base (UserWarning) says what it is
+            options += "   :show-inheritance:\n"
+        return f".. autoclass:: {qualname}\n{options}"
+    if callable(obj) and not getattr(obj, "__origin__", None):
+        return f".. autofunction:: {qualname}\n"
+    return f".. autodata:: {qualname}\n   :no-value:\n"
+
+
+def _api(arg: str) -> str:
+    """The names of ``module.__all__`` (or ``module.Name``): a table, then autodoc.
+
+    ``xpkit -Backend`` leaves out a name documented on a page of its own.
+    """
+    module_name, *rest = arg.split()
+    skip = {r[1:] for r in rest if r.startswith("-")}
+    only = [r for r in rest if not r.startswith("-")]
+    module = importlib.import_module(module_name)
+    names = only or [n for n in module.__all__ if n not in skip]
+    names.sort(key=lambda n: (n.startswith("_"), n.lower()))
+    table = "\n".join(f"   {name}" for name in names)
+    body = "\n".join(
+        _directive(f"{module_name}.{n}", getattr(module, n)) for n in names
+    )
+    head = f".. currentmodule:: {module_name}\n\n"
+    if len(names) > 1:
+        head += f".. autosummary::\n\n{table}\n\n"
+    return f"```{{eval-rst}}\n{head}{body}```\n"
+
+
+def _run(argv: list[str], what: str) -> str:
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    try:
+        proc = subprocess.run(
+            argv,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+            env=env,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        msg = f"{what} ran over {TIMEOUT_S} s"
+        raise ExtensionError(msg) from exc
+    if proc.returncode != 0:
+        msg = f"{what} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}"
+        raise ExtensionError(msg)
+    return proc.stdout.rstrip()
+
+
+def _output_block(output: str, label: str) -> str:
+    return f"{label}\n\n```text\n{output}\n```\n"
+
+
+def _run_script(path: str, docname: str, fast: bool) -> str:
+    script = ROOT / path
+    if not script.is_file():
+        msg = f"{docname}: run-script {path}: no such file"
+        raise ExtensionError(msg)
+    up = "../" * docname.count("/") + "../"
+    source = f"```{{literalinclude}} {up}{path}\n:language: python\n```\n"
+    if fast:
+        return source + "\n(A fast build: the script was not run.)\n"
+    output = _run([sys.executable, str(script)], f"{path} (in {docname})")
+    return source + "\n" + _output_block(output, f"`python {path}` printed:")
+
+
+def _exec_block(lines: list[str], start: int, docname: str) -> tuple[str, int]:
+    """Run the ```python fence at ``lines[start]``; return it and its output."""
+    if start >= len(lines) or lines[start].strip() != "```python":
+        msg = f"{docname}: '% xpkit: exec' must be followed by a ```python block"
+        raise ExtensionError(msg)
+    end = start + 1
+    while end < len(lines) and lines[end].strip() != "```":
+        end += 1
+    code = "\n".join(lines[start + 1 : end])
+    output = _run([sys.executable, "-c", code], f"a code block of {docname}")
+    block = "\n".join(lines[start : end + 1])
+    return block + "\n\n" + _output_block(output, "It prints:"), end + 1
+
+
+def _generate(app: Sphinx, docname: str, source: list[str]) -> None:
+    if "% xpkit: " not in source[0]:
+        return
+    fast = bool(app.config.xpkit_docs_fast)
+    lines = source[0].split("\n")
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        match = MARKER.match(lines[i])
+        i += 1
+        if not match:
+            out.append(lines[i - 1])
+            continue
+        kind, arg = match.group(1), (match.group(2) or "").strip()
+        if kind == "backends":
+            out.append(_backends())
+        elif kind == "benchmarks":
+            out.append(_benchmarks(docname))
+        elif kind == "api":
+            out.append(_api(arg))
+        elif kind == "run-script":
+            out.append(_run_script(arg, docname, fast))
+        elif kind == "exec":
+            text, i = _exec_block(lines, i, docname)
+            out.append(text)
+        else:
+            msg = f"{docname}: unknown marker '% xpkit: {kind}'"
+            raise ExtensionError(msg)
+    source[0] = "\n".join(out)
+
+
+def _always_outdated(
+    app: Sphinx, env: Any, added: set[str], changed: set[str], removed: set[str]
+) -> list[str]:
+    """Pages with markers: their inputs live outside the source tree."""
+    del env, added, changed, removed
+    srcdir = Path(app.srcdir)
+    return [
+        str(path.relative_to(srcdir).with_suffix("")).replace(os.sep, "/")
+        for path in srcdir.rglob("*.md")
+        if "_build" not in path.parts
+        and "% xpkit: " in path.read_text(encoding="utf-8")
+    ]
+
+
+def _check_api(app: Sphinx, env: Any) -> None:
+    """Warn about a public name that the API reference does not document."""
+    del app
+    documented = env.get_domain("py").objects
+    for module_name in PUBLIC:
+        module = importlib.import_module(module_name)
+        for name in module.__all__:
+            if f"{module_name}.{name}" not in documented:
+                LOG.warning(
+                    "the API reference has no entry for %s.%s", module_name, name
+                )
+
+
+def setup(app: Sphinx) -> dict[str, Any]:
+    """Register the ``xpkit_docs_fast`` setting and the generators."""
+    app.add_config_value("xpkit_docs_fast", default=False, rebuild="env")
+    app.connect("source-read", _generate)
+    app.connect("env-get-outdated", _always_outdated)
+    app.connect("env-check-consistency", _check_api)
+    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
