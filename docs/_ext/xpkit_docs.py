@@ -5,7 +5,7 @@ or unprocessed marker never shows up as text)::
 
     % xpkit: backends            the table of xpkit._adapters.ADAPTERS
     % xpkit: benchmarks          benchmarks/results/*.md and *.png
-    % xpkit: api xpkit           an autosummary of xpkit.__all__
+    % xpkit: api xpkit           a summary and an entry for each of xpkit.__all__
     % xpkit: run-script PATH     the script's source, run, and its output
     % xpkit: exec                run the ```python block that follows; show its output
 
@@ -19,6 +19,7 @@ example fails the build. Pages with markers are rebuilt on every build.
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import re
 import subprocess
@@ -27,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from sphinx.application import Sphinx
-from sphinx.errors import ExtensionError
+from sphinx.errors import ExtensionError, PycodeError
+from sphinx.pycode import ModuleAnalyzer
 from sphinx.util import logging
 
 LOG = logging.getLogger(__name__)
@@ -92,6 +94,35 @@ def _benchmarks(docname: str) -> str:
     return "\n".join(parts)
 
 
+#: What a public constant is, where its module has no ``#:`` comment for it.
+DATA_FALLBACK = {"__version__": "The version of xpkit."}
+
+
+def _data_doc(name: str) -> list[str]:
+    """The ``#:`` comment of the xpkit module that defines the constant ``name``.
+
+    autodoc would show the docstring of the value's type (``int``, ``float``)
+    for a constant imported into ``xpkit`` from the module that defines it.
+    """
+    for modname in sorted(m for m in sys.modules if m.split(".")[0] == "xpkit"):
+        try:
+            docs = ModuleAnalyzer.for_module(modname).find_attr_docs()
+        except PycodeError:
+            continue
+        if ("", name) in docs:
+            return [line for line in docs["", name] if line.strip()]
+    if name in DATA_FALLBACK:
+        return [DATA_FALLBACK[name]]
+    LOG.warning("the public constant %s has no #: comment to document it", name)
+    return []
+
+
+def _is_data(obj: object) -> bool:
+    return not isinstance(obj, type) and (
+        not callable(obj) or getattr(obj, "__origin__", None) is not None
+    )
+
+
 def _directive(qualname: str, obj: object) -> str:
     if isinstance(obj, type):
         options = "   :members:\n"
@@ -101,9 +132,23 @@ def _directive(qualname: str, obj: object) -> str:
         else:  # a public or standard base (UserWarning) says what it is
             options += "   :show-inheritance:\n"
         return f".. autoclass:: {qualname}\n{options}"
-    if callable(obj) and not getattr(obj, "__origin__", None):
+    if not _is_data(obj):
         return f".. autofunction:: {qualname}\n"
-    return f".. autodata:: {qualname}\n   :no-value:\n"
+    doc = "".join(f"   {line}\n" for line in _data_doc(qualname.rsplit(".", 1)[1]))
+    value = repr(obj).replace("\n", " ")
+    module_name, name = qualname.rsplit(".", 1)
+    return (
+        f".. py:data:: {name}\n   :module: {module_name}\n   :value: {value}\n\n{doc}"
+    )
+
+
+def _summary(name: str, obj: object) -> str:
+    """The first paragraph of ``obj``'s documentation, on one line."""
+    if _is_data(obj):
+        lines = _data_doc(name)
+    else:
+        lines = (inspect.getdoc(obj) or "").split("\n\n")[0].splitlines()
+    return " ".join(line.strip() for line in lines).split(". ")[0].rstrip(".") + "."
 
 
 def _api(arg: str) -> str:
@@ -117,13 +162,15 @@ def _api(arg: str) -> str:
     module = importlib.import_module(module_name)
     names = only or [n for n in module.__all__ if n not in skip]
     names.sort(key=lambda n: (n.startswith("_"), n.lower()))
-    table = "\n".join(f"   {name}" for name in names)
-    body = "\n".join(
-        _directive(f"{module_name}.{n}", getattr(module, n)) for n in names
-    )
+    objects = {n: getattr(module, n) for n in names}
+    body = "\n".join(_directive(f"{module_name}.{n}", o) for n, o in objects.items())
     head = f".. currentmodule:: {module_name}\n\n"
     if len(names) > 1:
-        head += f".. autosummary::\n\n{table}\n\n"
+        rows = "".join(
+            f"   * - :py:obj:`{n}`\n     - {_summary(n, o)}\n"
+            for n, o in objects.items()
+        )
+        head += f".. list-table::\n   :widths: 35 65\n\n{rows}\n"
     return f"```{{eval-rst}}\n{head}{body}```\n"
 
 
