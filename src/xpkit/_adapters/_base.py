@@ -28,6 +28,7 @@ __all__ = [
     "MemoryInfo",
     "MemoryProbe",
     "native_layout",
+    "patched_by_array_api_extra",
 ]
 
 #: What a library may lack and code may need: ``"linalg"`` (the standard's
@@ -76,6 +77,32 @@ class LazyTags(NamedTuple):
     jit: bool
     compiled: bool
     computes: int
+
+
+#: A test module's declared functions, each with its `LazyTags`.
+Tagged = list[tuple[Callable[..., Any], LazyTags]]
+#: ``replace(wrap)``: a context in which each declared function ``f`` of the
+#: test module is ``wrap(f, tags)`` (where that is not None).
+Replace = Callable[
+    [Callable[[Callable[..., Any], LazyTags], Callable[..., Any] | None]],
+    AbstractContextManager[None],
+]
+
+
+def patched_by_array_api_extra(
+    request: Any, xp: Any, tagged: Tagged, tag: Callable[[LazyTags], dict[str, Any]]
+) -> AbstractContextManager[None]:
+    """array-api-extra's ``patch_lazy_xp_functions`` for the declared functions.
+
+    Each is tagged with its ``lazy_xp_function`` keywords (``tag(tags)``:
+    the adapter's library's own), then patched for namespace ``xp``.
+    """
+    from array_api_extra.testing import lazy_xp_function, patch_lazy_xp_functions
+
+    for func, tags in tagged:
+        lazy_xp_function(func, **tag(tags))
+    context: AbstractContextManager[None] = patch_lazy_xp_functions(request, xp=xp)
+    return context
 
 
 class MemoryInfo(NamedTuple):
@@ -316,11 +343,8 @@ class Adapter:
         mode: str,
         request: Any,  # noqa: ARG002
         xp: Any,  # noqa: ARG002
-        tagged: list[tuple[Callable[..., Any], LazyTags]],  # noqa: ARG002
-        replace: Callable[  # noqa: ARG002
-            [Callable[[Callable[..., Any], LazyTags], Callable[..., Any] | None]],
-            AbstractContextManager[None],
-        ],
+        tagged: Tagged,  # noqa: ARG002
+        replace: Replace,  # noqa: ARG002
     ) -> AbstractContextManager[None]:
         """A context in which a test module's declared functions run in ``mode``.
 

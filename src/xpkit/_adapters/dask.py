@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from contextlib import AbstractContextManager
 from types import ModuleType
 from typing import Any
@@ -10,7 +9,7 @@ from typing import Any
 import array_api_compat
 import numpy as np
 
-from ._base import Adapter, LazyTags
+from ._base import Adapter, Replace, Tagged, patched_by_array_api_extra
 from ._peak import PeakMeter, tracemalloc_meter
 
 __all__ = ["DaskAdapter"]
@@ -88,11 +87,8 @@ class DaskAdapter(Adapter):
         mode: str,
         request: Any,
         xp: Any,
-        tagged: list[tuple[Callable[..., Any], LazyTags]],
-        replace: Callable[
-            [Callable[[Callable[..., Any], LazyTags], Callable[..., Any] | None]],
-            AbstractContextManager[None],
-        ],
+        tagged: Tagged,
+        replace: Replace,
     ) -> AbstractContextManager[None]:
         """``lazy``: computes counted, and refused beyond each function's allowance.
 
@@ -101,12 +97,9 @@ class DaskAdapter(Adapter):
         """
         if mode != "lazy":
             return super().lazy_context(mode, request, xp, tagged, replace)
-        from array_api_extra.testing import lazy_xp_function, patch_lazy_xp_functions
-
-        for func, tags in tagged:
-            lazy_xp_function(func, allow_dask_compute=tags.computes)
-        context: AbstractContextManager[None] = patch_lazy_xp_functions(request, xp=xp)
-        return context
+        return patched_by_array_api_extra(
+            request, xp, tagged, lambda tags: {"allow_dask_compute": tags.computes}
+        )
 
     def peak_meter(self, device: str) -> PeakMeter | None:  # noqa: ARG002
         """`tracemalloc`: the chunks are NumPy arrays, computed on the host."""

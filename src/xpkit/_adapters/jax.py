@@ -11,7 +11,14 @@ from typing import Any
 import array_api_compat
 import numpy as np
 
-from ._base import Adapter, LazyTags, MemoryCap, MemoryInfo
+from ._base import (
+    Adapter,
+    MemoryCap,
+    MemoryInfo,
+    Replace,
+    Tagged,
+    patched_by_array_api_extra,
+)
 from ._caps import jax_arena
 from ._peak import PeakMeter
 
@@ -187,11 +194,8 @@ class JaxAdapter(Adapter):
         mode: str,
         request: Any,
         xp: Any,
-        tagged: list[tuple[Callable[..., Any], LazyTags]],
-        replace: Callable[
-            [Callable[[Callable[..., Any], LazyTags], Callable[..., Any] | None]],
-            AbstractContextManager[None],
-        ],
+        tagged: Tagged,
+        replace: Replace,
     ) -> AbstractContextManager[None]:
         """``jit``: each declared function under ``jax.jit``, through array-api-extra.
 
@@ -200,12 +204,9 @@ class JaxAdapter(Adapter):
         """
         if mode != "jit":
             return super().lazy_context(mode, request, xp, tagged, replace)
-        from array_api_extra.testing import lazy_xp_function, patch_lazy_xp_functions
-
-        for func, tags in tagged:
-            lazy_xp_function(func, jax_jit=tags.jit)
-        context: AbstractContextManager[None] = patch_lazy_xp_functions(request, xp=xp)
-        return context
+        return patched_by_array_api_extra(
+            request, xp, tagged, lambda tags: {"jax_jit": tags.jit}
+        )
 
     def is_oom(self, exc: BaseException) -> bool:
         """XLA's ``RESOURCE_EXHAUSTED`` status, as ``JaxRuntimeError``."""

@@ -21,6 +21,8 @@ from ._base import (
     MemoryCap,
     MemoryInfo,
     MemoryProbe,
+    Replace,
+    Tagged,
     native_layout,
 )
 from ._peak import PeakMeter, rss_meter
@@ -441,11 +443,8 @@ class TorchAdapter(Adapter):
         mode: str,
         request: Any,
         xp: Any,
-        tagged: list[tuple[Callable[..., Any], LazyTags]],
-        replace: Callable[
-            [Callable[[Callable[..., Any], LazyTags], Callable[..., Any] | None]],
-            AbstractContextManager[None],
-        ],
+        tagged: Tagged,
+        replace: Replace,
     ) -> AbstractContextManager[None]:
         """``compile``: each declared function under ``torch.compile(fullgraph=True)``.
 
