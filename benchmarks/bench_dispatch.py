@@ -438,7 +438,27 @@ def main() -> None:
         default="benchmarks/results",
         help="where --write puts the files (default: benchmarks/results)",
     )
+    parser.add_argument(
+        "--only-create",
+        action="store_true",
+        help="only the b.create table (with --write: create.md, dated)",
+    )
     args = parser.parse_args()
+    if args.only_create:
+        lines = [
+            f"Measured {time.strftime('%Y-%m-%d')} with `python "
+            f"benchmarks/bench_dispatch.py --only-create` (xpkit {xpkit.__version__}, "
+            f"numpy {np.__version__}, Python {sys.version.split()[0]}).",
+            "",
+            *creation_table(),
+            "",
+        ]
+        print("\n".join(lines))
+        if args.write:
+            out = Path(args.out_dir)
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "create.md").write_text("\n".join(lines), encoding="utf-8")
+        return
     facade, calls = facade_table()
     sweep_lines, sweep = batch_sweep()
     text = "\n".join(
