@@ -83,31 +83,27 @@ def _outcomes(result: pytest.RunResult) -> dict[str, str]:
     return found
 
 
-def test_an_if_on_an_array_value_fails_under_jit(pytester):
-    _needs("jax")
+@pytest.mark.parametrize(
+    ("library", "backends", "message"),
+    [
+        ("jax", ["numpy", "jax-cpu", "jax-cpu-jit"], "*TracerBoolConversionError*"),
+        ("torch", ["torch-cpu", "torch-cpu-compile"], "*data-dependent*"),
+    ],
+    ids=["jit", "compile"],
+)
+def test_an_if_on_an_array_value_fails_jitted_or_compiled(
+    pytester, library, backends, message
+):
+    """Eager variants pass; the last (jitted or compiled) fails, saying why."""
+    _needs(library)
     pytester.makepyfile(test_user=BRANCHY)
     result = pytester.runpytest_subprocess(
-        "-v", "-p", "no:cacheprovider", "--xpkit-backends=numpy,jax-cpu,jax-cpu-jit"
+        "-v", "-p", "no:cacheprovider", f"--xpkit-backends={','.join(backends)}"
     )
-    assert _outcomes(result) == {
-        "test_clip[numpy]": "PASSED",
-        "test_clip[jax-cpu]": "PASSED",
-        "test_clip[jax-cpu-jit]": "FAILED",
-    }
-    result.stdout.fnmatch_lines(["*TracerBoolConversionError*"])
-
-
-def test_an_if_on_an_array_value_fails_under_torch_compile(pytester):
-    _needs("torch")
-    pytester.makepyfile(test_user=BRANCHY)
-    result = pytester.runpytest_subprocess(
-        "-v", "-p", "no:cacheprovider", "--xpkit-backends=torch-cpu,torch-cpu-compile"
-    )
-    assert _outcomes(result) == {
-        "test_clip[torch-cpu]": "PASSED",
-        "test_clip[torch-cpu-compile]": "FAILED",
-    }
-    result.stdout.fnmatch_lines(["*data-dependent*"])
+    expected = {f"test_clip[{b}]": "PASSED" for b in backends[:-1]}
+    expected[f"test_clip[{backends[-1]}]"] = "FAILED"
+    assert _outcomes(result) == expected
+    result.stdout.fnmatch_lines([message])
 
 
 def test_a_compute_fails_on_dask_lazy_with_the_count(pytester):

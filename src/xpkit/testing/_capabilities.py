@@ -145,6 +145,32 @@ def capabilities(
     >>> my_solver.__xpkit_capabilities__.modes["jit"]
     'data-dependent shape'
     """
+    stated = checked_statement(
+        requires=requires,
+        skip=skip,
+        xfail=xfail,
+        cpu_only=cpu_only,
+        modes=modes,
+        computes=computes,
+    )
+
+    def declare(func: F) -> F:
+        setattr(func, ATTRIBUTE, stated)
+        return func
+
+    return declare
+
+
+def checked_statement(
+    *,
+    requires: tuple[str, ...] = (),
+    skip: Mapping[str, str] | None = None,
+    xfail: Mapping[str, str] | None = None,
+    cpu_only: str = "",
+    modes: Mapping[str, str] | None = None,
+    computes: bool | int = False,
+) -> Capabilities:
+    """The `Capabilities` `capabilities` records, its arguments checked."""
     if not isinstance(cpu_only, str):
         msg = f"cpu_only must be a reason (str), got {cpu_only!r}"
         raise TypeError(msg)
@@ -155,7 +181,7 @@ def capabilities(
     if not isinstance(requires, tuple) or unknown:
         msg = f"requires must be a tuple of {CAPABILITIES}, got {requires!r}"
         raise ValueError(msg)
-    stated = Capabilities(
+    return Capabilities(
         requires=requires,
         skip=_check_reasons("skip", skip or {}, _is_backend),
         xfail=_check_reasons("xfail", xfail or {}, _is_backend),
@@ -163,12 +189,6 @@ def capabilities(
         modes=_check_reasons("modes", modes or {}, lambda m: m in MODES),
         computes=computes,
     )
-
-    def declare(func: F) -> F:
-        setattr(func, ATTRIBUTE, stated)
-        return func
-
-    return declare
 
 
 def _stated(func: Any) -> Capabilities:

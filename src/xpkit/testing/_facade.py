@@ -9,9 +9,7 @@ runs every method in every mode against them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from ._capabilities import ATTRIBUTE, Capabilities, capabilities
+from ._capabilities import ATTRIBUTE, Capabilities, checked_statement
 
 __all__ = ["declare_facade", "facade_capabilities"]
 
@@ -62,29 +60,22 @@ def facade_capabilities() -> dict[str, Capabilities]:
     ['compile', 'jit']
     """
     special = {
-        "svd": capabilities(requires=("linalg",)),
-        "flatnonzero": capabilities(
+        "svd": checked_statement(requires=("linalg",)),
+        "flatnonzero": checked_statement(
             requires=("data_dependent_shapes",),
             modes={"jit": _SHAPE, "compile": _SHAPE},
         ),
-        "at": capabilities(
+        "at": checked_statement(
             modes={
                 "compile": "array-api-extra's at cannot be traced (its index checks)"
             }
         ),
-        "to_numpy": capabilities(modes={"jit": _HOST, "compile": _HOST}, computes=1),
+        "to_numpy": checked_statement(
+            modes={"jit": _HOST, "compile": _HOST}, computes=1
+        ),
     }
-    plain = capabilities()
-    out: dict[str, Capabilities] = {}
-    for name in METHODS:
-        declare = special.get(name, plain)
-        out[name] = getattr(declare(_stand_in()), ATTRIBUTE)
-    return out
-
-
-def _stand_in() -> Callable[[], None]:
-    """A fresh function for the decorator to record a statement on."""
-    return lambda: None
+    plain = checked_statement()
+    return {name: special.get(name, plain) for name in METHODS}
 
 
 def declare_facade() -> None:

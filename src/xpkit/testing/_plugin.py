@@ -65,6 +65,15 @@ class BackendParam:
         """Whether this runs array-api-strict at its strictest flags."""
         return self.mode == "strictest"
 
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """What the library has of `CAPABILITIES` in this variant.
+
+        The strictest flags switch data-dependent shapes off.
+        """
+        has = ADAPTERS[self.key].capabilities
+        return has - {"data_dependent_shapes"} if self.strictest else has
+
     def __repr__(self) -> str:
         return f"BackendParam({self.id!r})"
 
@@ -211,10 +220,7 @@ def _missing(mark: pytest.Mark, param: BackendParam) -> list[str]:
             f"{', '.join(CAPABILITIES)}"
         )
         raise pytest.UsageError(msg)
-    has = set(ADAPTERS[param.key].capabilities)
-    if param.strictest:  # array-api-strict's strictest flags switch these off
-        has.discard("data_dependent_shapes")
-    return [c for c in mark.args if c not in has]
+    return [c for c in mark.args if c not in param.capabilities]
 
 
 def _matches(mark: pytest.Mark, param: BackendParam) -> bool:
