@@ -94,11 +94,16 @@ ONCE: dict[str, Row] = {
     # resolve_backend / auto_select_backend
     "resolve int": Row(
         lambda: xpkit.resolve_backend(3),
-        ValueError,
+        TypeError,
         "parallel must be None, a string or a Backend, got 3",
     ),
+    "resolve float": Row(
+        lambda: xpkit.resolve_backend(1.5),
+        TypeError,
+        "parallel must be None, a string or a Backend, got 1.5",
+    ),
     "resolve list": Row(
-        lambda: xpkit.resolve_backend(["numpy"]), ValueError, "parallel must be None"
+        lambda: xpkit.resolve_backend(["numpy"]), TypeError, "parallel must be None"
     ),
     "resolve unknown": Row(
         lambda: xpkit.resolve_backend("tpu"), ValueError, "parallel='tpu'"
@@ -120,6 +125,21 @@ ONCE: dict[str, Row] = {
     ),
     "auto_select bool": Row(
         lambda: xpkit.auto_select_backend(10, True), TypeError, "n_features"
+    ),
+    "auto_select numpy bool": Row(
+        lambda: xpkit.auto_select_backend(10, np.True_),
+        TypeError,
+        "n_features must be an int, got np.True_|n_features must be an int, got True",
+    ),
+    "auto_select numpy float": Row(
+        lambda: xpkit.auto_select_backend(np.float64(10.0), 10),
+        TypeError,
+        "n_samples must be an int",
+    ),
+    "auto_select numpy int 0": Row(
+        lambda: xpkit.auto_select_backend(10, 10, cv=np.int64(0)),
+        ValueError,
+        "cv must be positive",
     ),
     # gb_to_bytes
     "gb_to_bytes negative": Row(

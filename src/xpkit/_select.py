@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import operator
 import platform
 from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
 
 from ._adapters import ADAPTERS, Adapter
 from ._backend import BACKEND_NAMES, Backend
@@ -119,8 +122,10 @@ def resolve_backend(parallel: Any) -> Backend:
 
     Raises
     ------
+    TypeError
+        ``parallel`` is neither None, a string nor a Backend.
     ValueError
-        ``parallel`` is none of the above.
+        ``parallel`` is a string that names no backend.
     RuntimeError
         ``"gpu"`` was asked for on a machine without one.
 
@@ -147,7 +152,7 @@ def coerce_backend(parallel: Any, param: str) -> Backend:
             f"{param} must be None, a string or a Backend, got {parallel!r}; "
             f"accepted strings: cpu, gpu, {', '.join(BACKEND_NAMES)}"
         )
-        raise ValueError(msg)  # noqa: TRY004 - the seed says ValueError
+        raise TypeError(msg)
     key = parallel.strip().lower()
     if key == "cpu":
         return Backend("numpy")
@@ -237,7 +242,8 @@ def auto_select_backend(n_samples: int, n_features: int, cv: int = 1) -> Backend
     Parameters
     ----------
     n_samples : int
-        Number of samples in the dataset (positive).
+        Number of samples in the dataset (positive; a Python or NumPy
+        integer).
     n_features : int
         Number of features in the dataset (positive).
     cv : int, default 1
@@ -253,7 +259,7 @@ def auto_select_backend(n_samples: int, n_features: int, cv: int = 1) -> Backend
     ValueError
         A size is not positive.
     TypeError
-        A size is not an int.
+        A size is not an integer (a bool, a float or a string is refused).
 
     Examples
     --------
@@ -261,21 +267,34 @@ def auto_select_backend(n_samples: int, n_features: int, cv: int = 1) -> Backend
     >>> xpkit.auto_select_backend(100, 10).name  # small work stays on NumPy
     'numpy'
     """
-    for param, value in (
-        ("n_samples", n_samples),
-        ("n_features", n_features),
-        ("cv", cv),
-    ):
-        if isinstance(value, bool) or not isinstance(value, int):
-            msg = f"{param} must be an int, got {value!r}"
-            raise TypeError(msg)
-        if value < 1:
-            msg = f"{param} must be positive, got {value!r}"
-            raise ValueError(msg)
-    work = n_samples * n_features * cv
+    sizes = [
+        _size(param, value)
+        for param, value in (
+            ("n_samples", n_samples),
+            ("n_features", n_features),
+            ("cv", cv),
+        )
+    ]
+    work = sizes[0] * sizes[1] * sizes[2]  # Python ints: no int64 overflow
     if work < AUTO_CPU_MAX_ELEMENTS:
         return Backend("numpy")
     for adapter, dev in find_gpus():
         if not adapter.unified_memory(dev) or work >= AUTO_UNIFIED_MIN_ELEMENTS:
             return Backend(key_of(adapter), device=dev)
     return Backend("numpy")
+
+
+def _size(param: str, value: Any) -> int:
+    """``value`` as a positive Python int: any integer (NumPy's too), not a bool."""
+    if isinstance(value, (bool, np.bool_)):
+        msg = f"{param} must be an int, got {value!r}"
+        raise TypeError(msg)
+    try:
+        size = operator.index(value)
+    except TypeError:
+        msg = f"{param} must be an int, got {value!r}"
+        raise TypeError(msg) from None
+    if size < 1:
+        msg = f"{param} must be positive, got {value!r}"
+        raise ValueError(msg)
+    return size
