@@ -309,6 +309,21 @@ ONCE: dict[str, Row] = {
         TypeError,
         "arrays must be an iterable of arrays, got str",
     ),
+    "n_jobs item object": Row(
+        lambda: xpkit.auto_n_jobs_for_arrays([object()]),
+        TypeError,
+        "arrays\\[0\\] must be an array of a supported library .* got object",
+    ),
+    "n_jobs item list after None": Row(
+        lambda: xpkit.auto_n_jobs_for_arrays([X, None, [1.0, 2.0]]),
+        TypeError,
+        "arrays\\[2\\] .* got list",
+    ),
+    "n_jobs item str": Row(
+        lambda: xpkit.auto_n_jobs_for_arrays(iter([X, "abc"])),
+        TypeError,
+        "arrays\\[1\\] .* got str",
+    ),
     "n_jobs budget 0": Row(
         lambda: xpkit.auto_n_jobs_for_arrays([X], max_memory_gb=0),
         ValueError,

@@ -16,7 +16,7 @@ from contextlib import ContextDecorator
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
-from ._adapters import HOST_BATCH_WORKING_SET_BYTES, get_adapter
+from ._adapters import HOST_BATCH_WORKING_SET_BYTES, adapter_for_array, get_adapter
 from ._args import MAX_GB, check_count, check_gb, check_positive
 from ._dtypes import dtype_name, external_stacklevel
 from ._host_memory import host_available_bytes
@@ -481,7 +481,8 @@ def auto_n_jobs_for_arrays(
     Parameters
     ----------
     arrays : iterable of arrays
-        Items of the map (None entries allowed).
+        Items of the map: arrays of any supported library (NumPy, torch,
+        CuPy, JAX, ...); None entries are ignored.
     max_memory_gb : float, optional
         Explicit memory budget in GB; None measures available host RAM.
     min_jobs : int, default 1
@@ -498,7 +499,9 @@ def auto_n_jobs_for_arrays(
         ``max_memory_gb`` is not a finite positive number, or ``min_jobs`` is
         not positive.
     TypeError
-        ``arrays`` is not iterable, or an item is not an array.
+        ``arrays`` is not iterable, or an item is neither None nor an array
+        of a supported library (a list, a string, any other object); the
+        message names it as ``arrays[i]`` and gives its type.
 
     Examples
     --------
@@ -512,12 +515,25 @@ def auto_n_jobs_for_arrays(
     if isinstance(arrays, (str, bytes)) or not isinstance(arrays, Iterable):
         msg = f"arrays must be an iterable of arrays, got {type(arrays).__qualname__}"
         raise TypeError(msg)
-    sizes = [array_nbytes(a) for a in arrays if a is not None]
+    sizes = [
+        array_nbytes(_check_item(i, a)) for i, a in enumerate(arrays) if a is not None
+    ]
     if not sizes:
         return floor
     if max_memory_gb is not None:
         max_memory_gb = check_gb("max_memory_gb", max_memory_gb)
     return n_jobs_for_item_bytes(max(*sizes, 1), max_memory_gb, floor)
+
+
+def _check_item(i: int, item: Any) -> Any:
+    """``item`` (``arrays[i]``), or a TypeError unless it is a supported array."""
+    if adapter_for_array(item) is None:
+        msg = (
+            f"arrays[{i}] must be an array of a supported library (or None), "
+            f"got {type(item).__qualname__}"
+        )
+        raise TypeError(msg)
+    return item
 
 
 def n_jobs_for_item_bytes(item_bytes: int, budget_gb: float | None, floor: int) -> int:
