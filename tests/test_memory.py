@@ -380,3 +380,151 @@ def test_a_subnormal_item_size_fills_one_batch():
     assert xpkit.auto_batch_size(10, 1e-320, budget_gb=1) == (10, 1)
     got = xpkit.map_batches(lambda a: a + 1.0, np.ones((5, 1)), bytes_per_item=1e-320)
     np.testing.assert_array_equal(got, np.full((5, 1), 2.0))
+
+
+# -- memory_budget: each exit removes its own entry (issue #19) -----------------------
+def _budget() -> float | None:
+    return _memory.configured_budget_gb()
+
+
+def _holding(gb: float):
+    """A generator that holds a budget block across its yield."""
+    with xpkit.memory_budget(gb):
+        yield _budget()
+
+
+def test_a_generator_closed_inside_a_later_block_leaves_that_block_in_force():
+    gen = _holding(1.0)
+    assert next(gen) == 1.0
+    with xpkit.memory_budget(5.0):
+        gen.close()  # its block ends here, inside the caller's later one
+        assert _budget() == 5.0
+    assert _budget() is None
+
+
+def test_a_generator_collected_inside_a_later_block_leaves_that_block_in_force():
+    gen = _holding(1.0)
+    next(gen)
+    with xpkit.memory_budget(5.0):
+        del gen  # refcounting closes it now
+        assert _budget() == 5.0
+    assert _budget() is None
+
+
+def test_blocks_left_out_of_order_each_remove_their_own_budget():
+    outer, middle, inner = (xpkit.memory_budget(gb) for gb in (1.0, 2.0, 3.0))
+    outer.__enter__()
+    middle.__enter__()
+    inner.__enter__()
+    middle.__exit__(None, None, None)
+    assert _budget() == 3.0
+    inner.__exit__(None, None, None)
+    assert _budget() == 1.0  # not 2.0: middle's entry went with middle
+    outer.__exit__(None, None, None)
+    assert _budget() is None
+
+
+def test_one_object_nested_in_itself_and_around_another():
+    shared = xpkit.memory_budget(2.0)
+    with shared:
+        with xpkit.memory_budget(3.0):
+            with shared:
+                assert _budget() == 2.0
+            assert _budget() == 3.0
+        assert _budget() == 2.0
+    assert _budget() is None
+
+
+def test_one_object_held_by_a_generator_and_entered_again_by_its_caller():
+    shared = xpkit.memory_budget(4.0)
+
+    def gen():
+        with shared:
+            yield
+
+    g = gen()
+    next(g)
+    with xpkit.memory_budget(8.0), shared:
+        g.close()
+        assert _budget() == 4.0
+    assert _budget() is None
+
+
+def test_leaving_a_block_entered_in_another_context_removes_nothing_here():
+    import contextvars
+
+    elsewhere = xpkit.memory_budget(1.0)
+    contextvars.copy_context().run(elsewhere.__enter__)
+    with xpkit.memory_budget(5.0):
+        elsewhere.__exit__(None, None, None)
+        assert _budget() == 5.0
+    assert _budget() is None
+
+
+def test_generators_closed_late_in_threads_each_keep_their_own_budget():
+    import threading
+
+    barrier = threading.Barrier(3)
+    seen: dict[int, list[float | None]] = {}
+
+    def worker(i: int) -> None:
+        gen = _holding(10.0 + i)
+        got = [next(gen)]
+        barrier.wait()  # every thread holds its generator's block
+        with xpkit.memory_budget(20.0 + i):
+            barrier.wait()
+            gen.close()
+            got.append(_budget())
+            barrier.wait()  # every generator closed before any block ends
+        got.append(_budget())
+        seen[i] = got
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen == {i: [10.0 + i, 20.0 + i, None] for i in range(3)}
+
+
+def test_async_generators_closed_late_in_tasks_each_keep_their_own_budget():
+    async def holding(gb: float):
+        with xpkit.memory_budget(gb):
+            yield _budget()
+
+    async def task(i: int) -> list[float | None]:
+        agen = holding(10.0 + i)
+        got = [await agen.__anext__()]
+        with xpkit.memory_budget(20.0 + i):
+            await asyncio.sleep(0.01 * (2 - i))  # the tasks interleave here
+            await agen.aclose()
+            got.append(_budget())
+            await asyncio.sleep(0)
+        got.append(_budget())
+        return got
+
+    async def all_tasks() -> list[list[float | None]]:
+        return await asyncio.gather(*(task(i) for i in range(3)))
+
+    assert asyncio.run(all_tasks()) == [[10.0 + i, 20.0 + i, None] for i in range(3)]
+    assert _budget() is None
+
+
+def test_memory_budget_gb_is_read_only():
+    block = xpkit.memory_budget(2.0)
+    assert block.gb == 2.0
+    with pytest.raises(AttributeError):
+        block.gb = 3.0  # type: ignore[misc]
+
+
+def test_blocks_entered_and_left_through_an_exit_stack():
+    from contextlib import ExitStack
+
+    shared = xpkit.memory_budget(2.0)
+    with ExitStack() as stack:
+        stack.enter_context(shared)  # entered and left from ExitStack's frames
+        with shared:
+            assert _budget() == 2.0
+        stack.enter_context(xpkit.memory_budget(3.0))
+        assert _budget() == 3.0
+    assert _budget() is None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import sys
 import warnings
 from collections.abc import Callable, Iterable
 from contextlib import ContextDecorator
@@ -118,8 +119,10 @@ def gb_to_bytes(gb: float) -> int:
 # -- budgets -----------------------------------------------------------------
 ENV_BUDGET = "XPKIT_MEMORY_BUDGET_GB"
 
-#: The budgets of the enclosing `memory_budget` blocks, innermost last.
-_active_budget: ContextVar[tuple[float, ...]] = ContextVar(
+#: The enclosing `memory_budget` blocks, innermost last: each entry is the
+#: object that was entered, the budget (GB) it set and the id of the frame
+#: whose ``with`` statement entered it.
+_active_budget: ContextVar[tuple[tuple[memory_budget, float, int], ...]] = ContextVar(
     "xpkit_memory_budget", default=()
 )
 
@@ -129,8 +132,13 @@ class memory_budget(ContextDecorator):
 
     Works as a context manager and as a decorator. The setting lives in a
     `contextvars.ContextVar`, so concurrent threads and asyncio tasks each
-    see their own budget; blocks nest, the innermost winning. An explicit
-    ``max_gpu_memory_gb`` / ``budget_gb`` argument still wins over it.
+    see their own budget; blocks nest, the innermost winning. Leaving a
+    block removes the budget that block set, even when it is not the
+    innermost one (a generator that held a block across a ``yield`` and is
+    closed inside a later block leaves that later block's budget in force).
+    One object may be entered in several threads or tasks at once, and
+    nested. An explicit ``max_gpu_memory_gb`` / ``budget_gb`` argument still
+    wins over it.
 
     Parameters
     ----------
@@ -159,19 +167,40 @@ class memory_budget(ContextDecorator):
     """
 
     def __init__(self, gb: float) -> None:
-        self.gb = check_gb("gb", gb)
+        self._gb = check_gb("gb", gb)
+
+    @property
+    def gb(self) -> float:
+        """The budget in GB this block sets (read-only)."""
+        return self._gb
 
     # The stack of budgets lives in the context, not in this object, so one
-    # object can be entered in several threads or asyncio tasks at once.
+    # object can be entered in several threads or asyncio tasks at once. An
+    # exit removes the entry its own enter pushed, wherever it is: a
+    # generator that holds a block across a yield may leave it (close,
+    # garbage collection) inside a block its caller entered later, which
+    # must stay in force. A ``with`` statement calls __enter__ and __exit__
+    # from one frame (a generator's frame outlives its suspensions), so the
+    # entry is this object's innermost one pushed from the exiting frame;
+    # else (entered and left from different frames, as an ExitStack does)
+    # this object's innermost one; else (entered in another context) none.
     def __enter__(self) -> Self:
-        _active_budget.set((*_active_budget.get(), self.gb))
+        entry = (self, self._gb, id(sys._getframe(1)))
+        _active_budget.set((*_active_budget.get(), entry))
         return self
 
     def __exit__(self, *exc: object) -> None:
-        _active_budget.set(_active_budget.get()[:-1])
+        stack = _active_budget.get()
+        frame = id(sys._getframe(1))
+        mine = [i for i, entry in enumerate(stack) if entry[0] is self]
+        if not mine:
+            return
+        here = [i for i in mine if stack[i][2] == frame]
+        i = (here or mine)[-1]
+        _active_budget.set(stack[:i] + stack[i + 1 :])
 
     def _recreate_cm(self) -> memory_budget:
-        return memory_budget(self.gb)  # a fresh one per decorated call
+        return memory_budget(self._gb)  # a fresh one per decorated call
 
     def __call__(self, func: Any) -> Any:
         """Decorate a function, a coroutine function or a generator function.
@@ -194,7 +223,7 @@ class memory_budget(ContextDecorator):
         return super().__call__(func)
 
     def _generator(self, func: Any) -> Any:
-        gb = self.gb
+        gb = self._gb
 
         @functools.wraps(func)
         def run(*args: Any, **kwargs: Any) -> Any:
@@ -231,7 +260,7 @@ class memory_budget(ContextDecorator):
         stack = _active_budget.get()
         if not stack:
             return fn
-        gb = stack[-1]
+        gb = stack[-1][1]
 
         @functools.wraps(fn)
         def run(*args: Any, **kwargs: Any) -> T:
@@ -245,7 +274,7 @@ def configured_budget_gb() -> float | None:
     """The budget of an enclosing `memory_budget` block, else of the env var."""
     active = _active_budget.get()
     if active:
-        return active[-1]
+        return active[-1][1]
     raw = os.environ.get(ENV_BUDGET, "").strip()
     if not raw:
         return None
