@@ -108,6 +108,64 @@ def test_assert_close_bfloat16_tolerance_from_its_dtype():
     assert_close(next_up, one)
 
 
+# -- the 16-bit floats: one rule, float16's 4 * sqrt(2**-10) = 0.125 (issue #19) --------
+HALF_RTOL = 0.125  # 4 * sqrt(2**-10), written out: not computed by the code under test
+
+
+def _half_arrays(library: str, dtype: str):
+    """A maker of 1-D arrays of ``library`` in the 16-bit float ``dtype``."""
+    if library == "numpy":
+        if dtype == "bfloat16":
+            pytest.skip("NumPy has no bfloat16")
+        return lambda v: np.asarray(v, dtype=dtype)
+    if library == "torch":
+        torch = pytest.importorskip("torch")
+        return lambda v: torch.tensor(v, dtype=getattr(torch, dtype))
+    jnp = pytest.importorskip("jax.numpy")
+    return lambda v: jnp.asarray(v, dtype=getattr(jnp, dtype))
+
+
+HALF_CASES = [
+    (library, dtype)
+    for library in ("numpy", "torch", "jax")
+    for dtype in ("float16", "bfloat16")
+    if (library, dtype) != ("numpy", "bfloat16")
+]
+
+
+@pytest.mark.parametrize(("library", "dtype"), HALF_CASES)
+def test_16_bit_floats_pass_a_difference_just_inside_the_tolerance(library, dtype):
+    make = _half_arrays(library, dtype)
+    # 1 + 7/64 is exact in both formats; |difference| 0.109 <= 0.125 * 1.0
+    assert_close(make([1.109375, 2.0]), make([1.0, 2.0]))
+    assert_close(make([1.0, 2.0]), make([1.109375, 2.0]))
+
+
+@pytest.mark.parametrize(("library", "dtype"), HALF_CASES)
+def test_16_bit_floats_fail_one_against_one_and_a_quarter(library, dtype):
+    make = _half_arrays(library, dtype)
+    with pytest.raises(AssertionError, match="actual 1.0, desired 1.25"):
+        assert_close(make([1.0]), make([1.25]))
+    with pytest.raises(AssertionError, match="actual 1.25, desired 1.0"):
+        assert_close(make([1.25]), make([1.0]))
+
+
+@pytest.mark.parametrize(("library", "dtype"), HALF_CASES)
+def test_16_bit_float_tolerance_from_the_library_dtype(library, dtype):
+    make = _half_arrays(library, dtype)
+    assert default_tolerance(make([1.0]).dtype) == (HALF_RTOL, 0.0)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_16_bit_float_tolerance_from_the_dtype_name(dtype):
+    assert default_tolerance(dtype) == (HALF_RTOL, 0.0)
+    rtol, atol = default_tolerance(dtype)
+    # The rule the name gives decides 1.0 against 1.25 (here on float64 arrays).
+    with pytest.raises(AssertionError, match="1 of 1 elements differ"):
+        assert_close(np.array([1.0]), np.array([1.25]), rtol=rtol, atol=atol)
+    assert_close(np.array([1.109375]), np.array([1.0]), rtol=rtol, atol=atol)
+
+
 def test_assert_equal_is_exact():
     with pytest.raises(AssertionError, match="actual 2, desired 3"):
         assert_equal(np.array([1, 2]), np.array([1, 3]))

@@ -13,12 +13,19 @@ __all__ = ["assert_close", "assert_equal", "default_tolerance"]
 
 _REAL_OF = {"complex64": "float32", "complex128": "float64"}
 
+#: The relative tolerance of both 16-bit floats: float16's ``4 * sqrt(eps)``
+#: (eps = 2**-10), 0.125. bfloat16's own (eps = 2**-7) would be 0.354, which
+#: passes ``1.0`` against ``1.25``: looser than a third is no check at all.
+_HALF_RTOL = 4 * float(np.finfo(np.float16).eps) ** 0.5
+
 
 def default_tolerance(dtype: Any) -> tuple[float, float]:
     """``(rtol, atol)`` for a dtype: ``4 * sqrt(eps)`` relative for floats, exact otherwise.
 
-    float64 → 6.0e-8, float32 → 1.4e-3, float16/bfloat16 → 0.18; complex
-    dtypes use their component's tolerance.
+    float64 → 6.0e-8, float32 → 1.4e-3, float16 → 0.125. bfloat16 takes
+    float16's 0.125 too: its own ``4 * sqrt(eps)`` (eps = 2**-7) would be
+    0.354, which passes ``1.0`` against ``1.25``. Complex dtypes use their
+    component's tolerance; integer and boolean dtypes compare exactly.
 
     Parameters
     ----------
@@ -43,11 +50,13 @@ def default_tolerance(dtype: Any) -> tuple[float, float]:
     >>> rtol, atol = default_tolerance("float32")
     >>> round(rtol, 4), atol
     (0.0014, 0.0)
+    >>> default_tolerance("float16"), default_tolerance("bfloat16")
+    ((0.125, 0.0), (0.125, 0.0))
     """
     name = dtype_name(dtype) or "float64"
     name = _REAL_OF.get(name, name)
-    if name == "bfloat16":
-        return 4 * float(2.0**-7) ** 0.5, 0.0
+    if name in ("float16", "bfloat16"):
+        return _HALF_RTOL, 0.0
     if name.startswith("float"):
         return 4 * float(np.finfo(name).eps) ** 0.5, 0.0
     return 0.0, 0.0
