@@ -736,6 +736,13 @@ def _other_library(b):
     return xpkit.Backend(pytest.importorskip(other).__name__).asarray(np.ones((3, 2)))
 
 
+def _complex(b, values, dtype):
+    """``values`` as a complex array of ``b``; a skip where ``b`` has none."""
+    if "complex64" not in b.dtypes:
+        pytest.skip(f"{b.name} has no complex dtypes")
+    return b.asarray(values, dtype=dtype)
+
+
 ON_EVERY_BACKEND: dict[str, Row] = {
     "asarray dtype unknown": Row(
         lambda b: b.asarray([1.0], dtype="float128x"), TypeError, "dtype"
@@ -830,6 +837,16 @@ ON_EVERY_BACKEND: dict[str, Row] = {
         lambda b: b.sort(_x(b), axis="0"), TypeError, "axis must be an int, got '0'"
     ),
     "sort list": Row(lambda b: b.sort([3.0, 1.0]), TypeError, "array"),
+    "sort complex64": Row(
+        lambda b: b.sort(_complex(b, [2 + 1j, 1 - 1j], "complex64")),
+        TypeError,
+        "array has dtype complex64, but sort takes real dtypes only",
+    ),
+    "sort complex128 axis 0": Row(
+        lambda b: b.sort(_complex(b, X + 1j, "complex128"), axis=0),
+        TypeError,
+        "array has dtype complex(128|64), but sort takes real dtypes only",
+    ),
     "flatnonzero list": Row(lambda b: b.flatnonzero([0.0, 1.0]), TypeError, "array"),
     "matmul shapes": Row(lambda b: b.matmul(_x(b), _x(b)), ValueError, "A .* B|B .* A"),
     "matmul list": Row(lambda b: b.matmul(_x(b), [[1.0], [2.0]]), TypeError, "B"),

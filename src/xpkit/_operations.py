@@ -10,6 +10,7 @@ library bug) propagates unchanged.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,12 +22,22 @@ from ._args import (
     shape_of,
 )
 from ._convert import ArrayT
+from ._dtypes import DTYPE_KINDS, dtype_name
 from ._moves import Moves
 
 __all__ = ["Operations"]
 
 #: The dtypes `Backend.svd` takes: the standard's floating dtypes.
 _SVD_DTYPES = ("float32", "float64", "complex64", "complex128")
+
+#: The complex dtypes, which the standard's ``sort`` does not take.
+_COMPLEX = frozenset(DTYPE_KINDS["complex floating"])
+
+#: Array type -> dtype object -> whether the dtype is complex: what
+#: `Backend.sort` checks on every call, learnt once per (type, dtype). Keyed
+#: by the array's type first, so that dtype objects of two libraries (which
+#: may hash alike and warn when compared) never meet in one table.
+_IS_COMPLEX: dict[type, dict[Any, bool]] = {}
 
 
 def _shape(x: Any) -> tuple[Any, ...]:
@@ -193,13 +204,22 @@ class Operations(Moves[ArrayT]):
     def sort(self, array: ArrayT, axis: int = -1) -> ArrayT:
         """Sort along ``axis``, returning values only.
 
-        A non-array (a list) is a TypeError naming ``array`` on every backend.
+        A non-array (a list) is a TypeError naming ``array`` on every backend,
+        and so is a complex array: the standard's ``sort`` takes real dtypes
+        only (NumPy and JAX would order complex numbers lexicographically,
+        torch refuses them); sort ``b.xp.real(array)`` or ``b.xp.abs(array)``.
         """
         if type(axis) is not int:
             axis = check_axis(axis)
         plain = self._plain
         if plain is not None and type(array) is not plain:
             self._check_operand(array, "array")
+        try:  # the hot path: two dict lookups, learnt on the first call
+            is_complex = _IS_COMPLEX[type(array)][array.dtype]
+        except (KeyError, AttributeError, TypeError):
+            is_complex = self._learn_complex(array)
+        if is_complex:
+            self._refuse_complex(array)
         if axis != -1:  # lazy libraries (Dask) would not notice a bad axis here
             raise_if_axis_out_of_range(array, axis)
         try:
@@ -208,6 +228,31 @@ class Operations(Moves[ArrayT]):
             self._check_operand(array, "array")
             raise_if_axis_out_of_range(array, axis)
             raise
+
+    def _learn_complex(self, array: Any) -> bool:
+        """Whether ``array`` (an array of this library, else a TypeError) is complex.
+
+        Remembered in `_IS_COMPLEX` for its type and dtype object, where the
+        dtype object can be a dict key.
+        """
+        self._check_operand(array, "array")
+        dtype = array.dtype
+        try:
+            is_complex = dtype_name(dtype) in _COMPLEX
+        except TypeError:  # not a dtype of the standard: the library decides
+            return False
+        with contextlib.suppress(TypeError):  # unhashable: asked again next time
+            _IS_COMPLEX.setdefault(type(array), {})[dtype] = is_complex
+        return is_complex
+
+    def _refuse_complex(self, array: Any) -> None:
+        self._check_operand(array, "array")  # another library's array first
+        msg = (
+            f"array has dtype {self._own_dtype(array, 'array')}, but sort takes "
+            "real dtypes only (the standard's sort does not order complex "
+            "numbers); sort xp.real(array) or xp.abs(array) instead"
+        )
+        raise TypeError(msg)
 
     def svd(
         self, X: ArrayT, full_matrices: bool = False
