@@ -736,6 +736,11 @@ def _other_library(b):
     return xpkit.Backend(pytest.importorskip(other).__name__).asarray(np.ones((3, 2)))
 
 
+def _at(b, idx):
+    """``b.at`` on a fresh ``[0.0, 1.0, 2.0]`` of ``b``."""
+    return b.at(b.asarray([0.0, 1.0, 2.0]), idx)
+
+
 def _complex(b, values, dtype):
     """``values`` as a complex array of ``b``; a skip where ``b`` has none."""
     if "complex64" not in b.dtypes:
@@ -846,6 +851,61 @@ ON_EVERY_BACKEND: dict[str, Row] = {
         lambda b: b.sort(_complex(b, X + 1j, "complex128"), axis=0),
         TypeError,
         "array has dtype complex(128|64), but sort takes real dtypes only",
+    ),
+    "at index out of range": Row(
+        lambda b: _at(b, 5).set(1.0),
+        IndexError,
+        "idx=5 is out of range for axis 0 of x, which has size 3",
+    ),
+    "at negative index out of range": Row(
+        lambda b: _at(b, -4).set(1.0),
+        IndexError,
+        "idx=-4 is out of range for axis 0 of x, which has size 3",
+    ),
+    "at NumPy int index out of range": Row(
+        lambda b: _at(b, np.int64(3)).add(1.0),
+        IndexError,
+        "idx=3 is out of range for axis 0 of x, which has size 3",
+    ),
+    "at tuple index out of range": Row(
+        lambda b: b.at(_x(b), (1, 2)).set(1.0),
+        IndexError,
+        "idx\\[1\\]=2 is out of range for axis 1 of x, which has size 2",
+    ),
+    "at index after ellipsis out of range": Row(
+        lambda b: b.at(_x(b), (..., -3)).set(1.0),
+        IndexError,
+        "idx\\[1\\]=-3 is out of range for axis 1 of x, which has size 2",
+    ),
+    "at NumPy index array out of range": Row(
+        lambda b: b.at(_x(b), (np.asarray([0, 3]), 0)).set(1.0),
+        IndexError,
+        "idx\\[0\\] holds 3, out of range for axis 0 of x, which has size 3",
+    ),
+    "at too many indices": Row(
+        lambda b: b.at(_x(b), (0, 0, 0)).set(1.0),
+        IndexError,
+        "idx indexes 3 axes, but x has 2",
+    ),
+    "at x list": Row(lambda b: b.at([1.0, 2.0], 0), TypeError, "x must be an array"),
+    "at y other library": Row(
+        lambda b: b.at(_x(b), (0, 0)).set(_other_library(b)[0, 0]),
+        TypeError,
+        "y is an array of .*, but x is an array of",
+    ),
+    "at y list": Row(
+        lambda b: _at(b, 0).set([1.0]), TypeError, "y must be an array of .* got list"
+    ),
+    "at y str": Row(
+        lambda b: _at(b, 0).max("a"), TypeError, "y must be an array of .* got str"
+    ),
+    "at y NumPy string": Row(
+        lambda b: _at(b, 0).min(np.str_("a")), TypeError, "y has non-numeric dtype <U1"
+    ),
+    "at copy str": Row(
+        lambda b: _at(b, 0).set(1.0, copy="yes"),
+        TypeError,
+        "copy must be True, False or None, got 'yes'",
     ),
     "flatnonzero list": Row(lambda b: b.flatnonzero([0.0, 1.0]), TypeError, "array"),
     "matmul shapes": Row(lambda b: b.matmul(_x(b), _x(b)), ValueError, "A .* B|B .* A"),

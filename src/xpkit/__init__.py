@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ._adapters._types import BackendName
 from ._backend import BACKEND_NAMES, Backend
 from ._dtypes import PrecisionWarning
+from ._operations import At
 from ._version import __version__
 
 if TYPE_CHECKING:
@@ -56,6 +57,7 @@ __all__ = [
     "HEADROOM",
     "HOST_BATCH_WORKING_SET_BYTES",
     "MIN_BUDGET_GB",
+    "At",
     "Backend",
     "BackendName",
     "BatchPlan",

@@ -1,4 +1,4 @@
-"""The operations of `Backend`: concatenate, expand_dims, flatnonzero, matmul, sort, svd.
+"""The operations of `Backend`: at, concatenate, expand_dims, flatnonzero, matmul, sort, svd.
 
 Each calls the library first and checks its arguments only when the library
 raises one of the adapter's "bad argument" exceptions (or, for libraries
@@ -11,9 +11,15 @@ library bug) propagates unchanged.
 from __future__ import annotations
 
 import contextlib
+import math
+import operator
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, cast
 
+import numpy as np
+from array_api_compat import array_namespace
+
+from ._adapters import adapter_for_array
 from ._args import (
     check_axis,
     concat_shape_error,
@@ -25,7 +31,10 @@ from ._convert import ArrayT
 from ._dtypes import DTYPE_KINDS, dtype_name
 from ._moves import Moves
 
-__all__ = ["Operations"]
+if TYPE_CHECKING:
+    from ._backend import Backend
+
+__all__ = ["At", "Operations"]
 
 #: The dtypes `Backend.svd` takes: the standard's floating dtypes.
 _SVD_DTYPES = ("float32", "float64", "complex64", "complex128")
@@ -120,7 +129,7 @@ class Operations(Moves[ArrayT]):
             self._check_operand(array, "array")
         return self.xp.nonzero(self.xp.reshape(array, (-1,)))[0]
 
-    def at(self, x: ArrayT, idx: Any = slice(None)) -> Any:
+    def at(self, x: ArrayT, idx: Any = slice(None)) -> At[ArrayT]:
         """Functional updates of ``x[idx]`` that work on every library, traced too.
 
         ``b.at(x, idx).set(v)``, ``.add(v)``, ``.subtract(v)``,
@@ -130,23 +139,37 @@ class Operations(Moves[ArrayT]):
         argument is array-api-extra's: ``None`` (the default) may update
         ``x`` in place where the library allows it, so do not use ``x``
         afterwards; ``True`` never touches ``x``; ``False`` updates in place
-        or raises. array-api-extra's ``at``, with ``x`` checked first.
+        or raises. `At` checks the index and the value alike on every
+        library, then hands them to array-api-extra's ``at``.
 
         Parameters
         ----------
         x : array
             An array of this backend's library.
         idx : index, default ``slice(None)``
-            What ``x[idx]`` would select (integers, slices, a boolean mask).
+            What ``x[idx]`` would select (integers, slices, ``None``,
+            ``...``, a boolean mask, or a tuple of them). An integer out of
+            range for its axis is an `IndexError` on every library (JAX and
+            ndonnx would drop the update silently), checked where ``x``'s
+            shape is known: always but for Dask's unknown chunk sizes,
+            inside ``jax.jit`` too. An integer array's values are checked
+            where they are at hand; traced or lazy ones (inside
+            ``jax.jit``, Dask) cannot be, and there JAX drops the updates
+            out of range.
 
         Returns
         -------
-        array-api-extra's ``at`` object, whose methods return the updated array.
+        At
+            Its methods (``set``, ``add``, ...) return the updated array.
 
         Raises
         ------
         TypeError
             ``x`` is not an array of this backend's library.
+        IndexError
+            An integer in ``idx`` is out of range for its axis (the message
+            gives the index, the axis and its size), or ``idx`` indexes more
+            axes than ``x`` has.
         ImportError
             array-api-extra is not installed (``pip install array-api-extra``;
             the ``test`` and ``all`` extras have it).
@@ -162,18 +185,12 @@ class Operations(Moves[ArrayT]):
         array([1., 2., 3.])
         >>> b.at(x, slice(0, 2)).add(1.0, copy=True)
         array([2., 3., 3.])
+        >>> b.at(x, 3).set(0.0)
+        Traceback (most recent call last):
+        ...
+        IndexError: idx=3 is out of range for axis 0 of x, which has size 3
         """
-        self._check_operand(x, "x")
-        try:
-            from array_api_extra import at
-        except ImportError as exc:
-            msg = (
-                "Backend.at needs array-api-extra: pip install array-api-extra "
-                "(or 'xpkit[test]')"
-            )
-            raise ImportError(msg) from exc
-        target: Any = x
-        return at(target, idx)
+        return At(cast("Backend[ArrayT]", self), x, idx)
 
     def matmul(self, A: ArrayT, B: ArrayT) -> ArrayT:
         """Matrix multiplication ``A @ B``.
@@ -214,8 +231,9 @@ class Operations(Moves[ArrayT]):
         plain = self._plain
         if plain is not None and type(array) is not plain:
             self._check_operand(array, "array")
+        any_array: Any = array  # (ArrayT promises no .dtype to type checkers)
         try:  # the hot path: two dict lookups, learnt on the first call
-            is_complex = _IS_COMPLEX[type(array)][array.dtype]
+            is_complex = _IS_COMPLEX[type(array)][any_array.dtype]
         except (KeyError, AttributeError, TypeError):
             is_complex = self._learn_complex(array)
         if is_complex:
@@ -315,3 +333,261 @@ class Operations(Moves[ArrayT]):
             raise NotImplementedError(msg)
         u, s, vt = self.xp.linalg.svd(X, full_matrices=full_matrices)
         return u, s, vt
+
+
+# -- at ---------------------------------------------------------------------------
+#: Python's scalar types: update values that every library takes as they are.
+_PY_SCALARS = (bool, int, float, complex)
+
+
+def _check_copy(copy: Any) -> None:
+    if copy is not None and not isinstance(copy, bool):
+        msg = f"copy must be True, False or None, got {copy!r}"
+        raise TypeError(msg)
+
+
+class At(Generic[ArrayT]):
+    """Functional updates of ``x[idx]``: what `Backend.at` returns.
+
+    Each method applies one update and returns the updated array: ``set``
+    (``x[idx] = y``), ``add`` (``+=``), ``subtract`` (``-=``), ``multiply``
+    (``*=``), ``divide`` (``/=``), ``power`` (``**=``), ``min`` and
+    ``max`` (``x[idx] = minimum(x[idx], y)``, ``maximum``). They check
+    ``y`` and then call array-api-extra's ``at`` (``xpx.at(x, idx)``), with
+    its semantics for the two other arguments every method takes:
+
+    - ``copy``: None (the default) may update ``x`` in place where its
+      library allows it, so do not use ``x`` afterwards; True never
+      touches ``x``; False updates in place or raises ValueError (JAX,
+      whose arrays are immutable);
+    - ``xp``: the namespace of ``x``; None infers it.
+
+    Parameters
+    ----------
+    backend : Backend
+        The backend whose library ``x`` belongs to.
+    x : array
+        The array to update.
+    idx : index
+        What ``x[idx]`` would select; integers in it are checked against
+        ``x``'s shape (see `Backend.at`).
+
+    Raises
+    ------
+    TypeError
+        ``x`` is not an array of ``backend``'s library. From the methods:
+        ``y`` is an array of another library (a NumPy array given to a
+        torch update, say: convert it with `Backend.asarray`) or not a
+        number; ``copy`` is not a bool or None. A NumPy scalar or 0-d
+        NumPy array ``y`` is taken as the Python number it holds.
+    IndexError
+        An integer in ``idx`` is out of range for its axis.
+    ImportError
+        array-api-extra is not installed.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import xpkit
+    >>> b = xpkit.Backend("numpy")
+    >>> x = b.asarray([[1.0, 2.0], [3.0, 4.0]])
+    >>> update = b.at(x, (1, -1))
+    >>> update.max(9.0, copy=True)
+    array([[1., 2.],
+           [3., 9.]])
+    >>> update.multiply(np.float32(0.5), copy=True)
+    array([[1., 2.],
+           [3., 2.]])
+    """
+
+    __slots__ = ("_at", "_backend")
+
+    def __init__(self, backend: Backend[ArrayT], x: ArrayT, idx: Any) -> None:
+        backend._check_operand(x, "x")
+        idx = _plain_index(idx)
+        _check_index(x, idx)
+        try:
+            from array_api_extra import at
+        except ImportError as exc:
+            msg = (
+                "Backend.at needs array-api-extra: pip install array-api-extra "
+                "(or 'xpkit[test]')"
+            )
+            raise ImportError(msg) from exc
+        target: Any = x  # an array of any library, which array-api-extra takes
+        self._backend = backend
+        self._at = at(target, idx)
+
+    def _apply(self, name: str, y: Any, copy: bool | None, xp: Any) -> ArrayT:
+        _check_copy(copy)
+        update = getattr(self._at, name)
+        result: ArrayT = update(self._value(y), copy=copy, xp=xp)
+        return result
+
+    def _value(self, y: Any) -> Any:
+        """``y`` as array-api-extra takes it: this library's array or a number."""
+        adapter = self._backend._adapter
+        numpy_value = isinstance(y, (np.generic, np.ndarray))
+        if numpy_value and y.dtype.kind not in "biufc":
+            msg = f"y has non-numeric dtype {y.dtype} (value {y!r:.60})"
+            raise TypeError(msg)
+        if adapter.owns(y):
+            return y
+        if numpy_value and y.ndim == 0:
+            return y.item()  # a NumPy number: the Python number it holds
+        if isinstance(y, _PY_SCALARS):
+            return y
+        other = adapter_for_array(y)
+        if other is not None:
+            msg = (
+                f"y is an array of {other.label}, but x is an array of "
+                f"{adapter.label} (backend {self._backend.name!r}): libraries "
+                "do not mix; convert y with Backend.asarray"
+            )
+        else:
+            msg = (
+                f"y must be an array of {adapter.label} or a number, got "
+                f"{type(y).__qualname__}"
+            )
+        raise TypeError(msg)
+
+    def set(
+        self, y: ArrayT | complex, /, copy: bool | None = None, xp: Any = None
+    ) -> ArrayT:
+        """``x[idx] = y``, returning the updated array."""
+        return self._apply("set", y, copy, xp)
+
+    def add(
+        self, y: ArrayT | complex, /, copy: bool | None = None, xp: Any = None
+    ) -> ArrayT:
+        """``x[idx] += y``, returning the updated array."""
+        return self._apply("add", y, copy, xp)
+
+    def subtract(
+        self, y: ArrayT | complex, /, copy: bool | None = None, xp: Any = None
+    ) -> ArrayT:
+        """``x[idx] -= y``, returning the updated array."""
+        return self._apply("subtract", y, copy, xp)
+
+    def multiply(
+        self, y: ArrayT | complex, /, copy: bool | None = None, xp: Any = None
+    ) -> ArrayT:
+        """``x[idx] *= y``, returning the updated array."""
+        return self._apply("multiply", y, copy, xp)
+
+    def divide(
+        self, y: ArrayT | complex, /, copy: bool | None = None, xp: Any = None
+    ) -> ArrayT:
+        """``x[idx] /= y``, returning the updated array."""
+        return self._apply("divide", y, copy, xp)
+
+    def power(
+        self, y: ArrayT | complex, /, copy: bool | None = None, xp: Any = None
+    ) -> ArrayT:
+        """``x[idx] **= y``, returning the updated array."""
+        return self._apply("power", y, copy, xp)
+
+    def min(
+        self, y: ArrayT | complex, /, copy: bool | None = None, xp: Any = None
+    ) -> ArrayT:
+        """``x[idx] = minimum(x[idx], y)``, returning the updated array."""
+        return self._apply("min", y, copy, xp)
+
+    def max(
+        self, y: ArrayT | complex, /, copy: bool | None = None, xp: Any = None
+    ) -> ArrayT:
+        """``x[idx] = maximum(x[idx], y)``, returning the updated array."""
+        return self._apply("max", y, copy, xp)
+
+
+def _plain_index(idx: Any) -> Any:
+    """``idx`` with NumPy integers and bools as Python's (every library takes those)."""
+    if type(idx) is tuple:
+        return tuple(_plain_part(p) for p in idx)
+    return _plain_part(idx)
+
+
+def _plain_part(part: Any) -> Any:
+    if isinstance(part, np.integer):
+        return operator.index(part)
+    if isinstance(part, np.bool_):
+        return bool(part)
+    return part
+
+
+def _check_index(x: Any, idx: Any) -> None:
+    """IndexError where an integer in ``idx`` is out of range for ``x``'s shape.
+
+    The same check on every library, where the shape is static (JAX under
+    ``jit`` included); an axis of unknown size (Dask's unknown chunks, a
+    symbolic size) and an index of a kind not known here are not checked.
+    """
+    parts = idx if type(idx) is tuple else (idx,)
+    shape = tuple(x.shape)
+    widths = [_width(p) for p in parts]
+    if sum(p is Ellipsis for p in parts) > 1:
+        return  # an index the library must judge
+    counted = [w for w in widths if w is not None]
+    if len(counted) < len(widths):
+        return
+    if sum(counted) > len(shape):
+        msg = f"idx indexes {sum(counted)} axes, but x has {len(shape)} (shape {shape})"
+        raise IndexError(msg)
+    ellipsis = next((k for k, p in enumerate(parts) if p is Ellipsis), len(parts))
+    axis = 0
+    for k, (part, width) in enumerate(zip(parts, counted, strict=True)):
+        if k == ellipsis:
+            axis = len(shape) - sum(counted[k + 1 :])
+            continue
+        if width == 1:
+            name = "idx" if type(idx) is not tuple else f"idx[{k}]"
+            _check_in_range(part, name, axis, shape[axis])
+        axis += width
+
+
+def _width(part: Any) -> int | None:
+    """How many axes of ``x`` an index part uses; None where not known here."""
+    if part is None or part is Ellipsis or isinstance(part, (bool, np.bool_)):
+        return 0
+    if isinstance(part, (int, np.integer, slice)):
+        return 1
+    adapter = adapter_for_array(part)
+    if adapter is None:
+        return None  # a list, or an object with __index__: the library judges
+    try:
+        name = dtype_name(part.dtype)
+    except (AttributeError, TypeError):
+        return None
+    if name == "bool":
+        return len(tuple(part.shape))
+    return 1 if name is not None and name.startswith(("int", "uint")) else None
+
+
+def _check_in_range(part: Any, name: str, axis: int, size: Any) -> None:
+    """IndexError where the integer (or integer array) ``part`` misses the axis."""
+    if isinstance(size, bool) or not isinstance(size, int):
+        return  # an unknown (None, NaN) or symbolic size
+    if isinstance(part, slice):
+        return
+    if isinstance(part, (int, np.integer)):
+        i = operator.index(part)
+        if not -size <= i < size:
+            msg = f"{name}={i} is out of range for axis {axis} of x, which has size {size}"
+            raise IndexError(msg)
+        return
+    adapter = adapter_for_array(part)
+    if adapter is None or not adapter.values_at_hand(part):
+        return  # traced (jax.jit) or lazy (Dask) values: not at hand
+    if math.prod(part.shape) == 0:
+        return
+    # The extremes, computed where the index lives: two numbers travel.
+    ixp = array_namespace(part)
+    low = int(adapter.to_numpy(ixp.min(part)))
+    high = int(adapter.to_numpy(ixp.max(part)))
+    for value in (low, high):
+        if not -size <= value < size:
+            msg = (
+                f"{name} holds {value}, out of range for axis {axis} of x, "
+                f"which has size {size}"
+            )
+            raise IndexError(msg)

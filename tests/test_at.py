@@ -1,0 +1,161 @@
+"""Backend.at: one behaviour on every library (issue #19).
+
+An integer index out of range raises IndexError everywhere (JAX and ndonnx
+would drop the update silently), NumPy numbers are update values as Python
+numbers are, and another library's array is refused by name. The bad inputs
+themselves are rows of tests/test_bad_inputs.py; here, what must work.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import xpkit
+
+pytest.importorskip(
+    "array_api_extra", reason="needs array-api-extra: pip install 'xpkit[test]'"
+)
+
+START = np.array([1.0, 2.0, 4.0])
+
+#: method -> the update of START[1] by 2.0, written out in NumPy.
+EXPECTED = {
+    "set": [1.0, 2.0, 4.0],
+    "add": [1.0, 4.0, 4.0],
+    "subtract": [1.0, 0.0, 4.0],
+    "multiply": [1.0, 4.0, 4.0],
+    "divide": [1.0, 1.0, 4.0],
+    "power": [1.0, 4.0, 4.0],
+    "min": [1.0, 2.0, 4.0],
+    "max": [1.0, 2.0, 4.0],
+}
+
+
+def _host(b, x):
+    return np.asarray(b.to_numpy(x), dtype=np.float64)
+
+
+@pytest.mark.parametrize("method", list(EXPECTED))
+def test_every_method_updates_a_copy(xpkit_backend, method):
+    b = xpkit_backend
+    x = b.asarray(START)
+    update = b.at(x, 1)
+    assert isinstance(update, xpkit.At)
+    out = getattr(update, method)(2.0, copy=True)
+    np.testing.assert_array_equal(_host(b, out), EXPECTED[method])
+    np.testing.assert_array_equal(_host(b, x), START)  # copy=True: x untouched
+
+
+@pytest.mark.parametrize(
+    "value",
+    [np.float64(3.0), np.float32(3.0), np.int64(3), np.asarray(3.0)],
+    ids=["float64", "float32", "int64", "0-d ndarray"],
+)
+def test_numpy_numbers_are_values_like_python_numbers(xpkit_backend, value):
+    b = xpkit_backend
+    x = b.asarray(START)
+    out = b.at(x, 0).set(value, copy=True)
+    np.testing.assert_array_equal(_host(b, out), [3.0, 2.0, 4.0])
+    if value.dtype.kind == "f":  # (max of float and int arrays: strict refuses)
+        out = b.at(x, 2).max(value, copy=True)
+        np.testing.assert_array_equal(_host(b, out), [1.0, 2.0, 4.0])
+        out = b.at(x, 1).min(value, copy=True)
+        np.testing.assert_array_equal(_host(b, out), [1.0, 2.0, 4.0])
+        out = b.at(x, 1).add(value, copy=True)
+        np.testing.assert_array_equal(_host(b, out), [1.0, 5.0, 4.0])
+
+
+def test_numpy_integers_and_negative_indices_in_range(xpkit_backend):
+    b = xpkit_backend
+    x = b.asarray(START)
+    np.testing.assert_array_equal(
+        _host(b, b.at(x, np.int64(-1)).set(0.0, copy=True)), [1.0, 2.0, 0.0]
+    )
+    np.testing.assert_array_equal(
+        _host(b, b.at(x, -3).add(1.0, copy=True)), [2.0, 2.0, 4.0]
+    )
+    m = b.asarray(np.zeros((2, 3)))
+    out = b.at(m, (np.int32(-1), ..., np.int64(-3))).set(5.0, copy=True)
+    np.testing.assert_array_equal(_host(b, out), [[0, 0, 0], [5, 0, 0]])
+
+
+def test_the_value_may_be_an_array_of_this_library(xpkit_backend):
+    b = xpkit_backend
+    x = b.asarray(np.zeros((2, 2)))
+    out = b.at(x, (0, slice(None))).set(b.asarray([7.0, 8.0]), copy=True)
+    np.testing.assert_array_equal(_host(b, out), [[7.0, 8.0], [0.0, 0.0]])
+
+
+def test_xp_is_handed_on(xpkit_backend):
+    b = xpkit_backend
+    out = b.at(b.asarray(START), 0).set(9.0, copy=True, xp=b.xp)
+    np.testing.assert_array_equal(_host(b, out), [9.0, 2.0, 4.0])
+
+
+def test_copy_none_updates_a_writeable_array_in_place():
+    b = xpkit.Backend("numpy")
+    x = b.asarray(START)
+    assert b.at(x, 0).set(0.0) is x
+    np.testing.assert_array_equal(x, [0.0, 2.0, 4.0])
+
+
+def test_torch_takes_a_numpy_float64_value():
+    torch = pytest.importorskip("torch")
+    b = xpkit.Backend("torch", device="cpu")
+    t = torch.zeros(2, dtype=torch.float32)
+    out = b.at(t, 0).set(np.float64(2.0))
+    assert out.dtype == torch.float32
+    assert out.tolist() == [2.0, 0.0]
+
+
+def test_the_value_of_another_library_names_both():
+    torch = pytest.importorskip("torch")
+    b = xpkit.Backend("torch", device="cpu")
+    with pytest.raises(
+        TypeError, match="y is an array of NumPy, but x is an array of PyTorch"
+    ):
+        b.at(torch.zeros(2), 0).set(np.ones(1))
+
+
+# -- JAX: out of range was dropped silently, and jit knows the shapes -------------
+def test_jax_out_of_range_raises_instead_of_dropping_the_update():
+    jnp = pytest.importorskip("jax.numpy")
+    b = xpkit.Backend("jax")
+    with pytest.raises(IndexError, match="idx=5 .* axis 0 of x, which has size 2"):
+        b.at(jnp.zeros(2), 5).set(1.0)
+    with pytest.raises(IndexError, match="idx holds 2, out of range for axis 0"):
+        b.at(jnp.zeros(2), jnp.asarray([0, 2])).set(1.0)
+
+
+def test_jax_jit_checks_a_static_index_against_the_static_shape():
+    jax = pytest.importorskip("jax")
+    b = xpkit.Backend("jax")
+
+    @jax.jit
+    def put(x):
+        return b.at(x, (1, 3)).set(1.0)
+
+    with pytest.raises(IndexError, match=r"idx\[1\]=3 .* axis 1 of x, .* size 3"):
+        put(jax.numpy.zeros((2, 3)))
+
+    @jax.jit
+    def put_last(x):
+        return b.at(x, (1, -1)).set(1.0)
+
+    np.testing.assert_array_equal(
+        np.asarray(put_last(jax.numpy.zeros((2, 3)))), [[0, 0, 0], [0, 0, 1]]
+    )
+
+
+def test_jax_jit_cannot_check_a_traced_index():
+    """Documented in Backend.at: traced index values are not at hand."""
+    jax = pytest.importorskip("jax")
+    b = xpkit.Backend("jax")
+
+    @jax.jit
+    def put(x, i):
+        return b.at(x, i).set(1.0)
+
+    out = put(jax.numpy.zeros(2), 5)  # JAX drops the update: no error to give
+    np.testing.assert_array_equal(np.asarray(out), [0.0, 0.0])
