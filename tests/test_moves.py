@@ -10,10 +10,12 @@ nothing lands on the default device by accident.
 from __future__ import annotations
 
 import itertools
+import textwrap
 from typing import Any
 
 import numpy as np
 import pytest
+from helpers import run_python
 
 import xpkit
 from xpkit._adapters import ADAPTERS, adapter_for_array
@@ -138,7 +140,9 @@ def test_move_within_one_library():
     assert b.move(x, copy=True) is not x
     moved = on1.move(x)
     assert moved.device == on1.native_device
-    with pytest.raises(ValueError, match="cannot move there with copy=False"):
+    with pytest.raises(
+        ValueError, match="not .device1.: it cannot move to .device1. with copy=False"
+    ):
         on1.move(x, copy=False)
 
 
@@ -177,3 +181,229 @@ def test_check_arrays_convert_follows_the_first_array_s_device_and_dtype():
     _, y2 = b.check_arrays(X, y, convert=True)
     assert y2.device == X.device
     assert b.dtype_to_str(y2.dtype) == "float32"
+
+
+# -- moves are exactly as safe as asarray (issue #19) ---------------------------
+#: Cases that crashed the interpreter (torch aborts on negative strides; a
+#: tensor over a read-only memory map segfaults when written): each runs in
+#: a child process, so a crash is this test's failure, with its output.
+CRASH_CASES = {
+    "reversed": """
+        t = xpkit.Backend("torch").move(np.arange(3.0)[::-1])
+        assert t.tolist() == [2.0, 1.0, 0.0], t
+    """,
+    "reversed_2d": """
+        x = np.arange(12.0).reshape(3, 4)[:, ::-2]
+        t = xpkit.Backend("torch").move(x)
+        assert t.tolist() == x.tolist(), t
+    """,
+    "reversed_copy_false": """
+        try:
+            xpkit.Backend("torch").move(np.arange(3.0)[::-1], copy=False)
+        except ValueError as exc:
+            assert "negative strides" in str(exc) and "copy=False" in str(exc), exc
+        else:
+            raise AssertionError("copy=False of a reversed view did not raise")
+    """,
+    "strict_reversed": """
+        import array_api_strict as s
+        t = xpkit.Backend("torch").move(s.asarray([1.0, 2.0, 3.0])[::-1])
+        assert t.tolist() == [3.0, 2.0, 1.0], t
+    """,
+    "check_arrays_strict_reversed": """
+        import array_api_strict as s
+        import torch
+        b = xpkit.Backend("torch")
+        _, y = b.check_arrays(
+            torch.zeros(3, dtype=torch.float64),
+            s.asarray([1.0, 2.0, 3.0])[::-1],
+            convert=True,
+        )
+        assert y.tolist() == [3.0, 2.0, 1.0], y
+    """,
+    "read_only_memmap": """
+        import os, tempfile
+        path = os.path.join(tempfile.mkdtemp(), "m.bin")
+        np.arange(4.0).tofile(path)
+        m = np.memmap(path, dtype="f8", mode="r")
+        t = xpkit.Backend("torch").move(m)
+        t += 1
+        assert t.tolist() == [1.0, 2.0, 3.0, 4.0], t
+        assert m.tolist() == [0.0, 1.0, 2.0, 3.0], m
+    """,
+}
+
+
+@pytest.mark.parametrize("case", sorted(CRASH_CASES))
+def test_layouts_torch_cannot_view_are_copied_not_crashed_on(case):
+    pytest.importorskip("torch")
+    if "strict" in case:
+        pytest.importorskip("array_api_strict")
+    body = textwrap.dedent(CRASH_CASES[case])
+    proc = run_python(
+        "import numpy as np\nimport xpkit\n" + body + "\nprint('ok')",
+        extra_env={"PYTHONFAULTHANDLER": "1"},
+    )
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-3000:])
+    assert proc.stdout.strip() == "ok"
+
+
+def _lazy_bits(torch: Any) -> dict[str, tuple[Any, np.ndarray]]:
+    """torch views whose conjugate or negative bit DLPack would drop, and their values."""
+    z = torch.tensor([1 + 2j, -3 - 0.5j])
+    values = np.array([1 + 2j, -3 - 0.5j])
+    return {
+        "conj": (z.conj(), np.conj(values)),
+        "conj_imag": (z.conj().imag, -values.imag),
+        "neg": (torch.neg(z.conj()).conj(), -values),
+    }
+
+
+@pytest.mark.parametrize("dst", ["numpy", "array_api_strict", "jax", "dask"])
+@pytest.mark.parametrize("view", ["conj", "conj_imag", "neg"])
+def test_torch_s_lazy_bits_arrive_as_values(dst, view):
+    torch = pytest.importorskip("torch")
+    target = _cpu_backend(dst)
+    x, expected = _lazy_bits(torch)[view]
+    assert x.is_conj() or x.is_neg()
+    np.testing.assert_array_equal(target.to_numpy(target.move(x)), expected)
+    first = target.asarray(np.zeros(1, dtype=expected.dtype))
+    _, y = target.check_arrays(first, x, convert=True)
+    np.testing.assert_array_equal(target.to_numpy(y), expected)
+    with pytest.raises(ValueError, match=r"DLPack drops.*copy=False"):
+        target.move(x, copy=False)
+
+
+def _read_only_sources() -> dict[str, Any]:
+    ro = np.arange(3.0)
+    ro.flags.writeable = False
+    return {
+        "read_only": lambda: ro,
+        "broadcast": lambda: np.broadcast_to(np.arange(3.0), (2, 3)),
+    }
+
+
+@pytest.mark.parametrize("kind", ["read_only", "broadcast"])
+def test_writing_into_a_moved_tensor_never_reaches_a_read_only_source(kind):
+    target = _cpu_backend("torch")
+    source = _read_only_sources()[kind]()
+    before = np.array(source, copy=True)
+    moved = target.move(source)
+    moved += 1
+    np.testing.assert_array_equal(source, before)
+    np.testing.assert_array_equal(target.to_numpy(moved), before + 1)
+    with pytest.raises(ValueError, match="copy=False"):
+        target.move(source, copy=False)
+
+
+def test_a_jax_array_is_never_handed_to_torch_as_writable():
+    jnp = pytest.importorskip("jax.numpy")
+    target = _cpu_backend("torch")
+    for convert in (False, True):
+        j = jnp.arange(3.0)
+        if convert:
+            _, moved = target.check_arrays(target.asarray(np.zeros(1)), j, convert=True)
+        else:
+            moved = target.move(j)
+        moved += 1
+        np.testing.assert_array_equal(np.asarray(j), [0.0, 1.0, 2.0])
+    with pytest.raises(ValueError, match="must never change.*copy=False"):
+        target.move(jnp.arange(3.0), copy=False)
+
+
+def test_read_only_memory_is_shared_with_libraries_that_keep_it_read_only():
+    """NumPy and array-api-strict keep a read-only source read-only: no copy needed."""
+    ro = np.arange(4.0)
+    ro.flags.writeable = False
+    strict = _cpu_backend("array_api_strict")
+    shared = strict.move(ro, copy=False)
+    assert np.shares_memory(np.from_dlpack(shared), ro)
+    with pytest.raises(ValueError, match="read-only"):
+        shared[0] = 5.0
+    np.testing.assert_array_equal(ro, np.arange(4.0))
+
+
+@pytest.mark.filterwarnings("ignore::xpkit.PrecisionWarning")
+@pytest.mark.parametrize(
+    ("values", "reason"),
+    [
+        ([1e300], "overflow to inf"),
+        ([1e-50], "underflow to 0"),
+        ([1.5, 2.0**-150], "underflow to 0"),
+    ],
+)
+def test_move_narrows_only_what_keeps_its_value(values, reason):
+    _cpu_backend("array_api_strict")
+    target = xpkit.Backend("array_api_strict", device="no_float64")
+    x = np.array(values)
+    with pytest.raises(ValueError, match=rf"x holds .*{reason}"):
+        target.move(x)
+    with pytest.raises(ValueError, match=rf"inputs\[1\] holds .*{reason}"):
+        target.check_arrays(target.asarray(np.zeros(1, np.float32)), x, convert=True)
+    ok = np.array([1.5, 2.0**-140, -0.0])  # rounding, a subnormal and -0.0 pass
+    got = np.from_dlpack(target.move(ok))
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, ok.astype(np.float32))
+
+
+JAX_NARROWING = textwrap.dedent(
+    """
+    import numpy as np
+    import warnings
+    import xpkit
+
+    warnings.simplefilter("ignore", xpkit.PrecisionWarning)
+    b = xpkit.Backend("jax")  # without x64: float64 and int64 narrow
+    for bad in (np.array([1e300]), np.array([2**40]), np.array([1e-50])):
+        first = b.asarray(np.zeros(1, dtype=bad.dtype))  # narrowed alike
+        for move in (b.move, lambda x: b.check_arrays(first, x, convert=True)):
+            try:
+                move(bad)
+            except ValueError as exc:
+                assert "does not fit dtype" in str(exc), exc
+            else:
+                raise AssertionError(f"{bad!r} moved to JAX without x64")
+    got = b.move(np.array([1.5, 2**20]))
+    assert str(got.dtype) == "float32" and got.tolist() == [1.5, 2**20], got
+    print("ok")
+    """
+)
+
+
+def test_move_to_jax_without_x64_refuses_values_that_would_change():
+    pytest.importorskip("jax")
+    proc = run_python(JAX_NARROWING)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == "ok"
+
+
+def test_a_numpy_scalar_moves_as_a_0_d_array():
+    target = _cpu_backend("torch")
+    t = target.move(np.float64(3.5))
+    assert t.shape == ()
+    assert t.item() == 3.5
+    with pytest.raises(ValueError, match="NumPy scalar.*copy=False"):
+        target.move(np.float64(3.5), copy=False)
+
+
+def test_a_byte_swapped_array_moves_as_a_plain_one_within_numpy():
+    b = xpkit.Backend("numpy")
+    x = np.arange(3, dtype=">i4")
+    moved = b.move(x)
+    assert moved.dtype == np.dtype("int32")
+    assert moved.dtype.isnative
+    np.testing.assert_array_equal(moved, [0, 1, 2])
+    with pytest.raises(ValueError, match="not a plain array.*copy=False"):
+        b.move(x, copy=False)
+
+
+def test_a_meta_tensor_is_refused_by_name():
+    torch = pytest.importorskip("torch")
+    meta = torch.empty(2, device="meta")
+    for convert in (
+        xpkit.Backend("torch").asarray,
+        xpkit.Backend("numpy").asarray,
+        xpkit.Backend("numpy").move,
+    ):
+        with pytest.raises(TypeError, match="x is a meta tensor.*no values"):
+            convert(meta)

@@ -178,6 +178,20 @@ _OVERFLOW_AT = {
     "bfloat16": 2.0**128 - 2.0**119,
     "float32": 2.0**128 - 2.0**103,
 }
+#: The smallest positive (subnormal) value of each floating dtype, and the
+#: magnitude at or below which a non-zero value rounds to zero in it (half
+#: of that: a tie rounds to the even neighbour, zero).
+_TINIEST = {
+    "float16": 2.0**-24,
+    "bfloat16": 2.0**-133,
+    "float32": 2.0**-149,
+    "float64": 2.0**-1074,
+}
+_UNDERFLOW_AT = {
+    "float16": 2.0**-25,
+    "bfloat16": 2.0**-134,
+    "float32": 2.0**-150,
+}
 
 
 def _real_part(name: str) -> str:
@@ -195,6 +209,13 @@ def _overflows_from(source: str, target: str) -> bool:
     return _FLOAT_MAX.get(_real_part(source), 0.0) >= limit
 
 
+def _underflows_from(source: str, target: str) -> bool:
+    """Whether a non-zero value of ``source`` can round to zero in ``target``."""
+    limit = _UNDERFLOW_AT.get(_real_part(target))
+    tiniest = _TINIEST.get(_real_part(source))
+    return limit is not None and tiniest is not None and tiniest <= limit
+
+
 def cast_may_lose(source: str, target: str) -> bool:
     """Whether some value of dtype ``source`` changes when cast to ``target``."""
     if source in {target, "bool"}:
@@ -206,7 +227,7 @@ def cast_may_lose(source: str, target: str) -> bool:
             return True
         (s_low, s_high), (low, high) = _INT_RANGE[source], _INT_RANGE[target]
         return s_low < low or s_high > high
-    return _overflows_from(source, target)
+    return _overflows_from(source, target) or _underflows_from(source, target)
 
 
 def cast_loss_mask(ns: Any, x: Any, source: str, target: str) -> Any:
@@ -217,9 +238,10 @@ def cast_loss_mask(ns: Any, x: Any, source: str, target: str) -> Any:
     values outside an integer dtype's range, NaN, infinities and fractions
     cast to an integer dtype, anything but 0 and 1 cast to bool, non-zero
     imaginary parts cast to a real dtype, and finite values that overflow to
-    infinity in a narrower floating dtype. Rounding to the nearest
-    representable float (float64 to float32, large ints to float) is not a
-    loss. Every bound compared with is exactly representable in ``source``,
+    infinity in a narrower floating dtype, and non-zero values that round
+    to zero in it (underflow). Rounding to the nearest representable float
+    (float64 to float32, large ints to float, tiny values to a subnormal)
+    is not a loss. Every bound compared with is exactly representable in ``source``,
     so no comparison rounds or overflows.
     """
     if not cast_may_lose(source, target):
@@ -233,11 +255,11 @@ def cast_loss_mask(ns: Any, x: Any, source: str, target: str) -> Any:
         parts.append(ns.logical_and(value != 0, value != 1))
     elif target in _INT_RANGE:
         parts += _int_loss(ns, value, source, target)
-    elif source in _COMPLEX_PART and _overflows_from(source, target):
+    elif source in _COMPLEX_PART:
         for part in (ns.real(value), ns.imag(value)):
-            parts += _overflow(ns, part, _COMPLEX_PART[source], target)
-    elif _overflows_from(source, target):
-        parts += _overflow(ns, value, source, target)
+            parts += _float_loss(ns, part, _COMPLEX_PART[source], target)
+    else:
+        parts += _float_loss(ns, value, source, target)
     if not parts:
         return None
     mask = parts[0]
@@ -264,6 +286,17 @@ def _int_loss(ns: Any, x: Any, source: str, target: str) -> list[Any]:
     if top >= high + 1:
         keep = ns.logical_and(keep, x < float(high + 1))
     parts.append(ns.logical_not(keep))
+    return parts
+
+
+def _float_loss(ns: Any, x: Any, source: str, target: str) -> list[Any]:
+    """Overflow to infinity and underflow to zero of real values cast to a float."""
+    parts: list[Any] = []
+    if _overflows_from(source, target):
+        parts += _overflow(ns, x, source, target)
+    if _underflows_from(source, target):
+        limit = _UNDERFLOW_AT[_real_part(target)]
+        parts.append(ns.logical_and(x != 0, ns.abs(x) <= limit))
     return parts
 
 
@@ -318,6 +351,8 @@ def scalar_cast_loss(value: Any, target: str) -> str | None:
         return None
     if abs(value) >= limit:
         return "(it would overflow to inf)"
+    if value != 0 and abs(value) <= _UNDERFLOW_AT[_real_part(target)]:
+        return "(it would underflow to 0)"
     return None
 
 

@@ -419,7 +419,7 @@ class Backend(Inputs[ArrayT]):
 
         Raises ValueError, as `asarray`, when the cast would change a value.
         """
-        target, xp_dtype, native = self._ref(ref, None, None)
+        target, xp_dtype, native = self._ref(ref, None, None, "ref")
         if self._adapter.owns(x):
             self._refuse_lossy(self._adapter, x, "x")
             x = self._castable(x, self._own_dtype(x, "x"), target, "x", host=False)

@@ -204,19 +204,24 @@ class Conversions(Generic[ArrayT]):
         host = self._castable(host, own, target, param, host=True)
         return cast("ArrayT", self._adapter.from_host(self.xp, host, xp_dtype, native))
 
-    def _ref(self, array: Any, dtype: Any, device: Any) -> tuple[str, Any, Any]:
-        """Dtype name and object, and native device, of a ``*_like`` call."""
+    def _ref(
+        self, array: Any, dtype: Any, device: Any, param: str = "array"
+    ) -> tuple[str, Any, Any]:
+        """Dtype name and object, and native device, of a ``*_like`` call.
+
+        ``param`` names ``array`` in messages.
+        """
         if self._adapter.owns(array):
-            ref_name = self._own_dtype(array, "array")
+            ref_name = self._own_dtype(array, param)
             dev_str, native = self._target(device)
             if device is None:
                 native = self._adapter.device_of(array)
                 dev_str = self._adapter.device_str(native)
         else:
-            ref_name = host_dtype_name(self._host(array, "array"))
+            ref_name = host_dtype_name(self._host(array, param))
             dev_str, native = self._target(device)
         name: str | None = ref_name
-        source = f"array has dtype {ref_name}"
+        source = f"{param} has dtype {ref_name}"
         if dtype is not None:
             name, source = dtype_name(dtype), f"dtype={dtype!r}"
         assert name is not None

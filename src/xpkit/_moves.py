@@ -8,9 +8,13 @@ where the array cannot arrive as asked.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
+
+import numpy as np
+from array_api_compat import numpy as _np_xp
 
 from ._adapters import Adapter, adapter_for_array
+from ._args import check_cast_keeps_values
 from ._convert import ArrayT, Conversions
 from ._dtypes import dtype_name
 
@@ -84,62 +88,125 @@ class Moves(Conversions[ArrayT]):
         copy: bool | None,
         param: str,
     ) -> ArrayT:
-        """``x`` of library ``source`` onto ``native`` (named ``dev_str``)."""
+        """``x`` of library ``source`` onto ``native`` (named ``dev_str``).
+
+        Narrowed (float64 to float32 where the device lacks 64 bits) only
+        when no value changes, as `asarray` narrows.
+        """
         self._refuse_lossy(source, x, param)
         own = dtype_name(x.dtype)
         assert own is not None
         target, xp_dtype = self._dtype_pair(own, dev_str, f"{param} has dtype {own}")
+        if target != own and source.values_at_hand(x):
+            check_cast_keeps_values(
+                source.namespace(), x, own, target, param, source.to_numpy
+            )
         adapter = self._adapter
         moved: Any  # an array of this library (its dtype is read below)
         if source is adapter:
-            here = adapter.device_key(x) == adapter.native_device_key(native)
-            if here and not copy:
-                moved = x
-            elif copy is False:
-                msg = (
-                    f"{param} is on device {adapter.device_str(adapter.device_of(x))!r}, "
-                    f"not {dev_str!r}: it cannot move there with copy=False"
-                )
-                raise ValueError(msg)
-            else:
-                moved = self.xp.asarray(x, device=native, copy=True)
+            moved = self._within(x, dev_str, native, xp_dtype, copy, param)
         else:
-            moved = self._import(x, source, (dev_str, native, xp_dtype), copy, param)
+            arrival = _Arrival(dev_str, native, own, target, xp_dtype)
+            moved = self._import(x, source, arrival, copy, param)
         if dtype_name(moved.dtype) != target:  # narrowed for this device
             moved = self.xp.astype(moved, xp_dtype)
         result: ArrayT = moved
         return result
 
+    def _within(
+        self,
+        x: Any,
+        dev_str: str,
+        native: Any,
+        xp_dtype: Any,
+        copy: bool | None,
+        param: str,
+    ) -> Any:
+        """An array of this library onto ``native``, as a plain array in ``xp_dtype``.
+
+        ``x`` itself where it is one already there; else the library's own
+        ``asarray`` (byte-swapped NumPy arrays and subclasses become plain
+        arrays, as `asarray` makes them).
+        """
+        adapter = self._adapter
+        here = adapter.device_key(x) == adapter.native_device_key(native)
+        if here and not copy and self._is_own_like(x):
+            return x
+        if copy is False:
+            where = adapter.device_str(adapter.device_of(x))
+            why = (
+                f"is a {type(x).__qualname__} of dtype {x.dtype}, not a plain array"
+                if here
+                else f"is on device {where!r}, not {dev_str!r}"
+            )
+            msg = f"{param} {why}: it cannot move to {dev_str!r} with copy=False"
+            raise ValueError(msg)
+        return self.xp.asarray(x, dtype=xp_dtype, device=native, copy=copy)
+
     def _import(
         self,
         x: Any,
         source: Adapter,
-        target: tuple[str, Any, Any],
+        arrival: _Arrival,
         copy: bool | None,
         param: str,
     ) -> ArrayT:
         """Another library's array: DLPack, else (copies allowed) the host.
 
-        ``target`` is the device string, the native device and the dtype
-        object the host copy is made in.
+        Memory is shared only where that is safe: not where the target
+        cannot view the layout as it is (then the source library copies
+        it first), nor a read-only source with a library whose arrays can
+        always be written (then the copy is the target's).
         """
-        dev_str, native, xp_dtype = target
         adapter = self._adapter
+        hazard = source.unshareable(x) if source.dlpack_export else None
+        must_copy = hazard is not None and (
+            not hazard.read_only or adapter.always_writable
+        )
+        if must_copy and copy is False:
+            assert hazard is not None
+            msg = (
+                f"{param} (an array of {source.label}) {hazard.reason}: it cannot "
+                f"become an array of {adapter.label} on {arrival.device!r} without "
+                "a copy (copy=False)"
+            )
+            raise ValueError(msg)
         why = f"{source.label} arrays do not export DLPack"
         if source.dlpack_export and adapter.dlpack_import:
+            shared, ask = x, copy
+            if hazard is not None and not hazard.read_only:
+                shared, ask = source.contiguous_copy(x), None  # new memory already
+            elif must_copy:
+                ask = True
             try:
-                return self.xp.from_dlpack(x, device=native, copy=copy)
+                return self.xp.from_dlpack(shared, device=arrival.native, copy=ask)
             except _NO_DLPACK as exc:
                 why = f"DLPack refused it: {type(exc).__name__}: {exc}"
         elif source.dlpack_export:
             why = f"{adapter.label} does not import DLPack"
         if copy is False:
             msg = (
-                f"{param} (a {source.label} array) cannot become a "
-                f"{adapter.label} array on {dev_str!r} without a copy ({why})"
+                f"{param} (an array of {source.label}) cannot become an array of "
+                f"{adapter.label} on {arrival.device!r} without a copy ({why})"
             )
             raise ValueError(msg)
         host = source.to_numpy(x)
-        if copy and not host.flags.owndata:
+        if arrival.name != arrival.own:  # values not at hand in the source
+            check_cast_keeps_values(
+                _np_xp, host, arrival.own, arrival.name, param, np.asarray
+            )
+        if (copy or must_copy) and (host is x or not host.flags.owndata):
             host = host.copy()  # from_host may keep the host buffer
-        return cast("ArrayT", adapter.from_host(self.xp, host, xp_dtype, native))
+        return cast(
+            "ArrayT", adapter.from_host(self.xp, host, arrival.dtype, arrival.native)
+        )
+
+
+class _Arrival(NamedTuple):
+    """Where and as what an array arrives: device, dtype names and object."""
+
+    device: str
+    native: Any
+    own: str  # the dtype it has
+    name: str  # the dtype it arrives in (narrowed where the device lacks it)
+    dtype: Any

@@ -16,6 +16,7 @@ from typing import Any, ClassVar, NamedTuple
 import array_api_compat
 import numpy as np
 
+from ._layout import Unshareable
 from ._peak import PeakMeter, rss_meter
 
 __all__ = [
@@ -27,7 +28,6 @@ __all__ = [
     "MemoryCap",
     "MemoryInfo",
     "MemoryProbe",
-    "native_layout",
     "patched_by_array_api_extra",
 ]
 
@@ -38,21 +38,6 @@ CAPABILITIES = ("linalg", "data_dependent_shapes")
 
 #: Batch working-set ceiling on CPU devices (see `Adapter.batch_ceiling_bytes`).
 HOST_BATCH_WORKING_SET_BYTES = 16 * 1024**2
-
-
-def native_layout(host: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    """``host`` in native byte order with non-negative, item-aligned strides.
-
-    A copy only when needed: for libraries (torch, CuPy) that refuse NumPy's
-    byte-swapped arrays, reversed views (``x[::-1]``) and strides that are
-    not a multiple of the item size (fields of structured arrays).
-    """
-    if not host.dtype.isnative:
-        host = host.astype(host.dtype.newbyteorder("="))
-    size = host.dtype.itemsize
-    if any(s < 0 or (size and s % size) for s in host.strides):
-        host = np.ascontiguousarray(host)
-    return host
 
 
 class FastOps(NamedTuple):
@@ -245,6 +230,32 @@ class Adapter:
     #: the host.
     dlpack_export: ClassVar[bool] = True
     dlpack_import: ClassVar[bool] = True
+    #: Whether an array of this library made over another array's memory
+    #: can always be written in place (torch and CuPy have no read-only
+    #: arrays): a read-only source is then copied before it is shared.
+    always_writable: ClassVar[bool] = False
+
+    def unshareable(self, x: Any) -> Unshareable | None:  # noqa: ARG002
+        """Why ``x``'s memory must not be handed to another library as it is.
+
+        None when any library may view it zero-copy. Layouts another
+        library cannot view as they are (negative or zero strides, swapped
+        bytes, torch's lazy conjugate and negative bits) call for
+        `contiguous_copy` first; a read-only (or immutable) array may be
+        shared only with a library that keeps it read-only. By default:
+        nothing stands in the way (libraries without DLPack never share).
+        """
+        return None
+
+    def contiguous_copy(self, x: Any) -> Any:
+        """A copy of ``x`` in its own library that any library can view.
+
+        On ``x``'s device, C-contiguous, in native byte order, with no lazy
+        bits, in memory of its own. Asked only of arrays `unshareable`
+        finds a layout reason for.
+        """
+        msg = f"{self.label} arrays have no contiguous copy for DLPack"
+        raise NotImplementedError(msg)
 
     def values_at_hand(self, x: Any) -> bool:  # noqa: ARG002
         """Whether ``x``'s values can be read now, cheaply and without side effects.

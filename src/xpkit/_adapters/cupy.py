@@ -9,8 +9,9 @@ from typing import Any
 import array_api_compat
 import numpy as np
 
-from ._base import Adapter, MemoryCap, MemoryInfo, MemoryProbe, native_layout
+from ._base import Adapter, MemoryCap, MemoryInfo, MemoryProbe
 from ._caps import cupy_env_limit
+from ._layout import Unshareable, native_layout
 from ._nvml import NVML_HINT, nvml, nvml_memory
 
 __all__ = ["CupyAdapter"]
@@ -55,6 +56,22 @@ class CupyAdapter(Adapter):
     def to_numpy(self, x: Any) -> np.ndarray[Any, Any]:
         """Device-to-host copy (``ndarray.get``)."""
         return np.asarray(x.get())
+
+    #: CuPy arrays have no read-only flag.
+    always_writable = True
+
+    def unshareable(self, x: Any) -> Unshareable | None:
+        """Negative or zero strides (reversed and broadcast views)."""
+        for n, stride in zip(x.shape, x.strides, strict=True):
+            if n > 1 and stride < 0:
+                return Unshareable("has negative strides (a reversed view)", False)
+            if n > 1 and stride == 0:
+                return Unshareable("has zero strides (a broadcast view)", False)
+        return None
+
+    def contiguous_copy(self, x: Any) -> Any:
+        """``x.copy(order="C")``, on its device."""
+        return x.copy(order="C")
 
     def from_host(
         self, xp: Any, host: np.ndarray[Any, Any], dtype: Any, device: Any

@@ -20,6 +20,7 @@ from ._base import (
     patched_by_array_api_extra,
 )
 from ._caps import jax_arena
+from ._layout import Unshareable
 from ._peak import PeakMeter
 
 __all__ = ["JaxAdapter"]
@@ -66,6 +67,10 @@ class JaxAdapter(Adapter):
     def to_numpy(self, x: Any) -> np.ndarray[Any, Any]:
         """``np.asarray``: zero-copy (read-only) on the CPU, a copy from GPUs."""
         return np.asarray(x)
+
+    def unshareable(self, x: Any) -> Unshareable | None:  # noqa: ARG002
+        """Always read-only: JAX arrays are immutable, and may share their buffers."""
+        return Unshareable("is a JAX array, which must never change", read_only=True)
 
     def values_at_hand(self, x: Any) -> bool:
         """Not for a tracer (under ``jax.jit``), whose values do not exist yet."""

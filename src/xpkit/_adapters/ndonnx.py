@@ -71,14 +71,21 @@ class NdonnxAdapter(Adapter):
         here, so that onnxruntime's own error (which `is_oom` recognises)
         reaches the caller, or the value when the memory is there now. A
         placeholder (``ndx.argument``) has no value: ValueError.
+
+        The value is the array's own buffer: it comes back as a read-only
+        view (as JAX's does), so that writing into it cannot change the
+        ndonnx array.
         """
         try:
-            return np.asarray(x.unwrap_numpy())
+            value = np.asarray(x.unwrap_numpy())
         except ValueError:
-            value = self._run_graph(x)
-            if value is None:
+            ran = self._run_graph(x)
+            if ran is None:
                 raise
-            return value
+            value = ran
+        view = value.view()
+        view.flags.writeable = False
+        return view
 
     def _run_graph(self, x: Any) -> np.ndarray[Any, Any] | None:
         """``x`` computed by onnxruntime directly; None for a placeholder's graph."""

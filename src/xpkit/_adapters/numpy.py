@@ -11,6 +11,7 @@ import array_api_compat
 import numpy as np
 
 from ._base import Adapter, FastOps
+from ._layout import Unshareable, contiguous_host_copy, host_unshareable
 from ._peak import PeakMeter, tracemalloc_meter
 
 __all__ = ["NumpyAdapter"]
@@ -95,6 +96,16 @@ class NumpyAdapter(Adapter):
                 "pass x.filled(value) or x.compressed() instead"
             )
         return None
+
+    def unshareable(self, x: Any) -> Unshareable | None:
+        """Scalars, and arrays `host_unshareable` names a reason for."""
+        if not isinstance(x, np.ndarray):
+            return Unshareable("is a NumPy scalar, not an array", read_only=False)
+        return host_unshareable(x)
+
+    def contiguous_copy(self, x: Any) -> Any:
+        """A writable, C-contiguous copy in native byte order (0-d for a scalar)."""
+        return contiguous_host_copy(np.asarray(x))
 
     def extra_dtypes(self, device: str) -> frozenset[str]:  # noqa: ARG002
         """float16 (NumPy has no bfloat16 of its own)."""

@@ -8,7 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from ._base import Adapter, native_layout
+from ._base import Adapter
+from ._layout import Unshareable, host_unshareable, native_layout
 from ._peak import PeakMeter, tracemalloc_meter
 
 __all__ = ["StrictAdapter"]
@@ -52,6 +53,19 @@ class StrictAdapter(Adapter):
         DLPack, which refuses such strides (fields of structured arrays).
         """
         return xp.asarray(native_layout(host), dtype=dtype, device=device)
+
+    def unshareable(self, x: Any) -> Unshareable | None:
+        """What NumPy's rule says of the NumPy memory it wraps.
+
+        Its arrays wrap NumPy arrays (read-only ones stay read-only: a
+        write raises), which ``numpy.from_dlpack`` views on any of its
+        devices.
+        """
+        return host_unshareable(np.from_dlpack(x))
+
+    def contiguous_copy(self, x: Any) -> Any:
+        """``asarray(x, copy=True)``: a C-ordered copy on ``x``'s device."""
+        return self.namespace().asarray(x, copy=True)
 
     def namespace(self) -> ModuleType:
         """The ``array_api_strict`` module."""

@@ -23,8 +23,8 @@ from ._base import (
     MemoryProbe,
     Replace,
     Tagged,
-    native_layout,
 )
+from ._layout import Unshareable, native_layout
 from ._peak import PeakMeter, rss_meter
 from ._torch_memory import (
     AllocatorPeak,
@@ -209,12 +209,24 @@ class TorchAdapter(Adapter):
 
     _strided: Any = None
 
-    def is_plain(self, x: Any) -> bool:
-        """A dense (strided) tensor or parameter, not a sparse or quantized one."""
+    def lost_in_conversion(self, x: Any) -> str | None:
+        """A meta tensor: it has a shape and a dtype, but no values to convert."""
+        if x.is_meta:
+            return (
+                "a meta tensor: it has a shape and a dtype but no values, so it "
+                "cannot be converted or moved to a device that holds values"
+            )
+        return None
+
+    def _strided_layout(self) -> Any:
         strided = self._strided
         if strided is None:
             strided = self._strided = _torch().strided
-        return x.layout is strided and not x.is_quantized
+        return strided
+
+    def is_plain(self, x: Any) -> bool:
+        """A dense (strided) tensor or parameter, not a sparse or quantized one."""
+        return x.layout is self._strided_layout() and not x.is_quantized
 
     def to_numpy(self, x: Any) -> np.ndarray[Any, Any]:
         """Detach, move to the CPU when needed, then share memory with NumPy."""
@@ -230,6 +242,37 @@ class TorchAdapter(Adapter):
         """``tensor.cpu()``."""
         return x.cpu()
 
+    #: torch has no read-only tensors.
+    always_writable = True
+
+    def unshareable(self, x: Any) -> Unshareable | None:
+        """Lazy conjugate and negative bits (DLPack drops them), zero strides.
+
+        ``x.conj()`` of a complex tensor, and its ``.imag``, are views with
+        a bit that says "negate when read": DLPack exports the memory
+        without it. ``expand()`` views have zero strides.
+        """
+        if x.is_conj():
+            return Unshareable(
+                "is a lazy conj() view, whose conjugate bit DLPack drops", False
+            )
+        if x.is_neg():
+            return Unshareable("is a lazy negated view, whose bit DLPack drops", False)
+        if x.layout is self._strided_layout() and any(
+            n > 1 and s <= 0 for n, s in zip(x.shape, x.stride(), strict=True)
+        ):
+            return Unshareable("has zero strides (an expand()ed view)", False)
+        return None
+
+    def contiguous_copy(self, x: Any) -> Any:
+        """Detached, its lazy bits resolved, contiguous, in memory of its own."""
+        t = x.detach()
+        resolved = t.is_conj() or t.is_neg()  # resolving copies
+        t = t.resolve_conj().resolve_neg()
+        if resolved and t.is_contiguous():
+            return t
+        return t.clone(memory_format=_torch().contiguous_format)
+
     def from_host(
         self, xp: Any, host: np.ndarray[Any, Any], dtype: Any, device: Any
     ) -> Any:
@@ -237,9 +280,12 @@ class TorchAdapter(Adapter):
 
         torch refuses negative strides (``x[::-1]``), swapped bytes
         (``'>f8'``) and NumPy extension dtypes (ml_dtypes' bfloat16, which
-        goes through float32 exactly); those are copied first.
+        goes through float32 exactly); those are copied first. So is a
+        read-only array: a tensor over its memory could be written.
         """
         host = native_layout(host)
+        if not host.flags.writeable:
+            host = host.copy()
         if host.dtype.name == "bfloat16":  # ml_dtypes': torch.asarray refuses it
             host = host.astype(np.float32)
         return xp.asarray(host, dtype=dtype, device=device)

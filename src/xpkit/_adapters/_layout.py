@@ -1,0 +1,78 @@
+"""Host (NumPy) memory layouts: which other libraries can view as they are.
+
+Libraries that import an array without copying it view its memory as it
+is. Some layouts they cannot view (torch aborts the process on negative
+strides), some they would view wrongly (swapped bytes), and some they
+would make writable where the source is not (torch has no read-only
+tensors). The adapters ask these questions of NumPy memory; each adapter
+answers them for its own library's arrays (`Adapter.unshareable`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+__all__ = ["Unshareable", "contiguous_host_copy", "host_unshareable", "native_layout"]
+
+
+class Unshareable(NamedTuple):
+    """Why an array's memory must not be handed to another library as it is.
+
+    ``reason`` completes "<parameter> ..." ("is read-only", "has negative
+    strides"). ``read_only`` is True when the one reason is that writes must
+    not reach the array: a library whose arrays keep that (NumPy's read-only
+    flag, JAX's immutable arrays) may still share its memory. Otherwise no
+    library may: a copy in a plain layout is made first.
+    """
+
+    reason: str
+    read_only: bool
+
+
+def host_unshareable(host: np.ndarray[Any, Any]) -> Unshareable | None:
+    """Why the NumPy array ``host`` cannot be shared as it is, or None.
+
+    Swapped bytes, negative or zero strides (reversed and broadcast views)
+    and strides that are not whole items (fields of structured arrays) are
+    layouts another library cannot view as they are; a read-only array may
+    be shared only with a library that keeps it read-only.
+    """
+    if not host.dtype.isnative:
+        return Unshareable("has byte-swapped values", read_only=False)
+    size = host.dtype.itemsize
+    for n, stride in zip(host.shape, host.strides, strict=True):
+        if n <= 1:
+            continue  # a stride never taken
+        if stride < 0:
+            return Unshareable(
+                "has negative strides (a reversed view)", read_only=False
+            )
+        if stride == 0:
+            return Unshareable("has zero strides (a broadcast view)", read_only=False)
+        if size and stride % size:
+            return Unshareable("has strides that are not whole items", read_only=False)
+    if not host.flags.writeable:
+        return Unshareable("is read-only", read_only=True)
+    return None
+
+
+def contiguous_host_copy(host: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """A writable, C-contiguous copy of ``host`` in native byte order."""
+    return np.array(host, dtype=host.dtype.newbyteorder("="), order="C", copy=True)
+
+
+def native_layout(host: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """``host`` in native byte order with non-negative, item-aligned strides.
+
+    A copy only when needed: for libraries (torch, CuPy) that refuse NumPy's
+    byte-swapped arrays, reversed views (``x[::-1]``) and strides that are
+    not a multiple of the item size (fields of structured arrays).
+    """
+    if not host.dtype.isnative:
+        host = host.astype(host.dtype.newbyteorder("="))
+    size = host.dtype.itemsize
+    if any(s < 0 or (size and s % size) for s in host.strides):
+        host = np.ascontiguousarray(host)
+    return host
