@@ -3,45 +3,75 @@
 `map_batches` runs ``fn`` on a few probe rows and asks the adapter of the
 backend's device for a meter (`Adapter.peak_meter`). A meter runs a callable
 and returns its result with the peak bytes allocated while it ran, above what
-was allocated before. Every meter here is library-agnostic; an adapter picks
-the one that sees its library's allocations (NumPy reports its buffers to
-`tracemalloc`; torch's CPU allocator does not, so the process's peak RSS is
-the honest measure there), or writes its own (torch CUDA's allocator peak).
+was allocated before. An adapter picks the meter that sees its library's
+allocations, or writes its own (torch CUDA's allocator peak). On the host,
+that is `rss_meter`, the growth of the process's peak resident memory
+(Linux): NumPy, array-api-strict, Dask and torch CPU use it.
 
-Meters are process-wide instruments, so one measurement runs at a time. A
-call made inside a measurement of the same thread (``fn`` itself calls
-`map_batches`) runs unmeasured: the outer measurement counts it. A thread
-whose measurement finds another thread's under way waits for it, at most
-`WAIT_SECONDS` (so a ``fn`` that waits on that thread cannot deadlock), then
-runs unmeasured. Unmeasured calls report None.
+The meters read process-wide statistics, so they measure one call at a time.
+A call made inside a measurement of the same context (``fn`` itself calls
+`map_batches`, in its thread or in a copy of its context, such as
+``asyncio.to_thread`` makes) runs unmeasured: the outer measurement counts
+it. A thread whose measurement finds another thread's under way waits for
+it, at most `WAIT_SECONDS` (so a ``fn`` that waits on that thread cannot
+deadlock), then runs unmeasured. Unmeasured calls report None.
+
+A meter only reads statistics: it switches nothing on or off that another
+thread may be using at the same moment. (Starting and stopping
+``tracemalloc`` around a measurement crashed CPython 3.11 while other threads
+allocated, gh-128679; and a NumPy allocator written in Python through
+ctypes, NEP 49, cannot let an exception pass through an array's
+deallocation, so it would turn the probe's MemoryError into a SystemError.)
 """
 
 from __future__ import annotations
 
+import contextvars
 import ctypes
 import ctypes.util
 import os
 import sys
 import threading
-import tracemalloc
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
-__all__ = ["PeakMeter", "rss_meter", "tracemalloc_meter"]
+__all__ = ["PeakMeter", "rss_meter"]
 
 T = TypeVar("T")
 
-#: One measurement at a time in this process (tracemalloc, VmHWM and the
-#: allocators' peaks are global).
+#: One measurement at a time in this process (VmHWM and the allocators'
+#: peaks are global).
 _LOCK = threading.Lock()
-#: Whether this thread is inside a measurement.
-_HERE = threading.local()
 #: How long a measurement waits for another thread's to end.
 WAIT_SECONDS = 30.0
 
 
+class _Measuring:
+    """A measurement under way; closed when it ends (copies of its context live on)."""
+
+    __slots__ = ("open",)
+
+    def __init__(self) -> None:
+        self.open = True
+
+
+#: The measurement the current context (thread, asyncio task) is inside.
+_MEASURING: contextvars.ContextVar[_Measuring | None] = contextvars.ContextVar(
+    "xpkit_peak_measuring", default=None
+)
+
+
+def _inside_a_measurement() -> bool:
+    """Whether the current context is inside a measurement that has not ended."""
+    measuring = _MEASURING.get()
+    return measuring is not None and measuring.open
+
+
 class PeakMeter:
     """Runs a callable and reports the peak bytes it allocated.
+
+    Subclasses implement `_measure`, which runs with the process's
+    measurement lock held.
 
     Attributes
     ----------
@@ -54,50 +84,24 @@ class PeakMeter:
     def measure(self, run: Callable[[], T]) -> tuple[T, int | None]:
         """``run()``'s result and the peak bytes allocated while it ran.
 
-        The peak is None when ``run`` ran unmeasured: inside this thread's
-        own measurement, or after `WAIT_SECONDS` waiting for another
+        The peak is None when ``run`` ran unmeasured: inside a measurement of
+        the same context, or after `WAIT_SECONDS` waiting for another
         thread's.
         """
-        if getattr(_HERE, "measuring", False) or not _LOCK.acquire(
-            timeout=WAIT_SECONDS
-        ):
+        if _inside_a_measurement() or not _LOCK.acquire(timeout=WAIT_SECONDS):
             return run(), None
-        _HERE.measuring = True
+        measuring = _Measuring()
+        token = _MEASURING.set(measuring)
         try:
             return self._measure(run)
         finally:
-            _HERE.measuring = False
+            measuring.open = False
+            _MEASURING.reset(token)
             _LOCK.release()
 
     def _measure(self, run: Callable[[], T]) -> tuple[T, int]:
         """Measure one call (the lock is held)."""
         raise NotImplementedError
-
-
-class _Tracemalloc(PeakMeter):
-    """`tracemalloc`'s peak: every Python allocation, and NumPy's buffers.
-
-    NumPy reports its data buffers to tracemalloc, so this counts exactly the
-    bytes a NumPy computation holds at its peak, on every platform. Tracing
-    is started for the measurement and stopped after it, unless it was
-    already on (then its peak is reset, which the code that started it sees).
-    """
-
-    name = "tracemalloc"
-
-    def _measure(self, run: Callable[[], T]) -> tuple[T, int]:
-        started = not tracemalloc.is_tracing()
-        if started:
-            tracemalloc.start()
-        try:
-            tracemalloc.reset_peak()
-            base = tracemalloc.get_traced_memory()[0]
-            result = run()
-            peak = tracemalloc.get_traced_memory()[1]
-        finally:
-            if started:
-                tracemalloc.stop()
-        return result, max(peak - base, 0)
 
 
 class _PeakRss(PeakMeter):
@@ -136,13 +140,7 @@ def _status_bytes(field: str) -> int:
     raise OSError(msg)
 
 
-_TRACEMALLOC = _Tracemalloc()
 _RSS: list[PeakMeter | None] = []
-
-
-def tracemalloc_meter() -> PeakMeter:
-    """The `tracemalloc` meter (NumPy-backed libraries, any platform)."""
-    return _TRACEMALLOC
 
 
 def rss_meter() -> PeakMeter | None:
@@ -163,7 +161,7 @@ def _make_rss_meter() -> PeakMeter | None:
         return None
     name = ctypes.util.find_library("c")
     try:
-        libc: Any = ctypes.CDLL(name)
+        libc = ctypes.CDLL(name)
         trim = libc.malloc_trim
     except (OSError, AttributeError, TypeError):  # not glibc (musl has no malloc_trim)
         return None

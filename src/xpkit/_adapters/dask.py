@@ -10,7 +10,7 @@ import array_api_compat
 import numpy as np
 
 from ._base import Adapter, Replace, Tagged, patched_by_array_api_extra
-from ._peak import PeakMeter, tracemalloc_meter
+from ._peak import PeakMeter, rss_meter
 
 __all__ = ["DaskAdapter"]
 
@@ -102,8 +102,12 @@ class DaskAdapter(Adapter):
         )
 
     def peak_meter(self, device: str) -> PeakMeter | None:  # noqa: ARG002
-        """`tracemalloc`: the chunks are NumPy arrays, computed on the host."""
-        return tracemalloc_meter()
+        """The process's peak RSS (`rss_meter`: Linux; None elsewhere).
+
+        The chunks are NumPy arrays, computed on the host, in the threaded
+        scheduler's pool threads as well as the calling one.
+        """
+        return rss_meter()
 
     def is_oom(self, exc: BaseException) -> bool:
         """A chunk's own host-memory error."""

@@ -12,7 +12,7 @@ import numpy as np
 
 from ._base import Adapter, FastOps
 from ._layout import Unshareable, contiguous_host_copy, host_unshareable
-from ._peak import PeakMeter, tracemalloc_meter
+from ._peak import PeakMeter, rss_meter
 
 __all__ = ["NumpyAdapter"]
 
@@ -116,8 +116,12 @@ class NumpyAdapter(Adapter):
         return np.asarray(x)
 
     def peak_meter(self, device: str) -> PeakMeter | None:  # noqa: ARG002
-        """`tracemalloc`: NumPy reports every data buffer to it."""
-        return tracemalloc_meter()
+        """The process's peak RSS (`rss_meter`: Linux; None elsewhere).
+
+        NumPy's buffers are host memory, and nothing finer sees them without
+        switching process-wide state on and off around the call.
+        """
+        return rss_meter()
 
     def is_oom(self, exc: BaseException) -> bool:
         """Host allocation failures (``numpy._ArrayMemoryError`` included)."""

@@ -10,7 +10,7 @@ import numpy as np
 
 from ._base import Adapter
 from ._layout import Unshareable, host_unshareable, native_layout
-from ._peak import PeakMeter, tracemalloc_meter
+from ._peak import PeakMeter, rss_meter
 
 __all__ = ["StrictAdapter"]
 
@@ -117,8 +117,8 @@ class StrictAdapter(Adapter):
         return x.to_device(self.native_device("cpu"))
 
     def peak_meter(self, device: str) -> PeakMeter | None:  # noqa: ARG002
-        """`tracemalloc`: its arrays are NumPy buffers, which NumPy reports to it."""
-        return tracemalloc_meter()
+        """The process's peak RSS (`rss_meter`): its arrays wrap NumPy buffers."""
+        return rss_meter()
 
     def is_oom(self, exc: BaseException) -> bool:
         """Host memory: a MemoryError."""
