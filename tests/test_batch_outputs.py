@@ -251,7 +251,9 @@ def test_probe_measures_the_per_item_cost(k):
 
     plan = xpkit.plan_batches(counted, _data(20_000), budget_gb=1.0)
     expected = k * M * 8
-    assert plan.source == "measured by tracemalloc"
+    if not plan.source.startswith("measured"):
+        pytest.skip(f"nothing measures here: {plan.source}")
+    assert plan.source == "measured by peak RSS"
     assert expected / 2 <= plan.bytes_per_item <= expected * 2, plan
     assert plan.fixed_bytes < expected * 16, plan
     assert sizes[0] == 4
@@ -307,9 +309,8 @@ def test_probe_meter_per_backend(xpkit_backend):
     b = xpkit_backend
     plan = xpkit.plan_batches(lambda x: x * 2.0, b.asarray(_data(200)), budget_gb=1.0)
     rss = sys.platform == "linux" and os.access("/proc/self/clear_refs", os.W_OK)
-    traced = "measured by tracemalloc"
-    meters = {"numpy": traced, "array_api_strict": traced, "dask": traced}
     by_rss = "measured by peak RSS" if rss else "input rows"
+    meters = {"numpy": by_rss, "array_api_strict": by_rss, "dask": by_rss}
     meters |= {"torch": by_rss, "ndonnx": by_rss}  # onnxruntime's own allocator
     meters |= {"jax": "input rows"}  # no meter: XLA's compiler would dominate a peak
     if b.library not in meters or b.is_gpu:

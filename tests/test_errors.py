@@ -170,9 +170,11 @@ def test_concatenate_empty_and_non_sequence():
         b.concatenate(np.ones((2, 2)))
 
 
-@pytest.mark.parametrize("spec", [42, "tpu", 1.5])
-def test_resolve_backend_bad_spec(spec):
-    with pytest.raises(ValueError, match=rf"parallel.*{spec!r}"):
+@pytest.mark.parametrize(
+    ("spec", "exc"), [(42, TypeError), ("tpu", ValueError), (1.5, TypeError)]
+)
+def test_resolve_backend_bad_spec(spec, exc):
+    with pytest.raises(exc, match=rf"parallel.*{spec!r}"):
         xpkit.resolve_backend(spec)
 
 

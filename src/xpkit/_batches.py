@@ -132,14 +132,13 @@ def map_batches(
     `compute_oom_safe`, and after an OOM the remaining batches use the size
     that fitted.
 
-    How the probe measures, per library: NumPy, array-api-strict and Dask
-    with `tracemalloc` (NumPy reports its buffers to it); torch CPU with
-    the growth of the process's peak RSS (Linux: glibc's
+    How the probe measures, per library: NumPy, array-api-strict, Dask and
+    torch CPU with the growth of the process's peak RSS (Linux: glibc's
     ``malloc_trim`` then a VmHWM reset through ``/proc/self/clear_refs``,
     page-granular); torch CUDA with the caching allocator's
     ``max_memory_allocated`` after ``reset_peak_memory_stats``. Elsewhere
-    (MPS, CuPy, JAX, whose compiler dominates any peak it shows, or where
-    those files are missing) nothing is
+    (MPS, CuPy, JAX, whose compiler dominates any peak it shows; off Linux,
+    or where those files are missing) nothing is
     measured, and the bytes of one row of every input stand for an item (a
     log line says so). Measuring resets the peak statistic it reads.
 
