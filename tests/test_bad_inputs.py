@@ -296,7 +296,7 @@ ONCE: dict[str, Row] = {
     "batch item too big": Row(
         lambda: xpkit.auto_batch_size(10, 2.0**40, budget_gb=1.0),
         ValueError,
-        "one item needs .* budget_gb=1.0",
+        "one item requires .* budget_gb=1.0",
     ),
     # auto_n_jobs_for_arrays
     "n_jobs arrays int": Row(
@@ -480,7 +480,7 @@ ONCE: dict[str, Row] = {
     "map item too big": Row(
         lambda: xpkit.map_batches(abs, X, budget_gb=1e-12, bytes_per_item=1e6),
         ValueError,
-        "one item needs",
+        "one item requires",
     ),
     "map fn None": Row(
         lambda: xpkit.map_batches(_fn_none, X),

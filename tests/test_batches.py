@@ -149,7 +149,7 @@ def test_map_batches_reads_the_environment(monkeypatch):
             (abs, np.ones(3)),
             {"budget_gb": 1e-12, "bytes_per_item": 1e6},
             ValueError,
-            "one item needs",
+            "one item requires",
         ),
     ],
 )

@@ -77,7 +77,7 @@ def test_auto_batch_size(
         (
             {"bytes_per_item": 3 * GB},
             ValueError,
-            r"one item needs 3 GB .* budget_gb=1.0",
+            r"one item requires 3 GB .* budget_gb=1.0",
         ),
     ],
 )

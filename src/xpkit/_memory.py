@@ -450,7 +450,7 @@ def auto_batch_size(
     ------
     ValueError
         A non-positive, NaN or infinite argument, or a single item that does
-        not fit the budget (the message says how many GB one item needs).
+        not fit the budget (the message says how many GB one item requires).
 
     Examples
     --------
@@ -466,8 +466,8 @@ def auto_batch_size(
     floor = min(check_count("min_batch", min_batch), n)
     if per_item > budget:
         msg = (
-            f"one item needs {per_item / BYTES_PER_GB:.3g} GB (bytes_per_item * overhead) "
-            f"but budget_gb={budget_gb!r}"
+            f"one item requires {per_item / BYTES_PER_GB:.3g} GB "
+            f"(bytes_per_item * overhead) but budget_gb={budget_gb!r}"
         )
         raise ValueError(msg)
     # The epsilon keeps an exact fit (budget / per_item == k) from flooring to k - 1.

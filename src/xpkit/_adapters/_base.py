@@ -36,7 +36,8 @@ __all__ = [
 #: ``unique_*``, boolean masks).
 CAPABILITIES = ("linalg", "data_dependent_shapes")
 
-#: Batch working-set ceiling on CPU devices (see `Adapter.batch_ceiling_bytes`).
+#: Batch working-set ceiling on CPU devices: 16 MiB, half a typical last-level
+#: cache (`device_memory_budget` with ``cap_for_batching=True`` applies it).
 HOST_BATCH_WORKING_SET_BYTES = 16 * 1024**2
 
 
@@ -162,9 +163,14 @@ class Adapter:
 
     # -- presence ---------------------------------------------------------
     def is_installed(self) -> bool:
-        """Whether the library can be imported, without importing it."""
+        """Whether the library can be imported, without importing it.
+
+        A ``None`` entry in `sys.modules` (``sys.modules["torch"] = None``, how
+        Python and test suites mark a package unavailable) counts as not
+        installed: importing it would raise `ImportError`.
+        """
         if self.module in sys.modules:
-            return True
+            return sys.modules[self.module] is not None
         import importlib.util
 
         try:
@@ -174,7 +180,7 @@ class Adapter:
 
     def is_imported(self) -> bool:
         """Whether the library has already been imported by someone."""
-        return self.module in sys.modules
+        return sys.modules.get(self.module) is not None
 
     def version(self) -> str | None:
         """The library's version, or None when it is not installed."""
