@@ -22,6 +22,8 @@ BY_NAME = {c.name: c for c in CHECKS}
 @pytest.mark.parametrize("name", [c.name for c in CHECKS if not c.data_dependent])
 def test_check_on_strictest(strict_backend, name):
     result = run_check(strict_backend, BY_NAME[name])
+    if result.ok is None:  # to_gpu on a CPU device: nothing to check, and why
+        pytest.skip(result.detail)
     assert result.ok, result.detail
 
 

@@ -49,8 +49,69 @@ def test_info_text_lists_libraries_and_budgets():
 def test_check_passes_here():
     code, text = run("check")
     assert code == 0, text
-    assert "all checks passed" in text
+    assert "all checks passed on numpy" in text
     assert "numpy                matmul             ok" in text
+
+
+def test_to_gpu_says_what_it_checked_or_why_it_skipped():
+    code, text = run("check", "--json")
+    assert code == 0, text
+    rows = [row for row in json.loads(text)["checks"] if row["check"] == "to_gpu"]
+    assert rows
+    for row in rows:
+        if row["ok"] is None:  # a CPU device: skipped, and why
+            assert row["detail"].startswith("no GPU: "), row
+            assert "to_gpu leaves arrays as they are" in row["detail"]
+        else:  # a GPU backend: where the array went
+            assert row["ok"] is True, row
+            assert "a NumPy array moved to " in row["detail"], row
+    numpy_row = next(row for row in rows if row["backend"] == "numpy")
+    assert numpy_row["ok"] is None
+    code, text = run("check", "--backends", "numpy")
+    assert "to_gpu             skipped: no GPU: numpy runs on cpu" in text
+
+
+@pytest.mark.parametrize("command", ["check", "demo"])
+def test_a_command_that_ran_no_backend_fails_and_says_why(monkeypatch, command):
+    """A backend asked for that is not installed here: nothing ran, exit 1."""
+    from xpkit._adapters import ADAPTERS
+
+    # dask stands for a library missing here (CuPy, on a machine without it).
+    monkeypatch.setattr(type(ADAPTERS["dask"]), "is_installed", lambda self: False)
+    argv = [command, "--backends", "dask"]
+    if command == "demo":
+        argv += ["--permutations", "20", "--samples", "10", "--features", "2"]
+    code, text = run(*argv)
+    assert code == 1, text
+    last = text.strip().splitlines()[-1]
+    assert last.startswith(f"nothing to {command}: none of the backends asked for"), (
+        last
+    )
+    assert "dask: " in last
+    assert "xpkit[dask]" in last
+    code, text = run(*argv, "--json")
+    assert code == 1
+    assert json.loads(text)["error"].startswith(f"nothing to {command}")
+
+
+def test_check_of_an_uninstalled_backend_exits_non_zero():
+    """The command as a user types it, in a fresh process, where CuPy is missing."""
+    from xpkit._adapters import ADAPTERS
+
+    if ADAPTERS["cupy"].is_installed():
+        pytest.skip("CuPy is installed here")
+    proc = run_xpkit("check", "--backends", "cupy")
+    assert proc.returncode == 1, proc.stdout
+    assert "nothing to check" in proc.stdout
+    assert "all checks passed" not in proc.stdout
+
+
+def test_info_exits_non_zero_when_the_scheduler_is_unreachable():
+    pytest.importorskip("distributed")
+    proc = run_xpkit("info", "--scheduler", "tcp://127.0.0.1:1", timeout=120)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "not reachable" in proc.stdout
+    assert "the scheduler tcp://127.0.0.1:1 is not reachable" in proc.stdout
 
 
 def test_check_fails_on_a_mismatch(monkeypatch):

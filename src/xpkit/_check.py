@@ -40,6 +40,10 @@ class Check:
     #: The result must be an array of the backend's library on its device.
     on_backend: bool = True
     rtol: float = 1e-6
+    #: Why the check cannot mean anything on this backend (it is skipped), or None.
+    skip: Callable[[Backend], str | None] | None = None
+    #: What a passing check verified, where its name alone does not say it.
+    verified: Callable[[Backend], str] | None = None
 
     @property
     def data_dependent(self) -> bool:
@@ -53,8 +57,9 @@ class CheckResult:
 
     backend: str
     check: str
-    #: None: skipped (the detail says which capability the library lacks).
+    #: None: skipped (the detail says why: a capability the library lacks, no GPU).
     ok: bool | None
+    #: Why it failed or was skipped; for a pass, what it verified (or "").
     detail: str
 
 
@@ -63,6 +68,16 @@ def _double_rows_capacity_two(x: Any) -> Any:
     if x.shape[0] > 2:
         raise MemoryError
     return x * 2.0
+
+
+def _without_gpu(b: Backend) -> str | None:
+    """Why ``to_gpu`` has nothing to check on ``b``: its device is not a GPU."""
+    if b.is_gpu:
+        return None
+    return (
+        f"no GPU: {b.name} runs on {b.device}, where to_gpu leaves arrays as "
+        "they are (a GPU backend checks it)"
+    )
 
 
 def _svd_rebuilt(b: Backend) -> Any:
@@ -126,7 +141,13 @@ CHECKS: tuple[Check, ...] = (
     Check("svd (U s Vt)", _svd_rebuilt, lambda: A, needs=("linalg",)),
     Check("to_cpu", lambda b: b.to_cpu(b.asarray(A)), lambda: A, on_backend=False),
     Check("to_device", lambda b: b.to_device(A), lambda: A),
-    Check("to_gpu", lambda b: b.to_gpu(b.asarray(A)), lambda: A),
+    Check(
+        "to_gpu",
+        lambda b: b.to_gpu(A),
+        lambda: A,
+        skip=_without_gpu,
+        verified=lambda b: f"a NumPy array moved to {b.device}, values kept",
+    ),
     Check("to_numpy", lambda b: b.to_numpy(b.asarray(A)), lambda: A, on_backend=False),
     Check(
         "zeros_like",
@@ -161,6 +182,9 @@ def run_check(backend: Backend, check: Check) -> CheckResult:
     if missing:
         why = f"{backend.name} has no {' and no '.join(missing)}"
         return CheckResult(backend.name, check.name, None, why)
+    why_not = None if check.skip is None else check.skip(backend)
+    if why_not is not None:
+        return CheckResult(backend.name, check.name, None, why_not)
     try:
         result = check.run(backend)
         if check.on_backend and Backend.from_arrays(result) != backend:
@@ -180,7 +204,8 @@ def run_check(backend: Backend, check: Check) -> CheckResult:
             return CheckResult(
                 backend.name, check.name, False, f"max |diff| {worst:.3g}"
             )
-        return CheckResult(backend.name, check.name, True, "")
+        verified = "" if check.verified is None else check.verified(backend)
+        return CheckResult(backend.name, check.name, True, verified)
     except Exception as exc:  # noqa: BLE001 - a check reports, it never crashes
         last = traceback.format_exception_only(exc)[-1].strip()
         return CheckResult(backend.name, check.name, False, last[:200])

@@ -23,6 +23,7 @@ __all__ = [
     "demo_data",
     "each_backend",
     "max_correlation_null",
+    "nothing_ran_message",
     "permutation_null_fn",
     "run_demo",
 ]
@@ -48,6 +49,20 @@ def each_backend(
             yield entry, None, f"{type(exc).__name__}: {exc}"
             continue
         yield entry, backend, ""
+
+
+def nothing_ran_message(
+    command: str, skipped: list[tuple[str, str]], only: list[str] | None
+) -> str:
+    """Why ``command`` ran on no backend, naming each backend asked for and its reason.
+
+    ``skipped`` holds (backend, why) for every backend left out.
+    """
+    asked = f"the backends asked for ({', '.join(only)})" if only else "the backends"
+    why = "; ".join(f"{name}: {reason}" for name, reason in skipped)
+    return f"nothing to {command}: none of {asked} can run here" + (
+        f" ({why})" if why else ""
+    )
 
 
 def max_correlation_null(
@@ -173,11 +188,21 @@ def run_demo(
         if reference is None
         else (1 + np.sum(reference >= observed)) / (1 + n_perm)
     )
+    nothing_ran = (
+        None
+        if reference is not None
+        else nothing_ran_message(
+            "demo", [(r["backend"], r["skipped"]) for r in rows], only
+        )
+    )
+    status = 1 if nothing_ran else 0
     if as_json:
         summary = {"permutations": n_perm, "samples": n_samples, "features": n_features}
         result = {**summary, "backends": rows, "observed_max_r": observed}
+        if nothing_ran:
+            result["error"] = nothing_ran
         out.write(json.dumps({**result, "p": p}, indent=2) + "\n")
-        return 0
+        return status
     out.write(
         f"Max-statistic permutation test: {n_perm} permutations, {n_samples} samples x "
         f"{n_features} features, through map_batches\n\n"
@@ -196,4 +221,6 @@ def run_demo(
     if p is not None:
         # p is at least 1 / (1 + n_perm): printed with 3 significant digits, never 0.
         out.write(f"\nobserved max |r| = {observed:.3f}, permutation p = {p:.3g}\n")
-    return 0
+    if nothing_ran:
+        out.write(f"\n{nothing_ran}\n")
+    return status

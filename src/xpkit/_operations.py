@@ -171,8 +171,8 @@ class Operations(Moves[ArrayT]):
             gives the index, the axis and its size), or ``idx`` indexes more
             axes than ``x`` has.
         ImportError
-            array-api-extra is not installed (``pip install array-api-extra``;
-            the ``test`` and ``all`` extras have it).
+            array-api-extra, a dependency of xpkit, is missing (an install
+            without dependencies): ``pip install array-api-extra``.
 
         Examples
         --------
@@ -410,8 +410,8 @@ class At(Generic[ArrayT]):
             from array_api_extra import at
         except ImportError as exc:
             msg = (
-                "Backend.at needs array-api-extra: pip install array-api-extra "
-                "(or 'xpkit[test]')"
+                "Backend.at needs array-api-extra, a dependency of xpkit that "
+                "is missing here: pip install array-api-extra"
             )
             raise ImportError(msg) from exc
         target: Any = x  # an array of any library, which array-api-extra takes
