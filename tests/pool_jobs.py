@@ -10,6 +10,7 @@ import contextlib
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -185,3 +186,99 @@ def always_exit(x: np.ndarray) -> np.ndarray:
     """Kills its worker process every time (not a memory problem at all)."""
     os.kill(os.getpid(), 9)
     return x
+
+
+# -- the child process of tests/test_interrupts.py ---------------------------------
+def sleepy(markers: Path, seconds: float):
+    """``x * 2`` after ``seconds`` of sleep; each batch first leaves a file named
+    ``<pid>-<first row>`` in ``markers`` (which process runs it, and that it began)."""
+
+    def fn(x: np.ndarray) -> np.ndarray:
+        (markers / f"{os.getpid()}-{int(x[0, 0])}").touch()
+        time.sleep(seconds)
+        return x * 2.0
+
+    return fn
+
+
+def _children() -> list[list[object]]:
+    """This process's descendants: [pid, status, command line] each."""
+    import psutil
+
+    found: list[list[object]] = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            found.append([child.pid, child.status(), " ".join(child.cmdline())])
+        except psutil.ZombieProcess:
+            found.append([child.pid, psutil.STATUS_ZOMBIE, ""])
+        except psutil.NoSuchProcess:
+            pass
+    return found
+
+
+def _scheduler_tasks(client) -> int:
+    return client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks))
+
+
+def interrupted_run(
+    kind: str, markers: str, seconds: str, cluster_survives: str
+) -> None:
+    """A long ``map_batches`` for tests/test_interrupts.py to interrupt.
+
+    250 batches of 16 rows, each ``seconds`` long, of 1 MiB of inputs;
+    ``kind``: "none" (here), "joblib" or "dask" (a client of a LocalCluster
+    of 2 worker processes started here). When map_batches raises
+    KeyboardInterrupt, one line on stdout, ``REPORT`` and JSON, says when,
+    and what is left: this process's descendants and, on the cluster, how
+    many tasks the scheduler still holds (after up to 5 s for them to go)
+    and, when ``cluster_survives`` is "yes", whether the cluster still
+    computes. Then the KeyboardInterrupt goes on, and ends the process.
+    """
+    import json
+    import signal
+    import sys
+
+    import cloudpickle
+
+    import xpkit
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    x = np.zeros((4000, 32))  # 1 MiB: more than a pipe holds, as a job to ship
+    x[:, 0] = np.arange(len(x))
+    fn = sleepy(Path(markers), float(seconds))
+    plan = {"bytes_per_item": 8.0, "budget_gb": 16 * 8 / 2**30}  # 16 rows a batch
+    with contextlib.ExitStack() as stack:
+        executor: Any = None if kind == "none" else kind
+        if kind == "dask":
+            import distributed
+
+            cluster = stack.enter_context(
+                distributed.LocalCluster(
+                    n_workers=2,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=":0",
+                )
+            )
+            executor = stack.enter_context(distributed.Client(cluster))
+        report: dict[str, object] = {}
+        try:
+            xpkit.map_batches(fn, x, executor=executor, **plan)
+        except KeyboardInterrupt:
+            # Further Ctrl-Cs (the test may send a burst) wait for the report.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            report["caught_at"] = time.time()
+            report["children"] = _children()
+            if kind == "dask":
+                deadline = time.monotonic() + 5
+                while _scheduler_tasks(executor) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                report["scheduler_tasks"] = _scheduler_tasks(executor)
+                if cluster_survives == "yes":
+                    future = executor.submit(sum, [1, 2])
+                    report["cluster_computes"] = future.result(timeout=30) == 3
+            sys.stdout.write(f"REPORT {json.dumps(report)}\n")
+            sys.stdout.flush()
+            raise
+        msg = "map_batches finished before the test interrupted it"
+        raise AssertionError(msg)

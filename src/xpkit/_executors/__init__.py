@@ -3,8 +3,10 @@
 One module per executor (`dask`: a ``dask.distributed`` cluster; `joblib`:
 joblib's worker processes on this host), each a `Pool`
 (``_base.py``: the interface and the task); `run_on_pool` (``_driver.py``)
-drives any of them; `pool_for` picks the one ``executor=`` names. The
-executors' own libraries are imported only when one is asked for.
+drives any of them, and abandons the pool on an error or a Ctrl-C, which
+cannot cut its start or stop short (``_interrupts.py``); `pool_for` picks
+the one ``executor=`` names. The executors' own libraries are imported only
+when one is asked for.
 """
 
 from __future__ import annotations

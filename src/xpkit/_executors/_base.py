@@ -58,8 +58,17 @@ class Pool:
         """Whether ``exc`` says the task's worker died (killed for memory)."""
         raise NotImplementedError
 
-    def close(self, futures: list[Any]) -> None:
-        """Cancel ``futures`` and release what `start` shipped."""
+    def close(self) -> None:
+        """The run is done: release what `start` shipped, stop what it started."""
+        raise NotImplementedError
+
+    def abandon(self, futures: list[Any]) -> None:
+        """The run stops early (an error, a Ctrl-C): stop it now.
+
+        Cancel ``futures``, stop what the pool started without waiting for
+        its tasks, release what `start` shipped (or the part it got to).
+        Bounded in time; safe to call whatever state the pool is in.
+        """
         raise NotImplementedError
 
 

@@ -17,6 +17,7 @@ from .._oom import is_oom_error
 from .._outputs import Outputs
 from .._rows import Job, common_rows
 from ._base import InputsLost, Pool
+from ._interrupts import interrupts_held
 
 __all__ = ["run_on_pool"]
 
@@ -45,7 +46,9 @@ def run_on_pool(
     needed under a quarter of ``budget_bytes``: then it was not memory). A
     task whose inputs were lost with
     a worker counts as that worker's death (the inputs are shipped again
-    before the halves run). Any other error cancels the run and propagates.
+    before the halves run). Any other error, and a Ctrl-C
+    (``KeyboardInterrupt``), abandons the run (`Pool.abandon`: its tasks
+    cancelled, what the pool started stopped at once) and propagates.
     """
     n = common_rows(arrays)
     queue = deque((s, min(s + batch, n)) for s in range(first, n, batch))
@@ -54,8 +57,8 @@ def run_on_pool(
     limit = batch  # the largest batch worth submitting; shrinks after a failure
     retried: set[tuple[int, int]] = set()
     resubmitted = deaths = 0
-    pool.start(job, arrays)
     try:
+        pool.start(job, arrays)
         while queue or running:
             while queue and len(running) < pool.slots * pool.per_slot:
                 start, stop = queue.popleft()
@@ -145,8 +148,15 @@ def run_on_pool(
                 )
                 queue.extendleft([(mid, stop), (start, mid)])
                 resubmitted += 2
-    finally:
-        pool.close(list(running))
+    except BaseException as exc:
+        # Stop the pool before anything else (no task waited for). A Ctrl-C
+        # meanwhile cannot cut that short (see interrupts_held): a worker
+        # would outlive the run.
+        with interrupts_held(then_raise=not isinstance(exc, KeyboardInterrupt)):
+            pool.abandon(list(running))
+        raise
+    with interrupts_held():
+        pool.close()
     _check_tiled(done, first, n)
     return resubmitted
 

@@ -116,11 +116,16 @@ class DaskPool(Pool):
     def lost_worker(self, exc: BaseException) -> bool:
         return isinstance(exc, self._killed)
 
-    def close(self, futures: list[Any]) -> None:
-        if futures:
-            self._client.cancel(futures)
-        self._client.cancel(self._shipped)
-        self._shipped = []
+    def close(self) -> None:
+        self.abandon([])
+
+    def abandon(self, futures: list[Any]) -> None:
+        # The cluster is the user's: only xpkit's tasks and inputs leave it (a
+        # task already running finishes on its worker, its result dropped).
+        shipped, self._shipped = self._shipped, []
+        self._job = (None, ())
+        if futures or shipped:
+            self._client.cancel([*futures, *shipped])
 
 
 def usable_client(client: Any, what: str) -> Any:

@@ -2,21 +2,32 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import threading
+import time
 from typing import Any
 
 from .._memory import BYTES_PER_GB, HEADROOM, MIN_BUDGET_GB, host_available_bytes
 from .._rows import Job
 from ._base import Pool, run_rows
+from ._interrupts import block_sigint, unblock_sigint
 
 __all__ = ["JoblibPool"]
 
 
 _SHIPPED: dict[str, Any] = {}
+#: Seconds that stopping an executor's workers may take: idle ones asked to
+#: exit, then whatever is still there killed and reaped.
+STOP_SECONDS = 5.0
 
 
 def _receive(job: Job, arrays: tuple[Any, ...]) -> None:
     """Worker initializer: keep what the pool ships, once per process."""
     _SHIPPED["job"] = (job, arrays)
+    # Started with SIGINT blocked (`_submit_starting`); from here on a Ctrl-C
+    # reaches this worker as it reaches any of loky's.
+    unblock_sigint()
 
 
 def _run_shipped(start: int, stop: int) -> Any:
@@ -31,6 +42,11 @@ class JoblibPool(Pool):
     as one worker's item: each worker process holds a copy of all of them. A worker process killed by the system breaks the
     executor: every batch in flight then counts as failed for memory and is
     split, and a fresh executor takes the rest.
+
+    The executor is the pool's own (not joblib's reusable one), so that
+    stopping the run may kill its workers: `abandon` kills them and their
+    children at once, `close` lets the idle ones exit; either reaps them
+    within `STOP_SECONDS`.
     """
 
     def __init__(self, n_jobs: int) -> None:
@@ -40,6 +56,7 @@ class JoblibPool(Pool):
         self.where = f"joblib's {n_jobs} worker processes"
         self._broken = BrokenProcessPool
         self._executor: Any = None
+        self._starting: threading.Event | None = None
         self._job: tuple[Job | None, tuple[Any, ...]] = (None, ())
 
     def task_budget_gb(self, input_bytes: int) -> float:
@@ -56,18 +73,61 @@ class JoblibPool(Pool):
         from joblib.externals.loky import ProcessPoolExecutor
 
         if self._executor is not None:  # broken: its workers are gone or going
-            self._executor.shutdown(wait=False, kill_workers=True)
+            executor, self._executor = self._executor, None
+            _stop(executor, now=True)
         self._executor = ProcessPoolExecutor(
             max_workers=self.slots, initializer=_receive, initargs=self._job
         )
         return self._executor
 
+    def _submit_starting(self, executor: Any, start: int, stop: int) -> Any:
+        """A submit to ``executor`` that starts worker processes.
+
+        It runs in a thread of its own, with SIGINT blocked: no Ctrl-C stops
+        it with a worker half started (its handle lost, the process orphaned),
+        and the workers start with SIGINT blocked until `_receive`, so that a
+        terminal's Ctrl-C cannot end one before it has read its job (loky
+        would wait for that forever). A Ctrl-C interrupts the wait here;
+        `abandon` waits for the start to end before it kills the workers.
+        """
+        submitted: list[Any] = []
+        failed: list[BaseException] = []
+        # (An Event, not Thread.join: a join interrupted by a Ctrl-C may mark
+        # the thread finished while it still runs, in Python 3.11.)
+        self._starting = done = threading.Event()
+
+        def run() -> None:
+            try:
+                _start_trackers()
+                block_sigint()
+                submitted.append(executor.submit(_run_shipped, start, stop))
+            except BaseException as exc:  # noqa: BLE001 - raised in the caller
+                failed.append(exc)
+            finally:
+                done.set()
+
+        threading.Thread(target=run, name="xpkit-joblib-start", daemon=True).start()
+        done.wait()
+        if failed:
+            raise failed[0]
+        return submitted[0]
+
     def submit(self, start: int, stop: int) -> Any:
-        executor = self._executor or self._fresh_executor()
+        if self._executor is None:
+            self._fresh_executor()
         try:
-            return executor.submit(_run_shipped, start, stop)
+            return self._submit(start, stop)
         except self._broken:  # a worker died since the last submit
-            return self._fresh_executor().submit(_run_shipped, start, stop)
+            self._fresh_executor()
+            return self._submit(start, stop)
+
+    def _submit(self, start: int, stop: int) -> Any:
+        executor = self._executor
+        # loky starts workers in a submit: all of them at first, and one in
+        # place of a worker that left (as one does when its memory grew).
+        if len(getattr(executor, "_processes", {})) < self.slots:
+            return self._submit_starting(executor, start, stop)
+        return executor.submit(_run_shipped, start, stop)
 
     def wait(self, futures: list[Any]) -> list[tuple[Any, Any, BaseException | None]]:
         from concurrent.futures import FIRST_COMPLETED, wait
@@ -80,10 +140,88 @@ class JoblibPool(Pool):
     def lost_worker(self, exc: BaseException) -> bool:
         return isinstance(exc, self._broken)
 
-    def close(self, futures: list[Any]) -> None:
+    def close(self) -> None:
+        self._stop(now=False)
+
+    def abandon(self, futures: list[Any]) -> None:
         for future in futures:
             future.cancel()
-        if self._executor is not None:
-            self._executor.shutdown(wait=True, kill_workers=bool(futures))
-            self._executor = None
+        self._stop(now=True)
+
+    def _stop(self, *, now: bool) -> None:
+        executor, self._executor = self._executor, None
+        starting, self._starting = self._starting, None
         self._job = (None, ())
+        deadline = time.monotonic() + STOP_SECONDS
+        if starting is not None and not starting.is_set() and executor is not None:
+            # Interrupted while loky starts the workers, one after the other
+            # (each reads its job before the next starts): start no more.
+            executor._max_workers = 0
+        try:
+            if starting is not None:  # the worker now starting cannot be stopped
+                starting.wait(STOP_SECONDS)
+        finally:
+            if executor is not None:
+                started = starting is None or starting.is_set()
+                _stop(executor, now=now, started=started, deadline=deadline)
+
+
+def _start_trackers() -> None:
+    """Start the resource trackers that loky's workers report to, if not running.
+
+    Starting multiprocessing's unblocks SIGINT in the calling thread (Python
+    3.11), so `_submit_starting` starts them before it blocks SIGINT.
+    """
+    from joblib.externals.loky.backend import resource_tracker
+
+    resource_tracker.ensure_running()
+    if os.name == "posix":
+        from multiprocessing import resource_tracker as multiprocessing_tracker
+
+        multiprocessing_tracker.ensure_running()
+
+
+def _stop(
+    executor: Any, *, now: bool, started: bool = True, deadline: float | None = None
+) -> None:
+    """Shut ``executor`` down: its worker processes ended and reaped.
+
+    ``now``: kill them (and their own children) at once, whatever they run.
+    Otherwise the idle workers are asked to exit, and those still there at
+    the ``deadline`` (`STOP_SECONDS` from now) are killed. Either way this
+    returns by then, or soon after (a worker that a kill cannot end is left
+    to the system). ``started=False``: its first submit, which starts the
+    workers, has not returned (it holds the executor's lock, so only the
+    workers are killed).
+    """
+    if deadline is None:
+        deadline = time.monotonic() + STOP_SECONDS
+    # loky keeps its worker processes in `_processes` (pid -> process) and
+    # reaps them in its manager thread; both may be missing (nothing submitted).
+    processes = list(getattr(executor, "_processes", {}).values())
+    manager = getattr(executor, "_executor_manager_thread", None)
+    try:
+        if now or not started:
+            _kill(processes)
+        if started:
+            executor.shutdown(wait=False, kill_workers=now)
+        if manager is not None:
+            manager.join(max(deadline - time.monotonic(), 0.0))
+    finally:  # also after an interrupt that would not wait
+        _kill(processes)
+        for process in processes:
+            process.join(max(deadline - time.monotonic(), 0.1))
+
+
+def _kill(processes: list[Any]) -> None:
+    """SIGKILL (TerminateProcess) each process not yet reaped, and its children."""
+    import psutil
+
+    for process in processes:
+        if process.exitcode is not None:  # reaped: its pid may be another's now
+            continue
+        with contextlib.suppress(psutil.NoSuchProcess):
+            root = psutil.Process(process.pid)
+            for each in [*root.children(recursive=True)[::-1], root]:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    each.kill()
