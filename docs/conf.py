@@ -69,6 +69,8 @@ nitpick_ignore_regex = [
     (r"py:.*", r"(Mapping|Iterator|Generator|Literal|Self|ParamSpec|TypeVar)"),
     (r"py:.*", r"(array|arrays|array-like|array_like|optional|default|callable)"),
     (r"py:.*", r"(int|float|bool|str|bytes|None|tuple|list|dict|object|type)"),
+    (r"py:.*", r"(True|False|boolean|string|iterable|sequence|scalar)"),
+    (r"py:.*", r"(contextmanager|namedtuple|generator|contextvars)(\..*)?"),
 ]
 
 # MyST: ```{directive} fences, $...$ off, heading anchors for links like
@@ -81,20 +83,46 @@ autodoc_typehints = "none"  # numpydoc's Parameters/Returns say the types
 autodoc_member_order = "bysource"
 numpydoc_show_class_members = False  # the class template lists the members
 numpydoc_class_members_toctree = False
-numpydoc_xref_param_type = False
+# Names in docstrings are links: `Backend` (the default role, for single
+# backticks) and the types of numpydoc's Parameters/Returns sections.
+# `xpkit-ref` (docs/_ext/xpkit_docs.py) links a name of xpkit wherever it is
+# (`Backend.move` from any page) and shows any other name as code.
+default_role = "xpkit-ref"
+numpydoc_xref_param_type = True
+# Only these words of a type description are links (the rest is prose:
+# "int, optional", "array of the backend's library"). Python's own types,
+# linked to python.org by numpydoc's defaults, stay text: no intersphinx.
+numpydoc_xref_ignore = "all"
+numpydoc_xref_aliases = {
+    name: f"xpkit.{name}"
+    for name in ("Backend", "BatchPlan", "At", "BackendName", "PrecisionWarning",
+                 "MemoryCapWarning")
+} | {
+    word: word
+    for word in ("None", "bool", "boolean", "True", "False", "list", "tuple",
+                 "str", "string", "dict", "float", "int", "callable", "iterable",
+                 "sequence", "contextmanager", "namedtuple", "generator",
+                 "array-like", "array_like", "scalar")
+}  # fmt: skip
 
 html_theme = "pydata_sphinx_theme"
 html_title = f"xpkit {release}"
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+html_css_files = ["xpkit.css"]  # wide tables fit or scroll inside the page
+templates_path = ["_templates"]
 html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,
     "header_links_before_dropdown": 6,
-    "secondary_sidebar_items": ["page-toc"],
+    # The page's sections are in the left sidebar, under the site's pages
+    # (_templates/sidebar-site-nav.html): the article gets the right column.
+    "secondary_sidebar_items": [],
     "footer_start": ["copyright"],
     "footer_end": ["sphinx-version"],
 }
-html_sidebars = {"**": ["sidebar-nav-bs"]}
+# Every page, with its sections, in the left sidebar (the theme's own shows
+# only the children of the current top-level page: none on a leaf page).
+html_sidebars = {"**": ["sidebar-site-nav"]}
 html_show_sourcelink = False
 html_copy_source = False
 

@@ -10,7 +10,15 @@ Then:
   ``#fragment`` to an ``id`` in the target page;
 - headless Chromium renders the landing page, one guide page and one API
   page (``--dump-dom``, after the theme's scripts ran), and each shows its
-  title, the site navigation and a highlighted code block.
+  title, the site navigation and a highlighted code block;
+- every page's references: a name of xpkit in single backticks (a
+  docstring's, or a page's) is a link, never italic text or unlinked code;
+- in Chromium at 1400 px, no table is wider than the content area (a table
+  that cannot fit scrolls inside its own box), and the left sidebar shows the
+  site's pages and the sections of the page, leaf pages included;
+- every Python block of the docs runs as a saved script
+  (``tests/code_blocks.py``); the blocks marked ``% xpkit: exec`` run in the
+  build itself, as saved scripts, where the docs tools are installed.
 
 The build takes about 5 s and Chromium about 1 s a page, so these tests run in
 the default ``python -m pytest`` (marker ``docs``; ``-m "not docs"`` leaves them
@@ -22,19 +30,24 @@ are not installed, and the Chromium test skips where ``/usr/bin/chromium``
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
+from html import unescape
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
+from code_blocks import blocks, missing_modules, run_block
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS_TOOLS = ("sphinx", "pydata_sphinx_theme", "numpydoc", "myst_parser")
+HAVE_DOCS_TOOLS = all(importlib.util.find_spec(m) is not None for m in DOCS_TOOLS)
 pytestmark = pytest.mark.docs
 
 
@@ -257,3 +270,260 @@ def test_pages_render_in_headless_chromium(site, tmp_path, page, title):
     assert {"getting-started.html", "backends.html", "examples.html"} <= targets
     assert any(h.endswith("api/index.html") or h == "index.html" for h in dom.nav_links)
     assert dom.code_blocks >= 1
+
+
+# -- references: names of xpkit are links ---------------------------------------
+class _RefReader(HTMLParser):
+    """Text of ``<cite>`` elements and of cross-reference code outside any link."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.cites: list[str] = []
+        self.unlinked: list[str] = []
+        self._links = 0
+        self._stack: list[tuple[str, str]] = []  # (tag, what is collected)
+        self._text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        classes = (dict(attrs).get("class") or "").split()
+        if tag == "a":
+            self._links += 1
+        if tag == "cite":
+            self._stack.append((tag, "cite"))
+            self._text = []
+        elif tag == "code" and "xref" in classes and not self._links:
+            self._stack.append((tag, "unlinked"))
+            self._text = []
+        elif self._stack:
+            self._stack.append((tag, ""))
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "a":
+            self._links = max(0, self._links - 1)
+        if not self._stack:
+            return
+        open_tag, what = self._stack.pop()
+        if what == "cite":
+            self.cites.append("".join(self._text))
+        elif what == "unlinked":
+            self.unlinked.append("".join(self._text))
+        del open_tag
+
+    def handle_data(self, data: str) -> None:
+        if self._stack:
+            self._text.append(data)
+
+
+def unresolved_references(html: str) -> list[str]:
+    """xpkit names on a page that are not links, and any ``<cite>`` (italic) role."""
+    import xpkit
+    import xpkit.testing
+
+    public = set(xpkit.__all__) | set(xpkit.testing.__all__)
+    reader = _RefReader()
+    reader.feed(html)
+    found = [f"italic, not a link: {text!r}" for text in reader.cites]
+    for text in reader.unlinked:
+        name = text.strip().removesuffix("()").lstrip("~.")
+        head = name.removeprefix("xpkit.testing.").removeprefix("xpkit.").split(".")[0]
+        if name.startswith("xpkit.") or head in public:
+            found.append(f"a name of xpkit without a link: {text!r}")
+    return found
+
+
+def test_the_reference_checker_finds_unlinked_names():
+    html = (
+        '<p><a href="x.html#xpkit.map_batches"><code class="xref py py-obj">'
+        "map_batches</code></a> <cite>BatchPlan</cite> "
+        '<code class="xref py py-obj">Backend.from_arrays</code> '
+        '<code class="xref py py-obj">dtype</code> '
+        '<code class="xref py py-class">numpy.ndarray</code></p>'
+    )
+    found = unresolved_references(html)
+    assert len(found) == 2, found
+    assert "'BatchPlan'" in found[0]
+    assert "'Backend.from_arrays'" in found[1]
+
+
+def test_every_name_of_xpkit_on_every_page_is_a_link(site):
+    pages = sorted(p for p in site.rglob("*.html") if "_static" not in p.parts)
+    assert len(pages) > 10
+    problems = []
+    for page in pages:
+        html = page.read_text(encoding="utf-8")
+        problems += [
+            f"{page.relative_to(site)}: {p}" for p in unresolved_references(html)
+        ]
+    assert not problems, "\n".join(problems[:40])
+    # The names the issue found as italic text in map_batches' entry are links.
+    api = (site / "api" / "xpkit.html").read_text(encoding="utf-8")
+    entry = api[api.index('id="xpkit.map_batches"') :]
+    entry = entry[: entry.index('id="xpkit.plan_batches"')]
+    for target in ("xpkit.BatchPlan", "xpkit.compute_oom_safe", "xpkit.memory_budget"):
+        assert f'href="#{target}"' in entry, target
+    assert 'backend.html#xpkit.Backend.from_arrays"' in entry
+
+
+def test_the_api_page_is_grouped_by_topic_with_map_batches_first(site):
+    api = (site / "api" / "xpkit.html").read_text(encoding="utf-8")
+    article = api[api.index("<article") :]
+    titles = re.findall(r"<h2>(.*?)<a class=\"headerlink\"", article)
+    assert titles[:5] == [
+        "Batches and memory",
+        "Backends",
+        "Testing",
+        "Errors and warnings",
+        "Constants",
+    ], titles
+    entries = re.findall(r'<dt class="sig sig-object py" id="xpkit\.(\w+)"', article)
+    assert entries[0] == "map_batches", entries[:3]
+    backend = (site / "api" / "backend.html").read_text(encoding="utf-8")
+    for attribute in ("xp", "create", "name", "device", "is_gpu"):
+        assert f'id="xpkit.Backend.{attribute}"' in backend, attribute
+
+
+def test_backend_docstring_agrees_with_the_readme():
+    import xpkit
+
+    doc = xpkit.Backend.__doc__ or ""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    guide = (ROOT / "docs" / "guide" / "devices.md").read_text(encoding="utf-8")
+    order = "cuda → xpu → mps → cpu"
+    assert order in doc
+    assert order in guide or order in readme
+    for name in ("torch-xpu", "ndonnx", "torch-mps", "jax-gpu"):
+        assert f'"{name}"' in doc, name
+
+
+def test_the_benchmark_sections_have_titles(site):
+    bench = (site / "benchmarks.html").read_text(encoding="utf-8")
+    titles = re.findall(r"<h2>(.*?)<a class=\"headerlink\"", bench)
+    assert len(titles) >= 5, titles
+    assert not [t for t in titles if t.strip().endswith(".md</span></code>")], titles
+
+
+def test_install_hints_name_the_right_extra(site):
+    from xpkit._adapters import ADAPTERS
+
+    html = (site / "backends.html").read_text(encoding="utf-8")
+    backends = " ".join(unescape(re.sub(r"<[^>]+>", "", html)).split())
+    assert 'xpkit[all]"' not in backends  # numpy is a core dependency
+    for adapter in ADAPTERS.values():
+        if adapter.extra:
+            assert f'pip install "xpkit[{adapter.extra}]"' in backends, adapter.key
+    assert ADAPTERS["numpy"].extra == ""
+    assert "a core dependency" in backends
+
+
+# -- the rendered layout: tables fit, the navigation shows sections --------------
+MEASURE = """
+<script>
+window.addEventListener("load", () => {
+  const article = document.querySelector("article.bd-article");
+  const box = article.getBoundingClientRect();
+  const tables = [...article.querySelectorAll("table")].map((t) => {
+    const holder = t.closest(".pst-scrollable-table-container") || t;
+    const r = holder.getBoundingClientRect();
+    return {head: (t.rows[0] ? t.rows[0].innerText : "").slice(0, 50),
+            left: r.left, right: r.right, width: t.scrollWidth,
+            room: holder.clientWidth, overflow: getComputedStyle(holder).overflowX};
+  });
+  const nav = document.querySelector(".bd-sidebar-primary");
+  const links = nav ? [...nav.querySelectorAll("a")].map((a) => a.getAttribute("href")) : [];
+  document.body.setAttribute("data-xpkit-layout", JSON.stringify(
+    {left: box.left, right: box.right, tables, links}));
+});
+</script>
+"""
+RENDERED = ["index", "getting-started", "backends", "examples", "benchmarks",
+            "nltools", "development", "guide/memory", "guide/errors",
+            "guide/executors", "api/xpkit", "api/backend"]  # fmt: skip
+
+
+def render_layout(chromium: str, site: Path, page: str, profile: Path) -> dict:
+    """The layout of ``page`` at 1400 x 1000 px, measured in the page itself."""
+    source = site / f"{page}.html"
+    probe = source.with_name(f"_layout_{source.name}")
+    html = source.read_text(encoding="utf-8")
+    probe.write_text(html.replace("</body>", MEASURE + "</body>"), encoding="utf-8")
+    proc = subprocess.run(
+        [chromium, "--headless", "--no-sandbox", "--disable-gpu",
+         "--window-size=1400,1000", "--virtual-time-budget=5000",
+         "--disable-background-networking", "--disable-component-update",
+         "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
+         "--dump-dom", probe.as_uri()],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    found = re.search(r'data-xpkit-layout="([^"]*)"', proc.stdout)
+    assert found, f"{page}: the measuring script did not run"
+    return json.loads(unescape(found.group(1)))
+
+
+@pytest.mark.parametrize("page", RENDERED)
+def test_no_table_is_wider_than_the_content_and_the_navigation_shows_sections(
+    site, tmp_path, page
+):
+    chromium = _chromium()
+    if chromium is None:
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    layout = render_layout(chromium, site, page, tmp_path)
+    for table in layout["tables"]:
+        where = f"{page}: table {table['head']!r}"
+        assert table["right"] <= layout["right"] + 1, f"{where} passes the article"
+        assert table["width"] <= table["room"] + 1, f"{where} is cut: {table}"
+        assert table["overflow"] in {"auto", "scroll"}, where  # narrower: it scrolls
+    links = layout["links"]
+    tops = {"getting-started.html", "backends.html", "examples.html",
+            "benchmarks.html", "nltools.html"}  # fmt: skip
+    tops.discard(f"{Path(page).name}.html")  # the page itself: a link to "#"
+    assert tops <= {Path(urlsplit(h).path).name for h in links if h}, links
+    html = (site / f"{page}.html").read_text(encoding="utf-8")
+    if '<section id="' in html[html.index("<article") :].split("</h1>", 1)[1]:
+        # a page with sections lists them in the left sidebar
+        assert any(h and h.startswith("#") for h in links), links
+
+
+def test_the_layout_check_finds_a_table_that_is_cut(site, tmp_path):
+    chromium = _chromium()
+    if chromium is None:
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    wide = "| " + " | ".join(f"column{i:02d}xxxxxxxxxxxx" for i in range(30)) + " |"
+    page = site / "wide.html"
+    html = (site / "backends.html").read_text(encoding="utf-8")
+    table = (
+        "<table><tr>"
+        + "".join(f"<td>{c}</td>" for c in wide.split("|"))
+        + "</tr></table>"
+    )
+    page.write_text(html.replace("</h1>", "</h1>" + table, 1), encoding="utf-8")
+    layout = render_layout(chromium, site, "wide", tmp_path)
+    assert any(t["width"] > t["room"] + 1 or t["right"] > layout["right"] + 1
+               for t in layout["tables"]), layout["tables"]  # fmt: skip
+
+
+# -- every code block of the docs runs as a saved script -------------------------
+DOC_PAGES = sorted(p for p in (ROOT / "docs").rglob("*.md") if "_build" not in p.parts)
+DOC_BLOCKS = [
+    b
+    for page in DOC_PAGES
+    for b in blocks(page)
+    if not (b.executed_by_build and HAVE_DOCS_TOOLS)  # the build runs those
+]
+
+
+def test_the_docs_have_code_blocks_and_the_build_runs_the_marked_ones():
+    every = [b for page in DOC_PAGES for b in blocks(page)]
+    assert len(every) >= 15
+    executed = [b for b in every if b.executed_by_build]
+    assert len(executed) >= 10  # nltools.md checks each of its claims
+    assert {b.path.name for b in executed} >= {"nltools.md", "errors.md"}
+
+
+@pytest.mark.parametrize("block", DOC_BLOCKS, ids=lambda b: b.id)
+def test_every_docs_code_block_runs_as_a_saved_script(block, tmp_path):
+    missing = missing_modules(block.code)
+    if missing:
+        pytest.skip(f"needs {', '.join(missing)}: pip install -e '.[all]'")
+    proc = run_block(block, tmp_path)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]

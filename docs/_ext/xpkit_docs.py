@@ -6,8 +6,12 @@ or unprocessed marker never shows up as text)::
     % xpkit: backends            the table of xpkit._adapters.ADAPTERS
     % xpkit: benchmarks          benchmarks/results/*.md and *.png
     % xpkit: api xpkit           a summary and an entry for each of xpkit.__all__
+    % xpkit: api xpkit A B       ... for A and B, in that order
+    % xpkit: api-rest xpkit -C   ... for the names of xpkit.__all__ that no api
+                                 marker of the page lists (but C), if any
     % xpkit: run-script PATH     the script's source, run, and its output
-    % xpkit: exec                run the ```python block that follows; show its output
+    % xpkit: exec                run the ```python block that follows, saved as a
+                                 script; show its output
 
 The marker is replaced in ``source-read``, before MyST parses the page, so
 the generated text is ordinary Markdown (headings, tables, directives).
@@ -24,10 +28,13 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
+from docutils.nodes import Element, Node
 from sphinx.application import Sphinx
+from sphinx.domains.python import PyXRefRole
 from sphinx.errors import ExtensionError, PycodeError
 from sphinx.pycode import ModuleAnalyzer
 from sphinx.util import logging
@@ -49,7 +56,11 @@ def _backends() -> str:
         "|---|---|---|---|---|---|",
     ]
     for key, adapter in ADAPTERS.items():
-        extra = f'`pip install "xpkit[{adapter.extra}]"`' if adapter.extra else ""
+        extra = (
+            f'`pip install "xpkit[{adapter.extra}]"`'
+            if adapter.extra
+            else "none: a core dependency (`pip install xpkit`)"
+        )
         caps = ", ".join(f"`{c}`" for c in sorted(adapter.capabilities)) or "none"
         modes = ", ".join(f"`{m}`" for m in adapter.test_modes) or "eager only"
         gpus = adapter.gpu_kinds or "none"
@@ -73,12 +84,37 @@ def _shift_headings(text: str, top: int) -> str:
     )
 
 
+#: The section title of each results file (a file not listed: its name).
+BENCHMARK_TITLES = {
+    "dispatch": "Call overhead of the facade",
+    "create": "Creating arrays on the device: `b.create`",
+    "batches": "Peak memory of map_batches on real workloads",
+    "oom": "Recovering from out-of-memory errors",
+    "cluster": "Executors: a dask cluster and joblib",
+    "compile": "Compiled functions and the last, shorter batch",
+    "history": "History of the runs",
+}
+BENCHMARK_ORDER = list(BENCHMARK_TITLES)
+
+
+def _benchmark_title(md: Path) -> str:
+    return BENCHMARK_TITLES.get(md.stem, f"`{md.name}`")
+
+
 def _benchmarks(docname: str) -> str:
     up = "../" * docname.count("/") + "../"  # from the page to the repository
     parts = []
-    for md in sorted(RESULTS.glob("*.md"), key=lambda p: (p.stem == "history", p)):
+    order = {stem: i for i, stem in enumerate(BENCHMARK_ORDER)}
+    for md in sorted(
+        RESULTS.glob("*.md"), key=lambda p: (order.get(p.stem, len(order)), p.name)
+    ):
         text = md.read_text(encoding="utf-8")
-        parts.append(f"## `{md.name}`\n\n{_shift_headings(text, 3)}\n")
+        if text.startswith("# "):  # its own title: the section's is enough
+            text = text.split("\n", 1)[1].lstrip("\n")
+        source = f"(`benchmarks/results/{md.name}`)"
+        parts.append(
+            f"## {_benchmark_title(md)}\n\n{source}\n\n{_shift_headings(text, 3)}\n"
+        )
         for png in sorted(RESULTS.glob(f"{md.stem}*.png")):
             parts.append(
                 f"```{{image}} {up}benchmarks/results/{png.name}\n"
@@ -160,8 +196,10 @@ def _api(arg: str) -> str:
     skip = {r[1:] for r in rest if r.startswith("-")}
     only = [r for r in rest if not r.startswith("-")]
     module = importlib.import_module(module_name)
-    names = only or [n for n in module.__all__ if n not in skip]
-    names.sort(key=lambda n: (n.startswith("_"), n.lower()))
+    names = only or sorted(
+        (n for n in module.__all__ if n not in skip),
+        key=lambda n: (n.startswith("_"), n.lower()),
+    )  # names given are kept in their order: a topic's most used first
     objects = {n: getattr(module, n) for n in names}
     body = "\n".join(_directive(f"{module_name}.{n}", o) for n, o in objects.items())
     head = f".. currentmodule:: {module_name}\n\n"
@@ -172,6 +210,31 @@ def _api(arg: str) -> str:
         )
         head += f".. list-table::\n   :widths: 35 65\n\n{rows}\n"
     return f"```{{eval-rst}}\n{head}{body}```\n"
+
+
+def _api_rest(arg: str, listed: set[str]) -> str:
+    """The names of ``module.__all__`` that no ``api`` marker of the page lists.
+
+    A new public name is documented (under "More names") until it is given
+    its topic. Nothing when every name has one.
+    """
+    module_name, *rest = arg.split()
+    skip = {r[1:] for r in rest if r.startswith("-")}
+    module = importlib.import_module(module_name)
+    names = [n for n in module.__all__ if n not in listed and n not in skip]
+    if not names:
+        return ""
+    return "## More names\n\n" + _api(" ".join([module_name, *names]))
+
+
+def _listed_names(lines: list[str]) -> set[str]:
+    """Every name that an ``api`` marker of the page lists by name."""
+    listed: set[str] = set()
+    for line in lines:
+        match = MARKER.match(line)
+        if match and match.group(1) == "api":
+            listed.update(n for n in (match.group(2) or "").split()[1:] if n[0] != "-")
+    return listed
 
 
 def _run(argv: list[str], what: str) -> str:
@@ -221,7 +284,10 @@ def _exec_block(lines: list[str], start: int, docname: str) -> tuple[str, int]:
     while end < len(lines) and lines[end].strip() != "```":
         end += 1
     code = "\n".join(lines[start + 1 : end])
-    output = _run([sys.executable, "-c", code], f"a code block of {docname}")
+    with tempfile.TemporaryDirectory() as tmp:  # a saved script, as a reader runs it
+        script = Path(tmp) / "example.py"
+        script.write_text(code + "\n", encoding="utf-8")
+        output = _run([sys.executable, str(script)], f"a code block of {docname}")
     block = "\n".join(lines[start : end + 1])
     return block + "\n\n" + _output_block(output, "It prints:"), end + 1
 
@@ -246,6 +312,8 @@ def _generate(app: Sphinx, docname: str, source: list[str]) -> None:
             out.append(_benchmarks(docname))
         elif kind == "api":
             out.append(_api(arg))
+        elif kind == "api-rest":
+            out.append(_api_rest(arg, _listed_names(lines)))
         elif kind == "run-script":
             out.append(_run_script(arg, docname, fast))
         elif kind == "exec":
@@ -284,10 +352,135 @@ def _check_api(app: Sphinx, env: Any) -> None:
                 )
 
 
+# -- `name` in a docstring: a link to xpkit's object, or code ------------------
+class _XpkitRef(PyXRefRole):
+    """``py:obj`` that also finds ``Backend.move`` from ``xpkit.testing``'s pages.
+
+    The leading-dot search of the Python domain (any object whose full name
+    ends with the target), so a docstring need not spell the module.
+    """
+
+    def process_link(
+        self,
+        env: Any,
+        refnode: Element,
+        has_explicit_title: bool,
+        title: str,
+        target: str,
+    ) -> tuple[str, str]:
+        title, target = super().process_link(
+            env, refnode, has_explicit_title, title, target
+        )
+        refnode["refspecific"] = True
+        refnode["xpkit_default_role"] = True
+        return title, target
+
+
+_XREF = _XpkitRef()
+
+
+def _default_role(
+    name: str,
+    rawtext: str,
+    text: str,
+    lineno: int,
+    inliner: Any,
+    options: dict[str, Any] | None = None,
+    content: list[str] | None = None,
+) -> tuple[list[Node], list[Any]]:
+    """The default role (single backticks): `xpkit_docs.ref` in ``conf.py``."""
+    del name
+    return _XREF("py:obj", rawtext, text, lineno, inliner, options or {}, content or [])
+
+
+def _public_names() -> set[str]:
+    names: set[str] = set()
+    for module_name in PUBLIC:
+        names.update(importlib.import_module(module_name).__all__)
+    return names
+
+
+def names_xpkit(target: str) -> bool:
+    """Whether a target in single backticks means one of xpkit's public objects.
+
+    ``xpkit.…`` and a public name (``Backend``, ``Backend.move``,
+    ``map_batches``) do; a parameter name (`dtype`, `device`) does not.
+    """
+    target = target.lstrip(".~").removesuffix("()")
+    return target.startswith("xpkit.") or target.split(".")[0] in _public_names()
+
+
+def _unlinked_default_role(
+    app: Sphinx, env: Any, node: Element, contnode: Element
+) -> Node | None:
+    """A single-backtick name that is no object of xpkit: shown as code, no warning.
+
+    Numpydoc writes parameter names in single backticks (`dtype`); they
+    are not references. A name of xpkit that does not resolve keeps its
+    warning (an error under ``-W``).
+    """
+    del app, env
+    if not node.get("xpkit_default_role") or names_xpkit(node["reftarget"]):
+        return None
+    return contnode
+
+
+# -- a class's Attributes section: entries with anchors ------------------------
+_FIELD = re.compile(r"^:(\w[\w ]*):\s*$")
+_ITEM = re.compile(r"^    \*\*(\w+)\*\*(?: : (.*))?$")
+
+
+def _attribute_entries(
+    app: Sphinx,
+    what: str,
+    name: str,
+    obj: object,
+    options: Any,
+    lines: list[str],
+) -> None:
+    """Turn numpydoc's rendered Attributes list of a class into attribute entries.
+
+    numpydoc renders ``Attributes`` as a list of names without anchors; each
+    becomes a ``py:attribute`` (``xpkit.Backend.xp``), which pages link to.
+    Runs after numpydoc (a later priority) on its reStructuredText.
+    """
+    del app, name, obj, options
+    if what != "class":
+        return
+    try:
+        start = lines.index(":Attributes:")
+    except ValueError:
+        return
+    end = start + 1
+    while end < len(lines) and (not lines[end] or lines[end].startswith(" ")):
+        end += 1
+    block, entries = lines[start + 1 : end], [".. rubric:: Attributes", ""]
+    indent = "   "
+    for line in block:
+        item = _ITEM.match(line)
+        if item:  # an attribute documented here only: an entry of its own
+            entries += ["", f".. py:attribute:: {item.group(1)}", ""]
+            if item.group(2):
+                entries += [f"   Type: {item.group(2)}", ""]
+            indent = "   "
+        elif line.startswith("    ") and line.strip() and line[4] != " ":
+            # a property with its own entry, linked by numpydoc: a paragraph
+            entries += ["", line.strip() + " —"]
+            indent = "   "
+            indent = ""
+        elif line.startswith("        "):
+            entries.append(indent + line[8:])
+    lines[start:end] = [*entries, ""]
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
-    """Register the ``xpkit_docs_fast`` setting and the generators."""
+    """Register the ``xpkit_docs_fast`` setting, the generators and the roles."""
     app.add_config_value("xpkit_docs_fast", default=False, rebuild="env")
+    app.add_role("xpkit-ref", _default_role)
     app.connect("source-read", _generate)
     app.connect("env-get-outdated", _always_outdated)
     app.connect("env-check-consistency", _check_api)
+    app.connect("missing-reference", _unlinked_default_role)
+    # numpydoc's handler has the default priority (500): this one runs after it.
+    app.connect("autodoc-process-docstring", _attribute_entries, priority=900)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

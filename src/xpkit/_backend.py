@@ -75,24 +75,26 @@ class Backend(Inputs[ArrayT]):
     Parameters
     ----------
     backend : BackendName, default "numpy"
-        ``"numpy"``; ``"torch"`` (device detection cuda → mps → cpu);
-        ``"auto"`` (torch when installed, else numpy); ``"array_api_strict"``;
-        ``"cupy"``; ``"jax"``; ``"dask"``; ``"ndonnx"``. A type checker
-        reports any other literal name as an error.
+        ``"numpy"``; ``"torch"`` (default device: cuda → xpu → mps → cpu,
+        the first that exists); ``"auto"`` (torch when installed, else
+        numpy); ``"array_api_strict"``; ``"cupy"``; ``"jax"``; ``"dask"``;
+        ``"ndonnx"``. A type checker reports any other literal name as an
+        error.
     device : str or device, optional
-        Pin a device (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``, ...), or
-        the library's own device object (``torch.device("cpu", 0)``);
-        ``"cpu:0"`` is the CPU. A device that does not exist here raises
-        `ValueError`; nothing falls back silently.
+        Pin a device (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"xpu"``,
+        ``"mps"``, ...), or the library's own device object
+        (``torch.device("cpu", 0)``); ``"cpu:0"`` is the CPU. A device that
+        does not exist here raises `ValueError`; nothing falls back silently.
 
     Attributes
     ----------
     name : str
         Backend identifier: ``"numpy"``, ``"torch-cpu"``, ``"torch-cuda"``,
-        ``"torch-mps"``, ``"array_api_strict"``, ``"cupy"``, ``"jax-cpu"``,
-        ``"jax-gpu"``, ``"dask"``.
+        ``"torch-xpu"``, ``"torch-mps"``, ``"array_api_strict"``,
+        ``"cupy"``, ``"jax-cpu"``, ``"jax-gpu"``, ``"dask"``, ``"ndonnx"``.
     device : str
-        The device arrays are placed on (``"cpu"``, ``"cuda"``, ``"mps"``, ...).
+        The device arrays are placed on (``"cpu"``, ``"cuda"``, ``"xpu"``,
+        ``"mps"``, ...).
     xp : Namespace
         The Array-API-compliant namespace (e.g. ``array_api_compat.torch``),
         typed for checkers as a `Namespace` of this backend's array type.

@@ -22,7 +22,8 @@ class NumpyAdapter(Adapter):
 
     key = "numpy"
     module = "numpy"
-    extra = "all"
+    #: NumPy is a core dependency: no extra installs it.
+    extra = ""
     label = "NumPy"
     dtype_prefixes = ("numpy", "np")
     auto_rank = 1
