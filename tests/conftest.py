@@ -74,3 +74,11 @@ def pytest_collection_modifyitems(
     )
     for item in gpu_items:
         item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _forget_plans() -> None:
+    """Each test starts with an empty plan memory (what map_batches remembers)."""
+    import xpkit
+
+    xpkit.plan_memory.clear()

@@ -7,6 +7,7 @@ import logging
 import sys
 import textwrap
 import threading
+import warnings
 
 import numpy as np
 import pytest
@@ -301,3 +302,158 @@ def test_map_batches_ceiling_never_refuses_one_big_item(host_memory):
         1,
         1,
     ]  # one 200 MiB item per batch: over the CPU ceiling, allowed
+
+
+# -- one call when everything fits; outputs that cannot fit (issue #20) ----------
+def test_one_call_covers_every_row_and_its_result_is_kept():
+    x = np.arange(400.0).reshape(100, 4)
+    made = []
+
+    def fn(rows):
+        made.append(rows * 2.0)
+        return made[-1]
+
+    got = xpkit.map_batches(fn, x, bytes_per_item=64.0, budget_gb=1.0)
+    assert len(made) == 1  # one call for all 100 rows
+    assert got is made[0]  # fn's own fresh result: not copied again
+    assert_equal(got, x * 2.0)
+
+
+@pytest.mark.parametrize(
+    "view",
+    [
+        lambda rows, w: rows,  # the input itself
+        lambda rows, w: rows[:, ::-1],  # a view of it
+        lambda rows, w: w,  # a whole operand
+    ],
+    ids=["input", "input view", "whole operand"],
+)
+def test_a_result_that_shares_memory_with_what_fn_reads_is_copied(view):
+    x, w = np.arange(400.0).reshape(100, 4), np.ones((100, 4))
+    got = xpkit.map_batches(view, x, whole=(w,), bytes_per_item=64.0, budget_gb=1.0)
+    assert not np.shares_memory(got, x)
+    assert not np.shares_memory(got, w)
+    assert_equal(got, view(x, w))
+
+
+def test_two_outputs_sharing_memory_are_both_copied():
+    x = np.arange(40.0).reshape(10, 4)
+
+    def fn(rows):
+        out = rows * 2.0
+        return out, out[:, :2]
+
+    a, b = xpkit.map_batches(fn, x, bytes_per_item=64.0, budget_gb=1.0)
+    assert not np.shares_memory(a, b)
+    assert_equal(a, x * 2.0)
+    assert_equal(b, (x * 2.0)[:, :2])
+
+
+def test_outputs_that_cannot_fit_are_refused_before_any_batch(monkeypatch):
+    from xpkit import _outputs, _plan
+
+    x = np.ones((1000, 4))
+    fn = CountingFn()  # (an object: remembered while it lives)
+    calls = fn.sizes
+    y = np.zeros((1000, 4))
+
+    xpkit.map_batches(fn, x, y)  # learns fn's output: 32 bytes per row
+    remembered = xpkit.plan_batches(fn, x, y)
+    if not remembered.remembered:
+        pytest.skip(f"nothing measures here: {remembered.source}")
+    assert remembered.output_bytes == 32_000
+    assert remembered.outputs_fit
+    small = lambda backend=None: 31_999  # a byte too few
+    monkeypatch.setattr(_plan, "available_bytes", small)
+    monkeypatch.setattr(_outputs, "available_bytes", small)
+    plan = xpkit.plan_batches(fn, x, y)
+    assert plan.outputs_fit is False
+    calls.clear()
+    with pytest.raises(
+        MemoryError, match=r"outputs of fn=.* need 2\.98e-05 GiB on host"
+    ):
+        xpkit.map_batches(fn, x, y)
+    assert calls == []  # nothing ran
+    xpkit.plan_memory.clear()  # unknown outputs: the first result is checked
+    with pytest.raises(MemoryError, match=r"1000 rows of float64 \(4,\) need .* has"):
+        xpkit.map_batches(fn, x, y)
+    assert max(calls) <= 16  # only the probe's first rows ran
+
+
+def test_the_fallback_estimate_is_used_only_where_nothing_measures(monkeypatch):
+    from xpkit._adapters import get_adapter
+
+    x = np.ones((100, 4))
+    measured = xpkit.plan_batches(lambda r: r * 2.0, x, fallback_bytes_per_item=5.0)
+    assert not measured.source.startswith("fallback") or measured.probe_rows == 0
+    monkeypatch.setattr(get_adapter("numpy"), "peak_meter", lambda device: None)
+    xpkit.plan_memory.clear()
+    plan = xpkit.plan_batches(lambda r: r * 3.0, x, fallback_bytes_per_item=5.0)
+    assert plan.source.startswith("fallback (numpy on 'cpu' has no peak-memory meter")
+    assert plan.bytes_per_item == 5.0
+    guess = xpkit.plan_batches(lambda r: r * 4.0, x)
+    assert guess.source.startswith("input rows")
+    assert guess.bytes_per_item == 32.0
+    with pytest.raises(ValueError, match="fallback_bytes_per_item must be a finite"):
+        xpkit.plan_batches(lambda r: r, x, fallback_bytes_per_item=-1.0)
+
+
+def test_map_batches_refuses_jax_tracers_naming_jit():
+    jax = pytest.importorskip("jax")
+
+    @jax.jit
+    def traced(x):
+        return xpkit.map_batches(lambda r: r * 2.0, x)
+
+    with pytest.raises(RuntimeError, match="map_batches cannot run inside jax.jit"):
+        traced(jax.numpy.ones((4, 2)))
+
+
+def test_map_batches_under_torch_compile_names_itself():
+    """fullgraph=True: the error carries xpkit's reason; otherwise it runs eagerly."""
+    torch = pytest.importorskip("torch")
+
+    def f(x):
+        return xpkit.map_batches(lambda r: r * 2.0, x, bytes_per_item=8.0)
+
+    x = torch.ones(6, 2)
+    strict = torch.compile(f, fullgraph=True, backend="eager")
+    lenient = torch.compile(f, backend="eager")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # dynamo's notes on lru_cache
+        with pytest.raises(Exception, match="map_batches is an eager loop on the host"):
+            strict(x)
+        got = lenient(x)  # a graph break: map_batches runs eagerly
+    assert_equal(got, np.full((6, 2), 2.0, dtype=np.float32))
+
+
+def test_map_batches_fits_on_one_screen():
+    """The public function forwards; its body reads top to bottom in 60 lines."""
+    import inspect
+
+    from xpkit import _batches
+
+    def lines(function) -> int:
+        source = inspect.getsource(function)
+        if '"""' in source:  # the code after the docstring, and the signature
+            head, _, rest = source.partition('"""')
+            source = head + rest.split('"""', 1)[1]
+        return len([line for line in source.splitlines() if line.strip()])
+
+    assert lines(_batches._map_batches) <= 60
+    assert lines(_batches.map_batches) <= 40
+
+
+def test_recovery_imports_nothing_from_the_batching_modules():
+    import ast
+    from pathlib import Path
+
+    import xpkit._oom as oom
+
+    tree = ast.parse(Path(oom.__file__).read_text(encoding="utf-8"))
+    imported = {
+        node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+    }
+    batching = {"_batches", "_plan", "_outputs", "_rows", "_request", "_executors"}
+    assert not {m for m in imported if m and m.lstrip(".") in batching}, imported
+    assert "_log" in {m.lstrip(".") for m in imported if m}  # the parse saw imports

@@ -192,7 +192,7 @@ def test_progress_follows_completed_tasks(client, data, monkeypatch, tmp_path):
 
     log = tmp_path / "attempts"
     bar = _Bar(log)
-    monkeypatch.setattr(_batches, "_progress_bar", lambda total: bar)
+    monkeypatch.setattr(_batches, "_progress_bar", lambda total, done: bar)
     x, y = data
     fn = jobs.memory_error_above(N, log)  # never fails; logs each attempt
     xpkit.map_batches(fn, x, y, executor=client, progress=True, **BATCHES_OF_64)

@@ -182,14 +182,27 @@ class _SizedPool:
 def test_pool_batches_memory_caps_cache_ceiling_yields(budget_gb, explicit, expected):
     from xpkit._adapters import HOST_BATCH_WORKING_SET_BYTES
     from xpkit._plan import _Cost, _pool_batch
+    from xpkit._request import batch_request
 
     assert HOST_BATCH_WORKING_SET_BYTES == 16 * 2**20
     x = np.zeros((20_000, 1))
     pool = _SizedPool(slots=2, budget_gb=budget_gb)
-    owner = xpkit.Backend("numpy")
-    batch, _ = _pool_batch(
-        pool, owner, (x,), _Cost(1e5, 0.0, "given"), 1.0, 1, explicit
-    )
+    request = batch_request(
+        lambda r: r,
+        (x,),
+        backend=None,
+        whole=(),
+        bytes_per_item=1e5,
+        fallback_bytes_per_item=None,
+        overhead=1.0,
+        budget_gb=explicit,
+        min_batch=1,
+        executor=None,
+        result_on="host",
+        pad=None,
+        remember=False,
+    )._replace(pool=pool)
+    batch, _ = _pool_batch(pool, request, _Cost(1e5, 0.0, "given"))
     assert batch == expected
     # The workers' budget is asked for with what each receives: all the inputs.
     assert pool.asked_for == ([] if explicit else [x.nbytes])

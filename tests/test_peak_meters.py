@@ -210,8 +210,20 @@ def test_each_adapter_names_the_meter_that_sees_its_allocations():
     assert torch.peak_meter("cpu") is _peak.rss_meter()
     assert torch.peak_meter("mps") is None
     assert torch.peak_meter("cuda:1").name == "torch.cuda.max_memory_allocated"
-    assert get_adapter("jax").peak_meter("cpu") is None
+    assert get_adapter("jax").peak_meter("cpu") is _peak.warmed_rss_meter()
+    assert get_adapter("jax").peak_meter("gpu") is None
     assert get_adapter("cupy").peak_meter("cuda:0") is None
+
+
+@pytest.mark.skipif(_peak.rss_meter() is None, reason="needs Linux /proc and glibc")
+def test_the_warmed_meter_asks_for_a_run_before_it_measures():
+    warmed = _peak.warmed_rss_meter()
+    assert warmed is not None
+    assert warmed.warm_up
+    assert not _peak.rss_meter().warm_up
+    assert warmed.name == "peak RSS (each shape run once first)"
+    _, peak = warmed.measure(lambda: _allocate(32))
+    assert 30 * MIB <= peak < 40 * MIB
 
 
 def test_map_batches_probe_on_numpy_names_its_meter():

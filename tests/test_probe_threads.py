@@ -21,7 +21,8 @@ import numpy as np
 import xpkit
 from xpkit._adapters import _peak
 
-WORKERS, CALLS, ROWS = (int(arg) for arg in sys.argv[1:])
+WORKERS, CALLS, ROWS, REMEMBER = (int(arg) for arg in sys.argv[1:])
+REMEMBER = bool(REMEMBER)  # off: every call probes; on: threads share the memory
 X = np.random.default_rng(0).standard_normal((ROWS, 16))
 
 
@@ -38,7 +39,10 @@ failures = []
 def check(i, got, plan):
     if not np.array_equal(got, EXPECTED):
         failures.append(f"worker {i}: a result differs from fn(X)")
-    if not plan.source.startswith((MEASURED, "input rows (another peak")):
+    allowed = (MEASURED, "input rows (another peak")
+    if REMEMBER:
+        allowed += ("remembered: " + MEASURED,)
+    if not plan.source.startswith(allowed):
         failures.append(f"worker {i}: planned by {plan.source!r}")
 """
 
@@ -55,8 +59,8 @@ def work(i):
         start.wait()
         for _ in range(CALLS):
             with xpkit.memory_budget(BUDGETS[i]):  # each thread its own budget
-                got = xpkit.map_batches(fn, X)
-                plan = xpkit.plan_batches(fn, X)
+                got = xpkit.map_batches(fn, X, remember=REMEMBER)
+                plan = xpkit.plan_batches(fn, X, remember=REMEMBER)
             check(i, got, plan)
     except BaseException as exc:
         failures.append(f"worker {i}: {exc!r}")
@@ -80,8 +84,8 @@ import asyncio
 async def direct(i):
     for _ in range(CALLS):
         with xpkit.memory_budget(BUDGETS[i]):
-            got = xpkit.map_batches(fn, X)
-            plan = xpkit.plan_batches(fn, X)
+            got = xpkit.map_batches(fn, X, remember=REMEMBER)
+            plan = xpkit.plan_batches(fn, X, remember=REMEMBER)
         check(i, got, plan)
         await asyncio.sleep(0)
 
@@ -89,8 +93,10 @@ async def direct(i):
 async def in_a_thread(i):
     for _ in range(CALLS):
         with xpkit.memory_budget(BUDGETS[i]):  # the thread runs in a copy of it
-            got = await asyncio.to_thread(xpkit.map_batches, fn, X)
-            plan = await asyncio.to_thread(xpkit.plan_batches, fn, X)
+            got = await asyncio.to_thread(xpkit.map_batches, fn, X, remember=REMEMBER)
+            plan = await asyncio.to_thread(
+                xpkit.plan_batches, fn, X, remember=REMEMBER
+            )
         check(i, got, plan)
 
 
@@ -107,11 +113,16 @@ print(failures[:10] if failures else "ok")
 )
 
 
-def _run_child(script: str, workers: int, calls: int, rows: int = 10_000) -> str:
-    """Run ``script`` in a fresh interpreter; its output; fail on a crash."""
+def _run_child(
+    script: str, workers: int, calls: int, rows: int = 10_000, *, remember: bool = False
+) -> str:
+    """Run ``script`` in a fresh interpreter; its output; fail on a crash.
+
+    ``remember=False``: every call probes (the stress on the meter).
+    """
     argv = [sys.executable, "-X", "faulthandler", "-c", script]
     done = subprocess.run(
-        [*argv, str(workers), str(calls), str(rows)],
+        [*argv, str(workers), str(calls), str(rows), str(int(remember))],
         capture_output=True,
         text=True,
         timeout=300,
@@ -137,6 +148,11 @@ def test_map_batches_in_eight_threads_at_once(calls, rows):
 
 def test_map_batches_in_asyncio_tasks_and_their_threads_at_once():
     _run_child(_TASKS, 8, 10)
+
+
+def test_threads_sharing_the_plan_memory_get_exact_results():
+    """With the plan memory on, 8 threads recall and learn the same signature."""
+    _run_child(_THREADS, 8, 30, remember=True)
 
 
 def test_the_thread_script_fails_when_a_result_is_wrong():

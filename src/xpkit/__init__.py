@@ -25,7 +25,7 @@ from ._operations import At
 from ._version import __version__
 
 if TYPE_CHECKING:
-    from ._batches import map_batches, plan_batches
+    from ._batches import compute_oom_safe, map_batches, plan_batches
     from ._memory import (
         BATCH_WORKING_SET_CEILING_GB,
         FALLBACK_BUDGET_GB,
@@ -39,8 +39,9 @@ if TYPE_CHECKING:
         gb_to_bytes,
         memory_budget,
     )
-    from ._oom import compute_oom_safe, empty_device_cache, is_oom_error
+    from ._oom import empty_device_cache, is_oom_error
     from ._plan import BatchPlan
+    from ._plan_memory import PlanMemory, plan_memory
     from ._select import (
         AUTO_CPU_MAX_ELEMENTS,
         auto_select_backend,
@@ -62,6 +63,7 @@ __all__ = [
     "BackendName",
     "BatchPlan",
     "MemoryCapWarning",
+    "PlanMemory",
     "PrecisionWarning",
     "__version__",
     "assert_array_almost_equal",
@@ -77,6 +79,7 @@ __all__ = [
     "map_batches",
     "memory_budget",
     "plan_batches",
+    "plan_memory",
     "resolve_backend",
 ]
 
@@ -95,7 +98,7 @@ _LAZY = {
     "auto_n_jobs_for_arrays": "._memory",
     "auto_select_backend": "._select",
     "check_gpu_available": "._select",
-    "compute_oom_safe": "._oom",
+    "compute_oom_safe": "._batches",
     "device_memory_budget": "._memory",
     "empty_device_cache": "._oom",
     "gb_to_bytes": "._memory",
@@ -103,6 +106,8 @@ _LAZY = {
     "map_batches": "._batches",
     "memory_budget": "._memory",
     "plan_batches": "._batches",
+    "plan_memory": "._plan_memory",
+    "PlanMemory": "._plan_memory",
     "resolve_backend": "._select",
 }
 
@@ -114,7 +119,9 @@ def __getattr__(name: str) -> Any:
     if module is None:
         msg = f"module 'xpkit' has no attribute {name!r}"
         raise AttributeError(msg)
-    return getattr(importlib.import_module(module, __name__), name)
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # found once: later lookups skip this function
+    return value
 
 
 def __dir__() -> list[str]:

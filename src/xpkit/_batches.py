@@ -1,106 +1,34 @@
-"""`map_batches` and `plan_batches`: memory-sized batches, each run with OOM recovery.
+"""`map_batches`, `plan_batches` and `compute_oom_safe`: batches sized to memory.
 
-The arrays flow one way: the arguments are checked (`_Call`), the plan is
-made (`xpkit._plan`: the probe's rows already land in the outputs), then the
-remaining rows run here (`run_split_on_oom`) or on an executor's pool
-(`xpkit._executors.run_on_pool`), every batch written into outputs allocated
-once (`xpkit._outputs`).
+The arrays flow one way: the arguments are checked once into a
+`BatchRequest` (`xpkit._request`), the plan is made (`xpkit._plan`: from
+the caller's cost, the plan memory or the probe, whose rows already land in
+the outputs), then the remaining rows run here, each batch through the
+split-and-retry of `xpkit._oom.split_on_oom`, or on an executor's pool
+(`xpkit._executors.run_on_pool`), every batch written into outputs
+allocated once (`xpkit._outputs`); where one call covers every row, its
+result is kept as it is.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ._adapters import get_adapter
-from ._args import check_count, check_gb, check_positive
-from ._executors import pool_for, run_on_pool
+from ._adapters import ADAPTERS
+from ._args import check_count
+from ._executors import run_on_pool
 from ._log import logger
 from ._memory import BYTES_PER_GB
-from ._oom import run_split_on_oom
-from ._outputs import PLACES, Outputs
+from ._oom import UnsplittableMemoryError, split_on_oom
+from ._outputs import Outputs
 from ._plan import BatchPlan, make_plan
+from ._plan_memory import GROW_AFTER, plan_memory
+from ._request import BatchRequest, batch_request
 from ._rows import Job, common_rows
 
-if TYPE_CHECKING:
-    from ._backend import Backend
-    from ._executors import Pool
-
-__all__ = ["map_batches", "plan_batches"]
-
-
-class _Call:
-    """The checked arguments of one `map_batches` / `plan_batches` call."""
-
-    def __init__(
-        self,
-        fn: Any,
-        arrays: tuple[Any, ...],
-        backend: Any,
-        whole: Any,
-        bytes_per_item: Any,
-        overhead: Any,
-        budget_gb: Any,
-        min_batch: Any,
-        executor: Any,
-    ) -> None:
-        from ._backend import Backend
-        from ._select import coerce_backend
-
-        if not callable(fn):
-            msg = f"fn must be callable, got {fn!r}"
-            raise TypeError(msg)
-        self.n = common_rows(arrays)
-        self.min_batch = check_count("min_batch", min_batch)
-        self.overhead = check_positive("overhead", overhead)
-        self.bytes_per_item = (
-            None
-            if bytes_per_item is None
-            else check_positive("bytes_per_item", bytes_per_item)
-        )
-        self.budget_gb = None if budget_gb is None else check_gb("budget_gb", budget_gb)
-        _check_whole(whole)
-        moved = None if backend is None else coerce_backend(backend, "backend")
-        self.owner: Backend = Backend.from_arrays(*arrays) if moved is None else moved
-        self.pool: Pool | None = pool_for(executor, arrays)
-        self.arrays = arrays
-        self.job = Job(fn, whole, moved)
-        if self.pool is not None:
-            self.pool.check(self.job)
-
-    def plan(self, outputs: Outputs) -> BatchPlan:
-        return make_plan(
-            self.job,
-            self.arrays,
-            self.n,
-            self.owner,
-            bytes_per_item=self.bytes_per_item,
-            overhead=self.overhead,
-            budget_gb=self.budget_gb,
-            min_batch=self.min_batch,
-            outputs=outputs,
-            pool=self.pool,
-        )
-
-
-def _check_place(result_on: Any) -> None:
-    if result_on not in PLACES:
-        msg = f"result_on must be 'host' or 'device', got {result_on!r}"
-        raise ValueError(msg)
-
-
-def _check_whole(whole: Any) -> None:
-    if isinstance(whole, Mapping):
-        bad = [k for k in whole if not isinstance(k, str)]
-        if bad:
-            msg = f"whole must map fn's keyword names (str) to operands, got key {bad[0]!r}"
-            raise TypeError(msg)
-    elif not isinstance(whole, (tuple, list)):
-        msg = (
-            "whole must be a tuple of operands (passed after the batched rows) or a "
-            f"dict of keyword operands, got {type(whole).__qualname__}"
-        )
-        raise TypeError(msg)
+__all__ = ["compute_oom_safe", "map_batches", "plan_batches"]
 
 
 def map_batches(
@@ -116,6 +44,8 @@ def map_batches(
     executor: Any = None,
     result_on: str = "host",
     pad: bool | None = None,
+    fallback_bytes_per_item: float | None = None,
+    remember: bool = True,
 ) -> Any:
     """Map ``fn`` over row batches of ``arrays`` sized to the device's memory.
 
@@ -160,7 +90,8 @@ def map_batches(
         the row slices, a dict as keyword arguments. With an executor they
         are shipped to the workers once.
     bytes_per_item : float, optional
-        Working set of one item in bytes; by default measured (see above).
+        Working set of one item in bytes; by default remembered from an
+        earlier call with the same signature, else measured (see above).
     overhead : float, default 1.0
         Safety multiplier on the per-item (and fixed) cost.
     budget_gb : float, optional
@@ -204,6 +135,13 @@ def map_batches(
         meets one shape and a compiling library compiles it once. By default
         where the backend's library compiles per shape (JAX; a
         ``torch.compile``-d ``fn``).
+    fallback_bytes_per_item : float, optional
+        An estimate of one item's working set, used only where nothing
+        measures (no meter for the device, or too few rows), before the
+        bytes of one input row.
+    remember : bool, default True
+        Recall and learn this signature's cost and the batch size an OOM
+        taught in `plan_memory` (see above). False: neither.
 
     Returns
     -------
@@ -237,87 +175,198 @@ def map_batches(
            [26.],
            [32.]])
     """
+    return _eager(_map_batches)(
+        fn,
+        *arrays,
+        backend=backend,
+        whole=whole,
+        bytes_per_item=bytes_per_item,
+        overhead=overhead,
+        budget_gb=budget_gb,
+        min_batch=min_batch,
+        progress=progress,
+        executor=executor,
+        result_on=result_on,
+        pad=pad,
+        fallback_bytes_per_item=fallback_bytes_per_item,
+        remember=remember,
+    )
+
+
+_EAGER_REASON = (
+    "map_batches is an eager loop on the host: it sizes batches from memory "
+    "measured now and reads each batch's result. Call it outside the "
+    "compiled function (fn itself may be compiled)"
+)
+
+
+def _eager(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn``, marked by every imported library that compiles Python to run eagerly."""
+    for adapter in ADAPTERS.values():
+        if adapter.is_imported():
+            fn = adapter.eager_only(fn, _EAGER_REASON)
+    return fn
+
+
+def _map_batches(
+    fn: Callable[..., Any],
+    *arrays: Any,
+    backend: Any = None,
+    whole: tuple[Any, ...] | Mapping[str, Any] = (),
+    bytes_per_item: float | None = None,
+    overhead: float = 1.0,
+    budget_gb: float | None = None,
+    min_batch: int = 1,
+    progress: bool = False,
+    executor: Any = None,
+    result_on: str = "host",
+    pad: bool | None = None,
+    fallback_bytes_per_item: float | None = None,
+    remember: bool = True,
+) -> Any:
+    """`map_batches`' body (the public function keeps compilers out of it)."""
     if not isinstance(progress, bool):
         msg = f"progress must be a bool, got {progress!r}"
         raise TypeError(msg)
-    if pad is not None and not isinstance(pad, bool):
-        msg = f"pad must be a bool or None, got {pad!r}"
-        raise TypeError(msg)
-    _check_place(result_on)
-    call = _Call(
+    request = batch_request(
         fn,
         arrays,
-        backend,
-        whole,
-        bytes_per_item,
-        overhead,
-        budget_gb,
-        min_batch,
-        executor,
+        backend=backend,
+        whole=whole,
+        bytes_per_item=bytes_per_item,
+        fallback_bytes_per_item=fallback_bytes_per_item,
+        overhead=overhead,
+        budget_gb=budget_gb,
+        min_batch=min_batch,
+        executor=executor,
+        result_on=result_on,
+        pad=pad,
+        remember=remember,
     )
-    n = call.n
-    outputs = Outputs(n, fn, call.owner, result_on)
-    if n == 0:  # fn still runs once, and its result is checked
-        outputs.put(0, 0, outputs.take(call.job.run(arrays, 0, 0, 0), 0, 0))
+    outputs = _outputs_of(request)
+    if request.n == 0:  # fn still runs once, and its result is checked
+        outputs.put(0, 0, outputs.take(request.job.run(arrays, 0, 0, 0), 0, 0))
         return outputs.value()
-    plan = call.plan(outputs)
-    if pad if pad is not None else get_adapter(call.owner.library).pads_batches(fn):
-        call.job.pad_to = plan.batch_size
-    pool = call.pool
-    logger().info(
-        "map_batches: %d items, %d by the probe, then %d batches of %d "
-        "(%.3g GB budget on %s; %.4g bytes per item, %s)",
-        n,
-        plan.probe_rows,
-        plan.n_batches,
-        plan.batch_size,
-        plan.budget_gb,
-        call.owner.name if pool is None else pool.where,
-        plan.bytes_per_item,
-        plan.source,
-    )
-    bar = _progress_bar(n) if progress else None
-    if bar is not None and plan.probe_rows:
-        bar.update(plan.probe_rows)
+    plan = make_plan(request, outputs)
+    if plan.outputs_fit is False:
+        _refuse(request, plan)
+    if request.pad:
+        request.job.pad_to = plan.batch_size
+    _log_plan(request, plan)
+    bar = _progress_bar(request.n, plan.probe_rows) if progress else None
     try:
-        if pool is not None and plan.probe_rows < n:
-            resubmitted = run_on_pool(
-                pool,
-                call.job,
-                arrays,
-                outputs,
-                first=plan.probe_rows,
-                batch=plan.batch_size,
-                min_batch=call.min_batch,
-                bytes_per_row=plan.bytes_per_item * plan.overhead,
-                budget_bytes=plan.budget_gb * BYTES_PER_GB,
-                bar=bar,
-            )
-            if resubmitted:
-                logger().info("map_batches: %d batches resubmitted", resubmitted)
-        elif plan.probe_rows < n:
-            _run_here(call, outputs, plan, bar)
+        if plan.probe_rows < request.n:
+            _run(request, outputs, plan, bar)
     finally:
         if bar is not None:
             bar.close()
     return outputs.value()
 
 
-def _run_here(call: _Call, outputs: Outputs, plan: BatchPlan, bar: Any) -> None:
-    """The local loop: batches one after the other, each split on an OOM."""
-    n, batch, start = call.n, plan.batch_size, plan.probe_rows
+def _outputs_of(request: BatchRequest, *, keep: bool = True) -> Outputs:
+    """The outputs of ``request``'s call, where ``result_on`` says."""
+    return Outputs(
+        request.n,
+        request.fn,
+        request.owner,
+        request.result_on,
+        keep=keep,
+        sources=request.sources,
+    )
+
+
+def _refuse(request: BatchRequest, plan: BatchPlan) -> None:
+    """MemoryError: the outputs alone do not fit where they go."""
+    assert plan.output_bytes is not None
+    ran = (
+        f"only the probe's {plan.probe_rows} rows ran"
+        if plan.probe_rows
+        else ("nothing ran")
+    )
+    msg = (
+        f"map_batches: the outputs of fn={request.fn!r} need "
+        f"{plan.output_bytes / 2**30:.3g} GiB on {plan.output_place}, more than "
+        f"the memory available there; {ran}. Ask for fewer rows, or outputs "
+        "on another device (result_on=)"
+    )
+    raise UnsplittableMemoryError(msg)
+
+
+def _log_plan(request: BatchRequest, plan: BatchPlan) -> None:
+    log = logger()
+    if not log.isEnabledFor(logging.INFO):
+        return
+    pool = request.pool
+    log.info(
+        "map_batches: %d items, %d by the probe, then %d batches of %d "
+        "(%.3g GB budget on %s; %.4g bytes per item, %s)",
+        request.n,
+        plan.probe_rows,
+        plan.n_batches,
+        plan.batch_size,
+        plan.budget_gb,
+        request.owner.name if pool is None else pool.where,
+        plan.bytes_per_item,
+        plan.source,
+    )
+
+
+def _run(request: BatchRequest, outputs: Outputs, plan: BatchPlan, bar: Any) -> None:
+    """The rows after the probe's: on the executor's pool, else here."""
+    pool = request.pool
+    if pool is None:
+        _run_here(request, outputs, plan, bar)
+        return
+    resubmitted = run_on_pool(
+        pool,
+        request.job,
+        request.arrays,
+        outputs,
+        first=plan.probe_rows,
+        batch=plan.batch_size,
+        min_batch=request.min_batch,
+        bytes_per_row=plan.bytes_per_item * plan.overhead,
+        budget_bytes=plan.budget_gb * BYTES_PER_GB,
+        bar=bar,
+    )
+    if resubmitted:
+        logger().info("map_batches: %d batches resubmitted", resubmitted)
+
+
+def _run_here(
+    request: BatchRequest, outputs: Outputs, plan: BatchPlan, bar: Any
+) -> None:
+    """The local loop: batches one after the other, each split on an OOM.
+
+    After an OOM the batch size is what fitted (and the plan memory learns
+    it); after `GROW_AFTER` batches in a row at that size it doubles, up to
+    the planned size. A doubled size that runs out of memory again ends the
+    growing for this call: at most one such attempt fails per call.
+    """
+    job, arrays, n = request.job, request.arrays, request.n
+    batch, planned = plan.batch_size, max(plan.planned_batch_size, plan.batch_size)
+    start, successes, growing, grown = plan.probe_rows, 0, True, False
+
+    def piece(s: int, e: int, split: bool) -> None:
+        outputs.put(s, e, outputs.take(job.run(arrays, s, e, n, pad=not split), s, e))
+
     while start < n:
         stop = min(start + batch, n)
-        fitted = run_split_on_oom(
-            call.job, call.arrays, n, (start, stop), call.min_batch, outputs
-        )
+        fitted = split_on_oom(piece, (start, stop), request.min_batch)
         if fitted is not None and fitted < batch:
             logger().info(
                 "map_batches: batch size %d -> %d after an OOM", batch, fitted
             )
-            batch = fitted
-            if call.job.pad_to:
-                call.job.pad_to = batch
+            batch, successes = fitted, 0
+            growing = growing and not grown  # a grown size failed: grow no more
+            plan_memory.learn_fit(request.key, fitted, request.alive)
+        elif batch < planned and growing:
+            successes += 1
+            if successes >= GROW_AFTER:
+                batch, successes, grown = min(2 * batch, planned), 0, True
+                plan_memory.relax_fit(request.key, batch, planned)
+        if job.pad_to:
+            job.pad_to = batch
         if bar is not None:
             bar.update(stop - start)
         start = stop
@@ -334,6 +383,8 @@ def plan_batches(
     min_batch: int = 1,
     executor: Any = None,
     result_on: str = "host",
+    fallback_bytes_per_item: float | None = None,
+    remember: bool = True,
 ) -> BatchPlan:
     """The batch plan `map_batches` would use for these arguments.
 
@@ -351,7 +402,7 @@ def plan_batches(
 
     Parameters
     ----------
-    fn, *arrays, backend, whole, bytes_per_item, overhead, budget_gb, min_batch, executor, result_on
+    fn, *arrays, backend, whole, bytes_per_item, overhead, budget_gb, min_batch, executor, result_on, fallback_bytes_per_item, remember
         As for `map_batches`.
 
     Raises
@@ -370,25 +421,93 @@ def plan_batches(
     >>> plan.batch_size, plan.n_batches, plan.source
     (10, 100, 'given')
     """
-    _check_place(result_on)
-    call = _Call(
+    request = batch_request(
         fn,
         arrays,
-        backend,
-        whole,
-        bytes_per_item,
-        overhead,
-        budget_gb,
-        min_batch,
-        executor,
+        backend=backend,
+        whole=whole,
+        bytes_per_item=bytes_per_item,
+        fallback_bytes_per_item=fallback_bytes_per_item,
+        overhead=overhead,
+        budget_gb=budget_gb,
+        min_batch=min_batch,
+        executor=executor,
+        result_on=result_on,
+        pad=None,
+        remember=remember,
     )
-    return call.plan(Outputs(call.n, fn, call.owner, result_on, keep=False))
+    return make_plan(request, _outputs_of(request, keep=False))
 
 
-def _progress_bar(total: int) -> Any:
+def compute_oom_safe(fn: Callable[..., Any], *arrays: Any, min_chunk: int = 1) -> Any:
+    """Run ``fn(*arrays)`` with reactive out-of-memory recovery.
+
+    All arrays must share their axis-0 length, and ``fn`` must map them to an
+    array (or a tuple, list or dict of arrays) whose axis 0 corresponds
+    row-for-row to its inputs. On an OOM (`is_oom_error`) the failed
+    attempt's frames are cleared, young garbage collected and device caches
+    emptied, then the rows are split in half and each half retried
+    (recursively). The result is on the host: ``fn``'s own where one call
+    covered every row (unless it shares memory with an input), else
+    allocated once, from the first piece that succeeds, with every piece
+    copied into its rows. Each split is logged on the ``xpkit`` logger.
+
+    Splitting reuses the inputs already generated, so a seeded computation is
+    recovered from the same data. For a row-independent ``fn`` the result
+    matches the unsplit call to within floating-point reduction order.
+
+    Parameters
+    ----------
+    fn : callable
+        Maps the arrays (row slices of them) to axis-0-aligned arrays.
+    *arrays : array
+        Inputs of any supported library, sharing their axis-0 length.
+    min_chunk : int, default 1
+        Chunk size below which an OOM is fatal: the original error is
+        re-raised.
+
+    Returns
+    -------
+    numpy.ndarray, or a tuple, list or dict of them
+        ``fn``'s result on the host, in the structure ``fn`` returns.
+
+    Raises
+    ------
+    TypeError
+        ``fn`` is not callable, or returns something other than arrays.
+    ValueError
+        The arrays differ in length, or ``fn`` breaks the row alignment.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import xpkit
+    >>> x = np.arange(6.0).reshape(3, 2)
+    >>> xpkit.compute_oom_safe(lambda rows: rows.sum(axis=1), x)
+    array([1., 5., 9.])
+    """
+    if not callable(fn):
+        msg = f"fn must be callable, got {fn!r}"
+        raise TypeError(msg)
+    floor = check_count("min_chunk", min_chunk)
+    n = common_rows(arrays)
+    outputs = Outputs(n, fn, sources=arrays)
+    job = Job(fn)
+
+    def piece(s: int, e: int, split: bool) -> None:
+        outputs.put(s, e, outputs.take(job.run(arrays, s, e, n, pad=not split), s, e))
+
+    split_on_oom(piece, (0, n), floor)
+    return outputs.value()
+
+
+def _progress_bar(total: int, done: int) -> Any:
     try:
         from tqdm.auto import tqdm
     except ImportError:
         msg = "progress=True needs tqdm: pip install 'xpkit[progress]'"
         raise ImportError(msg) from None
-    return tqdm(total=total, unit="item", desc="xpkit", mininterval=0.5, leave=False)
+    bar = tqdm(total=total, unit="item", desc="xpkit", mininterval=0.5, leave=False)
+    if done:
+        bar.update(done)
+    return bar

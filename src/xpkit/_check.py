@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ._adapters import to_host
-from ._batches import map_batches
-from ._oom import compute_oom_safe
+from ._batches import compute_oom_safe, map_batches
 
 if TYPE_CHECKING:
     from ._backend import Backend

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
@@ -87,6 +88,8 @@ class PrecisionWarning(UserWarning):
 
 
 _warned: set[tuple[str, str]] = set()
+#: Dtype objects already named (strings are not kept: callers make any).
+_NAMED: dict[tuple[type, Any], str] = {}
 
 
 def dtype_name(dtype: Any) -> str | None:
@@ -97,8 +100,23 @@ def dtype_name(dtype: Any) -> str | None:
     TypeError
         When ``dtype`` is not a numeric or boolean dtype.
     """
+    # Keyed by type first: libraries' dtypes never compare with each other
+    # (array-api-strict's warn when compared with NumPy's).
+    key = (type(dtype), dtype)
+    try:
+        return _NAMED[key]
+    except (KeyError, TypeError):  # not seen yet, or unhashable
+        pass
     if dtype is None:
         return None
+    name = _name_of(dtype)
+    if not isinstance(dtype, str):
+        with contextlib.suppress(TypeError):
+            _NAMED[key] = name
+    return name
+
+
+def _name_of(dtype: Any) -> str:
     if isinstance(dtype, str):
         text = dtype.strip()
         prefix, _, candidate = text.rpartition(".")

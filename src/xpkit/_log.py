@@ -10,8 +10,13 @@ if TYPE_CHECKING:
 __all__ = ["logger"]
 
 
-def logger() -> logging.Logger:
-    """``logging.getLogger("xpkit")``."""
-    import logging
+_LOGGER: list[logging.Logger] = []
 
-    return logging.getLogger("xpkit")
+
+def logger() -> logging.Logger:
+    """``logging.getLogger("xpkit")`` (made once)."""
+    if not _LOGGER:
+        import logging
+
+        _LOGGER.append(logging.getLogger("xpkit"))
+    return _LOGGER[0]

@@ -11,6 +11,7 @@ import functools
 import math
 import os
 import sys
+import time
 import warnings
 from collections.abc import Callable, Iterable
 from contextlib import ContextDecorator
@@ -39,11 +40,14 @@ __all__ = [
     "array_nbytes",
     "auto_batch_size",
     "auto_n_jobs_for_arrays",
+    "available_bytes",
+    "batch_budgets",
     "configured_budget_gb",
     "device_memory_budget",
     "gb_to_bytes",
     "host_available_bytes",
     "memory_budget",
+    "recent_host_bytes",
 ]
 
 #: Ceiling on a *measured* budget used to size batches: working sets beyond it
@@ -306,8 +310,9 @@ def device_memory_budget(
     as its library reports it (CUDA ``mem_get_info`` or CuPy ``memGetInfo``
     plus pool-cached bytes; MPS recommended working set minus driver-held
     memory; JAX ``memory_stats()``), else available host RAM honouring the
-    process's cgroup limit. Measuring host memory never imports a GPU library.
-    Where the process runs under a cap on the device (torch's per-process
+    process's cgroup limit (a host reading is reused for
+    `HOST_READING_REUSED_FOR` seconds). Measuring host memory never imports a
+    GPU library. Where the process runs under a cap on the device (torch's per-process
     memory fraction, set in code or in ``PYTORCH_CUDA_ALLOC_CONF``; CuPy's
     pool limit or ``CUPY_GPU_MEMORY_LIMIT``; JAX's arena, sized by
     ``XLA_CLIENT_MEM_FRACTION``), the budget is measured from the smaller of
@@ -363,40 +368,78 @@ def device_memory_budget(
     if not isinstance(cap_for_batching, bool):
         msg = f"cap_for_batching must be a bool, got {cap_for_batching!r}"
         raise TypeError(msg)
+    measured, capped = batch_budgets(backend)
+    return capped if cap_for_batching else measured
+
+
+def batch_budgets(backend: Backend | None) -> tuple[float, float]:
+    """``(budget, batch budget)`` in GB from one measurement of the device.
+
+    The budget `device_memory_budget` gives, and the one it gives with
+    ``cap_for_batching=True``: a configured budget (a `memory_budget` block,
+    ``XPKIT_MEMORY_BUDGET_GB``) for both, else the measured one, and that
+    capped at `BATCH_WORKING_SET_CEILING_GB` and the device's ceiling.
+    """
     chosen = configured_budget_gb()
     if chosen is not None:
-        return chosen
+        return chosen, chosen
     budget = _measured_gb(backend)
-    if cap_for_batching:
-        budget = min(budget, BATCH_WORKING_SET_CEILING_GB)
-        adapter = get_adapter("numpy" if backend is None else backend.library)
-        ceiling = adapter.batch_ceiling_bytes(
-            "cpu" if backend is None else backend.device
-        )
-        if ceiling is not None:
-            budget = min(budget, ceiling / BYTES_PER_GB)
-    return budget
+    capped = min(budget, BATCH_WORKING_SET_CEILING_GB)
+    adapter = get_adapter("numpy" if backend is None else backend.library)
+    ceiling = adapter.batch_ceiling_bytes("cpu" if backend is None else backend.device)
+    if ceiling is not None:
+        capped = min(capped, ceiling / BYTES_PER_GB)
+    return budget, capped
 
 
 def _measured_gb(backend: Backend | None) -> float:
-    from ._backend import Backend
-
-    if backend is not None and not isinstance(backend, Backend):
-        msg = f"backend must be a Backend or None, got {backend!r}"
-        raise TypeError(msg)
     if backend is not None:
         backend.require_usable()  # an unpickled Backend without its device
     try:
-        free = None
-        if backend is not None:
-            free = device_free_bytes(get_adapter(backend.library), backend.device)
-        if free is None:
-            free = host_available_bytes()
+        free = available_bytes(backend)
     except Exception:  # noqa: BLE001 - any failed query means "can't measure"
         return FALLBACK_BUDGET_GB
     # Nothing free right now: a small budget (small batches, OOM recovery
     # behind them) rather than a guess that could exceed a container's limit.
     return max(free * HEADROOM / BYTES_PER_GB, MIN_BUDGET_GB)
+
+
+def available_bytes(backend: Backend | None) -> int:
+    """Bytes the process may allocate now where ``backend`` keeps its arrays.
+
+    The device's free memory (under its cap) where its library reports one,
+    else the host's (`recent_host_bytes`). Raises what the query raises.
+    """
+    if backend is not None:
+        free = device_free_bytes(get_adapter(backend.library), backend.device)
+        if free is not None:
+            return free
+    return recent_host_bytes()
+
+
+#: How long a reading of the host's available memory is reused (seconds):
+#: memory does not change meaningfully in that time, and reading it (psutil
+#: and the cgroup files) costs about 0.1 ms, more than a small batch.
+HOST_READING_REUSED_FOR = 0.1
+# (the reader, when it read, what it read): the last host reading.
+_host_reading: tuple[Callable[[], int], float, int] | None = None
+
+
+def recent_host_bytes() -> int:
+    """`host_available_bytes`, read at most every `HOST_READING_REUSED_FOR` s."""
+    global _host_reading  # noqa: PLW0603 - one immutable tuple, swapped whole
+    now = time.monotonic()
+    reading = _host_reading
+    reader = host_available_bytes  # (tests replace it: a new reader reads anew)
+    if (
+        reading is not None
+        and reading[0] is reader
+        and now - reading[1] < HOST_READING_REUSED_FOR
+    ):
+        return reading[2]
+    value = reader()
+    _host_reading = (reader, now, value)
+    return value
 
 
 def device_free_bytes(adapter: Adapter, device: str) -> int | None:

@@ -1,25 +1,36 @@
-"""Out-of-memory detection, cache release and split-and-retry recovery."""
+"""Out-of-memory detection, cache release and split-and-retry recovery.
+
+Recovery knows how to split a piece of work and run it again, and nothing
+of what the work computes: `split_on_oom` calls back for each piece, and
+the batching modules above (`map_batches`, `compute_oom_safe`) decide what
+a piece does with its rows and where its results go.
+"""
 
 from __future__ import annotations
 
 import gc
 import traceback
 from collections.abc import Callable
-from typing import Any
 
 from ._adapters import ADAPTERS
-from ._args import check_count
 from ._log import logger
-from ._outputs import Outputs
-from ._rows import Job, common_rows
 
 __all__ = [
-    "compute_oom_safe",
+    "Piece",
+    "UnsplittableMemoryError",
     "empty_device_cache",
     "is_oom_error",
     "release_after_oom",
-    "run_split_on_oom",
+    "split_on_oom",
 ]
+
+
+class UnsplittableMemoryError(MemoryError):
+    """Memory that no smaller piece of work would need less of.
+
+    What xpkit raises when the outputs of a call cannot fit whatever the
+    batch size: recovery re-raises it at once instead of splitting.
+    """
 
 
 def is_oom_error(exc: BaseException) -> bool:
@@ -131,74 +142,24 @@ def _empty_caches() -> None:
             logger().debug("emptying the %s cache failed", adapter.label, exc_info=True)
 
 
-def compute_oom_safe(fn: Callable[..., Any], *arrays: Any, min_chunk: int = 1) -> Any:
-    """Run ``fn(*arrays)`` with reactive out-of-memory recovery.
-
-    All arrays must share their axis-0 length, and ``fn`` must map them to an
-    array (or a tuple, list or dict of arrays) whose axis 0 corresponds
-    row-for-row to its inputs. On an OOM (`is_oom_error`) the failed
-    attempt's frames are cleared, young garbage collected and device caches
-    emptied, then the rows are split in half and each half retried
-    (recursively). The result is allocated once on the host, from the first
-    piece that succeeds, and every piece is copied into its rows. Each split
-    is logged on the ``xpkit`` logger.
-
-    Splitting reuses the inputs already generated, so a seeded computation is
-    recovered from the same data. For a row-independent ``fn`` the result
-    matches the unsplit call to within floating-point reduction order.
-
-    Parameters
-    ----------
-    fn : callable
-        Maps the arrays (row slices of them) to axis-0-aligned arrays.
-    *arrays : array
-        Inputs of any supported library, sharing their axis-0 length.
-    min_chunk : int, default 1
-        Chunk size below which an OOM is fatal: the original error is
-        re-raised.
-
-    Returns
-    -------
-    numpy.ndarray, or a tuple, list or dict of them
-        ``fn``'s result on the host, in the structure ``fn`` returns.
-
-    Raises
-    ------
-    TypeError
-        ``fn`` is not callable, or returns something other than arrays.
-    ValueError
-        The arrays differ in length, or ``fn`` breaks the row alignment.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> import xpkit
-    >>> x = np.arange(6.0).reshape(3, 2)
-    >>> xpkit.compute_oom_safe(lambda rows: rows.sum(axis=1), x)
-    array([1., 5., 9.])
-    """
-    if not callable(fn):
-        msg = f"fn must be callable, got {fn!r}"
-        raise TypeError(msg)
-    floor = check_count("min_chunk", min_chunk)
-    n = common_rows(arrays)
-    outputs = Outputs(n, fn)
-    run_split_on_oom(Job(fn), arrays, n, (0, n), floor, outputs)
-    return outputs.value()
+#: One piece of work: rows ``start:stop``, and whether an OOM has split the
+#: work already (a caller that pads the last batch does not pad halves).
+Piece = Callable[[int, int, bool], None]
 
 
-def run_split_on_oom(
-    job: Job,
-    arrays: tuple[Any, ...],
-    n: int,
-    span: tuple[int, int],
-    min_chunk: int,
-    outputs: Outputs,
-) -> int | None:
-    """`compute_oom_safe`'s loop over rows ``span`` of ``arrays``, into ``outputs``.
+def split_on_oom(run: Piece, span: tuple[int, int], min_chunk: int) -> int | None:
+    """Run ``run`` over rows ``span``, halving a piece that runs out of memory.
+
+    ``run(start, stop, split)`` does the work for rows ``start:stop`` (and
+    keeps its result: this knows nothing of results or rows). On an OOM
+    (`is_oom_error`) the failed attempt's frames are cleared, outside the
+    ``except`` block `release_after_oom` frees what it left, and the piece
+    is split in half, each half run in turn; a piece as large as one that
+    failed is split before it is tried. Below ``min_chunk`` rows the error
+    is re-raised.
 
     Returns None when no OOM happened, else the row count of the largest
-    chunk that succeeded after a split (what a caller can use as its batch
+    piece that succeeded after a split (what a caller can use as its batch
     size from now on).
     """
     first, last = span
@@ -210,27 +171,23 @@ def run_split_on_oom(
         start, stop = pending.pop()
         size = stop - start
         if size >= smallest_failed and size // 2 >= min_chunk:
-            # A chunk this large already ran out of memory: split without trying.
+            # A piece this large already ran out of memory: split without trying.
             mid = start + size // 2
             pending += [(mid, stop), (start, mid)]
             continue
         try:
-            # (The first put allocates the outputs: if they do not fit beside
-            # this chunk's result, a smaller chunk is tried, as for any OOM.)
-            result = job.run(arrays, start, stop, n, pad=not split)
-            rows = outputs.take(result, start, stop)
-            outputs.put(start, stop, rows)
+            run(start, stop, split)
         except BaseException as exc:
-            rows = None
-            result = None
-            if not is_oom_error(exc) or size // 2 < min_chunk:
+            if (
+                not is_oom_error(exc)
+                or size // 2 < min_chunk
+                or isinstance(exc, UnsplittableMemoryError)
+            ):
                 raise
             # Drop the failed attempt's locals (its buffers) before retrying.
             traceback.clear_frames(exc.__traceback__)
             reason = f"{type(exc).__name__}: {str(exc)[:200]}"
         else:
-            rows = None
-            result = None
             if split:
                 fitted = max(fitted or 0, size)
             continue

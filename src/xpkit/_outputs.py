@@ -17,7 +17,8 @@ import numpy as np
 
 from ._adapters import adapter_for_array, get_adapter, to_host
 from ._dtypes import dtype_name
-from ._memory import array_nbytes
+from ._memory import BYTES_PER_GB, array_nbytes, available_bytes
+from ._oom import UnsplittableMemoryError, is_oom_error
 
 if TYPE_CHECKING:
     from ._backend import Backend
@@ -96,6 +97,10 @@ class Outputs:
     keep : bool, default True
         False: check every batch as usual, but allocate and keep nothing
         (what `plan_batches` needs from its probe).
+    sources : tuple of arrays, default ()
+        The arrays ``fn`` reads. On the host, a result for all ``n`` rows
+        at once that shares no memory with them (and can be written) is
+        kept as it is, not copied.
     """
 
     def __init__(
@@ -106,10 +111,12 @@ class Outputs:
         place: str = "host",
         *,
         keep: bool = True,
+        sources: tuple[Any, ...] = (),
     ) -> None:
         self.n = n
         self.fn = fn
         self.keep = keep
+        self._sources = sources
         self._device = backend if place == "device" else None
         self._lib = None if self._device is None else get_adapter(self._device.library)
         self._in_place = self._lib is not None and self._lib.writable_rows
@@ -162,7 +169,9 @@ class Outputs:
                 )
                 raise ValueError(msg)
         if self._spec is None:
-            self._first(rows)
+            self._first(rows, whole=start == 0 and stop == self.n)
+            if self._out and self._out[0] is rows.leaves[0]:
+                return  # kept as it is: nothing to copy
         else:
             rows = self._same_structure(rows, where)
         for i, leaf in enumerate(rows.leaves):
@@ -197,14 +206,57 @@ class Outputs:
             raise ValueError(msg)
         return rows
 
-    def _first(self, rows: Rows) -> None:
+    def _first(self, rows: Rows, *, whole: bool) -> None:
         self._dtypes = [_dtype_label(leaf.dtype) for leaf in rows.leaves]
         self._rows = [tuple(int(d) for d in leaf.shape[1:]) for leaf in rows.leaves]
         if self.keep:
-            self._allocate(rows)
+            if whole and self._device is None and self._own(rows.leaves):
+                self._out = list(rows.leaves)
+            else:
+                self._allocate(rows)
         self._spec = rows.spec
 
+    def _own(self, leaves: list[Any]) -> bool:
+        """Whether host ``leaves`` can be the outputs as they are.
+
+        Writable NumPy arrays, distinct, that share no memory with what
+        ``fn`` read (its inputs and whole operands, seen on the host where
+        their memory is host memory).
+        """
+        for leaf in leaves:
+            if type(leaf) is not np.ndarray or not leaf.flags.writeable:
+                return False
+        if len(leaves) > 1 and any(
+            np.may_share_memory(a, b)
+            for i, a in enumerate(leaves)
+            for b in leaves[i + 1 :]
+        ):
+            return False
+        for source in self._sources:
+            adapter = adapter_for_array(source)
+            view = None if adapter is None else adapter.host_view(source)
+            if view is not None and any(
+                np.may_share_memory(leaf, view) for leaf in leaves
+            ):
+                return False
+        return True
+
+    @property
+    def row_bytes(self) -> int | None:
+        """Bytes of one row of every output, once the first batch has arrived."""
+        if not self._rows:  # (known from the first batch on)
+            return None
+        total = 0
+        for name, row in zip(self._dtypes, self._rows, strict=True):
+            try:
+                size = np.dtype(name).itemsize
+            except TypeError:
+                size = 2 if name == "bfloat16" else 8
+            total += size * int(np.prod(row, dtype=np.int64))
+        return total
+
     def _allocate(self, rows: Rows) -> None:
+        self._check_room(rows)
         out: list[Any] = []
         for i, leaf in enumerate(rows.leaves):
             shape = (self.n, *self._rows[i])
@@ -221,8 +273,6 @@ class Outputs:
                 else:
                     out.append(np.empty(shape, dtype=leaf.dtype))
             except Exception as exc:
-                from ._oom import is_oom_error
-
                 if not is_oom_error(exc):
                     raise
                 gib = array_nbytes(leaf[:1]) * self.n / 2**30
@@ -232,6 +282,31 @@ class Outputs:
                 )
                 raise MemoryError(msg) from None
         self._out = out
+
+    def _check_room(self, rows: Rows) -> None:
+        """MemoryError, before allocating, when the outputs cannot fit where they go.
+
+        Compared with the memory available there now (the host's, or the
+        device's): a process that overcommits memory would otherwise
+        allocate them and be killed while filling them.
+        """
+        total = self.row_bytes
+        if total is None:
+            return
+        total *= self.n
+        try:
+            room = available_bytes(self._device)
+        except Exception:  # noqa: BLE001 - nothing to compare with: allocate and see
+            return
+        if total > room:
+            where = "the host" if self._device is None else self._device.name
+            msg = (
+                f"the outputs of fn={self.fn!r} do not fit: {self.n} rows of "
+                f"{_describe_rows(rows.spec, self._dtypes, self._rows)} need "
+                f"{total / BYTES_PER_GB:.3g} GiB on {where}, which has "
+                f"{room / BYTES_PER_GB:.3g} GiB available"
+            )
+            raise UnsplittableMemoryError(msg)
 
     @property
     def allocated(self) -> bool:
@@ -265,6 +340,13 @@ def _dtype_label(dtype: Any) -> str:
         return str(dtype_name(dtype))
     except TypeError:
         return str(dtype)
+
+
+def _describe_rows(
+    spec: tuple[Any, ...], dtypes: list[str], rows: list[tuple[int, ...]]
+) -> str:
+    parts = [f"{dtype} {row}" for dtype, row in zip(dtypes, rows, strict=True)]
+    return " and ".join(parts) if spec[0] != "array" else parts[0]
 
 
 def _where(start: int, stop: int) -> str:

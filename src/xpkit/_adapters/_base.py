@@ -263,6 +263,28 @@ class Adapter:
         msg = f"{self.label} arrays have no contiguous copy for DLPack"
         raise NotImplementedError(msg)
 
+    def eager_only(
+        self,
+        fn: Callable[..., Any],
+        reason: str,  # noqa: ARG002
+    ) -> Callable[..., Any]:
+        """``fn``, marked so that this library's compiler runs it eagerly.
+
+        Where the library compiles Python code by tracing it (torch.compile),
+        a call of the result from compiled code breaks the graph and runs
+        eagerly, and under ``fullgraph=True`` fails with ``reason``. ``fn``
+        itself by default.
+        """
+        return fn
+
+    def traced_by(self, x: Any) -> str | None:  # noqa: ARG002
+        """The compiler tracing ``x`` now (``"jax.jit"``, ``"torch.compile"``), or None.
+
+        Code that must see values (`map_batches`, an eager loop on the host)
+        refuses traced arrays by naming it. None by default.
+        """
+        return None
+
     def values_at_hand(self, x: Any) -> bool:  # noqa: ARG002
         """Whether ``x``'s values can be read now, cheaply and without side effects.
 
@@ -324,6 +346,14 @@ class Adapter:
     def to_cpu(self, x: Any) -> Any:
         """Move an array of this library to its CPU device (same library)."""
         return x
+
+    def host_view(self, x: Any) -> np.ndarray[Any, Any] | None:  # noqa: ARG002
+        """A NumPy view of ``x``'s own memory, where that is writable host memory.
+
+        None where it is not (device memory, immutable or lazy arrays): what
+        `map_batches` compares a result with before keeping it uncopied.
+        """
+        return None
 
     def device_of(self, x: Any) -> Any:
         """The library's device object that the array ``x`` lives on."""

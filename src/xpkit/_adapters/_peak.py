@@ -35,7 +35,7 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
-__all__ = ["PeakMeter", "rss_meter"]
+__all__ = ["PeakMeter", "rss_meter", "warmed_rss_meter"]
 
 T = TypeVar("T")
 
@@ -80,6 +80,9 @@ class PeakMeter:
     """
 
     name: str = ""
+    #: Whether each new shape must run once before it is measured (its
+    #: library compiles per shape, and compiling would dominate the peak).
+    warm_up: bool = False
 
     def measure(self, run: Callable[[], T]) -> tuple[T, int | None]:
         """``run()``'s result and the peak bytes allocated while it ran.
@@ -140,7 +143,33 @@ def _status_bytes(field: str) -> int:
     raise OSError(msg)
 
 
+class _Warmed(PeakMeter):
+    """Another meter, for a library that compiles each new shape it meets.
+
+    The probe runs each shape once unmeasured before it measures it
+    (`PeakMeter.warm_up`), so that the compiler's memory is not counted.
+    """
+
+    warm_up = True
+
+    def __init__(self, inner: PeakMeter) -> None:
+        self._inner = inner
+        self.name = f"{inner.name} (each shape run once first)"
+
+    def _measure(self, run: Callable[[], T]) -> tuple[T, int]:
+        return self._inner._measure(run)
+
+
 _RSS: list[PeakMeter | None] = []
+_WARMED_RSS: list[PeakMeter | None] = []
+
+
+def warmed_rss_meter() -> PeakMeter | None:
+    """`rss_meter` for libraries that compile per shape (JAX on the CPU)."""
+    if not _WARMED_RSS:
+        inner = rss_meter()
+        _WARMED_RSS.append(None if inner is None else _Warmed(inner))
+    return _WARMED_RSS[0]
 
 
 def rss_meter() -> PeakMeter | None:

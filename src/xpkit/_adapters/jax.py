@@ -21,7 +21,7 @@ from ._base import (
 )
 from ._caps import jax_arena
 from ._layout import Unshareable
-from ._peak import PeakMeter
+from ._peak import PeakMeter, warmed_rss_meter
 
 __all__ = ["JaxAdapter"]
 
@@ -71,6 +71,10 @@ class JaxAdapter(Adapter):
     def unshareable(self, x: Any) -> Unshareable | None:  # noqa: ARG002
         """Always read-only: JAX arrays are immutable, and may share their buffers."""
         return Unshareable("is a JAX array, which must never change", read_only=True)
+
+    def traced_by(self, x: Any) -> str | None:
+        """``"jax.jit"`` for a tracer (JAX's transformations trace their inputs)."""
+        return "jax.jit" if isinstance(x, _jax().core.Tracer) else None
 
     def values_at_hand(self, x: Any) -> bool:
         """Not for a tracer (under ``jax.jit``), whose values do not exist yet."""
@@ -178,15 +182,17 @@ class JaxAdapter(Adapter):
             source=f"{jax_arena()} (memory_stats bytes_limit)",
         )
 
-    def peak_meter(self, device: str) -> PeakMeter | None:  # noqa: ARG002
-        """None: no honest per-call measure.
+    def peak_meter(self, device: str) -> PeakMeter | None:
+        """CPU: the peak RSS of a second run at each shape; GPUs: None.
 
         XLA compiles each new shape on first use, and on the CPU the
         compiler's memory dominates the process's peak RSS (a probe read
-        hundreds of times the arrays' bytes); device ``memory_stats`` keep a
-        peak that cannot be reset.
+        hundreds of times the arrays' bytes): each probe size runs once
+        unmeasured first (`warmed_rss_meter`), and the run after it, at the
+        same shape, reads the arrays' own peak. On a GPU, ``memory_stats``
+        keep a peak that cannot be reset: nothing is measured there.
         """
-        return None
+        return None if self.is_gpu(device) else warmed_rss_meter()
 
     test_modes = ("jit",)
 

@@ -177,6 +177,14 @@ class NdonnxAdapter(Adapter):
     #: on the host and converted once.
     writable_rows = False
 
+    def batch_ceiling_bytes(self, device: str) -> int | None:  # noqa: ARG002
+        """None: few, large batches, as each call costs about 0.3 s.
+
+        A call builds a graph and onnxruntime runs it; the CPU cache ceiling
+        would make hundreds of small ones.
+        """
+        return None
+
     def is_oom(self, exc: BaseException) -> bool:
         """A MemoryError, onnxruntime failing to allocate a buffer, or a graph too large.
 

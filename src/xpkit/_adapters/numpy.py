@@ -108,6 +108,10 @@ class NumpyAdapter(Adapter):
         """A writable, C-contiguous copy in native byte order (0-d for a scalar)."""
         return contiguous_host_copy(np.asarray(x))
 
+    def host_view(self, x: Any) -> np.ndarray[Any, Any] | None:
+        """The array itself (scalars hold no memory another array could share)."""
+        return x if isinstance(x, np.ndarray) else None
+
     def extra_dtypes(self, device: str) -> frozenset[str]:  # noqa: ARG002
         """float16 (NumPy has no bfloat16 of its own)."""
         return frozenset({"float16"})

@@ -63,6 +63,11 @@ class StrictAdapter(Adapter):
         """
         return host_unshareable(np.from_dlpack(x))
 
+    def host_view(self, x: Any) -> np.ndarray[Any, Any] | None:
+        """The NumPy array it wraps, viewed through DLPack."""
+        view: np.ndarray[Any, Any] = np.from_dlpack(x)
+        return view
+
     def contiguous_copy(self, x: Any) -> Any:
         """``asarray(x, copy=True)``: a C-ordered copy on ``x``'s device."""
         return self.namespace().asarray(x, copy=True)

@@ -238,6 +238,19 @@ class TorchAdapter(Adapter):
             t = t.to(torch.float32)
         return np.asarray(t.resolve_conj().resolve_neg().numpy())
 
+    def host_view(self, x: Any) -> np.ndarray[Any, Any] | None:
+        """``x.numpy()`` of a plain CPU tensor (its memory); None elsewhere."""
+        if (
+            x.device.type != "cpu"
+            or x.layout is not self._strided_layout()
+            or x.is_conj()
+            or x.is_neg()
+            or x.dtype == _torch().bfloat16
+        ):
+            return None
+        view: np.ndarray[Any, Any] = x.detach().numpy()
+        return view
+
     def to_cpu(self, x: Any) -> Any:
         """``tensor.cpu()``."""
         return x.cpu()
@@ -289,6 +302,28 @@ class TorchAdapter(Adapter):
         if host.dtype.name == "bfloat16":  # ml_dtypes': torch.asarray refuses it
             host = host.astype(np.float32)
         return xp.asarray(host, dtype=dtype, device=device)
+
+    def eager_only(self, fn: Callable[..., Any], reason: str) -> Callable[..., Any]:
+        """``torch.compiler.disable(fn, reason=reason)``: dynamo never traces it.
+
+        Called from ``torch.compile``-d code it runs eagerly (a graph break);
+        under ``fullgraph=True`` compiling fails, and the error gives
+        ``reason``. Made once per function.
+        """
+        eager = self._eager
+        if eager is None:
+            eager = self._eager = {}
+        made = eager.get(fn)
+        if made is None:
+            disable = _torch().compiler.disable
+            try:
+                made = disable(fn, reason=reason)
+            except TypeError:  # torch before 2.7 takes no reason
+                made = disable(fn)
+            eager[fn] = made
+        return made
+
+    _eager: dict[Callable[..., Any], Callable[..., Any]] | None = None
 
     def values_at_hand(self, x: Any) -> bool:
         """Not for meta tensors, which have no values."""

@@ -1,0 +1,321 @@
+"""What `map_batches` learned about a function, kept for its next call.
+
+A probe measures ``fn``'s cost (bytes per row and per call); an OOM teaches
+the largest batch that fits. Both hold for the next call with the same
+signature: the same function (its code, and the values it closes over:
+arrays by library, shape and dtype, numbers and strings by value, other
+objects by identity), the same row shape and dtype of every input, the same
+``whole`` operands (by shape and dtype) and the same backend and device.
+A second call with that signature plans without probing, and starts from
+the batch size that worked.
+
+The memory is bounded (least recently used entries go first), safe to use
+from many threads, and can be read (`PlanMemory.entries`), cleared and
+switched off (`PlanMemory.enabled`, or ``remember=False`` for one call). A
+global that ``fn`` reads is not part of its signature: after changing one
+that changes ``fn``'s cost, clear the memory (the OOM recovery behind every
+batch catches what a stale cost would let through).
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+import types
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any, NamedTuple
+
+from ._adapters import adapter_for_array
+from ._dtypes import dtype_name
+
+__all__ = [
+    "GROW_AFTER",
+    "Learned",
+    "PlanMemory",
+    "Signature",
+    "plan_memory",
+    "signature",
+]
+
+#: Successful batches in a row at a size an OOM taught, before `map_batches`
+#: tries twice that size (up to the planned size).
+GROW_AFTER = 16
+
+#: A hashable description of one call's signature (see the module docstring).
+Signature = tuple[Hashable, ...]
+
+
+class _Unkeyable(Exception):
+    """A value that cannot be part of a signature (nothing is remembered)."""
+
+
+class Learned(NamedTuple):
+    """What one signature taught: its cost, and the batch size that fits.
+
+    Attributes
+    ----------
+    bytes_per_item, fixed_bytes : float
+        The cost ``fixed_bytes + rows * bytes_per_item`` of one call.
+    source : str
+        How the cost was obtained (``"measured by peak RSS"``); ``""`` when
+        only a batch size is known (the caller gave the cost).
+    output_row_bytes : int or None
+        Bytes of one row of all the outputs, once ``fn`` has run.
+    learned_at : float
+        When the cost was measured (``time.time()``).
+    fits : int or None
+        The largest batch that ran after an OOM (None: no OOM yet, or the
+        planned size ran again since).
+    alive : tuple of weak references
+        To the objects the signature names by identity: the entry holds
+        only while they are alive.
+    """
+
+    bytes_per_item: float
+    fixed_bytes: float
+    source: str
+    output_row_bytes: int | None = None
+    learned_at: float = 0.0
+    fits: int | None = None
+    alive: tuple[Callable[[], object], ...] = ()
+
+
+class PlanMemory:
+    """The costs and batch sizes `map_batches` remembers, per signature.
+
+    Parameters
+    ----------
+    maxsize : int, default 256
+        Signatures kept; the least recently used go first.
+
+    Attributes
+    ----------
+    enabled : bool
+        Whether calls recall and learn (default True). Switching it off
+        leaves what was learned in place.
+    maxsize : int
+        The bound.
+
+    Raises
+    ------
+    ValueError
+        ``maxsize`` is not a positive int.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import xpkit
+    >>> def fn(x):
+    ...     if x.shape[0] > 50:
+    ...         raise MemoryError  # as a device with room for 50 rows would
+    ...     return x * 2.0
+    >>> xpkit.plan_memory.clear()
+    >>> _ = xpkit.map_batches(fn, np.ones((100, 8)), bytes_per_item=8.0)
+    >>> xpkit.plan_memory.entries()[-1].fits  # what the OOM taught
+    50
+    >>> xpkit.plan_batches(fn, np.ones((100, 8)), bytes_per_item=8.0).batch_size
+    50
+    """
+
+    def __init__(self, maxsize: int = 256) -> None:
+        if isinstance(maxsize, bool) or not isinstance(maxsize, int) or maxsize < 1:
+            msg = f"maxsize must be a positive int, got {maxsize!r}"
+            raise ValueError(msg)
+        self.maxsize = maxsize
+        self.enabled = True
+        self._entries: OrderedDict[Signature, Learned] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+    def __repr__(self) -> str:
+        state = "on" if self.enabled else "off"
+        return f"<xpkit.PlanMemory: {len(self)} of {self.maxsize} signatures, {state}>"
+
+    def clear(self) -> None:
+        """Forget everything learned."""
+        with self._lock:
+            self._entries.clear()
+
+    def entries(self) -> list[Learned]:
+        """What is remembered, least recently used first."""
+        with self._lock:
+            return list(self._entries.values())
+
+    def recall(self, key: Signature | None) -> Learned | None:
+        """What ``key`` taught (now the most recently used); None if unknown."""
+        if key is None or not self.enabled:
+            return None
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            if any(ref() is None for ref in entry.alive):
+                del self._entries[key]  # an object it named by identity is gone
+                return None
+            self._entries.move_to_end(key)
+            return entry
+
+    def learn_cost(
+        self,
+        key: Signature | None,
+        learned: Learned,
+    ) -> None:
+        """Remember a measured cost for ``key`` (what an OOM taught stays)."""
+        if key is None or not self.enabled:
+            return
+        if not learned.learned_at:
+            learned = learned._replace(learned_at=time.time())
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                learned = learned._replace(fits=old.fits)
+            self._entries[key] = learned
+            while len(self._entries) > self.maxsize:
+                self._entries.popitem(last=False)
+
+    def learn_fit(
+        self,
+        key: Signature | None,
+        rows: int,
+        alive: tuple[Callable[[], object], ...] = (),
+    ) -> None:
+        """An OOM taught that batches of ``rows`` fit (and larger ones did not).
+
+        A signature not seen yet gets an entry with no cost (``alive``: the
+        weak references its key names objects by).
+        """
+        if key is None or not self.enabled:
+            return
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                entry = Learned(0.0, 0.0, "", learned_at=time.time(), alive=alive)
+            fits = rows if entry.fits is None else min(entry.fits, rows)
+            self._entries[key] = entry._replace(fits=fits)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.maxsize:
+                self._entries.popitem(last=False)
+
+    def relax_fit(self, key: Signature | None, rows: int, planned: int) -> None:
+        """Batches of ``rows`` ran again and again: allow them (all, at ``planned``)."""
+        self._update(key, lambda e: e._replace(fits=None if rows >= planned else rows))
+
+    def _update(
+        self, key: Signature | None, change: Callable[[Learned], Learned]
+    ) -> None:
+        if key is None or not self.enabled:
+            return
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries[key] = change(entry)
+
+
+#: The process's plan memory (`xpkit.plan_memory`).
+plan_memory = PlanMemory()
+
+
+# -- signatures ---------------------------------------------------------------
+def signature(
+    fn: Callable[..., Any],
+    arrays: tuple[Any, ...],
+    whole: tuple[Any, ...] | Mapping[str, Any],
+    where: Hashable,
+) -> tuple[Signature | None, tuple[Callable[[], object], ...]]:
+    """``(key, weak references)`` of a call, or ``(None, ())`` when it has none.
+
+    ``where`` names the backend and device. The weak references are to the
+    objects the key names by identity.
+    """
+    refs: list[Callable[[], object]] = []
+    try:
+        whole_items = (
+            tuple(sorted(whole.items()))
+            if isinstance(whole, Mapping)
+            else tuple(enumerate(whole))
+        )
+        key: Signature = (
+            _callable_key(fn, refs, 0),
+            tuple(_row_key(a) for a in arrays),
+            tuple((k, _value_key(v, refs, 0)) for k, v in whole_items),
+            where,
+        )
+        hash(key)
+    except (_Unkeyable, TypeError):
+        return None, ()
+    return key, tuple(refs)
+
+
+def _row_key(a: Any) -> Hashable:
+    adapter = adapter_for_array(a)
+    if adapter is None:
+        raise _Unkeyable
+    return (adapter.key, tuple(a.shape[1:]), dtype_name(a.dtype))
+
+
+_PLAIN = (type(None), bool, int, float, complex, str, bytes)
+#: How deep a closure over closures is followed before giving up.
+_DEPTH = 4
+
+
+def _value_key(v: Any, refs: list[Callable[[], object]], depth: int) -> Hashable:
+    if isinstance(v, _PLAIN):
+        return (type(v).__name__, v)
+    adapter = adapter_for_array(v)
+    if adapter is not None:
+        return ("array", adapter.key, tuple(v.shape), dtype_name(v.dtype))
+    if isinstance(v, tuple):
+        return ("tuple", tuple(_value_key(i, refs, depth + 1) for i in v))
+    if isinstance(v, (types.ModuleType, type)):
+        return ("named", v)
+    if callable(v):
+        return _callable_key(v, refs, depth + 1)
+    return _identity(v, refs)
+
+
+def _callable_key(fn: Any, refs: list[Callable[[], object]], depth: int) -> Hashable:
+    if depth > _DEPTH:
+        raise _Unkeyable
+    if isinstance(fn, types.FunctionType):
+        try:
+            cells = tuple(
+                _value_key(c.cell_contents, refs, depth) for c in fn.__closure__ or ()
+            )
+        except ValueError:  # an empty cell (a name not bound yet)
+            raise _Unkeyable from None
+        defaults = tuple(_value_key(d, refs, depth) for d in fn.__defaults__ or ())
+        return ("function", fn.__code__, cells, defaults)
+    if isinstance(fn, types.MethodType):
+        return (
+            "method",
+            _callable_key(fn.__func__, refs, depth + 1),
+            _value_key(fn.__self__, refs, depth + 1),
+        )
+    if isinstance(fn, functools.partial):
+        return (
+            "partial",
+            _callable_key(fn.func, refs, depth + 1),
+            tuple(_value_key(a, refs, depth + 1) for a in fn.args),
+            tuple(
+                (k, _value_key(v, refs, depth + 1))
+                for k, v in sorted(fn.keywords.items())
+            ),
+        )
+    if isinstance(fn, (types.BuiltinFunctionType, type)):
+        return ("named", fn)
+    return _identity(fn, refs)
+
+
+def _identity(v: Any, refs: list[Callable[[], object]]) -> Hashable:
+    """``v`` by identity, while it lives (a weak reference checks that)."""
+    try:
+        refs.append(weakref.ref(v))
+    except TypeError:
+        raise _Unkeyable from None
+    return ("object", type(v), id(v))
