@@ -222,6 +222,10 @@ class Backend(Inputs[ArrayT]):
             if device is None
             else adapter.validate_device(device)
         )
+        self._setup(adapter, dev)
+
+    def _setup(self, adapter: Adapter, dev: str) -> None:
+        """Bind this Backend to ``adapter``'s library on the valid device ``dev``."""
         xp = adapter.namespace()
         native = adapter.native_device(dev)
         dtypes = adapter.supported_dtypes(dev)
@@ -364,12 +368,17 @@ class Backend(Inputs[ArrayT]):
         cache_key = (found, found_key, found.config_token())
         cached = _FROM_ARRAYS.get(cache_key)
         if cached is None:
-            dev = (
-                found.default_device()
-                if found_at < 0
-                else found.device_str(found.device_of(arrays[found_at]))
-            )
-            cached = cls(key_of(found), device=dev)
+            if found_at < 0:
+                cached = cls(key_of(found))
+            else:
+                # The device an array lives on exists: it is not looked up in
+                # the library's device list, which torch.compile cannot trace
+                # (torch asks whether MPS is available).
+                found.require()
+                cached = cls.__new__(cls)
+                cached._setup(
+                    found, found.device_str(found.device_of(arrays[found_at]))
+                )
             _FROM_ARRAYS[cache_key] = cached
         return cached
 
@@ -422,6 +431,7 @@ class Backend(Inputs[ArrayT]):
         Raises ValueError, as `asarray`, when the cast would change a value.
         """
         target, xp_dtype, native = self._ref(ref, None, None, "ref")
+        x = self._traced(x)
         if self._adapter.owns(x):
             self._refuse_lossy(self._adapter, x, "x")
             x = self._castable(x, self._own_dtype(x, "x"), target, "x", host=False)

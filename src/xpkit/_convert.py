@@ -84,13 +84,16 @@ class Conversions(Generic[ArrayT]):
         cannot hold it. ``source`` says where the dtype came from, for the
         message: the ``dtype`` argument or the input's own dtype.
         """
-        where = self._adapter.backend_name(device or self.device)
         held = self._held if device is None else self._adapter.held_dtypes(device)
+        if name in held:
+            return name, self._adapter.dtype_object(self.xp, name)
+        where = self._adapter.variant_name(device or self.device)
         chosen = narrow_for_device(name, held, where)
         if chosen not in held:
             origin = f" ({source})" if source else ""
+            backend = self._adapter.backend_name(device or self.device)
             msg = (
-                f"dtype {name!r} is not supported by {where} on device "
+                f"dtype {name!r} is not supported by {backend} on device "
                 f"{device or self.device!r}{origin}; supported: "
                 f"{', '.join(sorted(held))}"
             )
@@ -117,6 +120,16 @@ class Conversions(Generic[ArrayT]):
         if reason is not None:
             msg = f"{param} is {reason}"
             raise TypeError(msg)
+
+    def _traced(self, x: Any) -> Any:
+        """``x``, or, while the library compiles the caller, host data as its array.
+
+        Inside ``torch.compile`` a NumPy array's attributes cannot be read;
+        the adapter converts it (`Adapter.traced_host_array`) and the
+        caller goes on as with an array of this library.
+        """
+        traced = self._adapter.traced_host_array(x)
+        return x if traced is None else traced
 
     def _host(self, x: Any, param: str) -> np.ndarray[Any, Any]:
         """Foreign data (other libraries, lists, scalars) as a numeric host array."""
@@ -188,6 +201,7 @@ class Conversions(Generic[ArrayT]):
         """
         name = dtype_name(dtype)
         source = None if dtype is None else f"dtype={dtype!r}"
+        x = self._traced(x)
         if self._adapter.owns(x):
             self._refuse_lossy(self._adapter, x, param)
             own = self._own_dtype(x, param)
@@ -211,6 +225,7 @@ class Conversions(Generic[ArrayT]):
 
         ``param`` names ``array`` in messages.
         """
+        array = self._traced(array)
         if self._adapter.owns(array):
             ref_name = self._own_dtype(array, param)
             dev_str, native = self._target(device)

@@ -94,6 +94,7 @@ class Inputs(Operations[ArrayT]):
         return out
 
     def _check_one(self, x: Any, param: str, ref: list[Any], convert: bool) -> ArrayT:
+        x = self._traced(x)
         adapter = adapter_for_array(x)
         host_lib = ADAPTERS["numpy"]
         if (

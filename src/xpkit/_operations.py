@@ -400,7 +400,7 @@ class At(Generic[ArrayT]):
            [3., 2.]])
     """
 
-    __slots__ = ("_at", "_backend")
+    __slots__ = ("_at", "_backend", "_x")
 
     def __init__(self, backend: Backend[ArrayT], x: ArrayT, idx: Any) -> None:
         backend._check_operand(x, "x")
@@ -416,12 +416,19 @@ class At(Generic[ArrayT]):
             raise ImportError(msg) from exc
         target: Any = x  # an array of any library, which array-api-extra takes
         self._backend = backend
+        self._x = x
         self._at = at(target, idx)
 
     def _apply(self, name: str, y: Any, copy: bool | None, xp: Any) -> ArrayT:
         _check_copy(copy)
         update = getattr(self._at, name)
-        result: ArrayT = update(self._value(y), copy=copy, xp=xp)
+        value = self._value(y)
+        if name in ("min", "max") and not self._backend._adapter.owns(value):
+            # array-api-extra makes a number an array without device=: on
+            # the default device, which array-api-strict's device1 refuses.
+            ns = self._backend.xp if xp is None else xp
+            value = ns.asarray(value, device=self._backend._adapter.device_of(self._x))
+        result: ArrayT = update(value, copy=copy, xp=xp)
         return result
 
     def _value(self, y: Any) -> Any:

@@ -57,12 +57,15 @@ class LazyTags(NamedTuple):
     """How a function declared with ``xpkit.testing.lazy_xp_function`` runs.
 
     ``jit``/``compiled``: whether it runs jitted/compiled in those modes;
-    ``computes``: how many computes of a lazy graph one call may make.
+    ``computes``: how many computes of a lazy graph one call may make;
+    ``host_copies``: how many times one call may turn an array into a NumPy
+    array (None: not counted).
     """
 
     jit: bool
     compiled: bool
     computes: int
+    host_copies: int | None = None
 
 
 #: A test module's declared functions, each with its `LazyTags`.
@@ -403,6 +406,60 @@ class Adapter:
         msg = f"{self.label} has no test mode {mode!r} (its modes: {self.test_modes})"
         raise ValueError(msg)
 
+    # -- what the pytest plugin asks -----------------------------------------
+    #: Emulated devices the pytest plugin also runs every test on, each as
+    #: the variant `variant_name` names (array-api-strict's ``"device1"``,
+    #: where anything created without ``device=`` lands elsewhere, and
+    #: ``"no_float64"``, which holds no float64 as MPS does).
+    test_devices: ClassVar[tuple[str, ...]] = ()
+    #: Devices whose arrays have a shape and a dtype but no values (torch's
+    #: ``"meta"``): nothing computes there, so the plugin offers them only to
+    #: tests marked ``xpkit_shapes_only``. `validate_device` takes them;
+    #: `devices` does not list them.
+    shape_only_devices: ClassVar[tuple[str, ...]] = ()
+
+    def variant_name(self, device: str) -> str:
+        """`backend_name`, with the device added where the name does not say it.
+
+        ``"array_api_strict-device1"``; the default device adds nothing
+        (``"array_api_strict"``), nor does a name that carries its device
+        (``"torch-cpu"``, ``"torch-meta"``). What the pytest plugin's test ids
+        and the narrowing messages call a library on a device.
+        """
+        name = self.backend_name(device)
+        if name != self.key:
+            return name
+        if self.canonical_device(device) == self.canonical_device(
+            self.default_device()
+        ):
+            return name
+        return f"{name}-{self.canonical_device(device)}"
+
+    def host_exits(self) -> tuple[tuple[Any, str], ...]:
+        """Where an array of this library becomes a NumPy array, to be watched.
+
+        ``(owner, attribute)`` pairs: methods of the library's array type
+        (``__array__``, torch's ``numpy``, Dask's ``compute``) and functions
+        (``dask.compute``), each taking the array as its first argument. The
+        testing tools count calls of these for ``lazy_xp_function(...,
+        host_copies=N)``. NumPy's adapter lists NumPy's own functions
+        (``asarray``, ``from_dlpack``, ...), through which any library's
+        array may leave; its own arrays are host arrays already. Empty
+        where no exit can be watched. Asked with the library imported.
+        """
+        return ()
+
+    def traced_host_array(self, x: Any) -> Any:  # noqa: ARG002
+        """``x`` as an array of this library, while the library compiles the caller.
+
+        For host data (a NumPy array) handed to the facade inside code the
+        library traces, where its tracer cannot read the NumPy array's
+        attributes (torch.compile has no ``ndarray.dtype``). None when the
+        library is not tracing or ``x`` is not such data: the facade then
+        converts ``x`` its usual way.
+        """
+        return None
+
     def fast_ops(self, xp: Any) -> FastOps:
         """The hot-path functions `Backend` binds once.
 
@@ -483,8 +540,12 @@ class Adapter:
         return "cpu" if name == "cpu:0" else name
 
     def validate_device(self, device: str) -> str:
-        """Return how ``device`` is listed by `devices`, or raise ValueError."""
-        listed = self.devices()
+        """Return how ``device`` is listed by `devices`, or raise ValueError.
+
+        The `shape_only_devices` are valid too, though `devices` does not
+        list them (nothing runs there).
+        """
+        listed = (*self.devices(), *self.shape_only_devices)
         text = device.strip()
         if text in listed:
             return text

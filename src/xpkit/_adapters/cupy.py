@@ -54,8 +54,16 @@ class CupyAdapter(Adapter):
         return bool(array_api_compat.is_cupy_array(x))
 
     def to_numpy(self, x: Any) -> np.ndarray[Any, Any]:
-        """Device-to-host copy (``ndarray.get``)."""
-        return np.asarray(x.get())
+        """Device-to-host copy (``cupy.asnumpy``, which `host_exits` watches)."""
+        import cupy
+
+        return np.asarray(cupy.asnumpy(x))
+
+    def host_exits(self) -> tuple[tuple[Any, str], ...]:
+        """``cupy.asnumpy``; ``ndarray.get`` cannot be watched (a C type)."""
+        import cupy
+
+        return ((cupy, "asnumpy"),)
 
     #: CuPy arrays have no read-only flag.
     always_writable = True

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from types import ModuleType
 from typing import Any
@@ -9,7 +12,7 @@ from typing import Any
 import array_api_compat
 import numpy as np
 
-from ._base import Adapter, Replace, Tagged, patched_by_array_api_extra
+from ._base import Adapter, LazyTags, Replace, Tagged, patched_by_array_api_extra
 from ._peak import PeakMeter, rss_meter
 
 __all__ = ["DaskAdapter"]
@@ -82,6 +85,13 @@ class DaskAdapter(Adapter):
 
     test_modes = ("lazy",)
 
+    def host_exits(self) -> tuple[tuple[Any, str], ...]:
+        """``Array.__array__``, ``Array.compute`` and ``dask.compute``."""
+        import dask
+        import dask.array as da
+
+        return ((da.Array, "__array__"), (da.Array, "compute"), (dask, "compute"))
+
     def lazy_context(
         self,
         mode: str,
@@ -97,9 +107,7 @@ class DaskAdapter(Adapter):
         """
         if mode != "lazy":
             return super().lazy_context(mode, request, xp, tagged, replace)
-        return patched_by_array_api_extra(
-            request, xp, tagged, lambda tags: {"allow_dask_compute": tags.computes}
-        )
+        return _computes_counted(request, xp, replace)
 
     def peak_meter(self, device: str) -> PeakMeter | None:  # noqa: ARG002
         """The process's peak RSS (`rss_meter`: Linux; None elsewhere).
@@ -112,3 +120,54 @@ class DaskAdapter(Adapter):
     def is_oom(self, exc: BaseException) -> bool:
         """A chunk's own host-memory error."""
         return isinstance(exc, MemoryError)
+
+
+#: How array-api-extra's counting scheduler begins its refusal.
+_REFUSAL = "Called `dask.compute()` or `dask.persist()`"
+
+
+@contextlib.contextmanager
+def _computes_counted(request: Any, xp: Any, replace: Replace) -> Iterator[None]:
+    """array-api-extra's patch around each declared function, refusals reworded.
+
+    array-api-extra's refusal tells the user to pass ``allow_dask_compute``,
+    its own keyword; the declared function is first wrapped so that the
+    refusal names xpkit's ``computes=`` instead.
+    """
+    wrapped: Tagged = []
+
+    def wrap(func: Callable[..., Any], tags: LazyTags) -> Callable[..., Any]:
+        named = _refusal_in_xpkit_terms(func, tags.computes)
+        wrapped.append((named, tags))
+        return named
+
+    with (
+        replace(wrap),
+        patched_by_array_api_extra(
+            request, xp, wrapped, lambda tags: {"allow_dask_compute": tags.computes}
+        ),
+    ):
+        yield
+
+
+def _refusal_in_xpkit_terms(
+    func: Callable[..., Any], allowed: int
+) -> Callable[..., Any]:
+    name = getattr(func, "__name__", repr(func))
+
+    @functools.wraps(func)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except AssertionError as exc:
+            if not str(exc).startswith(_REFUSAL):
+                raise
+            msg = (
+                f"{name} computed its Dask graph (dask.compute() or persist()) more "
+                f"than the {allowed} time(s) one call may; where that is intended, "
+                f"declare it with lazy_xp_function({name}, computes={allowed + 1}) "
+                f"or @capabilities(computes={allowed + 1})"
+            )
+            raise AssertionError(msg).with_traceback(exc.__traceback__) from None
+
+    return run

@@ -196,6 +196,17 @@ class JaxAdapter(Adapter):
 
     test_modes = ("jit",)
 
+    def host_exits(self) -> tuple[tuple[Any, str], ...]:
+        """The array type's ``__array__`` and ``jax.device_get``.
+
+        On the CPU, ``np.asarray`` takes a JAX array's buffer directly (no
+        ``__array__`` call): NumPy's own functions, which the NumPy adapter
+        lists, see it.
+        """
+        jax = _jax()
+        array_type = type(jax.numpy.zeros((), device=jax.devices("cpu")[0]))
+        return ((array_type, "__array__"), (jax, "device_get"))
+
     def pads_batches(self, fn: Callable[..., Any]) -> bool:  # noqa: ARG002
         """Always: JAX compiles a jitted ``fn``, and each eager operation, per shape."""
         return True

@@ -101,6 +101,10 @@ class NdonnxAdapter(Adapter):
         (value,) = session.run(None, {})
         return np.asarray(value)
 
+    def host_exits(self) -> tuple[tuple[Any, str], ...]:
+        """``Array.unwrap_numpy``, which hands out the propagated value."""
+        return ((self.namespace().Array, "unwrap_numpy"),)
+
     def values_at_hand(self, x: Any) -> bool:
         """Whether ``x`` has a propagated value (a graph input has none)."""
         try:

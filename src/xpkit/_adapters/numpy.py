@@ -112,6 +112,16 @@ class NumpyAdapter(Adapter):
         """The array itself (scalars hold no memory another array could share)."""
         return x if isinstance(x, np.ndarray) else None
 
+    def host_exits(self) -> tuple[tuple[Any, str], ...]:
+        """NumPy's functions that turn any library's array into a NumPy array.
+
+        ``np.asarray`` and its kin (through ``__array__``, the buffer
+        protocol or DLPack) and ``np.from_dlpack``. NumPy's own arrays are
+        host arrays already: passing them never counts.
+        """
+        names = ("asarray", "array", "asanyarray", "ascontiguousarray", "from_dlpack")
+        return tuple((np, name) for name in names)
+
     def extra_dtypes(self, device: str) -> frozenset[str]:  # noqa: ARG002
         """float16 (NumPy has no bfloat16 of its own)."""
         return frozenset({"float16"})

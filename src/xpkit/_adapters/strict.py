@@ -106,6 +106,17 @@ class StrictAdapter(Adapter):
             text = text[len("array_api_strict.Device(") : -1].strip("'\"")
         return self.canonical_device(text)
 
+    #: Its simulated devices, run by the pytest plugin: ``device1`` (arrays
+    #: made without ``device=`` land on the CPU, and mixing the two raises)
+    #: and ``no_float64`` (no float64 or complex128, as on MPS).
+    test_devices = ("device1", "no_float64")
+
+    def host_exits(self) -> tuple[tuple[Any, str], ...]:
+        """Its array's ``__array__`` (NumPy's ``from_dlpack`` is NumPy's own exit)."""
+        from array_api_strict._array_object import Array
+
+        return ((Array, "__array__"),)
+
     def strictest_mode(self) -> Any:
         """Boolean indexing and data-dependent shapes off, restored on exit."""
         return self.namespace().ArrayAPIStrictFlags(

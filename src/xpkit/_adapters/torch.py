@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import functools
 import platform
 import sys
-import warnings
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from types import ModuleType
@@ -17,7 +15,6 @@ import numpy as np
 from ._base import (
     Adapter,
     FastOps,
-    LazyTags,
     MemoryCap,
     MemoryInfo,
     MemoryProbe,
@@ -26,6 +23,7 @@ from ._base import (
 )
 from ._layout import Unshareable, native_layout
 from ._peak import PeakMeter, rss_meter
+from ._torch_compile import compiled_whole
 from ._torch_memory import (
     AllocatorPeak,
     accelerator_cap,
@@ -513,6 +511,27 @@ class TorchAdapter(Adapter):
 
     test_modes = ("compile",)
 
+    #: Tensors with a shape and a dtype but no values (``device="meta"``).
+    shape_only_devices = ("meta",)
+
+    def host_exits(self) -> tuple[tuple[Any, str], ...]:
+        """``Tensor.__array__`` (``np.asarray``) and ``Tensor.numpy``."""
+        tensor = _torch().Tensor
+        return ((tensor, "__array__"), (tensor, "numpy"))
+
+    def traced_host_array(self, x: Any) -> Any:
+        """A NumPy array as a CPU tensor while ``torch.compile`` traces the caller.
+
+        Dynamo traces NumPy arrays as tensors but cannot read their
+        attributes (``ndarray.dtype``); ``torch.as_tensor`` it can trace.
+        """
+        torch = sys.modules.get("torch")
+        if torch is None or not isinstance(x, np.ndarray):
+            return None
+        if not torch.compiler.is_compiling():
+            return None
+        return torch.as_tensor(x)
+
     def pads_batches(self, fn: Callable[..., Any]) -> bool:
         """For a ``torch.compile``-d ``fn``, which recompiles for a new shape."""
         return hasattr(fn, "_torchdynamo_orig_callable") or type(fn).__name__ == (
@@ -536,31 +555,7 @@ class TorchAdapter(Adapter):
         """
         if mode != "compile":
             return super().lazy_context(mode, request, xp, tagged, replace)
-        import torch
-
-        def wrap(func: Callable[..., Any], tags: LazyTags) -> Callable[..., Any] | None:
-            if not tags.compiled:
-                return None
-            compiled: Callable[..., Any] = torch.compile(
-                func, fullgraph=True, backend="aot_eager"
-            )
-
-            @functools.wraps(func)
-            def run(*args: Any, **kwargs: Any) -> Any:
-                # Dynamo's advisory on tracing through array_api_compat's
-                # lru_cache-d type checks (is_torch_array, ...): correct here,
-                # and an error under a test suite's filterwarnings = error.
-                with warnings.catch_warnings():
-                    warnings.filterwarnings(
-                        "ignore",
-                        message="Dynamo detected a call to a `functools.lru_cache`",
-                        category=UserWarning,
-                    )
-                    return compiled(*args, **kwargs)
-
-            return run
-
-        return replace(wrap)
+        return replace(compiled_whole)
 
     def is_oom(self, exc: BaseException) -> bool:
         """``torch.OutOfMemoryError`` and the OOM RuntimeErrors of torch.

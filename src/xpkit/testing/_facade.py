@@ -1,10 +1,12 @@
 """xpkit's own facade, stated with `capabilities` like any library's functions.
 
 The statements follow from the adapters (which library lacks ``linalg`` or
-data-dependent shapes) and from what each method does (``to_numpy`` brings
-values to the host, so it cannot run inside a compiled graph).
-``xpkit capabilities xpkit`` prints them as a table; ``tests/test_facade_lazy.py``
-runs every method in every mode against them.
+data-dependent shapes) and from what the runs show: ``tests/test_facade_lazy.py``
+runs every method in every mode, and each method a statement keeps out of
+a mode forced into it, so a statement can neither claim a mode that fails
+(``to_numpy`` under ``jax.jit``: its values must leave the graph) nor
+refuse one that works (``torch.compile`` captures ``to_numpy`` and
+``flatnonzero``). ``xpkit capabilities xpkit`` prints them as a table.
 """
 
 from __future__ import annotations
@@ -57,22 +59,19 @@ def facade_capabilities() -> dict[str, Capabilities]:
     --------
     >>> from xpkit.testing import facade_capabilities
     >>> sorted(facade_capabilities()["to_numpy"].modes)
-    ['compile', 'jit']
+    ['jit']
     """
     special = {
         "svd": checked_statement(requires=("linalg",)),
         "flatnonzero": checked_statement(
-            requires=("data_dependent_shapes",),
-            modes={"jit": _SHAPE, "compile": _SHAPE},
+            requires=("data_dependent_shapes",), modes={"jit": _SHAPE}
         ),
         "at": checked_statement(
             modes={
                 "compile": "array-api-extra's at cannot be traced (its index checks)"
             }
         ),
-        "to_numpy": checked_statement(
-            modes={"jit": _HOST, "compile": _HOST}, computes=1
-        ),
+        "to_numpy": checked_statement(modes={"jit": _HOST}, computes=1),
     }
     plain = checked_statement()
     return {name: special.get(name, plain) for name in METHODS}
