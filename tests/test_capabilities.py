@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import sys
 import textwrap
+import types
 from pathlib import Path
 
 import pytest
@@ -132,7 +134,8 @@ def test_covers_turns_the_statement_into_marks(pytester):
     result = pytester.runpytest_subprocess(
         "-rsx", "-p", "no:cacheprovider", "--xpkit-backends=numpy,array_api_strict"
     )
-    result.assert_outcomes(skipped=1, xfailed=2)  # array_api_strict and -strictest
+    # array_api_strict is an id: that variant alone (not -strictest, -device1...)
+    result.assert_outcomes(skipped=1, xfailed=1)
     result.stdout.fnmatch_lines(["*not for NumPy*"])
 
 
@@ -144,3 +147,150 @@ def test_cli_prints_the_table_and_json():
     missing = run_xpkit("capabilities", "nosuch_module_here")
     assert missing.returncode == 2
     assert "cannot import 'nosuch_module_here'" in missing.stdout
+
+
+def test_lazy_xp_function_takes_the_functions_own_statement():
+    """``lazy_xp_function(f)`` follows f's @capabilities, as @covers does (#21)."""
+    from xpkit.testing import lazy_xp_function
+    from xpkit.testing._lazy import tagged
+
+    @capabilities(modes={"jit": "a Python if on a value"}, computes=2, host_copies=1)
+    def branchy(x):
+        return x
+
+    @capabilities(modes={"compile": "a graph break"})
+    def overridden(x):
+        return x
+
+    module = types.ModuleType("user_tests")
+    module.branchy = branchy
+    module.overridden = overridden
+    lazy_xp_function(branchy)
+    lazy_xp_function(overridden, compiled=True, host_copies=0)
+    tags = dict(tagged(module))
+    assert tags[branchy].jit is False
+    assert tags[branchy].compiled is True
+    assert tags[branchy].computes == 2
+    assert tags[branchy].host_copies == 1
+    # what the call says wins over the statement
+    assert tags[overridden].compiled is True
+    assert tags[overridden].host_copies == 0
+
+
+@pytest.mark.parametrize(
+    ("value", "exc"),
+    [(-1, ValueError), (True, TypeError), ("1", TypeError), (1.0, TypeError)],
+)
+def test_bad_host_copies_are_refused(value, exc):
+    from xpkit.testing import lazy_xp_function
+
+    with pytest.raises(
+        exc, match=f"host_copies must be a non-negative int or None, got {value!r}"
+    ):
+        capabilities(host_copies=value)
+    with pytest.raises(exc, match="host_copies must be a non-negative int"):
+        lazy_xp_function(len, host_copies=value)
+
+
+DOCUMENTED = """Scale the rows.
+
+    Parameters
+    ----------
+    x : array
+        The rows.
+
+    Returns
+    -------
+    array
+
+    Examples
+    --------
+    >>> 1 + 1
+    2
+    """
+
+
+def test_the_statement_goes_into_the_docstring_on_request():
+    def scale(x):
+        return x
+
+    scale.__doc__ = DOCUMENTED
+    plain = capabilities(skip={"dask": "needs the values"})(scale)
+    assert plain.__doc__ == DOCUMENTED  # only when asked
+
+    def scale2(x):
+        return x
+
+    scale2.__doc__ = DOCUMENTED
+    documented = capabilities(
+        skip={"dask": "needs the values"},
+        modes={"jit": "a shape from values"},
+        in_docstring=True,
+    )(scale2)
+    lines = documented.__doc__.splitlines()
+    notes, examples = lines.index("Notes"), lines.index("Examples")
+    assert lines[notes + 1] == "-----"
+    assert notes < examples  # numpydoc's order: Notes before Examples
+    table = lines[notes:examples]
+    assert "Array API support (stated with ``xpkit.testing.capabilities``):" in table
+    rows = {
+        ln.split("  ", 1)[0]: ln.split("  ", 1)[1].strip()
+        for ln in table
+        if ln and not ln.startswith(("=", "Array", "Notes", "-----", "backend"))
+    }
+    assert rows[ADAPTERS["numpy"].label] == "yes"
+    assert rows[ADAPTERS["dask"].label] == "no: needs the values"
+    assert rows[f"{ADAPTERS['jax'].label} jit"] == "eager: a shape from values"
+    assert ">>> 1 + 1" in lines  # the rest is kept
+
+
+def test_the_statement_joins_an_existing_notes_section():
+    def f(x):
+        """Do it.
+
+        Notes
+        -----
+        Already noted.
+
+        References
+        ----------
+        .. [1] A paper.
+        """
+        return x
+
+    doc = capabilities(cpu_only="host memory maps", in_docstring=True)(f).__doc__
+    lines = doc.splitlines()
+    assert lines.count("Notes") == 1
+    assert (
+        lines.index("Already noted.")
+        < lines.index("Array API support (stated with ``xpkit.testing.capabilities``):")
+        < lines.index("References")
+    )
+    assert any(ln.endswith("no: host memory maps") for ln in lines)
+    with pytest.raises(TypeError, match="in_docstring must be a bool, got 'yes'"):
+        capabilities(in_docstring="yes")
+
+
+def test_uncovered_statements_name_the_function_no_test_covers():
+    from xpkit.testing import uncovered_statements
+
+    module = types.ModuleType("two_functions")
+
+    @capabilities()
+    def first(x):
+        return x
+
+    @capabilities()
+    def second(x):
+        return x
+
+    module.first, module.second = first, second
+    module.__all__ = ["first", "second"]
+    sys.modules["two_functions"] = module
+    try:
+        assert uncovered_statements("two_functions", [first]) == ["second"]
+        assert uncovered_statements("two_functions", [first, second]) == []
+    finally:
+        del sys.modules["two_functions"]
+    with pytest.raises(TypeError, match="module_name must be a module name"):
+        uncovered_statements(module, [])

@@ -21,6 +21,7 @@ def _load_example():
     return module
 
 
+@pytest.mark.xpkit_requires("float64")  # scikit-learn's float64 to 1e-9
 @pytest.mark.xpkit_requires("linalg")
 @pytest.mark.parametrize("alpha", [0.1, 10.0])
 def test_ridge_matches_scikit_learn(xpkit_backend, rng, alpha):

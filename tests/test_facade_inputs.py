@@ -226,6 +226,7 @@ EXACT = {
 }
 
 
+@pytest.mark.xpkit_requires("float64")  # casts to float64
 @pytest.mark.parametrize(("data", "dtype"), EXACT.values(), ids=EXACT.keys())
 def test_a_cast_that_keeps_every_value_passes(xpkit_backend, data, dtype):
     b = xpkit_backend
@@ -267,6 +268,7 @@ def test_check_arrays_refuses_a_float_y_an_integer_x_would_truncate(xpkit_backen
     assert _values(b, out[1]) == [0.0, 4.0, -2.0]
 
 
+@pytest.mark.xpkit_requires("float64")  # fills float64
 @pytest.mark.parametrize(
     ("fill", "dtype", "shown"),
     [

@@ -237,6 +237,7 @@ def test_auto_n_jobs_by_memory(monkeypatch):
     assert xpkit.auto_n_jobs_for_arrays([None, None]) == 1
 
 
+@pytest.mark.xpkit_requires("float64")  # sized as 1 MiB of float64
 def test_auto_n_jobs_sizes_any_library(xpkit_backend, monkeypatch):
     monkeypatch.setattr("joblib.cpu_count", lambda: 64)
     x = xpkit_backend.asarray(np.zeros((256, 512)))  # 1 MiB of float64

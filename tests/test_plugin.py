@@ -22,7 +22,12 @@ def expected_cpu_ids() -> set[str]:
     if importlib.util.find_spec("torch"):
         ids.add("torch-cpu")
     if importlib.util.find_spec("array_api_strict"):
-        ids |= {"array_api_strict", "array_api_strict-strictest"}
+        ids |= {
+            "array_api_strict",
+            "array_api_strict-strictest",
+            "array_api_strict-device1",
+            "array_api_strict-no_float64",
+        }
     if importlib.util.find_spec("jax"):
         ids.add("jax-cpu")
     if importlib.util.find_spec("dask"):
@@ -172,7 +177,9 @@ def test_strictest_variant_switches_flags_for_the_test_only(pytester):
 
 def test_requires_marker_skips_backends_without_a_capability(pytester, monkeypatch):
     pytest.importorskip("array_api_strict")
-    monkeypatch.setenv("XPKIT_BACKENDS", "numpy,array_api_strict")
+    monkeypatch.setenv(
+        "XPKIT_BACKENDS", "numpy,array_api_strict,array_api_strict-strictest"
+    )
     pytester.makepyfile(
         test_user="""
         import pytest
@@ -204,6 +211,6 @@ def test_requires_marker_refuses_an_unknown_capability(pytester):
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     assert result.ret != 0
     assert (
-        "xpkit_requires names ['fft']; capabilities: linalg, data_dependent_shapes"
-        in (result.stdout.str() + result.stderr.str())
+        "xpkit_requires names ['fft']; capabilities: linalg, data_dependent_shapes, "
+        "float64" in (result.stdout.str() + result.stderr.str())
     )

@@ -19,6 +19,8 @@ from xpkit.testing import (
     strategies,
 )
 
+from .helpers import run_python
+
 
 def test_assert_close_passes_within_dtype_tolerance(xpkit_backend):
     b = xpkit_backend
@@ -210,10 +212,13 @@ def test_default_tolerance(dtype, rtol):
 def test_assert_array_almost_equal_any_library(xpkit_backend):
     b = xpkit_backend
     assert_array_almost_equal(b.asarray([1.0, 2.0]), np.array([1.0, 2.0000001]))
+    # A device without float64 compares at 2 decimals (its summary line says
+    # so; no warning inside the plugin's tests).
+    decimals, off = (6, 0.001) if "float64" in b.dtypes else (2, 0.1)
     with pytest.raises(
-        AssertionError, match="Arrays are not almost equal to 6 decimals"
+        AssertionError, match=f"Arrays are not almost equal to {decimals} decimals"
     ):
-        assert_array_almost_equal(b.asarray([1.0, 2.0]), np.array([1.0, 2.001]))
+        assert_array_almost_equal(b.asarray([1.0, 2.0]), np.array([1.0, 2.0 + off]))
 
 
 def test_assert_array_almost_equal_reduces_precision_without_float64():
@@ -272,6 +277,57 @@ def test_strategies_reject_bad_input():
     pytest.importorskip("array_api_strict")
     nof64 = xpkit.Backend("array_api_strict", device="no_float64")
     with pytest.raises(
-        ValueError, match="dtype='float64' is not supported on array_api_strict"
+        ValueError, match="dtype='bfloat16' is not supported on array_api_strict"
     ):
-        strategies.arrays(nof64, dtype="float64")
+        strategies.arrays(nof64, dtype="bfloat16")
+
+
+@settings(max_examples=5)
+@given(data=st.data())
+def test_strategies_narrow_a_64_bit_dtype_as_asarray_does(data):
+    """float64 on a device without it draws float32 arrays (issue #21), warned once."""
+    pytest.importorskip("array_api_strict")
+    nof64 = xpkit.Backend("array_api_strict", device="no_float64")
+    _warned.clear()
+    with pytest.warns(xpkit.PrecisionWarning, match="has no float64; using float32"):
+        drawn = strategies.arrays(nof64, dtype="float64", shape=3)
+    x = data.draw(drawn)
+    assert str(x.dtype) == "array_api_strict.float32"
+    assert x.device == nof64.native_device
+
+
+STRATEGY_ON_32_BIT_JAX = """
+import warnings
+
+import jax
+from hypothesis import given, settings
+
+import xpkit
+from xpkit.testing import strategies
+
+assert not jax.config.jax_enable_x64
+b = xpkit.Backend("jax")
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    drawn = strategies.arrays(b, dtype="float64", shape=2)
+print("warned:", [str(w.message) for w in caught])
+
+
+@settings(max_examples=3, database=None)
+@given(drawn)
+def check(x):
+    assert str(x.dtype) == "float32", x.dtype
+
+
+check()
+print("float32 drawn")
+"""
+
+
+def test_strategies_narrow_float64_on_jax_without_x64():
+    """``arrays(b, dtype="float64")`` raised on 32-bit JAX, where asarray narrows (#21)."""
+    pytest.importorskip("jax")
+    proc = run_python(STRATEGY_ON_32_BIT_JAX, extra_env={"JAX_ENABLE_X64": "0"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "float32 drawn" in proc.stdout
+    assert "jax-cpu has no float64; using float32 instead" in proc.stdout

@@ -7,6 +7,7 @@ import functools
 import os
 import sys
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -15,10 +16,12 @@ __all__ = [
     "DTYPE_KINDS",
     "DTYPE_NAMES",
     "PrecisionWarning",
-    "announce_narrowing",
+    "collected_narrowings",
+    "collecting_narrowings",
     "dtype_name",
     "external_stacklevel",
     "narrow_for_device",
+    "narrowed",
 ]
 
 #: The standard's dtype kinds and the dtypes of each.
@@ -163,18 +166,50 @@ def external_stacklevel() -> int:
     return level
 
 
-def announce_narrowing(where: str, supported: frozenset[str]) -> list[tuple[str, str]]:
-    """The narrowings ``where`` makes, marked as already warned about.
+#: Places whose narrowings are collected for a report instead of warned
+#: about, each as often as `collecting_narrowings` blocks for it are open.
+_collecting: dict[str, int] = {}
+#: Place -> {requested dtype: what it became}, as collected.
+_collected: dict[str, dict[str, str]] = {}
+
+
+@contextlib.contextmanager
+def collecting_narrowings(where: str) -> Iterator[None]:
+    """Within the block, narrowings ``where`` makes are collected, not warned about.
 
     For a caller that reports them itself, once (the pytest plugin does, in
-    the session's summary): `narrow_for_device` then narrows silently.
-    Returns (dtype, narrowed dtype) pairs; empty where nothing narrows.
+    the session's summary, around each test of a variant):
+    `narrow_for_device` records each dtype it narrows there, and
+    `collected_narrowings` returns them.
     """
-    pairs = [
-        (wide, narrow) for wide, narrow in _NARROW.items() if wide not in supported
-    ]
-    _warned.update((where, wide) for wide, _ in pairs)
-    return pairs
+    _collecting[where] = _collecting.get(where, 0) + 1
+    try:
+        yield
+    finally:
+        _collecting[where] -= 1
+        if not _collecting[where]:
+            del _collecting[where]
+
+
+def collected_narrowings() -> dict[str, dict[str, str]]:
+    """Place -> {dtype requested: dtype it became}, as collected.
+
+    Only dtypes that were asked for and narrowed appear: a place that
+    narrowed nothing has no entry.
+    """
+    return {where: dict(pairs) for where, pairs in _collected.items()}
+
+
+def narrowed(name: str, supported: frozenset[str]) -> str:
+    """What a device holding the dtypes ``supported`` makes of dtype ``name``.
+
+    Its 32-bit sibling for a 64-bit dtype the device lacks (float64 ->
+    float32, complex128 -> complex64, int64 -> int32, uint64 -> uint32);
+    ``name`` itself otherwise. Nothing is warned or recorded.
+    """
+    if name in supported or name not in _NARROW:
+        return name
+    return _NARROW[name]
 
 
 def narrow_for_device(name: str, supported: frozenset[str], where: str) -> str:
@@ -184,9 +219,12 @@ def narrow_for_device(name: str, supported: frozenset[str], where: str) -> str:
     uint32, on devices whose ``supported`` dtype names lack them. Warns once
     per process, device and dtype (a `PrecisionWarning`).
     """
-    if name in supported or name not in _NARROW:
+    narrow = narrowed(name, supported)
+    if narrow == name:
         return name
-    narrow = _NARROW[name]
+    if where in _collecting:
+        _collected.setdefault(where, {})[name] = narrow
+        return narrow
     # Check-then-add without a lock: a race costs at most one repeated warning.
     first = (where, name) not in _warned
     _warned.add((where, name))

@@ -73,6 +73,7 @@ class Capacity:
         return x * y + 1.0
 
 
+@pytest.mark.xpkit_requires("float64")  # equal to a float64 reference
 @pytest.mark.parametrize("kind", sorted(FACTORIES))
 @given(
     n=st.integers(1, 200),

@@ -12,58 +12,30 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from .._adapters import ADAPTERS, CAPABILITIES
+from ._lazy import lazy_xp_function
+from ._statement import (
+    ATTRIBUTE,
+    MODES,
+    Capabilities,
+    check_host_copies,
+)
 
 __all__ = [
     "Capabilities",
     "capabilities",
     "capabilities_table",
+    "checked_statement",
     "covers",
     "statements_of",
+    "support_rows",
+    "uncovered_statements",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-#: The attribute a declared function carries its `Capabilities` in.
-ATTRIBUTE = "__xpkit_capabilities__"
-
-#: The modes a statement may refuse, and the plugin variants they name.
-MODES = ("jit", "lazy", "compile")
-
-
-@dataclass(frozen=True)
-class Capabilities:
-    """One function's statement (see `capabilities`).
-
-    Parameters
-    ----------
-    skip, xfail, requires, cpu_only, modes, computes
-        As `capabilities` takes them (it builds this record; use it).
-
-    Raises
-    ------
-    Nothing: a statement is a record.
-
-    Examples
-    --------
-    >>> from xpkit.testing import capabilities
-    >>> @capabilities(requires=("linalg",))
-    ... def solve(a, b):
-    ...     return a
-    >>> solve.__xpkit_capabilities__.requires
-    ('linalg',)
-    """
-
-    skip: Mapping[str, str] = field(default_factory=dict)
-    xfail: Mapping[str, str] = field(default_factory=dict)
-    requires: tuple[str, ...] = ()
-    cpu_only: str = ""
-    modes: Mapping[str, str] = field(default_factory=dict)
-    computes: bool | int = False
 
 
 def _check_reasons(
@@ -104,6 +76,8 @@ def capabilities(
     cpu_only: str = "",
     modes: Mapping[str, str] | None = None,
     computes: bool | int = False,
+    host_copies: int | None = None,
+    in_docstring: bool = False,
 ) -> Callable[[F], F]:
     """Decorator: state what a public function supports, and why not.
 
@@ -125,6 +99,13 @@ def capabilities(
         with the reason: it then runs eagerly in those variants.
     computes : bool or int, default False
         How many computes of a lazy graph one call may make (``*-lazy``).
+    host_copies : int, optional
+        How many times one call may turn an array into a NumPy array in the
+        eager variants (see `lazy_xp_function`); None: not counted.
+    in_docstring : bool, default False
+        Also write the statement into the function's docstring: a table of
+        every backend, GPU column and mode with its verdict and reason,
+        in the ``Notes`` section (made where there is none).
 
     Returns
     -------
@@ -134,7 +115,8 @@ def capabilities(
     Raises
     ------
     TypeError, ValueError
-        A name that is no backend or mode, or a missing reason.
+        A name that is no backend or mode, a missing reason, a negative
+        ``host_copies``, or an ``in_docstring`` that is not a bool.
 
     Examples
     --------
@@ -152,10 +134,18 @@ def capabilities(
         cpu_only=cpu_only,
         modes=modes,
         computes=computes,
+        host_copies=host_copies,
     )
+    if not isinstance(in_docstring, bool):
+        msg = f"in_docstring must be a bool, got {in_docstring!r}"
+        raise TypeError(msg)
 
     def declare(func: F) -> F:
         setattr(func, ATTRIBUTE, stated)
+        if in_docstring:
+            from ._docstring import with_support_notes
+
+            func.__doc__ = with_support_notes(func.__doc__, support_rows(stated))
         return func
 
     return declare
@@ -169,6 +159,7 @@ def checked_statement(
     cpu_only: str = "",
     modes: Mapping[str, str] | None = None,
     computes: bool | int = False,
+    host_copies: int | None = None,
 ) -> Capabilities:
     """The `Capabilities` `capabilities` records, its arguments checked."""
     if not isinstance(cpu_only, str):
@@ -188,6 +179,7 @@ def checked_statement(
         cpu_only=cpu_only,
         modes=_check_reasons("modes", modes or {}, lambda m: m in MODES),
         computes=computes,
+        host_copies=check_host_copies(host_copies),
     )
 
 
@@ -206,7 +198,9 @@ def covers(func: Callable[..., Any]) -> Callable[[F], F]:
     xfailed where it is declared failing, skipped on GPUs for a CPU-only
     function; and ``func`` is declared to the lazy variants with the modes
     it supports (`lazy_xp_function`), so write the test in the module that
-    imports ``func`` by name.
+    imports ``func`` by name. The test is marked as covering ``func``
+    (``xpkit_covers``): ``pytest --xpkit-uncovered=mylib`` reports the
+    statements of ``mylib`` that no test covers.
 
     Parameters
     ----------
@@ -232,12 +226,13 @@ def covers(func: Callable[..., Any]) -> Callable[[F], F]:
     >>> @covers(head)
     ... def test_head(xpkit_backend): ...
     >>> [m.name for m in test_head.pytestmark]
-    ['xpkit_skip']
+    ['xpkit_covers', 'xpkit_skip']
     """
     import pytest
 
     stated = _stated(func)
-    marks = [
+    marks = [pytest.mark.xpkit_covers.with_args(func)]
+    marks += [
         pytest.mark.xpkit_skip([name], reason=reason)
         for name, reason in stated.skip.items()
     ]
@@ -249,13 +244,12 @@ def covers(func: Callable[..., Any]) -> Callable[[F], F]:
         marks.append(pytest.mark.xpkit_requires(*stated.requires))
     if stated.cpu_only:
         marks.append(pytest.mark.xpkit_cpu_only(reason=stated.cpu_only))
-    from ._lazy import lazy_xp_function
-
     lazy_xp_function(
         func,
         jit="jit" not in stated.modes,
         compiled="compile" not in stated.modes,
         computes=stated.computes,
+        host_copies=stated.host_copies,
     )
 
     def decorate(test: F) -> F:
@@ -292,31 +286,46 @@ def _applies(names: Mapping[str, str], key: str, gpu: bool) -> str | None:
     return None
 
 
-def _cell(
-    stated: Capabilities, column: tuple[str, str, str, bool], notes: list[str]
-) -> str:
+def _verdict(
+    stated: Capabilities, column: tuple[str, str, str, bool]
+) -> tuple[str, str]:
+    """(``"yes"``, ``"no"``, ``"fails"`` or ``"eager"``; the reason) for one column."""
     key, _, mode, gpu = column
-
-    def note(reason: str) -> str:
-        if reason not in notes:
-            notes.append(reason)
-        return f"[{notes.index(reason) + 1}]"
-
     adapter = ADAPTERS[key]
     for need in stated.requires:
         if need not in adapter.capabilities:
-            return f"no {note(f'{adapter.label} has no {need}')}"
+            return "no", f"{adapter.label} has no {need}"
     reason = _applies(stated.skip, key, gpu)
     if reason is not None:
-        return f"no {note(reason)}"
+        return "no", reason
     if gpu and stated.cpu_only:
-        return f"no {note(stated.cpu_only)}"
+        return "no", stated.cpu_only
     reason = _applies(stated.xfail, key, gpu)
     if reason is not None:
-        return f"fails {note(reason)}"
+        return "fails", reason
     if mode and mode in stated.modes:
-        return f"eager {note(stated.modes[mode])}"
-    return "yes"
+        return "eager", stated.modes[mode]
+    return "yes", ""
+
+
+def _cell(
+    stated: Capabilities, column: tuple[str, str, str, bool], notes: list[str]
+) -> str:
+    word, reason = _verdict(stated, column)
+    if not reason:
+        return word
+    if reason not in notes:
+        notes.append(reason)
+    return f"{word} [{notes.index(reason) + 1}]"
+
+
+def support_rows(stated: Capabilities) -> list[tuple[str, str]]:
+    """(column heading, verdict with its reason) for each backend, GPU and mode."""
+    rows = []
+    for column in _columns():
+        word, reason = _verdict(stated, column)
+        rows.append((column[1], f"{word}: {reason}" if reason else word))
+    return rows
 
 
 def capabilities_table(functions: Mapping[str, Callable[..., Any]] | str) -> str:
@@ -414,3 +423,49 @@ def _declared(module_name: str) -> dict[str, Callable[..., Any]]:
         elif callable(obj) and hasattr(obj, ATTRIBUTE):
             out[name] = obj
     return out
+
+
+def uncovered_statements(
+    module_name: str, covered: Iterable[Callable[..., Any]]
+) -> list[str]:
+    """The declared functions of a module that none of ``covered`` is.
+
+    SciPy's "untested" check: every public function with a `capabilities`
+    statement should have a test that covers it (`covers`). The pytest
+    plugin collects the functions its tests cover, so ``pytest
+    --collect-only -q --xpkit-uncovered=mylib`` runs this and exits non-zero
+    when something is left.
+
+    Parameters
+    ----------
+    module_name : str
+        The module whose statements must be covered (as `statements_of`).
+    covered : iterable of callable
+        The functions that tests cover.
+
+    Returns
+    -------
+    list of str
+        ``"name"`` or ``"Class.method"`` of each uncovered statement, sorted.
+
+    Raises
+    ------
+    ModuleNotFoundError
+        The module cannot be imported.
+    TypeError
+        ``module_name`` is not a string.
+
+    Examples
+    --------
+    >>> from xpkit.testing import uncovered_statements
+    >>> from xpkit import Backend
+    >>> "Backend.svd" in uncovered_statements("xpkit", [Backend.asarray])
+    True
+    >>> "Backend.asarray" in uncovered_statements("xpkit", [Backend.asarray])
+    False
+    """
+    if not isinstance(module_name, str):
+        msg = f"module_name must be a module name (str), got {module_name!r}"
+        raise TypeError(msg)
+    done = {id(f) for f in covered}
+    return sorted(n for n, f in _declared(module_name).items() if id(f) not in done)

@@ -6,8 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from .._adapters import Adapter, adapter_for_array, to_host
-from .._dtypes import dtype_name
+from .._adapters import ADAPTERS, Adapter, adapter_for_array, to_host
+from .._dtypes import dtype_name, narrowed
+from ._running import RunningVariant, running_variant
 
 __all__ = ["assert_close", "assert_equal", "default_tolerance"]
 
@@ -81,11 +82,21 @@ def assert_close(
     `default_tolerance`). On failure the message names the worst element,
     its index and both values.
 
+    Inside a test the xpkit pytest plugin runs on a backend variant,
+    ``desired`` may be a NumPy reference for an ``actual`` of that backend's
+    library: ``actual`` must then be on the variant's device (a result that
+    slipped to another device fails), and where the device narrowed a
+    64-bit dtype by its rule (float64 to float32 on JAX without x64, MPS,
+    array-api-strict's ``no_float64``), a reference of the wider dtype is
+    compared at the narrower dtype's tolerance. Any other difference in
+    dtype still fails; outside such a test none of this applies.
+
     Parameters
     ----------
     actual, desired : array
         The arrays to compare. ``desired`` may be a NumPy array, a list or a
-        scalar when ``check_namespace=False``.
+        scalar when ``check_namespace=False``, and a NumPy array in a test of
+        the plugin (see above).
     rtol, atol : float, optional
         Relative and absolute tolerances; default from the dtype.
     check_dtype, check_device, check_namespace : bool, default True
@@ -113,8 +124,12 @@ def assert_close(
     __tracebackhide__ = True
     rtol = _check_tolerance("rtol", rtol)
     atol = _check_tolerance("atol", atol)
-    a, d = _compare_meta(actual, desired, check_dtype, check_device, check_namespace)
-    d_rtol, d_atol = default_tolerance(_source_dtype(desired, d, actual, a))
+    a, d, narrow = _compare_meta(
+        actual, desired, check_dtype, check_device, check_namespace
+    )
+    d_rtol, d_atol = default_tolerance(
+        actual.dtype if narrow else _source_dtype(desired, d, actual, a)
+    )
     _compare_values(
         a, d, d_rtol if rtol is None else rtol, d_atol if atol is None else atol
     )
@@ -185,7 +200,7 @@ def assert_equal(
     AssertionError: ...
     """
     __tracebackhide__ = True
-    a, d = _compare_meta(actual, desired, check_dtype, check_device, check_namespace)
+    a, d, _ = _compare_meta(actual, desired, check_dtype, check_device, check_namespace)
     _compare_values(a, d, 0.0, 0.0)
 
 
@@ -199,7 +214,12 @@ def _compare_meta(
     check_dtype: bool,
     check_device: bool,
     check_namespace: bool,
-) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], bool]:
+    """Both arrays on the host, and whether ``actual`` is a narrowed reference's match.
+
+    The third value is True where the dtypes differ only as the running
+    variant's device narrows them (compare at ``actual``'s tolerance).
+    """
     __tracebackhide__ = True
     for name, flag in (
         ("check_dtype", check_dtype),
@@ -210,7 +230,12 @@ def _compare_meta(
             msg = f"{name} must be a bool, got {flag!r}"
             raise TypeError(msg)
     lib_a, lib_d = adapter_for_array(actual), adapter_for_array(desired)
-    if check_namespace and (lib_a is None or lib_a is not lib_d):
+    running = running_variant()
+    # Inside a test of the plugin, a NumPy array may be the reference for a
+    # result of the variant's library.
+    own = running is not None and lib_a is ADAPTERS[running.backend.library]
+    reference = own and lib_d is ADAPTERS["numpy"]
+    if check_namespace and not reference and (lib_a is None or lib_a is not lib_d):
         msg = (
             f"namespaces differ: actual is {_describe(lib_a, actual)}, "
             f"desired is {_describe(lib_d, desired)}"
@@ -221,19 +246,63 @@ def _compare_meta(
     if a.shape != d.shape:
         msg = f"shapes differ: actual {a.shape}, desired {d.shape}"
         raise AssertionError(msg)
+    narrow = False
     if check_dtype:
         da = dtype_name(actual.dtype) if lib_a is not None else dtype_name(a.dtype)
         dd = dtype_name(desired.dtype) if lib_d is not None else dtype_name(d.dtype)
         if da != dd:
-            msg = f"dtypes differ: actual {da}, desired {dd}"
-            raise AssertionError(msg)
+            narrow = _narrowed_reference(running, da, dd, lib_d)
+            if not narrow:
+                msg = f"dtypes differ: actual {da}, desired {dd}"
+                if running is not None and dd is not None:
+                    msg += _narrowing_note(running, dd)
+                raise AssertionError(msg)
     if check_device and lib_a is not None and lib_d is not None:
         dev_a = lib_a.device_str(lib_a.device_of(actual))
-        dev_d = lib_d.device_str(lib_d.device_of(desired))
-        if lib_a.canonical_device(dev_a) != lib_d.canonical_device(dev_d):
-            msg = f"devices differ: actual on {dev_a!r}, desired on {dev_d!r}"
-            raise AssertionError(msg)
-    return a, d
+        if reference and running is not None:
+            where = running.backend.device
+            if lib_a.canonical_device(dev_a) != lib_a.canonical_device(where):
+                msg = (
+                    f"devices differ: actual on {dev_a!r}, but the test runs on "
+                    f"{running.ident} (device {where!r}): the result left the "
+                    "device its inputs are on"
+                )
+                raise AssertionError(msg)
+        else:
+            dev_d = lib_d.device_str(lib_d.device_of(desired))
+            if lib_a.canonical_device(dev_a) != lib_d.canonical_device(dev_d):
+                msg = f"devices differ: actual on {dev_a!r}, desired on {dev_d!r}"
+                raise AssertionError(msg)
+    return a, d, narrow
+
+
+def _held(running: RunningVariant) -> frozenset[str]:
+    backend = running.backend
+    return ADAPTERS[backend.library].held_dtypes(backend.device)
+
+
+def _narrowed_reference(
+    running: RunningVariant | None,
+    actual: str | None,
+    desired: str | None,
+    lib_d: Adapter | None,
+) -> bool:
+    """Whether ``actual`` is what the running variant makes of a NumPy ``desired``."""
+    if running is None or actual is None or desired is None:
+        return False
+    if lib_d is not None and lib_d is not ADAPTERS["numpy"]:
+        return False
+    return desired != actual and narrowed(desired, _held(running)) == actual
+
+
+def _narrowing_note(running: RunningVariant, desired: str) -> str:
+    becomes = narrowed(desired, _held(running))
+    if becomes == desired:
+        return ""
+    return (
+        f" ({running.ident} narrows {desired} to {becomes}: a NumPy {desired} "
+        f"reference is compared at {becomes}; this result is neither)"
+    )
 
 
 def _compare_values(

@@ -11,7 +11,8 @@ refuse one that works (``torch.compile`` captures ``to_numpy`` and
 
 from __future__ import annotations
 
-from ._capabilities import ATTRIBUTE, Capabilities, checked_statement
+from ._capabilities import checked_statement
+from ._statement import ATTRIBUTE, Capabilities
 
 __all__ = ["declare_facade", "facade_capabilities"]
 

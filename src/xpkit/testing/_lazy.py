@@ -18,6 +18,7 @@ from types import ModuleType
 from typing import Any
 
 from .._adapters import LazyTags
+from ._statement import check_host_copies, statement_of
 
 __all__ = ["has_lazy_functions", "lazy_xp_function", "replaced_functions", "tagged"]
 
@@ -30,9 +31,10 @@ _TAGS: weakref.WeakKeyDictionary[Callable[..., Any], LazyTags] = (
 def lazy_xp_function(
     func: Callable[..., Any],
     *,
-    jit: bool = True,
-    compiled: bool = True,
-    computes: bool | int = False,
+    jit: bool | None = None,
+    compiled: bool | None = None,
+    computes: bool | int | None = None,
+    host_copies: int | None = None,
 ) -> None:
     """Declare ``func`` to be tested lazily by the xpkit plugin's variants.
 
@@ -43,23 +45,35 @@ def lazy_xp_function(
     compute of the lazy graph beyond ``computes`` fails with the count; in
     the ``*-compile`` variants it runs under the library's compiler with the
     whole graph required, so a graph break (a Python ``if`` on an array
-    value, ``float(x)``) fails. Elsewhere it runs as written.
+    value, ``float(x)``) fails. Elsewhere it runs as written. A keyword left
+    out takes its value from ``func``'s own `capabilities` statement, where
+    it has one.
 
     Parameters
     ----------
     func : callable
         A module-level function of the code under test.
-    jit : bool, default True
-        False: run it eagerly in the ``*-jit`` variants.
-    compiled : bool, default True
-        False: run it uncompiled in the ``*-compile`` variants.
-    computes : bool or int, default False
-        How many computes of a lazy graph one call may make (True: any).
+    jit : bool, optional
+        False: run it eagerly in the ``*-jit`` variants. By default True,
+        unless its statement names the ``jit`` mode.
+    compiled : bool, optional
+        False: run it uncompiled in the ``*-compile`` variants. By default
+        True, unless its statement names the ``compile`` mode.
+    computes : bool or int, optional
+        How many computes of a lazy graph one call may make (True: any);
+        by default its statement's ``computes``, else none.
+    host_copies : int, optional
+        In the eager variants of libraries other than NumPy, fail a call that
+        turns an array into a NumPy array (``np.asarray(x)``, ``x.numpy()``,
+        ``Backend.to_numpy``, ``.compute()``, ...) more than this many times,
+        naming each place. By default its statement's, else not counted.
 
     Raises
     ------
     TypeError
-        ``func`` is not callable, or a flag has the wrong type.
+        ``func`` is not callable, or a keyword has the wrong type.
+    ValueError
+        ``host_copies`` is negative.
 
     Returns
     -------
@@ -70,20 +84,32 @@ def lazy_xp_function(
     >>> from xpkit.testing import lazy_xp_function
     >>> def double(x):
     ...     return x * 2
-    >>> lazy_xp_function(double)
+    >>> lazy_xp_function(double, host_copies=0)
     """
     if not callable(func):
         msg = f"func must be callable, got {type(func).__qualname__}"
         raise TypeError(msg)
     for name, value in (("jit", jit), ("compiled", compiled)):
-        if not isinstance(value, bool):
+        if value is not None and not isinstance(value, bool):
             msg = f"{name} must be a bool, got {value!r}"
             raise TypeError(msg)
-    if not isinstance(computes, (bool, int)) or computes < 0:
+    if computes is not None and (not isinstance(computes, (bool, int)) or computes < 0):
         msg = f"computes must be a bool or a non-negative int, got {computes!r}"
         raise TypeError(msg)
-    allowed = 1_000_000 if computes is True else int(computes)
-    _TAGS[func] = LazyTags(jit=jit, compiled=compiled, computes=allowed)
+    check_host_copies(host_copies)
+    stated = statement_of(func)
+    if stated is not None:
+        jit = "jit" not in stated.modes if jit is None else jit
+        compiled = "compile" not in stated.modes if compiled is None else compiled
+        computes = stated.computes if computes is None else computes
+        host_copies = stated.host_copies if host_copies is None else host_copies
+    allowed = 1_000_000 if computes is True else int(computes or 0)
+    _TAGS[func] = LazyTags(
+        jit=True if jit is None else jit,
+        compiled=True if compiled is None else compiled,
+        computes=allowed,
+        host_copies=host_copies,
+    )
 
 
 def _search_targets(module: ModuleType) -> list[ModuleType]:

@@ -1,24 +1,32 @@
-"""pytest plugin: run a test once per backend available on this machine.
+"""pytest plugin: run a test once per backend variant available on this machine.
 
 Registered through the ``pytest11`` entry point, so installing xpkit is
-enough. Fixtures: ``xpkit_backend`` (a `Backend`) and ``xp`` (its namespace).
+enough. Fixtures: ``xpkit_backend`` (a `Backend`), ``xp`` (its namespace)
+and ``xpkit_dtype`` (each floating dtype the variant's device holds).
 
-- Choose backends with ``--xpkit-backends=numpy,torch`` or the
-  ``XPKIT_BACKENDS`` environment variable (library keys such as ``torch`` or
-  ids such as ``torch-cpu``).
+- Variants: each library's backends (``numpy``, ``torch-cpu``,
+  ``torch-cuda``, ``jax-cpu``, ``dask``, ...); array-api-strict's emulated
+  devices (``array_api_strict-device1``: anything created without
+  ``device=`` lands elsewhere; ``array_api_strict-no_float64``: no float64,
+  as on MPS) and its strictest flags (``array_api_strict-strictest``);
+  torch's ``meta`` device (``torch-meta``) for tests marked
+  ``xpkit_shapes_only``; and ``<backend>-jit``, ``-lazy``, ``-compile`` for
+  test modules that declare functions with `xpkit.testing.lazy_xp_function`.
+- Choose with ``--xpkit-backends`` or ``XPKIT_BACKENDS``: variant ids
+  (``dask`` is eager Dask alone), patterns (``dask*``, ``*-compile``), or
+  library keys that are no variant's id (``torch``: all of torch's).
 - ``@pytest.mark.xpkit_skip(backends, reason=...)`` and
-  ``@pytest.mark.xpkit_xfail(backends, reason=...)`` skip or (strictly) xfail a
-  test on some backends.
-- ``array_api_strict-strictest`` runs array-api-strict with boolean indexing
-  and data-dependent shapes switched off, for the duration of each test.
-- ``<backend>-jit``, ``<backend>-lazy`` and ``<backend>-compile`` (the modes
-  each adapter lists) run the functions a test module declares with
-  `xpkit.testing.lazy_xp_function` jitted, with lazy computes counted, or
-  compiled whole; they are offered to the tests of modules that declare
-  such functions.
-- On a device without float64 (JAX without x64, MPS) the float64 narrowing
-  is reported once, in the session's summary, instead of as a
+  ``@pytest.mark.xpkit_xfail(backends, reason=...)`` skip or (strictly)
+  xfail a test on some backends; ``xpkit_requires``, ``xpkit_cpu_only``.
+- Inside a test, `assert_close` compares a result with a NumPy reference
+  on the variant's terms (its device; its narrowed dtypes). Narrowing
+  (float64 to float32 where the device has none) is reported once, in the
+  session's summary, for the dtypes tests asked for, instead of as a
   `PrecisionWarning` inside whichever test narrows first.
+- ``lazy_xp_function(func, host_copies=N)`` fails a test in which ``func``
+  converts arrays to NumPy more than N times per call (eager variants).
+- ``--xpkit-uncovered=mylib`` reports (and fails on) the `capabilities`
+  statements of ``mylib`` that no collected test covers (`covers`).
 - A library that is not installed, or has no device here, is listed and
   skipped with the reason, never silently dropped; a GPU backend appears only
   where the GPU does.
@@ -29,81 +37,27 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-from .._adapters import ADAPTERS
+from .._adapters import ADAPTERS, LazyTags
+from .._dtypes import collecting_narrowings
+from ._host_copies import counted_host_copies
 from ._lazy import has_lazy_functions, replaced_functions, tagged
+from ._running import running_on
+from ._variants import (
+    FLOATING,
+    BackendParam,
+    available_backend_params,
+    matches,
+    selected,
+)
 
 __all__ = ["BackendParam", "available_backend_params"]
 
 ENV_VAR = "XPKIT_BACKENDS"
-
-
-class BackendParam:
-    """One backend to run tests on: a library key, a device, an id."""
-
-    def __init__(
-        self,
-        key: str,
-        device: str | None,
-        ident: str,
-        skip: str = "",
-        mode: str = "",
-    ) -> None:
-        self.key = key
-        self.device = device
-        self.id = ident
-        self.skip = skip
-        #: "" (as written), "strictest", or one of the adapter's `test_modes`.
-        self.mode = mode
-
-    @property
-    def strictest(self) -> bool:
-        """Whether this runs array-api-strict at its strictest flags."""
-        return self.mode == "strictest"
-
-    @property
-    def capabilities(self) -> frozenset[str]:
-        """What the library has of `CAPABILITIES` in this variant.
-
-        The strictest flags switch data-dependent shapes off.
-        """
-        has = ADAPTERS[self.key].capabilities
-        return has - {"data_dependent_shapes"} if self.strictest else has
-
-    def __repr__(self) -> str:
-        return f"BackendParam({self.id!r})"
-
-
-@functools.cache
-def available_backend_params() -> tuple[BackendParam, ...]:
-    """`backend_inventory`, array-api-strict's strictest variant, the lazy variants.
-
-    A library that is not installed (or has no device) gives one parameter
-    that is skipped with the reason. Each usable backend whose adapter has
-    `Adapter.test_modes` (``jit``, ``lazy``, ``compile``) adds one variant per
-    mode, ``<id>-<mode>``.
-    """
-    from .._select import backend_inventory
-
-    params: list[BackendParam] = []
-    for entry in backend_inventory():
-        params.append(BackendParam(entry.key, entry.device, entry.name, entry.reason))
-        if entry.reason:
-            continue
-        adapter = ADAPTERS[entry.key]
-        if adapter.strictest_mode() is not None:
-            ident = f"{entry.name}-strictest"
-            params.append(
-                BackendParam(entry.key, entry.device, ident, mode="strictest")
-            )
-        for mode in adapter.test_modes:
-            ident = f"{entry.name}-{mode}"
-            params.append(BackendParam(entry.key, entry.device, ident, mode=mode))
-    return tuple(params)
 
 
 def _selected(config: pytest.Config) -> list[str] | None:
@@ -113,27 +67,38 @@ def _selected(config: pytest.Config) -> list[str] | None:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """``--xpkit-backends``."""
+    """``--xpkit-backends`` and ``--xpkit-uncovered``."""
     group = parser.getgroup("xpkit")
     group.addoption(
         "--xpkit-backends",
         dest="xpkit_backends",
         default=None,
         help=(
-            "comma-separated backends for the xpkit_backend fixture: library keys "
-            f"({','.join(ADAPTERS)}) or backend ids (<key>-<device>, as the test "
-            f"ids show); env var {ENV_VAR}"
+            "comma-separated variants for the xpkit_backend fixture: ids as the "
+            "test ids show them (<key>-<device>[-<mode>]), patterns with * "
+            f"(*-{'{mode}'}), or library keys ({','.join(ADAPTERS)}) that are no "
+            f"variant's id (all of the library's variants); env var {ENV_VAR}"
+        ),
+    )
+    group.addoption(
+        "--xpkit-uncovered",
+        dest="xpkit_uncovered",
+        default=None,
+        help=(
+            "comma-separated modules whose @capabilities statements every one "
+            "need a collected test that @covers them; the session fails, "
+            "naming the rest (try with --collect-only)"
         ),
     )
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Register the markers; reject unknown names in ``--xpkit-backends``."""
+    """Register the markers; reject names in ``--xpkit-backends`` that select nothing."""
     wanted = _selected(config)
     if wanted is not None:
         params = available_backend_params()
-        known = {p.key for p in params} | {p.id for p in params}
-        missing = [w for w in wanted if w not in known]
+        ids = frozenset(p.id for p in params)
+        missing = [w for w in wanted if not any(matches(w, p, ids) for p in params)]
         if missing:
             # "torch-cuda" on a host without CUDA: a library xpkit knows, on a
             # device this machine lacks; anything else is not a backend at all.
@@ -144,39 +109,62 @@ def pytest_configure(config: pytest.Config) -> None:
                 parts.append(f"backends not available on this machine {absent}")
             if unknown:
                 parts.append(f"unknown backends {unknown}")
+            known = sorted(ids | {p.key for p in params})
             msg = (
                 f"--xpkit-backends / {ENV_VAR} names {' and '.join(parts)}; "
-                f"available here: {', '.join(sorted(known))}"
+                f"available here: {', '.join(known)}"
             )
             raise pytest.UsageError(msg)
-    config.addinivalue_line(
-        "markers",
+    for line in (
         "xpkit_skip(backends, reason): skip on these backends (library keys or ids)",
-    )
-    config.addinivalue_line(
-        "markers",
         "xpkit_xfail(backends, reason): expect failure (strictly) on these backends",
-    )
-    config.addinivalue_line(
-        "markers",
-        "xpkit_requires(*capabilities): skip on backends without these "
-        "(linalg, data_dependent_shapes)",
-    )
-    config.addinivalue_line("markers", "xpkit_cpu_only(reason): skip on GPU backends")
+        (
+            "xpkit_requires(*capabilities): skip on backends without these "
+            "(linalg, data_dependent_shapes, float64)"
+        ),
+        "xpkit_cpu_only(reason): skip on GPU backends",
+        (
+            "xpkit_shapes_only: the test needs shapes and dtypes only; it also "
+            "runs on devices whose arrays have no values"
+        ),
+        "xpkit_covers(func): the test covers func's @capabilities statement",
+    ):
+        config.addinivalue_line("markers", line)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Parametrize ``xpkit_backend`` over the chosen available backends."""
+    """Parametrize ``xpkit_backend`` (and ``xpkit_dtype``) over the chosen variants."""
     if "xpkit_backend" not in metafunc.fixturenames:
         return
     params = available_backend_params()
     wanted = _selected(metafunc.config)
     if wanted is not None:
-        params = tuple(p for p in params if p.key in wanted or p.id in wanted)
+        params = selected(params, wanted)
     if not has_lazy_functions(metafunc.module):  # the lazy variants would be copies
-        params = tuple(p for p in params if p.mode not in _LAZY_MODES)
-    values = [pytest.param(p, id=p.id, marks=_marks_for(metafunc, p)) for p in params]
-    metafunc.parametrize("xpkit_backend", values, indirect=True, scope="session")
+        params = tuple(p for p in params if not p.lazy)
+    if metafunc.definition.get_closest_marker("xpkit_shapes_only") is None:
+        params = tuple(p for p in params if not p.shape_only)
+    if "xpkit_dtype" not in metafunc.fixturenames:
+        values = [
+            pytest.param(p, id=p.id, marks=_marks_for(metafunc, p)) for p in params
+        ]
+        metafunc.parametrize("xpkit_backend", values, indirect=True, scope="session")
+        return
+    pairs = []
+    for p in params:
+        marks = _marks_for(metafunc, p)
+        if p.skip:
+            pairs.append(pytest.param(p, None, id=p.id, marks=marks))
+            continue
+        held = _backend(p.key, p.device).dtypes
+        pairs += [
+            pytest.param(p, name, id=f"{p.id}-{name}", marks=marks)
+            for name in FLOATING
+            if name in held
+        ]
+    metafunc.parametrize(
+        ("xpkit_backend", "xpkit_dtype"), pairs, indirect=True, scope="session"
+    )
 
 
 def _marks_for(
@@ -210,17 +198,25 @@ def _marks_for(
 
 
 def _missing(mark: pytest.Mark, param: BackendParam) -> list[str]:
-    """The capabilities ``xpkit_requires`` names that ``param``'s backend lacks."""
+    """What ``xpkit_requires`` names that ``param``'s variant lacks.
+
+    Library capabilities (`CAPABILITIES`), and ``"float64"``: a device that
+    holds it (not JAX without x64, MPS, array-api-strict's ``no_float64``).
+    """
     from .._adapters import CAPABILITIES
 
-    unknown = [c for c in mark.args if c not in CAPABILITIES]
+    known = (*CAPABILITIES, "float64")
+    unknown = [c for c in mark.args if c not in known]
     if unknown or not mark.args:
         msg = (
             f"@pytest.mark.xpkit_requires names {unknown or 'nothing'}; capabilities: "
-            f"{', '.join(CAPABILITIES)}"
+            f"{', '.join(known)}"
         )
         raise pytest.UsageError(msg)
-    return [c for c in mark.args if c not in param.capabilities]
+    has = set(param.capabilities)
+    if not param.skip and "float64" in _backend(param.key, param.device).dtypes:
+        has.add("float64")
+    return [c for c in mark.args if c not in has]
 
 
 def _matches(mark: pytest.Mark, param: BackendParam) -> bool:
@@ -246,33 +242,86 @@ def _reason(mark: pytest.Mark, name: str) -> str:
     return str(reason)
 
 
-#: Backend name -> the narrowings its device makes (reported in the summary).
-_NARROWED: dict[str, list[tuple[str, str]]] = {}
-
-
 @functools.cache
 def _backend(key: str, device: str | None) -> Any:
     from .._backend import Backend
-    from .._dtypes import announce_narrowing
     from .._resolve import is_backend_name
 
     if not is_backend_name(key):  # registry keys always are
         msg = f"{key!r} is not a backend name"
         raise ValueError(msg)
-    backend = Backend(key, device=device)
-    narrowed = announce_narrowing(backend.name, backend.dtypes)
-    if narrowed:
-        _NARROWED[backend.name] = narrowed
-    return backend
+    return Backend(key, device=device)
+
+
+def _narrowing_lines() -> list[str]:
+    """One line per variant that narrowed a dtype a test asked for."""
+    from .._dtypes import collected_narrowings
+
+    lines = []
+    for where, pairs in sorted(collected_narrowings().items()):
+        wide = " or ".join(pairs)
+        them = "it" if len(pairs) == 1 else "them"
+        shown = ", ".join(f"{w} -> {n}" for w, n in pairs.items())
+        lines.append(
+            f"xpkit: {where} has no {wide}: tests that requested {them} got {shown}"
+        )
+    return lines
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """With ``--xpkit-uncovered``: the statements no collected test covers."""
+    option = session.config.getoption("xpkit_uncovered")
+    if not option:
+        return
+    from ._capabilities import uncovered_statements
+
+    covered = [
+        mark.args[0]
+        for item in session.items
+        for mark in item.iter_markers("xpkit_covers")
+        if mark.args
+    ]
+    left: list[str] = []
+    for module in (m.strip() for m in option.split(",") if m.strip()):
+        try:
+            names = uncovered_statements(module, covered)
+        except ImportError as exc:
+            msg = f"--xpkit-uncovered: cannot import {module!r} ({exc})"
+            raise pytest.UsageError(msg) from exc
+        left += [f"{module}.{name}" for name in names]
+    session.config.stash[_UNCOVERED] = left
+
+
+_UNCOVERED = pytest.StashKey[list[str]]()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A session with uncovered statements (``--xpkit-uncovered``) fails."""
+    if session.config.stash.get(_UNCOVERED, []) and session.exitstatus in (
+        pytest.ExitCode.OK,
+        pytest.ExitCode.NO_TESTS_COLLECTED,
+    ):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """One line per backend that narrowed 64-bit dtypes during the session."""
-    for name, pairs in sorted(_NARROWED.items()):
-        shown = ", ".join(f"{wide} -> {narrow}" for wide, narrow in pairs)
+    """The narrowings tests met; the statements no test covers."""
+    for line in _narrowing_lines():
+        terminalreporter.write_line(line)
+    left = terminalreporter.config.stash.get(_UNCOVERED, None)
+    if left is None:
+        return
+    if not left:
         terminalreporter.write_line(
-            f"xpkit: {name} has no 64-bit dtypes; requests became 32-bit ({shown})"
+            "xpkit: every @capabilities statement has a test that covers it"
         )
+        return
+    terminalreporter.write_line(
+        f"xpkit: {len(left)} @capabilities statement(s) no test covers "
+        "(mark a test with @covers(func)):"
+    )
+    for name in left:
+        terminalreporter.write_line(f"  {name}")
 
 
 @pytest.fixture(scope="session")
@@ -290,32 +339,59 @@ def xp(xpkit_backend: Any) -> Any:
     return xpkit_backend.xp
 
 
-#: The variants that change how the test module's tagged functions run.
-_LAZY_MODES = frozenset({"jit", "lazy", "compile"})
+@pytest.fixture(scope="session")
+def xpkit_dtype(request: pytest.FixtureRequest, xpkit_backend: Any) -> Any:
+    """A floating dtype of ``xp`` the device holds: float32, and float64 where it can.
+
+    The test runs once per dtype (ids ``<variant>-float32``,
+    ``<variant>-float64``), as scikit-learn's namespace x device x dtype grid.
+    """
+    name = getattr(request, "param", None) or "float64"
+    return ADAPTERS[xpkit_backend.library].dtype_object(xpkit_backend.xp, name)
 
 
 @pytest.fixture(autouse=True)
 def _xpkit_mode(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Run the test in its variant's mode: strictest flags, jit, lazy, compiled."""
+    """Run the test in its variant: strictest flags, jit, lazy, compiled, counted."""
     callspec = getattr(request.node, "callspec", None)
     param = callspec.params.get("xpkit_backend") if callspec is not None else None
-    mode = getattr(param, "mode", "")
-    if not mode:
+    if not isinstance(param, BackendParam):
         yield
         return
-    assert param is not None
+    backend = _backend(param.key, param.device)
     adapter = ADAPTERS[param.key]
-    context: contextlib.AbstractContextManager[Any]
-    if mode == "strictest":
-        context = adapter.strictest_mode()
-    else:  # one of the adapter's test modes
-        module = request.module
-        context = adapter.lazy_context(
-            mode,
-            request,
-            _backend(param.key, param.device).xp,
-            tagged(module),
-            functools.partial(replaced_functions, module),
-        )
-    with context:
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(running_on(backend, param.id))
+        where = adapter.variant_name(backend.device)
+        stack.enter_context(collecting_narrowings(where))
+        if param.strictest:
+            stack.enter_context(adapter.strictest_mode())
+        if param.lazy:
+            module = request.module
+            stack.enter_context(
+                adapter.lazy_context(
+                    param.mode,
+                    request,
+                    backend.xp,
+                    tagged(module),
+                    functools.partial(replaced_functions, module),
+                )
+            )
+        elif adapter.key != "numpy" and request.module is not None:
+            stack.enter_context(
+                replaced_functions(request.module, _host_copies_counted(param, adapter))
+            )
         yield
+
+
+def _host_copies_counted(
+    param: BackendParam, adapter: Any
+) -> Callable[[Callable[..., Any], LazyTags], Callable[..., Any] | None]:
+    """How `replaced_functions` wraps a function declared with ``host_copies``."""
+
+    def wrap(func: Callable[..., Any], tags: LazyTags) -> Callable[..., Any] | None:
+        if tags.host_copies is None:
+            return None
+        return counted_host_copies(func, tags.host_copies, adapter, param.id)
+
+    return wrap

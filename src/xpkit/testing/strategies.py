@@ -21,7 +21,8 @@ import array_api_compat.numpy as np_xp
 from hypothesis import strategies as st
 from hypothesis.extra.array_api import make_strategies_namespace
 
-from .._dtypes import DTYPE_KINDS, dtype_name
+from .._adapters import ADAPTERS
+from .._dtypes import DTYPE_KINDS, dtype_name, narrow_for_device
 
 if TYPE_CHECKING:
     from .._backend import Backend
@@ -78,7 +79,9 @@ def arrays(
         Where the arrays live.
     dtype : dtype, str or strategy, optional
         A dtype of any library or its name, or a strategy of those; by default
-        any dtype the device supports.
+        any dtype the device supports. A 64-bit dtype the device lacks is
+        narrowed as `Backend.asarray` narrows it (float64 to float32 on JAX
+        without x64, MPS, array-api-strict's ``no_float64``).
     shape : int, tuple or strategy, optional
         By default Hypothesis' ``array_shapes()`` (1 to 3 dimensions, up to
         10 per side).
@@ -103,11 +106,21 @@ def arrays(
 
 
 def _allowed_name(dtype: Any, allowed: set[str], backend: Backend) -> str:
+    """The dtype drawn for ``dtype``: narrowed as `Backend.asarray` narrows it.
+
+    A 64-bit dtype the device lacks becomes its 32-bit sibling (with
+    asarray's `PrecisionWarning`, or the plugin's summary line); a dtype the
+    device cannot hold at all is a ValueError.
+    """
     name = dtype_name(dtype)
+    assert name is not None
+    adapter = ADAPTERS[backend.library]
+    name = narrow_for_device(
+        name, frozenset(allowed), adapter.variant_name(backend.device)
+    )
     if name not in allowed:
         msg = f"dtype={dtype!r} is not supported on {backend.name} ({backend.device})"
         raise ValueError(msg)
-    assert name is not None
     return name
 
 

@@ -1,0 +1,424 @@
+"""The plugin's device, dtype and host-copy grid, as an outside package meets it (#21).
+
+Each test writes a user's test module with pytester and runs it in a fresh
+process (the variants import the libraries they run), then reads the
+outcome of each test id:
+
+- ``array_api_strict-device1`` and ``-no_float64`` catch an array created
+  without ``device=``; the fixed function passes on every variant;
+- a NumPy float64 reference follows a device that narrows float64
+  (``jax-cpu`` without x64, ``no_float64``), and nothing else;
+- ``lazy_xp_function(func, host_copies=0)`` fails where ``func`` converts
+  to NumPy, naming the place, and passes on NumPy;
+- ``xpkit_dtype`` and ``torch-meta`` (``xpkit_shapes_only``) make the ids
+  they should;
+- ``--xpkit-uncovered`` finds the statement no test covers, and fails.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+
+import pytest
+
+from xpkit._adapters import ADAPTERS
+from xpkit.testing._variants import available_backend_params, selected
+
+
+def _needs(*keys: str) -> None:
+    for key in keys:
+        adapter = ADAPTERS[key]
+        if not adapter.is_installed():
+            pytest.skip(f"needs {adapter.label}: pip install 'xpkit[{adapter.extra}]'")
+
+
+def _outcomes(result: pytest.RunResult) -> dict[str, str]:
+    """Test id -> PASSED/FAILED/SKIPPED from ``-v`` output."""
+    found = {}
+    for line in result.stdout.lines:
+        match = re.match(r"\S+::(\S+) (PASSED|FAILED|SKIPPED|XFAIL)", line)
+        if match:
+            found[match.group(1)] = match.group(2)
+    return found
+
+
+def _failure(result: pytest.RunResult, test_id: str) -> str:
+    """The ``E`` lines of one failed test's report."""
+    text = result.stdout.str()
+    start = text.index(f"_ {test_id} _")
+    end = text.find("\n____", start + 1)
+    block = text[start : end if end > 0 else len(text)]
+    return "\n".join(ln for ln in block.splitlines() if ln.startswith("E "))
+
+
+DEVICES = textwrap.dedent(
+    """\
+    import numpy as np
+    import array_api_compat
+    from xpkit.testing import assert_close
+
+
+    def center(x, xp):  # the bug: zeros land on the default device
+        return x - xp.mean(x, axis=0) + xp.zeros(x.shape[1])
+
+
+    def center_fixed(x, xp):
+        device = array_api_compat.device(x)
+        return x - xp.mean(x, axis=0) + xp.zeros(x.shape[1], device=device)
+
+
+    def offsets(x, xp):  # the bug alone: nothing mixes the devices
+        return xp.zeros(x.shape[1], dtype=x.dtype)
+
+
+    def test_center(xpkit_backend, xp):
+        x = xpkit_backend.asarray([[1.0, 2.0], [3.0, 4.0]])
+        assert_close(center(x, xp), np.array([[-1.0, -1.0], [1.0, 1.0]]))
+
+
+    def test_center_fixed(xpkit_backend, xp):
+        x = xpkit_backend.asarray([[1.0, 2.0], [3.0, 4.0]])
+        assert_close(center_fixed(x, xp), np.array([[-1.0, -1.0], [1.0, 1.0]]))
+
+
+    def test_offsets(xpkit_backend, xp):
+        x = xpkit_backend.asarray([[1.0, 2.0], [3.0, 4.0]])
+        assert_close(offsets(x, xp), np.zeros(2))
+
+
+    def test_sum_reference(xpkit_backend, xp):
+        x = xpkit_backend.asarray([1.0, 2.0, 3.0])
+        assert_close(xpkit_backend.to_numpy(xp.sum(x)), np.asarray(6.0))
+
+
+    def test_sum_reference_off_by_more_than_float32(xpkit_backend, xp):
+        x = xpkit_backend.asarray([1.0, 2.0, 3.0])
+        assert_close(xp.sum(x), np.asarray(6.01))
+
+
+    def test_integer_reference_of_a_float_result(xpkit_backend, xp):
+        x = xpkit_backend.asarray([1.0, 2.0, 3.0])
+        assert_close(xp.sum(x), np.asarray(6))
+    """
+)
+
+
+def test_device_slips_and_references_across_every_variant(pytester):
+    """One run over every variant this machine has, filterwarnings = error."""
+    _needs("array_api_strict")
+    pytester.makeini("[pytest]\nfilterwarnings = error\n")
+    pytester.makepyfile(test_user=DEVICES)
+    result = pytester.runpytest_subprocess("-v", "-p", "no:cacheprovider")
+    got = _outcomes(result)
+    variants = sorted({key.split("[", 1)[1][:-1] for key in got})
+    usable = [v for v in variants if got[f"test_center_fixed[{v}]"] != "SKIPPED"]
+    assert {"numpy", "array_api_strict-device1", "array_api_strict-no_float64"} <= set(
+        usable
+    )
+    off_device = {"array_api_strict-device1", "array_api_strict-no_float64"}
+    for v in usable:
+        assert got[f"test_center_fixed[{v}]"] == "PASSED", v
+        assert got[f"test_sum_reference[{v}]"] == "PASSED", v
+        expected = "FAILED" if v in off_device else "PASSED"
+        assert got[f"test_center[{v}]"] == expected, v
+        assert got[f"test_offsets[{v}]"] == expected, v
+        assert got[f"test_sum_reference_off_by_more_than_float32[{v}]"] == "FAILED"
+        assert got[f"test_integer_reference_of_a_float_result[{v}]"] == "FAILED"
+
+    mixed = _failure(result, "test_center[array_api_strict-device1]")
+    assert "Device('device1')" in mixed
+    assert "Device('CPU_DEVICE')" in mixed
+    slipped = _failure(result, "test_offsets[array_api_strict-device1]")
+    assert (
+        "devices differ: actual on 'cpu', but the test runs on "
+        "array_api_strict-device1 (device 'device1')" in slipped
+    )
+    # The narrowed reference is compared at float32's tolerance, not excused.
+    far = _failure(
+        result,
+        "test_sum_reference_off_by_more_than_float32[array_api_strict-no_float64]",
+    )
+    assert "1 of 1 elements differ (rtol=0.00138" in far
+    wrong = _failure(
+        result, "test_integer_reference_of_a_float_result[array_api_strict-no_float64]"
+    )
+    assert "dtypes differ: actual float32, desired int64" in wrong
+    # Only what tests asked for and the device narrowed (issue #23).
+    lines = sorted(ln for ln in result.stdout.lines if ln.startswith("xpkit: "))
+    expected_lines = [
+        (
+            "xpkit: array_api_strict-no_float64 has no float64: tests that "
+            "requested it got float64 -> float32"
+        )
+    ]
+    if "jax-cpu" in usable:
+        expected_lines.append(
+            "xpkit: jax-cpu has no float64: tests that requested it got float64 "
+            "-> float32"
+        )
+    assert lines == sorted(expected_lines)
+
+
+HOST_COPIES = textwrap.dedent(
+    """\
+    import numpy as np
+    import array_api_compat
+    from xpkit.testing import lazy_xp_function
+
+
+    def host_mean(x, xp):
+        m = np.asarray(x).mean(axis=0)
+        return x - xp.asarray(m, device=array_api_compat.device(x))
+
+
+    def unchecked_host_mean(x, xp):
+        return x - xp.asarray(np.asarray(x).mean(axis=0))
+
+
+    def one_copy(b, x):
+        return b.to_numpy(x).sum()
+
+
+    def two_copies(b, x):
+        return b.to_numpy(x).sum() + b.to_numpy(x).sum()
+
+
+    def on_device(x, xp):
+        return x - xp.mean(x, axis=0)
+
+
+    lazy_xp_function(host_mean, host_copies=0)
+    lazy_xp_function(unchecked_host_mean)
+    lazy_xp_function(one_copy, host_copies=1)
+    lazy_xp_function(two_copies, host_copies=1)
+    lazy_xp_function(on_device, host_copies=0)
+
+
+    def test_host_mean(xpkit_backend, xp):
+        host_mean(xpkit_backend.asarray([[1.0, 2.0], [3.0, 4.0]]), xp)
+
+
+    def test_unchecked(xpkit_backend, xp):
+        unchecked_host_mean(xpkit_backend.asarray([[1.0, 2.0], [3.0, 4.0]]), xp)
+
+
+    def test_one_copy(xpkit_backend):
+        assert one_copy(xpkit_backend, xpkit_backend.asarray([1.0, 2.0])) == 3.0
+
+
+    def test_two_copies(xpkit_backend):
+        two_copies(xpkit_backend, xpkit_backend.asarray([1.0, 2.0]))
+
+
+    def test_on_device(xpkit_backend, xp):
+        on_device(xpkit_backend.asarray([[1.0, 2.0], [3.0, 4.0]]), xp)
+    """
+)
+
+
+def _line_of(fragment: str) -> int:
+    """The line of HOST_COPIES that holds ``fragment`` (1-based)."""
+    lines = HOST_COPIES.splitlines()
+    return next(i for i, line in enumerate(lines, 1) if fragment in line)
+
+
+def test_host_copies_are_counted_and_named(pytester):
+    _needs("torch", "array_api_strict")
+    pytester.makepyfile(test_user=HOST_COPIES)
+    result = pytester.runpytest_subprocess(
+        "-v",
+        "-p",
+        "no:cacheprovider",
+        "--xpkit-backends=numpy,torch-cpu,array_api_strict",
+    )
+    got = _outcomes(result)
+    for test in ("test_unchecked", "test_one_copy", "test_on_device"):
+        for v in ("numpy", "torch-cpu", "array_api_strict"):
+            assert got[f"{test}[{v}]"] == "PASSED", (test, v)
+    for test in ("test_host_mean", "test_two_copies"):
+        assert got[f"{test}[numpy]"] == "PASSED"  # not a copy on NumPy
+        assert got[f"{test}[torch-cpu]"] == "FAILED"
+        assert got[f"{test}[array_api_strict]"] == "FAILED"
+    for v, label in (
+        ("torch-cpu", "PyTorch"),
+        ("array_api_strict", "array-api-strict"),
+    ):
+        text = _failure(result, f"test_host_mean[{v}]")
+        assert (
+            f"host_mean turned {label} arrays into NumPy arrays 1 time(s) in one "
+            f"call on {v}; host_copies=0 allows 0:" in text
+        )
+        assert (
+            f"numpy.asarray at test_user.py:{_line_of('m = np.asarray')} in "
+            "host_mean: m = np.asarray(x).mean(axis=0)" in text
+        )
+        two = _failure(result, f"test_two_copies[{v}]")
+        assert "2 time(s) in one call" in two
+        place = (
+            f"at test_user.py:{_line_of('return b.to_numpy(x).sum() +')} in two_copies"
+        )
+        assert two.count(place) == 2
+
+
+def test_dtype_axis_and_the_meta_device(pytester):
+    """xpkit_dtype: float32 everywhere, float64 where held; torch-meta on request."""
+    _needs("torch", "array_api_strict")
+    pytester.makepyfile(
+        test_user="""
+        import pytest
+
+
+        def test_ones(xpkit_backend, xp, xpkit_dtype):
+            x = xp.ones(3, dtype=xpkit_dtype, device=xpkit_backend.native_device)
+            assert x.dtype == xpkit_dtype
+
+
+        def center(x, xp):
+            return x - xp.mean(x, axis=0) + xp.zeros(x.shape[1])
+
+
+        @pytest.mark.xpkit_shapes_only
+        def test_center_shape(xpkit_backend, xp):
+            x = xpkit_backend.asarray([[1.0, 2.0], [3.0, 4.0]])
+            assert center(x, xp).shape == (2, 2)
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        "-v",
+        "-p",
+        "no:cacheprovider",
+        "--xpkit-backends=numpy,torch-cpu,torch-meta,array_api_strict-no_float64",
+    )
+    assert _outcomes(result) == {
+        "test_ones[numpy-float32]": "PASSED",
+        "test_ones[numpy-float64]": "PASSED",
+        "test_ones[torch-cpu-float32]": "PASSED",
+        "test_ones[torch-cpu-float64]": "PASSED",
+        "test_ones[array_api_strict-no_float64-float32]": "PASSED",
+        "test_center_shape[numpy]": "PASSED",
+        "test_center_shape[torch-cpu]": "PASSED",
+        "test_center_shape[torch-meta]": "FAILED",
+        "test_center_shape[array_api_strict-no_float64]": "FAILED",
+    }
+    meta = _failure(result, "test_center_shape[torch-meta]")
+    assert "Tensor on device cpu is not on the expected device meta" in meta
+
+
+def test_a_variant_id_selects_that_variant_alone():
+    """``dask`` is eager Dask alone, as ``torch-cpu`` is torch-cpu alone (#21)."""
+    params = available_backend_params()
+    ids = {p.id for p in params}
+
+    def chosen(*names: str) -> set[str]:
+        return {p.id for p in selected(params, names)}
+
+    for ident in ids:
+        assert chosen(ident) == {ident}
+    if "dask" in ids:
+        assert chosen("dask*") == {i for i in ids if i.startswith("dask")}
+        assert chosen("dask*") > {"dask"}
+    if "torch-cpu" in ids:
+        assert chosen("torch") == {i for i in ids if i.startswith("torch-")}
+        assert "torch-cpu-compile" in chosen("*-compile")
+    if "array_api_strict" in ids:
+        assert chosen("array_api_strict*") == {
+            "array_api_strict",
+            "array_api_strict-strictest",
+            "array_api_strict-device1",
+            "array_api_strict-no_float64",
+        }
+    assert chosen("tensorflow") == set()
+
+
+MYLIB = textwrap.dedent(
+    """\
+    from xpkit.testing import capabilities
+
+    __all__ = ["covered", "forgotten"]
+
+
+    @capabilities(skip={"dask": "needs the values"})
+    def covered(x):
+        return x
+
+
+    @capabilities()
+    def forgotten(x):
+        return x
+    """
+)
+
+
+def test_uncovered_statements_fail_the_session(pytester):
+    pytester.makepyfile(mylib=MYLIB)
+    tests = """
+        from mylib import covered, forgotten
+        from xpkit.testing import covers
+
+
+        @covers(covered)
+        def test_covered(xpkit_backend):
+            assert covered(1) == 1
+        """
+    pytester.makepyfile(test_user=tests)
+    pytester.syspathinsert()
+    args = ("--collect-only", "-q", "-p", "no:cacheprovider", "--xpkit-backends=numpy")
+    result = pytester.runpytest_subprocess(*args, "--xpkit-uncovered=mylib")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [
+            (
+                "xpkit: 1 @capabilities statement(s) no test covers (mark a test "
+                "with @covers(func)):"
+            ),
+            "  mylib.forgotten",
+        ]
+    )
+    assert "mylib.covered" not in result.stdout.str()
+
+    pytester.makepyfile(
+        test_user=tests
+        + """
+
+        @covers(forgotten)
+        def test_forgotten(xpkit_backend):
+            assert forgotten(1) == 1
+        """
+    )
+    result = pytester.runpytest_subprocess(*args, "--xpkit-uncovered=mylib")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(
+        ["xpkit: every @capabilities statement has a test that covers it"]
+    )
+    missing = pytester.runpytest_subprocess(*args, "--xpkit-uncovered=nosuchlib")
+    assert missing.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--xpkit-uncovered: cannot import 'nosuchlib'" in missing.stderr.str()
+
+
+def test_the_meta_device_is_a_backend_without_values():
+    """``Backend("torch", device="meta")``: shapes and dtypes; values refused."""
+    _needs("torch")
+    import numpy as np
+
+    import xpkit
+
+    b = xpkit.Backend("torch", device="meta")
+    assert (b.name, b.device, b.is_gpu) == ("torch-meta", "meta", False)
+    x = b.asarray(np.ones((3, 2)))
+    assert (tuple(x.shape), str(x.device)) == ((3, 2), "meta")
+    assert xpkit.Backend.from_arrays(x) == b
+    with pytest.raises(TypeError, match="arr is a meta tensor: it has a shape"):
+        b.to_numpy(x)
+    with pytest.raises(ValueError, match="available devices: cpu.*, meta"):
+        xpkit.Backend("torch", device="metal")
+
+
+def test_variant_names_say_the_device_where_the_name_does_not():
+    _needs("array_api_strict", "torch")
+    strict, torch = ADAPTERS["array_api_strict"], ADAPTERS["torch"]
+    assert strict.variant_name("cpu") == "array_api_strict"
+    assert strict.variant_name("device1") == "array_api_strict-device1"
+    assert torch.variant_name("cpu") == "torch-cpu"
+    assert torch.variant_name("meta") == "torch-meta"
+    assert ADAPTERS["numpy"].variant_name("cpu") == "numpy"
