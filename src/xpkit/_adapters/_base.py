@@ -266,6 +266,10 @@ class Adapter:
         msg = f"{self.label} arrays have no contiguous copy for DLPack"
         raise NotImplementedError(msg)
 
+    #: Whether the library compiles Python functions by tracing their code
+    #: (torch.compile's dynamo), so that `eager_only` has work to do.
+    traces_python: ClassVar[bool] = False
+
     def eager_only(
         self,
         fn: Callable[..., Any],

@@ -301,6 +301,8 @@ class TorchAdapter(Adapter):
             host = host.astype(np.float32)
         return xp.asarray(host, dtype=dtype, device=device)
 
+    traces_python = True
+
     def eager_only(self, fn: Callable[..., Any], reason: str) -> Callable[..., Any]:
         """``torch.compiler.disable(fn, reason=reason)``: dynamo never traces it.
 
