@@ -2,7 +2,9 @@
 
 Extras come from pyproject.toml. ``XPKIT_TORCH_SPEC`` (default: torch from
 the extras) lets a machine pin the torch build it installs first, e.g.
-``XPKIT_TORCH_SPEC=torch==2.13.0`` for a CPU wheel already on disk.
+``XPKIT_TORCH_SPEC=torch==2.13.0`` for a CPU wheel already on disk. Without
+it, the sessions that install torch say so, since PyPI's default torch for
+Linux is a CUDA build of several GB (docs/development.md, the README).
 """
 
 from __future__ import annotations
@@ -23,6 +25,12 @@ def _install(session: nox.Session, extras: str) -> None:
     torch_spec = os.environ.get("XPKIT_TORCH_SPEC")
     if torch_spec:
         session.install(torch_spec)
+    elif any(x in extras for x in ("all", "torch")):
+        session.log(
+            "XPKIT_TORCH_SPEC is not set: torch comes from the extras (on Linux, "
+            "a CUDA build); set it to pin a build, e.g. XPKIT_TORCH_SPEC="
+            '"torch==2.13.0" (docs/development.md)'
+        )
     session.install("-e", f".[{extras}]")
 
 

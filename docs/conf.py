@@ -113,7 +113,7 @@ templates_path = ["_templates"]
 html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,
-    "header_links_before_dropdown": 6,
+    "header_links_before_dropdown": 8,
     # The page's sections are in the left sidebar, under the site's pages
     # (_templates/sidebar-site-nav.html): the article gets the right column.
     "secondary_sidebar_items": [],
