@@ -16,6 +16,7 @@ import functools
 import linecache
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
@@ -27,9 +28,18 @@ _MISSING = object()
 #: Modules whose frames a place skips to reach the code that asked for the copy.
 _INNER = frozenset({"numpy", "array_api_compat", "array_api_extra", "xpkit"})
 
-#: Depth of calls of watched exits now running (a nested one is not a copy of
-#: its own: ``np.asarray(t)`` calls ``t.__array__``, which calls ``t.numpy``).
-_depth = [0]
+
+class _Depth(threading.local):
+    """Per thread: how many watched exits are running.
+
+    A nested one is no copy of its own: ``np.asarray(t)`` calls
+    ``t.__array__``, which calls ``t.numpy``.
+    """
+
+    value = 0
+
+
+_depth = _Depth()
 
 
 class HostCopy(NamedTuple):
@@ -66,13 +76,13 @@ def _counting(
     original: Callable[..., Any], label: str, adapter: Adapter, seen: list[HostCopy]
 ) -> Callable[..., Any]:
     def exit_counted(*args: Any, **kwargs: Any) -> Any:
-        if _depth[0] == 0 and args and adapter.owns(args[0]):
+        if _depth.value == 0 and args and adapter.owns(args[0]):
             seen.append(HostCopy(label, _place(adapter.module)))
-        _depth[0] += 1
+        _depth.value += 1
         try:
             return original(*args, **kwargs)
         finally:
-            _depth[0] -= 1
+            _depth.value -= 1
 
     return exit_counted
 

@@ -51,6 +51,7 @@ from ._variants import (
     FLOATING,
     BackendParam,
     available_backend_params,
+    libraries_named,
     matches,
     selected,
 )
@@ -96,10 +97,12 @@ def pytest_configure(config: pytest.Config) -> None:
     """Register the markers; reject names in ``--xpkit-backends`` that select nothing."""
     wanted = _selected(config)
     if wanted is not None:
-        params = available_backend_params()
+        params = available_backend_params(libraries_named(wanted))
         ids = frozenset(p.id for p in params)
         missing = [w for w in wanted if not any(matches(w, p, ids) for p in params)]
         if missing:
+            params = available_backend_params()  # what is here, to say so
+            ids = frozenset(p.id for p in params)
             # "torch-cuda" on a host without CUDA: a library xpkit knows, on a
             # device this machine lacks; anything else is not a backend at all.
             absent = [w for w in missing if w.split("-", 1)[0] in ADAPTERS]
@@ -136,10 +139,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Parametrize ``xpkit_backend`` (and ``xpkit_dtype``) over the chosen variants."""
     if "xpkit_backend" not in metafunc.fixturenames:
         return
-    params = available_backend_params()
     wanted = _selected(metafunc.config)
-    if wanted is not None:
-        params = selected(params, wanted)
+    if wanted is None:
+        params = available_backend_params()
+    else:  # only the libraries named are imported
+        params = selected(available_backend_params(libraries_named(wanted)), wanted)
     if not has_lazy_functions(metafunc.module):  # the lazy variants would be copies
         params = tuple(p for p in params if not p.lazy)
     if metafunc.definition.get_closest_marker("xpkit_shapes_only") is None:

@@ -13,9 +13,15 @@ import fnmatch
 import functools
 from collections.abc import Sequence
 
-from .._adapters import ADAPTERS
+from .._adapters import ADAPTERS, Adapter
 
-__all__ = ["BackendParam", "available_backend_params", "matches", "selected"]
+__all__ = [
+    "BackendParam",
+    "available_backend_params",
+    "libraries_named",
+    "matches",
+    "selected",
+]
 
 #: The variants that change how the test module's declared functions run.
 LAZY_MODES = frozenset({"jit", "lazy", "compile"})
@@ -69,35 +75,76 @@ class BackendParam:
 
 
 @functools.cache
-def available_backend_params() -> tuple[BackendParam, ...]:
+def available_backend_params(
+    keys: frozenset[str] | None = None,
+) -> tuple[BackendParam, ...]:
     """Every variant of every library on this machine, skipped ones with the reason.
 
-    Per `backend_inventory` entry: the entry itself; array-api-strict's
-    strictest variant; one variant per emulated device
-    (`Adapter.test_devices`) and per device without values
+    Per backend of a library (its CPU, each kind of GPU): the backend
+    itself; array-api-strict's strictest variant; one variant per emulated
+    device (`Adapter.test_devices`) and per device without values
     (`Adapter.shape_only_devices`, for marked tests); one per mode of
     `Adapter.test_modes` (``<id>-<mode>``). A library that is not installed
     (or has no device) gives one parameter, skipped with the reason.
+    ``keys``: only these libraries (the others are not imported).
     """
-    from .._select import backend_inventory
-
     params: list[BackendParam] = []
-    for entry in backend_inventory():
-        params.append(BackendParam(entry.key, entry.device, entry.name, entry.reason))
-        if entry.reason:
+    for key, adapter in ADAPTERS.items():
+        if keys is not None and key not in keys:
             continue
-        adapter = ADAPTERS[entry.key]
-        if adapter.strictest_mode() is not None:
-            ident = f"{entry.name}-strictest"
-            params.append(
-                BackendParam(entry.key, entry.device, ident, mode="strictest")
-            )
-        if entry.device is not None and not adapter.is_gpu(entry.device):
-            params += _device_params(entry.key)
-        for mode in adapter.test_modes:
-            ident = f"{entry.name}-{mode}"
-            params.append(BackendParam(entry.key, entry.device, ident, mode=mode))
+        for device, name, reason in _backends_of(adapter):
+            params.append(BackendParam(key, device, name, reason))
+            if reason:
+                continue
+            if adapter.strictest_mode() is not None:
+                params.append(
+                    BackendParam(key, device, f"{name}-strictest", mode="strictest")
+                )
+            if device is not None and not adapter.is_gpu(device):
+                params += _device_params(key)
+            for mode in adapter.test_modes:
+                params.append(BackendParam(key, device, f"{name}-{mode}", mode=mode))
     return tuple(params)
+
+
+def _backends_of(adapter: Adapter) -> list[tuple[str | None, str, str]]:
+    """(device, backend name, why not) per backend of the library, as `xpkit info` lists them.
+
+    Its CPU device and each kind of GPU, first device of each; a library
+    that is not installed or sees no device gives one entry with the reason.
+    """
+    if not adapter.is_installed():
+        reason = (
+            f"{adapter.label} is not installed (pip install 'xpkit[{adapter.extra}]')"
+        )
+        return [(None, adapter.key, reason)]
+    try:
+        devices = adapter.devices()
+    except Exception as exc:  # noqa: BLE001 - a broken install: report it
+        return [(None, adapter.key, f"{exc}")]
+    if not devices:
+        return [(None, adapter.key, f"{adapter.label} sees no device on this machine")]
+    found: dict[str, str] = {}
+    for device in devices:  # one per backend name (cuda, not also cuda:1)
+        found.setdefault(adapter.backend_name(device), device)
+    return [(device, name, "") for name, device in found.items()]
+
+
+def libraries_named(names: Sequence[str]) -> frozenset[str] | None:
+    """The libraries ``--xpkit-backends`` names can select; None: any of them.
+
+    A pattern may match any library; an id or key names its library
+    (``array_api_strict-device1``: ``array_api_strict``); a name of no
+    library selects nothing.
+    """
+    keys = set()
+    for name in names:
+        if any(c in name for c in "*?["):
+            return None
+        key = name.split("-", 1)[0]
+        if key in ADAPTERS:
+            keys.add(key)
+    return frozenset(keys)
 
 
 def _device_params(key: str) -> list[BackendParam]:
@@ -137,6 +184,9 @@ def matches(name: str, param: BackendParam, ids: frozenset[str]) -> bool:
 def selected(
     params: Sequence[BackendParam], names: Sequence[str]
 ) -> tuple[BackendParam, ...]:
-    """The variants of ``params`` that any of ``names`` selects (see `matches`)."""
-    ids = frozenset(p.id for p in available_backend_params())
+    """The variants of ``params`` that any of ``names`` selects (see `matches`).
+
+    ``params`` holds every variant of each library it holds any of.
+    """
+    ids = frozenset(p.id for p in params)
     return tuple(p for p in params if any(matches(n, p, ids) for n in names))
