@@ -196,8 +196,10 @@ def _protected(lib: str, source: Any, steps: list[Step]) -> bool:
     """Whether writes must never reach the source (read-only, broadcast, immutable)."""
     if lib not in WRITABLE:
         return True
-    if lib == "torch":
-        return bool(source.stride() and 0 in source.stride())
+    if lib == "torch":  # an expand()ed view: several elements share memory
+        return any(
+            n > 1 and s == 0 for n, s in zip(source.shape, source.stride(), strict=True)
+        )
     host = np.from_dlpack(source) if lib == "array_api_strict" else source
     return (
         not host.flags.writeable
