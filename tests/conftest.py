@@ -21,6 +21,16 @@ if importlib.util.find_spec("jax") is not None:
 
     jax.config.update("jax_enable_x64", True)
 
+# Libraries built with pybind11 must be in sys.modules before any test runs.
+# The pytester fixture restores sys.modules after each test, dropping what
+# that test imported first; a library dropped and imported again leaves
+# functions whose method tables went with the old module, and a later garbage
+# collection segfaults on them (torch, first imported in a pytester test, did
+# this in tests/test_plugin.py).
+for _name in ("torch", "onnxruntime"):
+    if importlib.util.find_spec(_name) is not None:
+        importlib.import_module(_name)
+
 
 # Property tests: a quick pass in the default run, thousands in `nox -s fuzz`.
 settings.register_profile(
