@@ -108,3 +108,16 @@ def test_jax_asarray_lands_on_cpu_when_pinned(monkeypatch):
     b = xpkit.Backend("jax", device="cpu")
     x = b.asarray(np.arange(3.0))
     assert xpkit.Backend.from_arrays(x).device == "cpu"
+
+
+def test_cupy_device_keys_are_hashable_indices():
+    """``Backend.from_arrays`` caches by device key; CuPy's Device is unhashable."""
+    from types import SimpleNamespace
+
+    from xpkit._adapters import ADAPTERS
+
+    cupy = ADAPTERS["cupy"]
+    on_one = SimpleNamespace(device=SimpleNamespace(id=1))  # an array's .device
+    assert cupy.device_key(on_one) == 1
+    assert cupy.native_device_key(SimpleNamespace(id=1)) == 1
+    assert hash(cupy.device_key(on_one)) == hash(1)

@@ -122,6 +122,14 @@ class CupyAdapter(Adapter):
         """``"cuda:N"``."""
         return f"cuda:{int(native.id)}"
 
+    def device_key(self, x: Any) -> Any:
+        """The device's index: ``cupy.cuda.Device`` objects are not hashable."""
+        return int(x.device.id)
+
+    def native_device_key(self, native: Any) -> Any:
+        """The device's index, as `device_key` gives it for its arrays."""
+        return int(native.id)
+
     def backend_name(self, device: str) -> str:  # noqa: ARG002
         """Always ``"cupy"``."""
         return "cupy"
