@@ -99,3 +99,69 @@ def test_moves_between_gpu_libraries_keep_values_and_device(rng):
                 src.device == dst.device
             ):
                 dst.move(src.asarray(a), copy=False)  # no copy needed, none made
+
+
+def _on(libraries: set[str]) -> dict[str, xpkit.Backend]:
+    """One GPU backend per library in ``libraries`` found here."""
+    found: dict[str, xpkit.Backend] = {}
+    for b in _gpu_backends():
+        if b.library in libraries and b.library not in found:
+            found[b.library] = b
+    return found
+
+
+def test_gpu_moves_copy_what_cannot_be_shared(rng):
+    """Issue #19 on a GPU: reversed and broadcast CuPy views, torch's lazy bits, JAX."""
+    gpus = _on({"torch", "cupy", "jax"})
+    if len(gpus) < 2:
+        pytest.skip(f"needs two GPU libraries, found {sorted(gpus)}")
+    a = rng.standard_normal((6, 4)).astype(np.float32)
+    torch_b, cupy_b, jax_b = (gpus.get(k) for k in ("torch", "cupy", "jax"))
+    if cupy_b is not None and torch_b is not None:
+        c = cupy_b.asarray(a)
+        for view, expected in (
+            (c[::-1], a[::-1]),
+            (c[:, ::-2], a[:, ::-2]),
+            (cupy_b.xp.broadcast_to(c[:1], (3, 4)), np.broadcast_to(a[:1], (3, 4))),
+        ):
+            moved = torch_b.move(view)
+            assert_equal(torch_b.to_numpy(moved), expected)
+        with pytest.raises(ValueError, match="negative strides.*copy=False"):
+            torch_b.move(c[::-1], copy=False)
+        z = torch_b.xp.asarray(a[:, 0] + 1j * a[:, 1], device=torch_b.native_device)
+        assert_equal(
+            cupy_b.to_numpy(cupy_b.move(z.conj())), np.conj(a[:, 0] + 1j * a[:, 1])
+        )
+        assert_equal(cupy_b.to_numpy(cupy_b.move(z.conj().imag)), -a[:, 1])
+        assert xpkit.Backend.from_arrays(c) == cupy_b  # the device key is hashable
+    if jax_b is not None and torch_b is not None:
+        j = jax_b.asarray(a)
+        t = torch_b.move(j)
+        t += 1
+        assert_equal(jax_b.to_numpy(j), a)  # the JAX buffer never changed
+        with pytest.raises(ValueError, match="must never change.*copy=False"):
+            torch_b.move(j, copy=False)
+
+
+def test_map_batches_on_a_gpu_measures_remembers_and_keeps_the_budget(rng):
+    """Issue #20 on a GPU: the allocator's meter, the plan memory, exact results."""
+    a = rng.standard_normal((4000, 64)).astype(np.float32)
+    for b in _gpu_backends():
+        X = b.asarray(a)
+
+        def fn(rows, X=X, xp=b.xp):
+            return xp.sum(rows[:, None, :] * X[None, :64, :], axis=-1)
+
+        xpkit.plan_memory.clear()
+        guess = {"fallback_bytes_per_item": 64 * 64 * 4.0}  # where nothing measures
+        with xpkit.memory_budget(0.01):
+            plan = xpkit.plan_batches(fn, X, **guess)
+            got = xpkit.map_batches(fn, X, **guess)
+            again = xpkit.plan_batches(fn, X, **guess)
+        assert_close(got, a @ a[:64].T, rtol=1e-3, atol=1e-3)
+        if plan.source.startswith("measured"):
+            assert again.remembered, again
+            assert again.probe_rows == 0
+        else:  # no meter on this device: the fallback estimate, not the input rows
+            assert plan.source.startswith("fallback"), plan
+        assert plan.batch_size < 4000, plan  # 0.01 GB cannot hold all rows at once
