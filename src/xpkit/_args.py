@@ -453,7 +453,10 @@ def check_axis(axis: Any) -> int:
 
 def check_positive(param: str, value: Any, *, allow_zero: bool = False) -> float:
     """``value`` as a float: a finite positive (or non-negative) real number."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+    cls = value.__class__
+    if (cls is not float and cls is not int) and (  # (no ABC check for these)
+        isinstance(value, bool) or not isinstance(value, numbers.Real)
+    ):
         msg = f"{param} must be a number, got {value!r}"
         raise TypeError(msg)
     value = float(value)
@@ -466,6 +469,8 @@ def check_positive(param: str, value: Any, *, allow_zero: bool = False) -> float
 
 def check_count(param: str, value: Any) -> int:
     """``value`` as an int of at least 1 (bools refused)."""
+    if value.__class__ is int and value >= 1:  # the common case, at once
+        return int(value)
     if isinstance(value, bool):
         msg = f"{param} must be an int, got {value!r}"
         raise TypeError(msg)
