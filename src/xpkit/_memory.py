@@ -42,6 +42,7 @@ __all__ = [
     "auto_n_jobs_for_arrays",
     "available_bytes",
     "batch_budgets",
+    "batch_size_within",
     "configured_budget_gb",
     "device_memory_budget",
     "gb_to_bytes",
@@ -279,7 +280,10 @@ def configured_budget_gb() -> float | None:
     active = _active_budget.get()
     if active:
         return active[-1][1]
-    raw = os.environ.get(ENV_BUDGET, "").strip()
+    try:  # (os.environ.get: one frame more, the same two exceptions)
+        raw = os.environ[ENV_BUDGET].strip()
+    except KeyError:
+        return None
     if not raw:
         return None
     try:
@@ -383,25 +387,24 @@ def batch_budgets(backend: Backend | None) -> tuple[float, float]:
     chosen = configured_budget_gb()
     if chosen is not None:
         return chosen, chosen
-    budget = _measured_gb(backend)
+    if backend is None:
+        adapter, device = get_adapter("numpy"), "cpu"
+    else:
+        backend.require_usable()  # an unpickled Backend without its device
+        adapter, device = get_adapter(backend.library), backend.device
+    try:
+        free = _free_bytes(adapter, device)
+    except Exception:  # noqa: BLE001 - any failed query means "can't measure"
+        budget = FALLBACK_BUDGET_GB
+    else:
+        # Nothing free right now: a small budget (small batches, OOM recovery
+        # behind them) rather than a guess that could exceed a container's limit.
+        budget = max(free * HEADROOM / BYTES_PER_GB, MIN_BUDGET_GB)
     capped = min(budget, BATCH_WORKING_SET_CEILING_GB)
-    adapter = get_adapter("numpy" if backend is None else backend.library)
-    ceiling = adapter.batch_ceiling_bytes("cpu" if backend is None else backend.device)
+    ceiling = adapter.batch_ceiling_bytes(device)
     if ceiling is not None:
         capped = min(capped, ceiling / BYTES_PER_GB)
     return budget, capped
-
-
-def _measured_gb(backend: Backend | None) -> float:
-    if backend is not None:
-        backend.require_usable()  # an unpickled Backend without its device
-    try:
-        free = available_bytes(backend)
-    except Exception:  # noqa: BLE001 - any failed query means "can't measure"
-        return FALLBACK_BUDGET_GB
-    # Nothing free right now: a small budget (small batches, OOM recovery
-    # behind them) rather than a guess that could exceed a container's limit.
-    return max(free * HEADROOM / BYTES_PER_GB, MIN_BUDGET_GB)
 
 
 def available_bytes(backend: Backend | None) -> int:
@@ -410,11 +413,14 @@ def available_bytes(backend: Backend | None) -> int:
     The device's free memory (under its cap) where its library reports one,
     else the host's (`recent_host_bytes`). Raises what the query raises.
     """
-    if backend is not None:
-        free = device_free_bytes(get_adapter(backend.library), backend.device)
-        if free is not None:
-            return free
-    return recent_host_bytes()
+    if backend is None:
+        return recent_host_bytes()
+    return _free_bytes(get_adapter(backend.library), backend.device)
+
+
+def _free_bytes(adapter: Adapter, device: str) -> int:
+    free = device_free_bytes(adapter, device)
+    return recent_host_bytes() if free is None else free
 
 
 #: How long a reading of the host's available memory is reused (seconds):
@@ -422,21 +428,18 @@ def available_bytes(backend: Backend | None) -> int:
 #: and the cgroup files) costs about 0.1 ms, more than a small batch.
 HOST_READING_REUSED_FOR = 0.1
 # (the reader, when it read, what it read): the last host reading.
-_host_reading: tuple[Callable[[], int], float, int] | None = None
+_host_reading: tuple[Callable[[], int] | None, float, int] = (None, -math.inf, 0)
 
 
 def recent_host_bytes() -> int:
     """`host_available_bytes`, read at most every `HOST_READING_REUSED_FOR` s."""
     global _host_reading  # noqa: PLW0603 - one immutable tuple, swapped whole
+    reader, when, value = _host_reading
     now = time.monotonic()
-    reading = _host_reading
-    reader = host_available_bytes  # (tests replace it: a new reader reads anew)
-    if (
-        reading is not None
-        and reading[0] is reader
-        and now - reading[1] < HOST_READING_REUSED_FOR
-    ):
-        return reading[2]
+    # (Tests replace the reader: a new reader reads anew.)
+    if reader is host_available_bytes and now - when < HOST_READING_REUSED_FOR:
+        return value
+    reader = host_available_bytes
     value = reader()
     _host_reading = (reader, now, value)
     return value
@@ -502,11 +505,21 @@ def auto_batch_size(
     (107, 10)
     """
     n = check_count("n_items", n_items)
-    per_item = check_positive("bytes_per_item", bytes_per_item) * check_positive(
-        "overhead", overhead
+    return batch_size_within(
+        n,
+        check_positive("bytes_per_item", bytes_per_item)
+        * check_positive("overhead", overhead),
+        check_gb("budget_gb", budget_gb),
+        check_count("min_batch", min_batch),
     )
-    budget = gb_to_bytes(check_gb("budget_gb", budget_gb))
-    floor = min(check_count("min_batch", min_batch), n)
+
+
+def batch_size_within(
+    n: int, per_item: float, budget_gb: float, min_batch: int
+) -> tuple[int, int]:
+    """`auto_batch_size` of checked arguments (``per_item``: its overhead applied)."""
+    floor = min(min_batch, n)
+    budget = int(budget_gb * BYTES_PER_GB)
     if per_item > budget:
         msg = (
             f"one item requires {per_item / BYTES_PER_GB:.3g} GB "
@@ -516,7 +529,7 @@ def auto_batch_size(
     # The epsilon keeps an exact fit (budget / per_item == k) from flooring to k - 1.
     # (A subnormal per_item makes the quotient infinite: clamp before int.)
     batch = min(max(int(min(budget / per_item * (1 + 1e-12), n)), floor), n)
-    return batch, math.ceil(n / batch)
+    return batch, -(-n // batch)
 
 
 # -- worker counts ----------------------------------------------------------------
