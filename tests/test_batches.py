@@ -457,3 +457,55 @@ def test_recovery_imports_nothing_from_the_batching_modules():
     batching = {"_batches", "_plan", "_outputs", "_rows", "_request", "_executors"}
     assert not {m for m in imported if m and m.lstrip(".") in batching}, imported
     assert "_log" in {m.lstrip(".") for m in imported if m}  # the parse saw imports
+
+
+# -- what a repeated call costs (issue #20) -----------------------------------------
+def test_a_plan_map_batches_makes_is_the_frozen_dataclass_it_says():
+    """make_plan fills BatchPlan at once: every field, equal, hashable, frozen."""
+    import dataclasses
+    import pickle
+
+    plan = xpkit.plan_batches(lambda r: r * 2.0, np.ones((50, 2)), bytes_per_item=8.0)
+    made = dataclasses.replace(plan)  # through BatchPlan.__init__
+    assert vars(plan) == vars(made)  # every field, and nothing else
+    assert plan == made
+    assert hash(plan) == hash(made)
+    assert pickle.loads(pickle.dumps(plan)) == plan
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.batch_size = 1  # type: ignore[misc]
+
+
+def test_a_repeated_call_does_little_of_its_own():
+    """The same signature again: every check, the plan, one call of fn; few calls.
+
+    Counts the Python calls in xpkit's own modules (not fn's, NumPy's or a
+    compiler's): a per-call cost that creeps back (a second budget reading,
+    a probe, a record built twice) shows here first.
+    """
+    from pathlib import Path
+
+    package = str(Path(xpkit.__file__).parent)
+    x = np.ones((100, 8))
+
+    def fn(rows):
+        return rows * 2.0
+
+    for sizing in ({}, {"bytes_per_item": 64.0}):
+        xpkit.map_batches(fn, x, **sizing)  # learns fn's cost (the probe)
+        calls = []
+
+        def count(frame, event, _arg, calls=calls):
+            if event == "call" and frame.f_code.co_filename.startswith(package):
+                calls.append(frame.f_code.co_name)
+
+        sys.setprofile(count)
+        try:
+            got = xpkit.map_batches(fn, x, **sizing)
+        finally:
+            sys.setprofile(None)
+        assert_equal(got, x * 2.0)
+        assert calls.count("fn") == 0  # (fn is not xpkit's)
+        assert calls.count("make_plan") == 1
+        assert calls.count("batch_budgets") == 1  # one budget reading
+        assert "_probe" not in calls
+        assert len(calls) <= 80, (sizing, len(calls), calls)

@@ -175,21 +175,21 @@ def map_batches(
            [26.],
            [32.]])
     """
-    return _eager(_map_batches)(
+    return _eager(_map_batches)(  # (by position: the parameters, in order)
         fn,
-        *arrays,
-        backend=backend,
-        whole=whole,
-        bytes_per_item=bytes_per_item,
-        overhead=overhead,
-        budget_gb=budget_gb,
-        min_batch=min_batch,
-        progress=progress,
-        executor=executor,
-        result_on=result_on,
-        pad=pad,
-        fallback_bytes_per_item=fallback_bytes_per_item,
-        remember=remember,
+        arrays,
+        backend,
+        whole,
+        bytes_per_item,
+        overhead,
+        budget_gb,
+        min_batch,
+        progress,
+        executor,
+        result_on,
+        pad,
+        fallback_bytes_per_item,
+        remember,
     )
 
 
@@ -200,48 +200,52 @@ _EAGER_REASON = (
 )
 
 
+#: The adapters whose library compiles Python by tracing it.
+_TRACERS = [a for a in ADAPTERS.values() if a.traces_python]
+
+
 def _eager(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn``, marked by every imported library that compiles Python to run eagerly."""
-    for adapter in ADAPTERS.values():
+    for adapter in _TRACERS:
         if adapter.is_imported():
             fn = adapter.eager_only(fn, _EAGER_REASON)
     return fn
 
 
-def _map_batches(
+def _map_batches(  # (map_batches' parameters, by position)
     fn: Callable[..., Any],
-    *arrays: Any,
-    backend: Any = None,
-    whole: tuple[Any, ...] | Mapping[str, Any] = (),
-    bytes_per_item: float | None = None,
-    overhead: float = 1.0,
-    budget_gb: float | None = None,
-    min_batch: int = 1,
-    progress: bool = False,
-    executor: Any = None,
-    result_on: str = "host",
-    pad: bool | None = None,
-    fallback_bytes_per_item: float | None = None,
-    remember: bool = True,
+    arrays: tuple[Any, ...],
+    backend: Any,
+    whole: tuple[Any, ...] | Mapping[str, Any],
+    bytes_per_item: float | None,
+    overhead: float,
+    budget_gb: float | None,
+    min_batch: int,
+    progress: bool,
+    executor: Any,
+    result_on: str,
+    pad: bool | None,
+    fallback_bytes_per_item: float | None,
+    remember: bool,
 ) -> Any:
     """`map_batches`' body (the public function keeps compilers out of it)."""
     if not isinstance(progress, bool):
         msg = f"progress must be a bool, got {progress!r}"
         raise TypeError(msg)
-    request = batch_request(
+    request = batch_request(  # (by position: map_batches' parameters, in order)
         fn,
         arrays,
-        backend=backend,
-        whole=whole,
-        bytes_per_item=bytes_per_item,
-        fallback_bytes_per_item=fallback_bytes_per_item,
-        overhead=overhead,
-        budget_gb=budget_gb,
-        min_batch=min_batch,
-        executor=executor,
-        result_on=result_on,
-        pad=pad,
-        remember=remember,
+        backend,
+        whole,
+        bytes_per_item,
+        overhead,
+        budget_gb,
+        min_batch,
+        executor,
+        result_on,
+        pad,
+        fallback_bytes_per_item,
+        remember,
     )
     outputs = _outputs_of(request)
     if request.n == 0:  # fn still runs once, and its result is checked

@@ -38,30 +38,49 @@ class Rows(NamedTuple):
     placed: bool = False
 
 
+#: The spec of a result that is one array.
+_ONE_ARRAY = ("array",)
+
+
+def _rows_of(result: Any) -> Rows | None:
+    """``fn``'s result as `Rows`; None when it is not arrays (`split_result` says why)."""
+    if adapter_for_array(result) is not None:
+        return Rows(_ONE_ARRAY, [result])
+    if isinstance(result, (tuple, list)) and result:
+        leaves = list(result)
+        spec: tuple[Any, ...] = (type(result).__name__, len(result))
+    elif isinstance(result, (dict, Mapping)) and result:  # (dict: no ABC check)
+        leaves = list(result.values())
+        spec = ("dict", tuple(result))
+    else:
+        return None
+    for leaf in leaves:
+        if adapter_for_array(leaf) is None:
+            return None
+    return Rows(spec, leaves)
+
+
 def split_result(result: Any, fn: Callable[..., Any], where: str) -> Rows:
     """``fn``'s result as `Rows`; TypeError naming ``fn`` and the batch otherwise."""
-    if adapter_for_array(result) is not None:
-        return Rows(("array",), [result])
+    rows = _rows_of(result)
+    if rows is not None:
+        return rows
     if isinstance(result, (tuple, list)) and result:
         named = [(f"[{i}]", v) for i, v in enumerate(result)]
-        spec: tuple[Any, ...] = (type(result).__name__, len(result))
     elif isinstance(result, Mapping) and result:
         named = [(f"[{k!r}]", v) for k, v in result.items()]
-        spec = ("dict", tuple(result))
     else:
         msg = (
             f"fn={fn!r} must return an array, or a non-empty tuple, list or dict "
             f"of arrays; for {where} it returned {type(result).__qualname__}"
         )
         raise TypeError(msg)
-    for label, leaf in named:
-        if adapter_for_array(leaf) is None:
-            msg = (
-                f"fn={fn!r} returned a non-array at {label} for {where}: "
-                f"{type(leaf).__qualname__}"
-            )
-            raise TypeError(msg)
-    return Rows(spec, [leaf for _, leaf in named])
+    label, leaf = next((k, v) for k, v in named if adapter_for_array(v) is None)
+    msg = (
+        f"fn={fn!r} returned a non-array at {label} for {where}: "
+        f"{type(leaf).__qualname__}"
+    )
+    raise TypeError(msg)
 
 
 def host_rows(result: Any, fn: Callable[..., Any], where: str) -> Rows:
@@ -103,6 +122,21 @@ class Outputs:
         kept as it is, not copied.
     """
 
+    __slots__ = (
+        "_device",
+        "_dtypes",
+        "_in_place",
+        "_kept",
+        "_lib",
+        "_out",
+        "_rows",
+        "_sources",
+        "_spec",
+        "fn",
+        "keep",
+        "n",
+    )
+
     def __init__(
         self,
         n: int,
@@ -117,13 +151,17 @@ class Outputs:
         self.fn = fn
         self.keep = keep
         self._sources = sources
-        self._device = backend if place == "device" else None
-        self._lib = None if self._device is None else get_adapter(self._device.library)
-        self._in_place = self._lib is not None and self._lib.writable_rows
+        self._device = self._lib = None
+        self._in_place = False
+        if place == "device" and backend is not None:
+            self._device = backend
+            self._lib = get_adapter(backend.library)
+            self._in_place = self._lib.writable_rows
         self._spec: tuple[Any, ...] | None = None
         self._out: list[Any] = []
         self._dtypes: list[str] = []
         self._rows: list[tuple[int, ...]] = []
+        self._kept: list[Any] = []
 
     def _on_device(self, leaf: Any) -> Any:
         """``leaf`` on the backend's device: itself when it is there already."""
@@ -144,11 +182,15 @@ class Outputs:
             return rows
         if self._in_place:
             return Rows(rows.spec, [self._on_device(v) for v in rows.leaves], True)
-        return Rows(rows.spec, [to_host(v) for v in rows.leaves], True)
+        host = [v if type(v) is np.ndarray else to_host(v) for v in rows.leaves]
+        return Rows(rows.spec, host, True)
 
     def take(self, result: Any, start: int, stop: int) -> Rows:
         """``fn``'s raw result for rows ``start:stop``, checked and converted."""
-        return self.convert(split_result(result, self.fn, _where(start, stop)))
+        rows = _rows_of(result)
+        if rows is None:  # not arrays: the error names fn and the rows
+            rows = split_result(result, self.fn, _where(start, stop))
+        return self.convert(rows)
 
     def put(self, start: int, stop: int, rows: Rows) -> None:
         """Copy the rows of every output into their slots.
@@ -157,42 +199,46 @@ class Outputs:
         do not fit (an out-of-memory error that the callers' split-and-retry
         recovers from, by trying again with fewer rows held meanwhile).
         """
-        where = _where(start, stop)
         rows = self.convert(rows)
         for i, leaf in enumerate(rows.leaves):
             shape = tuple(leaf.shape)
             if not shape or shape[0] != stop - start:
                 msg = (
-                    f"fn={self.fn!r} must return one row per input row: for {where} "
-                    f"{_label(rows.spec, i)} has shape {shape}, expected axis 0 of "
-                    f"length {stop - start}"
+                    f"fn={self.fn!r} must return one row per input row: for "
+                    f"{_where(start, stop)} {_label(rows.spec, i)} has shape "
+                    f"{shape}, expected axis 0 of length {stop - start}"
                 )
                 raise ValueError(msg)
         if self._spec is None:
-            self._first(rows, whole=start == 0 and stop == self.n)
-            if self._out and self._out[0] is rows.leaves[0]:
+            if self._first(rows, whole=start == 0 and stop == self.n):
                 return  # kept as it is: nothing to copy
-        else:
-            rows = self._same_structure(rows, where)
+            if self.keep:  # (the layout is these rows': nothing to compare)
+                for out, leaf in zip(self._out, rows.leaves, strict=True):
+                    out[start:stop, ...] = leaf
+            return
+        rows = self._same_structure(rows, start, stop)
+        dtypes, shapes = self._layout()
         for i, leaf in enumerate(rows.leaves):
             name = _dtype_label(leaf.dtype)
-            if name != self._dtypes[i]:
+            if name != dtypes[i]:
                 msg = (
                     f"fn={self.fn!r} changed the dtype of {_label(rows.spec, i)} "
-                    f"between batches: {self._dtypes[i]} before, {name} for {where}"
+                    f"between batches: {dtypes[i]} before, {name} for "
+                    f"{_where(start, stop)}"
                 )
                 raise TypeError(msg)
-            row = tuple(int(d) for d in leaf.shape[1:])
-            if row != self._rows[i]:
+            row = _row_shape(leaf)
+            if row != shapes[i]:
                 msg = (
                     f"fn={self.fn!r} changed the row shape of {_label(rows.spec, i)} "
-                    f"between batches: {self._rows[i]} before, {row} for {where}"
+                    f"between batches: {shapes[i]} before, {row} for "
+                    f"{_where(start, stop)}"
                 )
                 raise ValueError(msg)
             if self.keep:
                 self._out[i][start:stop, ...] = leaf
 
-    def _same_structure(self, rows: Rows, where: str) -> Rows:
+    def _same_structure(self, rows: Rows, start: int, stop: int) -> Rows:
         assert self._spec is not None
         spec = rows.spec
         if spec[0] == "dict" == self._spec[0] and set(spec[1]) == set(self._spec[1]):
@@ -200,21 +246,37 @@ class Outputs:
             return Rows(self._spec, [by_key[k] for k in self._spec[1]], rows.placed)
         if spec != self._spec:
             msg = (
-                f"fn={self.fn!r} returned {_describe(spec)} for {where} but "
+                f"fn={self.fn!r} returned {_describe(spec)} for {_where(start, stop)} but "
                 f"{_describe(self._spec)} before"
             )
             raise ValueError(msg)
         return rows
 
-    def _first(self, rows: Rows, *, whole: bool) -> None:
-        self._dtypes = [_dtype_label(leaf.dtype) for leaf in rows.leaves]
-        self._rows = [tuple(int(d) for d in leaf.shape[1:]) for leaf in rows.leaves]
-        if self.keep:
-            if whole and self._device is None and self._own(rows.leaves):
-                self._out = list(rows.leaves)
-            else:
+    def _first(self, rows: Rows, *, whole: bool) -> bool:
+        """Outputs for the first batch; True when its own arrays are kept as them.
+
+        Kept arrays give the dtypes and row shapes only when they are asked
+        for (`_layout`): a call whose one batch is all the rows never asks.
+        """
+        kept = whole and self.keep and self._device is None and self._own(rows.leaves)
+        if kept:
+            self._out = self._kept = list(rows.leaves)
+        else:
+            self._read_layout(rows.leaves)
+            if self.keep:
                 self._allocate(rows)
         self._spec = rows.spec
+        return kept
+
+    def _read_layout(self, leaves: list[Any]) -> None:
+        self._dtypes = [_dtype_label(leaf.dtype) for leaf in leaves]
+        self._rows = [_row_shape(leaf) for leaf in leaves]
+
+    def _layout(self) -> tuple[list[str], list[tuple[int, ...]]]:
+        """The dtype and row shape of every output (once the first batch came)."""
+        if not self._dtypes and self._kept:
+            self._read_layout(self._kept)
+        return self._dtypes, self._rows
 
     def _own(self, leaves: list[Any]) -> bool:
         """Whether host ``leaves`` can be the outputs as they are.
@@ -233,21 +295,25 @@ class Outputs:
         ):
             return False
         for source in self._sources:
-            adapter = adapter_for_array(source)
-            view = None if adapter is None else adapter.host_view(source)
-            if view is not None and any(
-                np.may_share_memory(leaf, view) for leaf in leaves
-            ):
-                return False
+            view: np.ndarray[Any, Any] | None = source
+            if type(source) is not np.ndarray:  # (a NumPy array is its own memory)
+                adapter = adapter_for_array(source)
+                view = None if adapter is None else adapter.host_view(source)
+                if view is None:
+                    continue
+            for leaf in leaves:
+                if np.may_share_memory(leaf, view):
+                    return False
         return True
 
     @property
     def row_bytes(self) -> int | None:
         """Bytes of one row of every output, once the first batch has arrived."""
-        if not self._rows:  # (known from the first batch on)
+        dtypes, shapes = self._layout()
+        if not dtypes:  # (known from the first batch on)
             return None
         total = 0
-        for name, row in zip(self._dtypes, self._rows, strict=True):
+        for name, row in zip(dtypes, shapes, strict=True):
             try:
                 size = np.dtype(name).itemsize
             except TypeError:
@@ -347,6 +413,14 @@ def _describe_rows(
 ) -> str:
     parts = [f"{dtype} {row}" for dtype, row in zip(dtypes, rows, strict=True)]
     return " and ".join(parts) if spec[0] != "array" else parts[0]
+
+
+def _row_shape(leaf: Any) -> tuple[int, ...]:
+    """The shape of one row of ``leaf``, as ints."""
+    shape = leaf.shape
+    if type(shape) is tuple:  # NumPy's: ints already
+        return shape[1:]
+    return tuple(int(d) for d in shape[1:])
 
 
 def _where(start: int, stop: int) -> str:

@@ -27,19 +27,18 @@ the same signature starts from it.
 
 from __future__ import annotations
 
-import time
 import traceback
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ._log import logger
 from ._memory import (
     BATCH_WORKING_SET_CEILING_GB,
     BYTES_PER_GB,
     array_nbytes,
-    auto_batch_size,
     available_bytes,
     batch_budgets,
+    batch_size_within,
     configured_budget_gb,
 )
 from ._oom import UnsplittableMemoryError, is_oom_error, release_after_oom
@@ -91,7 +90,7 @@ class BatchPlan:
         The caller's safety multiplier on both.
     source : str
         How ``bytes_per_item`` was obtained: ``"given"``, ``"measured by
-        <meter>"``, ``"remembered: measured by <meter> ..."``, ``"fallback
+        <meter>"``, ``"remembered: measured by <meter> at <time>"``, ``"fallback
         (...)"`` or ``"input rows (<why nothing was measured>)"``.
     batch_size : int
         Rows per batch: the most for which ``overhead * (fixed_bytes +
@@ -157,7 +156,20 @@ class BatchPlan:
     planned_batch_size: int = 0
 
 
-@dataclass
+def _new_plan(fields: dict[str, Any]) -> BatchPlan:
+    """A `BatchPlan` of all its ``fields``, made as unpickling makes one.
+
+    Its instance dictionary is filled at once, without the frozen
+    dataclass's checked ``object.__setattr__`` for each of 15 fields, which
+    cost more than the rest of planning a call that `map_batches` makes
+    over and over. The plan is the same (equal, hashable, frozen).
+    """
+    plan = object.__new__(BatchPlan)
+    vars(plan).update(fields)
+    return plan
+
+
+@dataclass(slots=True)
 class _Cost:
     """Peak bytes of one call: ``fixed + rows * per_item``."""
 
@@ -171,7 +183,8 @@ class _Cost:
     def rows_within(self, budget_bytes: float, overhead: float) -> int:
         room = budget_bytes / overhead - self.fixed
         rows = room / self.per_item * (1 + 1e-12)
-        return int(min(max(rows, 0.0), 2.0**62))  # a subnormal per_item: inf
+        # (A subnormal per_item makes rows infinite; NaN is impossible.)
+        return 0 if rows <= 0.0 else int(rows) if rows < 2.0**62 else 2**62
 
 
 def make_plan(
@@ -198,26 +211,33 @@ def make_plan(
         batch = max(min(batch, cost.limit), request.min_batch)
     if learned is not None and learned.fits is not None:
         batch = max(min(batch, learned.fits), request.min_batch)
-    row_bytes = outputs.row_bytes
-    if row_bytes is None and learned is not None:
-        row_bytes = learned.output_row_bytes
+    # Rows of the outputs: what the probe returned, else what an earlier call did.
+    row_bytes = (
+        outputs.row_bytes
+        if cost.probe_rows
+        else (None if learned is None else learned.output_row_bytes)
+    )
     output_bytes = None if row_bytes is None else row_bytes * n
-    return BatchPlan(
-        n_items=n,
-        budget_gb=budget,
-        bytes_per_item=cost.per_item,
-        fixed_bytes=cost.fixed,
-        overhead=request.overhead,
-        source=cost.source,
-        batch_size=batch,
-        n_batches=-(-left // batch) if left > 0 else 0,
-        probe_rows=cost.probe_rows,
-        remembered=cost.remembered,
-        batch_peak_bytes=request.overhead * (cost.fixed + batch * cost.per_item),
-        output_bytes=output_bytes,
-        output_place="host" if request.result_on == "host" else request.owner.name,
-        outputs_fit=_outputs_fit(request, output_bytes),
-        planned_batch_size=planned,
+    return _new_plan(
+        {
+            "n_items": n,
+            "budget_gb": budget,
+            "bytes_per_item": cost.per_item,
+            "fixed_bytes": cost.fixed,
+            "overhead": request.overhead,
+            "source": cost.source,
+            "batch_size": batch,
+            "n_batches": -(-left // batch) if left > 0 else 0,
+            "probe_rows": cost.probe_rows,
+            "remembered": cost.remembered,
+            "batch_peak_bytes": request.overhead * (cost.fixed + batch * cost.per_item),
+            "output_bytes": output_bytes,
+            "output_place": "host"
+            if request.result_on == "host"
+            else request.owner.name,
+            "outputs_fit": _outputs_fit(request, output_bytes),
+            "planned_batch_size": planned,
+        }
     )
 
 
@@ -232,10 +252,11 @@ def _cost(
     if request.bytes_per_item is not None:
         return _Cost(request.bytes_per_item, 0.0, "given")
     if learned is not None and learned.source:  # (a fit alone has no cost)
-        age = time.time() - learned.learned_at
-        source = f"remembered: {learned.source} {age:.3g} s ago"
         return _Cost(
-            learned.bytes_per_item, learned.fixed_bytes, source, remembered=True
+            learned.bytes_per_item,
+            learned.fixed_bytes,
+            learned.recalled_as,
+            remembered=True,
         )
     if request.n == 0:
         return _input_rows(request, "no rows to probe")
@@ -265,12 +286,8 @@ def _local_batch(
     need = request.overhead * (cost.fixed + cost.per_item * floor) / BYTES_PER_GB
     budget = max(budget, min(need, measured))
     if cost.source == "given":  # one item over the budget is the caller's error
-        batch, _ = auto_batch_size(
-            left,
-            cost.per_item,
-            budget_gb=budget,
-            overhead=request.overhead,
-            min_batch=floor,
+        batch, _ = batch_size_within(
+            left, cost.per_item * request.overhead, budget, floor
         )
         return batch, budget
     # Measured (or estimated): fn may already have run, so run, however small.

@@ -29,7 +29,6 @@ from collections.abc import Callable, Hashable, Mapping
 from typing import Any, NamedTuple
 
 from ._adapters import adapter_for_array
-from ._dtypes import dtype_name
 
 __all__ = [
     "GROW_AFTER",
@@ -72,6 +71,9 @@ class Learned(NamedTuple):
     alive : tuple of weak references
         To the objects the signature names by identity: the entry holds
         only while they are alive.
+    recalled_as : str
+        What `BatchPlan.source` says of a plan made from this entry
+        (``"remembered: measured by peak RSS at 14:03:12"``).
     """
 
     bytes_per_item: float
@@ -81,6 +83,7 @@ class Learned(NamedTuple):
     learned_at: float = 0.0
     fits: int | None = None
     alive: tuple[Callable[[], object], ...] = ()
+    recalled_as: str = ""
 
 
 class PlanMemory:
@@ -155,9 +158,10 @@ class PlanMemory:
             entry = self._entries.get(key)
             if entry is None:
                 return None
-            if any(ref() is None for ref in entry.alive):
-                del self._entries[key]  # an object it named by identity is gone
-                return None
+            for ref in entry.alive:
+                if ref() is None:
+                    del self._entries[key]  # an object it named by identity is gone
+                    return None
             self._entries.move_to_end(key)
             return entry
 
@@ -169,8 +173,11 @@ class PlanMemory:
         """Remember a measured cost for ``key`` (what an OOM taught stays)."""
         if key is None or not self.enabled:
             return
-        if not learned.learned_at:
-            learned = learned._replace(learned_at=time.time())
+        when = learned.learned_at or time.time()
+        clock = time.strftime("%H:%M:%S", time.localtime(when))
+        learned = learned._replace(
+            learned_at=when, recalled_as=f"remembered: {learned.source} at {clock}"
+        )
         with self._lock:
             old = self._entries.pop(key, None)
             if old is not None:
@@ -235,15 +242,10 @@ def signature(
     """
     refs: list[Callable[[], object]] = []
     try:
-        whole_items = (
-            tuple(sorted(whole.items()))
-            if isinstance(whole, Mapping)
-            else tuple(enumerate(whole))
-        )
         key: Signature = (
             _callable_key(fn, refs, 0),
-            tuple(_row_key(a) for a in arrays),
-            tuple((k, _value_key(v, refs, 0)) for k, v in whole_items),
+            tuple([_row_key(a) for a in arrays]),
+            _operands_key(whole, refs) if whole else (),
             where,
         )
         hash(key)
@@ -252,11 +254,27 @@ def signature(
     return key, tuple(refs)
 
 
+def _operands_key(
+    whole: tuple[Any, ...] | Mapping[str, Any], refs: list[Callable[[], object]]
+) -> Hashable:
+    named = (
+        enumerate(whole)
+        if isinstance(whole, (tuple, list))
+        else sorted(whole.items())  # keyword operands, by name
+    )
+    return tuple([(k, _value_key(v, refs, 0)) for k, v in named])
+
+
 def _row_key(a: Any) -> Hashable:
+    """An input by library, row shape and dtype.
+
+    The dtype is the library's own object (hashable on every library, and
+    never compared with another library's: the library's key comes first).
+    """
     adapter = adapter_for_array(a)
     if adapter is None:
         raise _Unkeyable
-    return (adapter.key, tuple(a.shape[1:]), dtype_name(a.dtype))
+    return (adapter.key, tuple(a.shape[1:]), a.dtype)
 
 
 _PLAIN = (type(None), bool, int, float, complex, str, bytes)
@@ -269,7 +287,7 @@ def _value_key(v: Any, refs: list[Callable[[], object]], depth: int) -> Hashable
         return (type(v).__name__, v)
     adapter = adapter_for_array(v)
     if adapter is not None:
-        return ("array", adapter.key, tuple(v.shape), dtype_name(v.dtype))
+        return ("array", adapter.key, tuple(v.shape), v.dtype)
     if isinstance(v, tuple):
         return ("tuple", tuple(_value_key(i, refs, depth + 1) for i in v))
     if isinstance(v, (types.ModuleType, type)):
@@ -283,13 +301,18 @@ def _callable_key(fn: Any, refs: list[Callable[[], object]], depth: int) -> Hash
     if depth > _DEPTH:
         raise _Unkeyable
     if isinstance(fn, types.FunctionType):
+        closure, given = fn.__closure__, fn.__defaults__
         try:
-            cells = tuple(
-                _value_key(c.cell_contents, refs, depth) for c in fn.__closure__ or ()
+            cells = (
+                ()
+                if closure is None
+                else tuple([_value_key(c.cell_contents, refs, depth) for c in closure])
             )
         except ValueError:  # an empty cell (a name not bound yet)
             raise _Unkeyable from None
-        defaults = tuple(_value_key(d, refs, depth) for d in fn.__defaults__ or ())
+        defaults = (
+            () if given is None else tuple([_value_key(d, refs, depth) for d in given])
+        )
         return ("function", fn.__code__, cells, defaults)
     if isinstance(fn, types.MethodType):
         return (

@@ -7,10 +7,10 @@ takes the loose arguments again.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
 
-from ._adapters import adapter_for_array, get_adapter
+from ._adapters import ADAPTERS, Adapter, adapter_for_array, get_adapter
 from ._args import check_count, check_gb, check_positive
 from ._backend import Backend
 from ._executors import Pool, pool_for
@@ -18,9 +18,6 @@ from ._outputs import PLACES
 from ._plan_memory import Signature, signature
 from ._rows import Job, common_rows
 from ._select import coerce_backend
-
-if TYPE_CHECKING:
-    from ._adapters import Adapter
 
 __all__ = ["BatchRequest", "batch_request"]
 
@@ -95,24 +92,28 @@ class BatchRequest(NamedTuple):
 def batch_request(
     fn: Any,
     arrays: tuple[Any, ...],
-    *,
     backend: Any,
     whole: Any,
     bytes_per_item: Any,
-    fallback_bytes_per_item: Any,
     overhead: Any,
     budget_gb: Any,
     min_batch: Any,
     executor: Any,
     result_on: Any,
     pad: Any,
+    fallback_bytes_per_item: Any,
     remember: Any,
 ) -> BatchRequest:
-    """Check the arguments of a call (TypeError/ValueError naming the bad one)."""
+    """Check the arguments of a call (TypeError/ValueError naming the bad one).
+
+    Every check runs on every call; each costs little for the defaults.
+    """
     if not callable(fn):
         msg = f"fn must be callable, got {fn!r}"
         raise TypeError(msg)
     n = common_rows(arrays)
+    if whole.__class__ is not tuple:
+        _check_whole(whole)
     _refuse_traced(arrays, whole)
     if result_on not in PLACES:
         msg = f"result_on must be 'host' or 'device', got {result_on!r}"
@@ -123,62 +124,63 @@ def batch_request(
     if not isinstance(remember, bool):
         msg = f"remember must be a bool, got {remember!r}"
         raise TypeError(msg)
-    per_item = (
-        None
-        if bytes_per_item is None
-        else check_positive("bytes_per_item", bytes_per_item)
-    )
-    fallback = (
-        None
-        if fallback_bytes_per_item is None
-        else check_positive("fallback_bytes_per_item", fallback_bytes_per_item)
-    )
-    floor = check_count("min_batch", min_batch)
-    multiplier = check_positive("overhead", overhead)
-    budget = None if budget_gb is None else check_gb("budget_gb", budget_gb)
-    _check_whole(whole)
+    if bytes_per_item is not None:
+        bytes_per_item = check_positive("bytes_per_item", bytes_per_item)
+    if fallback_bytes_per_item is not None:
+        fallback_bytes_per_item = check_positive(
+            "fallback_bytes_per_item", fallback_bytes_per_item
+        )
+    if budget_gb is not None:
+        budget_gb = check_gb("budget_gb", budget_gb)
+    if overhead.__class__ is not float or overhead != 1.0:  # (1.0: the default)
+        overhead = check_positive("overhead", overhead)
+    if min_batch.__class__ is not int or min_batch < 1:  # (an int >= 1 is one)
+        min_batch = check_count("min_batch", min_batch)
     moved = None if backend is None else coerce_backend(backend, "backend")
     owner = Backend.from_arrays(*arrays) if moved is None else moved
-    pool = pool_for(executor, arrays)
+    adapter = get_adapter(owner.library)
+    pool = None if executor is None else pool_for(executor, arrays)
     job = Job(fn, whole, moved)
     if pool is not None:
         pool.check(job)
     key: Signature | None = None
     alive: tuple[Callable[[], object], ...] = ()
     if remember:
-        where: Hashable = (owner.library, owner.device, result_on)
-        key, alive = signature(fn, arrays, whole, where)
-    return BatchRequest(  # (a NamedTuple: cheap to make, immutable)
-        fn=fn,
-        arrays=arrays,
-        n=n,
-        owner=owner,
-        job=job,
-        pool=pool,
-        bytes_per_item=per_item,
-        fallback_bytes_per_item=fallback,
-        overhead=multiplier,
-        budget_gb=budget,
-        min_batch=floor,
-        result_on=result_on,
-        pad=bool(pad)
-        if pad is not None
-        else get_adapter(owner.library).pads_batches(fn),
-        key=key,
-        alive=alive,
+        key, alive = signature(
+            fn, arrays, whole, (adapter.key, owner.device, result_on)
+        )
+    return BatchRequest(  # (by position: a NamedTuple's fields, in order)
+        fn,
+        arrays,
+        n,
+        owner,
+        job,
+        pool,
+        bytes_per_item,
+        fallback_bytes_per_item,
+        overhead,
+        budget_gb,
+        min_batch,
+        result_on,
+        adapter.pads_batches(fn) if pad is None else pad,
+        key,
+        alive,
     )
 
 
 def _refuse_traced(arrays: tuple[Any, ...], whole: Any) -> None:
-    """RuntimeError when a compiler traces an input: map_batches needs values."""
-    operands = list(whole.values()) if isinstance(whole, Mapping) else whole
-    named = [(f"arrays[{i}]", a) for i, a in enumerate(arrays)]
-    if isinstance(operands, (tuple, list)):
-        named += [("a whole operand", a) for a in operands]
-    for name, a in named:
+    """RuntimeError when a compiler traces an input: map_batches needs values.
+
+    Only the libraries whose adapter can tell a traced array (JAX) are asked.
+    """
+    operands = whole if isinstance(whole, (tuple, list)) else tuple(whole.values())
+    for i, a in enumerate((*arrays, *operands)):
         adapter = adapter_for_array(a)
-        mode = None if adapter is None else adapter.traced_by(a)
+        if adapter is None or adapter not in _TRACING:
+            continue
+        mode = adapter.traced_by(a)
         if mode is not None:
+            name = f"arrays[{i}]" if i < len(arrays) else "a whole operand"
             msg = (
                 f"map_batches cannot run inside {mode}: {name} is traced, and "
                 "map_batches is an eager loop on the host that sizes batches "
@@ -189,7 +191,15 @@ def _refuse_traced(arrays: tuple[Any, ...], whole: Any) -> None:
             raise RuntimeError(msg)
 
 
+#: The adapters that can tell a traced array (`Adapter.traced_by` is theirs).
+_TRACING = frozenset(
+    a for a in ADAPTERS.values() if type(a).traced_by is not Adapter.traced_by
+)
+
+
 def _check_whole(whole: Any) -> None:
+    if whole.__class__ is tuple:
+        return
     if isinstance(whole, Mapping):
         bad = [k for k in whole if not isinstance(k, str)]
         if bad:

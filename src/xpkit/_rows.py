@@ -24,17 +24,18 @@ def common_rows(arrays: tuple[Any, ...]) -> int:
     if not arrays:
         msg = "arrays must hold at least one array"
         raise ValueError(msg)
-    lengths = []
+    n: Any = None
     for i, a in enumerate(arrays):
         shape = getattr(a, "shape", None)
         if not shape:
             msg = f"arrays[{i}] must be an array with at least one axis, got {a!r:.80}"
             raise TypeError(msg)
-        lengths.append(shape[0])
-    if len(set(lengths)) != 1:
-        msg = f"arrays must share their axis-0 length, got lengths {lengths}"
-        raise ValueError(msg)
-    n = lengths[0]
+        if i == 0:
+            n = shape[0]
+        elif shape[0] is not n and shape[0] != n:  # (as a set: a NaN is itself)
+            lengths = [a.shape[0] for a in arrays]
+            msg = f"arrays must share their axis-0 length, got lengths {lengths}"
+            raise ValueError(msg)
     if not isinstance(n, int):
         msg = f"arrays have an unknown axis-0 length ({n!r}); compute chunk sizes first"
         raise ValueError(msg)  # noqa: TRY004 - dask NaN length
@@ -97,12 +98,14 @@ class Job:
         self.fn = fn
         self.backend = backend
         self.pad_to = 0
-        if isinstance(whole, Mapping):
-            self.args: tuple[Any, ...] = ()
+        if isinstance(whole, (tuple, list)):  # (no ABC check on the common path)
+            self.args: tuple[Any, ...] = (
+                tuple(whole) if backend is None else tuple(self._move(v) for v in whole)
+            )
+            self.kwargs: dict[str, Any] = {}
+        else:  # a mapping of keyword operands
+            self.args = ()
             self.kwargs = {k: self._move(v) for k, v in whole.items()}
-        else:
-            self.args = tuple(self._move(v) for v in whole)
-            self.kwargs = {}
 
     def _move(self, x: Any) -> Any:
         if self.backend is None or adapter_for_array(x) is None:
