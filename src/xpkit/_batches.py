@@ -25,7 +25,7 @@ from ._oom import UnsplittableMemoryError, split_on_oom
 from ._outputs import Outputs
 from ._plan import BatchPlan, make_plan
 from ._plan_memory import GROW_AFTER, plan_memory
-from ._request import BatchRequest, batch_request
+from ._request import BatchRequest, batch_request, refuse_traced
 from ._rows import Job, common_rows
 
 __all__ = ["compute_oom_safe", "map_batches", "plan_batches"]
@@ -194,9 +194,10 @@ def map_batches(
 
 
 _EAGER_REASON = (
-    "map_batches is an eager loop on the host: it sizes batches from memory "
-    "measured now and reads each batch's result. Call it outside the "
-    "compiled function (fn itself may be compiled)"
+    "map_batches (like plan_batches and compute_oom_safe) is an eager loop "
+    "on the host: it sizes batches from memory measured now and reads each "
+    "batch's result. Call it outside the compiled function (fn itself may be "
+    "compiled)"
 )
 
 
@@ -210,6 +211,15 @@ def _eager(fn: Callable[..., Any]) -> Callable[..., Any]:
         if adapter.is_imported():
             fn = adapter.eager_only(fn, _EAGER_REASON)
     return fn
+
+
+def _mark_eager() -> None:
+    """Mark the bodies now, where a compiling library is imported already.
+
+    (Marking inside a trace costs a graph break; here it costs nothing.)
+    """
+    for body in (_map_batches, _plan_batches, _compute_oom_safe):
+        _eager(body)
 
 
 def _map_batches(  # (map_batches' parameters, by position)
@@ -425,6 +435,38 @@ def plan_batches(
     >>> plan.batch_size, plan.n_batches, plan.source
     (10, 100, 'given')
     """
+    plan: BatchPlan = _eager(_plan_batches)(
+        fn,
+        arrays,
+        backend,
+        whole,
+        bytes_per_item,
+        overhead,
+        budget_gb,
+        min_batch,
+        executor,
+        result_on,
+        fallback_bytes_per_item,
+        remember,
+    )
+    return plan
+
+
+def _plan_batches(
+    fn: Callable[..., Any],
+    arrays: tuple[Any, ...],
+    backend: Any,
+    whole: tuple[Any, ...] | Mapping[str, Any],
+    bytes_per_item: float | None,
+    overhead: float,
+    budget_gb: float | None,
+    min_batch: int,
+    executor: Any,
+    result_on: str,
+    fallback_bytes_per_item: float | None,
+    remember: bool,
+) -> BatchPlan:
+    """`plan_batches`' body (the public function keeps compilers out of it)."""
     request = batch_request(
         fn,
         arrays,
@@ -439,6 +481,7 @@ def plan_batches(
         result_on=result_on,
         pad=None,
         remember=remember,
+        caller="plan_batches",
     )
     return make_plan(request, _outputs_of(request, keep=False))
 
@@ -490,11 +533,19 @@ def compute_oom_safe(fn: Callable[..., Any], *arrays: Any, min_chunk: int = 1) -
     >>> xpkit.compute_oom_safe(lambda rows: rows.sum(axis=1), x)
     array([1., 5., 9.])
     """
+    return _eager(_compute_oom_safe)(fn, arrays, min_chunk)
+
+
+def _compute_oom_safe(
+    fn: Callable[..., Any], arrays: tuple[Any, ...], min_chunk: int
+) -> Any:
+    """`compute_oom_safe`'s body (the public function keeps compilers out of it)."""
     if not callable(fn):
         msg = f"fn must be callable, got {fn!r}"
         raise TypeError(msg)
     floor = check_count("min_chunk", min_chunk)
     n = common_rows(arrays)
+    refuse_traced(arrays, (), "compute_oom_safe")
     outputs = Outputs(n, fn, sources=arrays)
     job = Job(fn)
 
@@ -515,3 +566,6 @@ def _progress_bar(total: int, done: int) -> Any:
     if done:
         bar.update(done)
     return bar
+
+
+_mark_eager()

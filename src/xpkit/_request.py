@@ -19,7 +19,7 @@ from ._plan_memory import Signature, signature
 from ._rows import Job, common_rows
 from ._select import coerce_backend
 
-__all__ = ["BatchRequest", "batch_request"]
+__all__ = ["BatchRequest", "batch_request", "refuse_traced"]
 
 
 class BatchRequest(NamedTuple):
@@ -103,10 +103,12 @@ def batch_request(
     pad: Any,
     fallback_bytes_per_item: Any,
     remember: Any,
+    caller: str = "map_batches",
 ) -> BatchRequest:
     """Check the arguments of a call (TypeError/ValueError naming the bad one).
 
     Every check runs on every call; each costs little for the defaults.
+    ``caller`` names the public function in messages.
     """
     if not callable(fn):
         msg = f"fn must be callable, got {fn!r}"
@@ -114,7 +116,7 @@ def batch_request(
     n = common_rows(arrays)
     if whole.__class__ is not tuple:
         _check_whole(whole)
-    _refuse_traced(arrays, whole)
+    refuse_traced(arrays, whole, caller)
     if result_on not in PLACES:
         msg = f"result_on must be 'host' or 'device', got {result_on!r}"
         raise ValueError(msg)
@@ -168,8 +170,8 @@ def batch_request(
     )
 
 
-def _refuse_traced(arrays: tuple[Any, ...], whole: Any) -> None:
-    """RuntimeError when a compiler traces an input: map_batches needs values.
+def refuse_traced(arrays: tuple[Any, ...], whole: Any, caller: str) -> None:
+    """RuntimeError when a compiler traces an input: ``caller`` needs values.
 
     Only the libraries whose adapter can tell a traced array (JAX) are asked.
     """
@@ -182,8 +184,8 @@ def _refuse_traced(arrays: tuple[Any, ...], whole: Any) -> None:
         if mode is not None:
             name = f"arrays[{i}]" if i < len(arrays) else "a whole operand"
             msg = (
-                f"map_batches cannot run inside {mode}: {name} is traced, and "
-                "map_batches is an eager loop on the host that sizes batches "
+                f"{caller} cannot run inside {mode}: {name} is traced, and "
+                f"{caller} is an eager loop on the host that sizes batches "
                 "and reads each batch's result. Call it outside the traced "
                 f"function (fn itself may be compiled), or run fn on all rows "
                 "there"

@@ -308,14 +308,19 @@ class TorchAdapter(Adapter):
 
         Called from ``torch.compile``-d code it runs eagerly (a graph break);
         under ``fullgraph=True`` compiling fails, and the error gives
-        ``reason``. Made once per function.
+        ``reason``. Made once per function, outside any trace: asked first
+        while dynamo traces (which cannot trace ``disable``), it breaks the
+        graph there, and makes it in the eager code after the break.
         """
         eager = self._eager
         if eager is None:
             eager = self._eager = {}
         made = eager.get(fn)
         if made is None:
-            disable = _torch().compiler.disable
+            torch = _torch()
+            if torch.compiler.is_compiling():
+                torch._dynamo.graph_break()  # (eager from here on)
+            disable = torch.compiler.disable
             try:
                 made = disable(fn, reason=reason)
             except TypeError:  # torch before 2.7 takes no reason

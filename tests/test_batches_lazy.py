@@ -1,0 +1,71 @@
+"""map_batches in traced, compiled and lazy code: what its statement says, and why.
+
+`map_batches` is an eager loop on the host (it sizes batches from memory
+measured now and reads each batch's result), and its capability statement
+says so (`xpkit capabilities xpkit`). Declared with that statement, a
+library function that calls it runs eagerly in the plugin's ``*-jit`` and
+``*-compile`` variants and computes each batch in ``*-lazy``. Forced into
+those modes it fails with xpkit's own words, not a library's internals:
+under ``jax.jit`` a RuntimeError naming jax.jit, under
+``torch.compile(fullgraph=True)`` dynamo's refusal carrying xpkit's reason,
+and under the lazy variant the compute refused, naming ``computes=``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import xpkit
+from xpkit.testing import capabilities, lazy_xp_function
+
+A = np.arange(12.0).reshape(6, 2)
+
+
+def _doubled(x: Any) -> Any:
+    return xpkit.map_batches(
+        lambda rows: rows * 2.0, x, bytes_per_item=16.0, result_on="device"
+    )
+
+
+@capabilities(
+    modes=dict(xpkit.map_batches.__xpkit_capabilities__.modes),
+    computes=True,
+)
+def doubled_as_stated(x: Any) -> Any:
+    """A library function that calls map_batches, declared as map_batches is."""
+    return _doubled(x)
+
+
+def doubled_forced(x: Any) -> Any:
+    """The same, declared with no statement: forced into every mode."""
+    return _doubled(x)
+
+
+lazy_xp_function(doubled_as_stated)
+lazy_xp_function(doubled_forced)
+
+
+def test_map_batches_runs_where_its_statement_says(xpkit_backend):
+    b = xpkit_backend
+    got = doubled_as_stated(b.asarray(A))
+    np.testing.assert_array_equal(b.to_numpy(got), A * 2.0)
+
+
+def test_forced_into_a_mode_it_fails_with_xpkit_s_words(xpkit_backend, request):
+    b = xpkit_backend
+    mode = request.node.callspec.params["xpkit_backend"].mode
+    reasons = {
+        "jit": "map_batches cannot run inside jax.jit",
+        "compile": "is an eager loop on the host",
+        "lazy": "computes=",
+    }
+    if mode not in reasons:  # eager variants: it just runs
+        got = doubled_forced(b.asarray(A))
+        np.testing.assert_array_equal(b.to_numpy(got), A * 2.0)
+        return
+    with pytest.raises(Exception, match=reasons[mode]) as caught:
+        doubled_forced(b.asarray(A))
+    assert "Tracer" not in type(caught.value).__name__
