@@ -419,6 +419,7 @@ def available_bytes(backend: Backend | None) -> int:
 
 
 def _free_bytes(adapter: Adapter, device: str) -> int:
+    """`available_bytes` of ``adapter``'s ``device``."""
     free = device_free_bytes(adapter, device)
     return recent_host_bytes() if free is None else free
 

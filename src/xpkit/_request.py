@@ -86,7 +86,10 @@ class BatchRequest(NamedTuple):
     @property
     def sources(self) -> tuple[Any, ...]:
         """Every array ``fn`` sees: the inputs and the whole operands."""
-        return (*self.arrays, *self.job.args, *self.job.kwargs.values())
+        job = self.job
+        if not job.args and not job.kwargs:
+            return self.arrays
+        return (*self.arrays, *job.args, *job.kwargs.values())
 
 
 def batch_request(
