@@ -261,3 +261,14 @@ def test_to_numpy_is_zero_copy_on_cpu(xpkit_backend):
     again = b.to_numpy(x)
     if b.library in {"numpy", "torch", "array_api_strict", "jax"} and not b.is_gpu:
         assert np.shares_memory(host, again)
+
+
+def test_torch_lists_cuda_dtypes_without_touching_cuda():
+    """Listing a CUDA device's dtypes made a tensor there: a driver context each."""
+    pytest.importorskip("torch")
+    from xpkit._adapters import get_adapter
+
+    torch_adapter = get_adapter("torch")
+    assert torch_adapter.supported_dtypes("cuda:1") == torch_adapter.supported_dtypes(
+        "cpu"
+    )

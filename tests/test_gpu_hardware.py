@@ -32,11 +32,12 @@ def test_round_trip_and_compute_on_every_gpu(rng):
             np.linalg.svd(a.astype(np.float32), compute_uv=False),
             rtol=1e-4,
         )
-        assert_close(
+        a32 = a.astype(np.float32)
+        assert_close(  # (CUDA matmuls of float32 may run in TF32: 10-bit mantissas)
             b.to_numpy(b.matmul(x, b.xp.permute_dims(x, (1, 0)))),
-            a @ a.T,
-            rtol=1e-3,
-            atol=1e-3,
+            a32 @ a32.T,
+            rtol=1e-2,
+            atol=2e-2,
         )
 
 
@@ -80,7 +81,8 @@ def test_create_lands_on_every_gpu():
     for b in _gpu_backends():
         adapter = get_adapter(b.library)
         for x in (b.create.zeros(3), b.create.arange(4), b.create.eye(2)):
-            assert adapter.device_str(adapter.device_of(x)) == b.device
+            where = adapter.device_str(adapter.device_of(x))
+            assert adapter.canonical_device(where) == adapter.canonical_device(b.device)
 
 
 def test_moves_between_gpu_libraries_keep_values_and_device(rng):
@@ -93,7 +95,10 @@ def test_moves_between_gpu_libraries_keep_values_and_device(rng):
                 continue
             moved = dst.move(src.asarray(a))
             adapter = get_adapter(dst.library)
-            assert adapter.device_str(adapter.device_of(moved)) == dst.device
+            where = adapter.device_str(adapter.device_of(moved))
+            assert adapter.canonical_device(where) == adapter.canonical_device(
+                dst.device
+            )
             assert_equal(dst.to_numpy(moved), a)
             if {src.library, dst.library} == {"torch", "cupy"} and (
                 src.device == dst.device

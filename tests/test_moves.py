@@ -407,3 +407,23 @@ def test_a_meta_tensor_is_refused_by_name():
     ):
         with pytest.raises(TypeError, match="x is a meta tensor.*no values"):
             convert(meta)
+
+
+def test_a_library_whose_from_dlpack_takes_no_device_still_shares(monkeypatch):
+    """CuPy's ``from_dlpack`` refuses ``device=``: an array already there arrives anyway."""
+    target = _cpu_backend("torch")
+    real = target.xp.from_dlpack
+
+    def no_device(x, *, device=None, copy=None):
+        if device is not None:
+            msg = "from_dlpack() does not support device yet."
+            raise NotImplementedError(msg)
+        return real(x, copy=copy)
+
+    monkeypatch.setattr(target.xp, "from_dlpack", no_device)
+    x = np.arange(4.0)
+    shared = target.move(x, copy=False)
+    assert np.shares_memory(shared.numpy(), x)
+    copied = target.move(x, copy=True)
+    assert not np.shares_memory(copied.numpy(), x)
+    np.testing.assert_array_equal(copied.numpy(), x)

@@ -182,6 +182,11 @@ class Moves(Conversions[ArrayT]):
                 return self.xp.from_dlpack(shared, device=arrival.native, copy=ask)
             except _NO_DLPACK as exc:
                 why = f"DLPack refused it: {type(exc).__name__}: {exc}"
+            arrived: ArrayT | None = self._dlpack_where_it_is(
+                shared, arrival.native, ask
+            )
+            if arrived is not None:
+                return arrived
         elif source.dlpack_export:
             why = f"{adapter.label} does not import DLPack"
         if copy is False:
@@ -200,6 +205,26 @@ class Moves(Conversions[ArrayT]):
         return cast(
             "ArrayT", adapter.from_host(self.xp, host, arrival.dtype, arrival.native)
         )
+
+    def _dlpack_where_it_is(self, x: Any, native: Any, copy: bool | None) -> Any:
+        """``from_dlpack`` without ``device=``, kept only if it landed on ``native``.
+
+        For libraries whose ``from_dlpack`` takes no ``device`` (CuPy): an
+        array already on the target device arrives without one; anything
+        else (None) goes through the host.
+        """
+        adapter = self._adapter
+        for kwargs in ({"copy": copy}, {}):
+            if copy and not kwargs:
+                return None  # a copy was asked for and cannot be asked
+            try:
+                moved = self.xp.from_dlpack(x, **kwargs)
+            except _NO_DLPACK:
+                continue
+            if adapter.device_key(moved) == adapter.native_device_key(native):
+                return moved
+            return None
+        return None
 
 
 class _Arrival(NamedTuple):

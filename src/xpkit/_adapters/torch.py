@@ -336,6 +336,17 @@ class TorchAdapter(Adapter):
 
     _extra: dict[str, frozenset[str]] | None = None
 
+    def supported_dtypes(self, device: str) -> frozenset[str]:
+        """The inspection API's dtypes; on CUDA, the CPU's (CUDA holds them all).
+
+        array-api-compat lists a device's dtypes by making an empty tensor of
+        each there, which on CUDA would create a driver context (hundreds of
+        MB on every device asked, `xpkit info` asks them all).
+        """
+        if device.split(":", 1)[0] == "cuda":
+            return super().supported_dtypes("cpu")
+        return super().supported_dtypes(device)
+
     def extra_dtypes(self, device: str) -> frozenset[str]:
         """float16, bfloat16 and (torch >= 2.3) uint16/32/64, where allocatable.
 
