@@ -509,3 +509,28 @@ def test_a_repeated_call_does_little_of_its_own():
         assert calls.count("batch_budgets") == 1  # one budget reading
         assert "_probe" not in calls
         assert len(calls) <= 80, (sizing, len(calls), calls)
+
+
+@pytest.mark.parametrize("library", ["numpy", "torch"])
+def test_large_host_batches_of_a_library_that_keeps_freed_memory_hand_it_back(
+    library, monkeypatch
+):
+    from xpkit import _batches
+    from xpkit._adapters import get_adapter
+
+    if not get_adapter(library).is_installed():
+        pytest.skip(f"needs {library}")
+    b = xpkit.Backend(library, device="cpu")
+    trims = []
+    monkeypatch.setattr(_batches, "release_freed_host_memory", lambda: trims.append(1))
+    x = b.asarray(np.ones((64, 4)))
+    per_row = 2 * _batches.TRIM_ABOVE_BYTES / 16  # batches of 16 rows: 2x the line
+    sixteen = {"bytes_per_item": per_row, "budget_gb": 16 * per_row / 2**30}
+    xpkit.map_batches(lambda r: r * 2.0, x, **sixteen)
+    small = xpkit.map_batches(lambda r: r * 3.0, x, bytes_per_item=8.0)
+    assert_equal(
+        b.to_numpy(small) if library != "numpy" else small, np.full((64, 4), 3.0)
+    )
+    keeps = get_adapter(library).keeps_freed_host_memory
+    assert keeps == (library == "torch")
+    assert len(trims) == (64 // 16 if keeps else 0)  # after each large batch only

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ._adapters import ADAPTERS
+from ._adapters import ADAPTERS, HOST_BATCH_WORKING_SET_BYTES, release_freed_host_memory
 from ._args import check_count
 from ._executors import run_on_pool
 from ._log import logger
@@ -29,6 +29,10 @@ from ._request import BatchRequest, batch_request, refuse_traced
 from ._rows import Job, common_rows
 
 __all__ = ["compute_oom_safe", "map_batches", "plan_batches"]
+
+#: A host batch with a larger working set, of a library that keeps freed
+#: memory (`Adapter.keeps_freed_host_memory`), hands it back after it.
+TRIM_ABOVE_BYTES = 2 * HOST_BATCH_WORKING_SET_BYTES
 
 
 def map_batches(
@@ -364,9 +368,18 @@ def _run_here(
     def piece(s: int, e: int, split: bool) -> None:
         outputs.put(s, e, outputs.take(job.run(arrays, s, e, n, pad=not split), s, e))
 
+    # Large host batches of a library whose threads keep freed memory hand it
+    # back after each batch, so that the next batch's peak is not added to it.
+    trim = (
+        request.adapter.keeps_freed_host_memory
+        and not request.owner.is_gpu
+        and plan.batch_peak_bytes > TRIM_ABOVE_BYTES
+    )
     while start < n:
         stop = min(start + batch, n)
         fitted = split_on_oom(piece, (start, stop), request.min_batch)
+        if trim:
+            release_freed_host_memory()
         if fitted is not None and fitted < batch:
             logger().info(
                 "map_batches: batch size %d -> %d after an OOM", batch, fitted

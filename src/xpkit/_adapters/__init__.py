@@ -17,6 +17,7 @@ from ._base import (
     LazyTags,
     MemoryInfo,
 )
+from ._peak import release_freed_host_memory
 from .cupy import CupyAdapter
 from .dask import DaskAdapter
 from .jax import JaxAdapter
@@ -35,6 +36,7 @@ __all__ = [
     "MemoryInfo",
     "adapter_for_array",
     "get_adapter",
+    "release_freed_host_memory",
     "to_host",
 ]
 

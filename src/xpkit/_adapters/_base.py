@@ -646,6 +646,13 @@ class Adapter:
         return getattr(xp, name)
 
     # -- memory (used by xpkit._memory and xpkit._plan) ---------------------
+    #: Whether the library's threads keep the host memory they free (glibc's
+    #: per-thread arenas do, for torch's intra-op threads): `map_batches`
+    #: then hands it back after each large host batch (``malloc_trim``),
+    #: which costs page faults in the next batch but keeps its peak in the
+    #: budget.
+    keeps_freed_host_memory: ClassVar[bool] = False
+
     #: Whether arrays of this library can be written row by row in place
     #: (``out[a:b] = v``). `map_batches` assembles a device result in place
     #: only then; otherwise on the host, moved to the device once at the end.

@@ -35,7 +35,12 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
-__all__ = ["PeakMeter", "rss_meter", "warmed_rss_meter"]
+__all__ = [
+    "PeakMeter",
+    "release_freed_host_memory",
+    "rss_meter",
+    "warmed_rss_meter",
+]
 
 T = TypeVar("T")
 
@@ -124,6 +129,10 @@ class _PeakRss(PeakMeter):
     def __init__(self, trim: Callable[[int], int]) -> None:
         self._trim = trim
 
+    def trim_heap(self) -> None:
+        """``malloc_trim(0)``: the heap's freed pages go back to the system."""
+        self._trim(0)
+
     def _measure(self, run: Callable[[], T]) -> tuple[T, int]:
         self._trim(0)
         with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:  # noqa: PTH123
@@ -162,6 +171,17 @@ class _Warmed(PeakMeter):
 
 _RSS: list[PeakMeter | None] = []
 _WARMED_RSS: list[PeakMeter | None] = []
+
+
+def release_freed_host_memory() -> None:
+    """Hand the heap's freed pages back to the system (glibc's ``malloc_trim``).
+
+    A no-op where the RSS meter cannot measure (no glibc). It changes no
+    setting: it returns memory nobody holds, and glibc does it thread-safely.
+    """
+    meter = rss_meter()
+    if isinstance(meter, _PeakRss):
+        meter.trim_heap()
 
 
 def warmed_rss_meter() -> PeakMeter | None:

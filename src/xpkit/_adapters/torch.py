@@ -302,6 +302,9 @@ class TorchAdapter(Adapter):
         return xp.asarray(host, dtype=dtype, device=device)
 
     traces_python = True
+    #: Its intra-op threads allocate in glibc's per-thread arenas, which keep
+    #: what they free: a batch's peak would add to the last one's.
+    keeps_freed_host_memory = True
 
     def eager_only(self, fn: Callable[..., Any], reason: str) -> Callable[..., Any]:
         """``torch.compiler.disable(fn, reason=reason)``: dynamo never traces it.
