@@ -118,3 +118,53 @@ def test_every_module_holds_one_concern_in_at_most_400_lines_of_code():
     sizes = {str(p.relative_to(SRC)): lines_of_code(p) for p in SRC.rglob("*.py")}
     assert {name: n for name, n in sizes.items() if n > 400} == {}
     assert max(sizes.values()) > 100  # the count counts
+
+
+#: What the adapters may import of xpkit besides each other: the basics.
+BASICS = {"xpkit._dtypes", "xpkit._typing"}
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """xpkit modules ``path`` imports at run time (``TYPE_CHECKING`` left out)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    typing_only = {
+        id(node)
+        for block in ast.walk(tree)
+        if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
+        for statement in block.body
+        for node in ast.walk(statement)
+    }
+    package = ["xpkit", *path.relative_to(SRC).parent.parts]
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = package[: len(package) - node.level + 1]
+            found.add(".".join([*base, *([node.module] if node.module else [])]))
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+            "xpkit"
+        ):
+            found.add(node.module or "")
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("xpkit")}
+    return found
+
+
+ADAPTER_MODULES = sorted((SRC / "_adapters").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", ADAPTER_MODULES, ids=lambda p: p.name)
+def test_the_adapters_sit_on_the_ground_floor(path):
+    """They import one another and the basics, nothing of the facade or above."""
+    above = {
+        name
+        for name in _imported_modules(path)
+        if not name.startswith("xpkit._adapters") and name not in BASICS
+    }
+    assert above == set()
+
+
+def test_the_floor_check_sees_imports():
+    found = _imported_modules(SRC / "_adapters" / "__init__.py")
+    assert {"xpkit._dtypes", "xpkit._adapters.torch"} <= found

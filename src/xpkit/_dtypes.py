@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import sys
 import warnings
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from ._typing import DType
 
 __all__ = [
     "DTYPE_KINDS",
@@ -22,6 +24,7 @@ __all__ = [
     "external_stacklevel",
     "narrow_for_device",
     "narrowed",
+    "register_dtype_spelling",
 ]
 
 #: The standard's dtype kinds and the dtypes of each.
@@ -48,17 +51,25 @@ DTYPE_NAMES = frozenset(
 )
 
 
-@functools.cache
-def _prefixes() -> tuple[frozenset[str], frozenset[str]]:
-    """The adapters' dtype prefixes, and the modules whose dtypes print with one."""
-    from ._adapters import ADAPTERS
+#: Module names a dtype may be spelt with ("torch" in "torch.float32"), and
+#: the top-level modules whose dtype objects print as their name, bare or so
+#: spelt. The adapters register them (`register_dtype_spelling`) as their
+#: registry is built: this module knows no library.
+_PREFIXES: set[str] = set()
+_PRINTING: set[str] = set()
 
-    return (
-        frozenset(p for a in ADAPTERS.values() for p in a.dtype_prefixes),
-        frozenset(
-            a.dtype_repr_module for a in ADAPTERS.values() if a.dtype_repr_module
-        ),
-    )
+
+def register_dtype_spelling(prefixes: Iterable[str], printing_module: str = "") -> None:
+    """Let `dtype_name` read a library's dtypes as the library spells them.
+
+    ``prefixes``: the module names its dtypes may be written with
+    (``"torch"``, ``"jnp"``); ``printing_module``: the top-level module whose
+    dtype objects print as their name, bare (``"float32"``) or with one of
+    the prefixes (``"torch.float32"``); ``""`` where they print otherwise.
+    """
+    _PREFIXES.update(prefixes)
+    if printing_module:
+        _PRINTING.add(printing_module)
 
 
 #: What a dtype becomes on a device that lacks it (MPS; JAX without x64).
@@ -92,10 +103,10 @@ class PrecisionWarning(UserWarning):
 
 _warned: set[tuple[str, str]] = set()
 #: Dtype objects already named (strings are not kept: callers make any).
-_NAMED: dict[tuple[type, Any], str] = {}
+_NAMED: dict[tuple[type, DType], str] = {}
 
 
-def dtype_name(dtype: Any) -> str | None:
+def dtype_name(dtype: DType) -> str | None:
     """Normalise a dtype of any supported library (or its name) to a string.
 
     Raises
@@ -119,27 +130,26 @@ def dtype_name(dtype: Any) -> str | None:
     return name
 
 
-def _name_of(dtype: Any) -> str:
+def _name_of(dtype: DType) -> str:
     if isinstance(dtype, str):
         text = dtype.strip()
         prefix, _, candidate = text.rpartition(".")
-        if candidate in DTYPE_NAMES and (not prefix or prefix in _prefixes()[0]):
+        if candidate in DTYPE_NAMES and (not prefix or prefix in _PREFIXES):
             return candidate
         return _numpy_name(dtype, text)
     if dtype in (bool, int, float, complex):
         return _numpy_name(dtype, dtype)
     # Some libraries' dtype objects print as their name, bare or as
     # "<module>.<name>" (the adapters say which).
-    prefixes, printing = _prefixes()
     module = (type(dtype).__module__ or "").split(".", 1)[0]
-    if module in printing:
+    if module in _PRINTING:
         prefix, _, candidate = str(dtype).rpartition(".")
-        if candidate in DTYPE_NAMES and (not prefix or prefix in prefixes):
+        if candidate in DTYPE_NAMES and (not prefix or prefix in _PREFIXES):
             return candidate
     return _numpy_name(dtype, dtype)
 
 
-def _numpy_name(dtype: Any, shown: Any) -> str:
+def _numpy_name(dtype: DType, shown: object) -> str:
     try:
         name = str(np.dtype(dtype).name)
     except TypeError:

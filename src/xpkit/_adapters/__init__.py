@@ -5,10 +5,10 @@ Adding a library means adding one module here and one entry in `ADAPTERS`.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
+from .._dtypes import register_dtype_spelling
+from .._typing import Array, HostArray
 from ._base import (
     CAPABILITIES,
     HOST_BATCH_WORKING_SET_BYTES,
@@ -40,19 +40,28 @@ __all__ = [
     "to_host",
 ]
 
+
+def _registry(*adapters: Adapter) -> dict[str, Adapter]:
+    """The adapters by key; each tells `xpkit._dtypes` how its dtypes are spelt.
+
+    Facts flow down: ``_dtypes`` knows no library, and reads ``"torch.float32"``
+    or a ``jnp`` prefix because the adapters registered them here.
+    """
+    for adapter in adapters:
+        register_dtype_spelling(adapter.dtype_prefixes, adapter.dtype_repr_module)
+    return {adapter.key: adapter for adapter in adapters}
+
+
 #: Registry, in the order a GPU is looked for by ``"gpu"`` / ``"auto"``.
-ADAPTERS: dict[str, Adapter] = {
-    a.key: a
-    for a in (
-        NumpyAdapter(),
-        TorchAdapter(),
-        StrictAdapter(),
-        CupyAdapter(),
-        JaxAdapter(),
-        DaskAdapter(),
-        NdonnxAdapter(),
-    )
-}
+ADAPTERS: dict[str, Adapter] = _registry(
+    NumpyAdapter(),
+    TorchAdapter(),
+    StrictAdapter(),
+    CupyAdapter(),
+    JaxAdapter(),
+    DaskAdapter(),
+    NdonnxAdapter(),
+)
 
 # Array type -> adapter; filled on first sight of each type.
 _BY_TYPE: dict[type, Adapter] = {}
@@ -80,7 +89,7 @@ def adapter_for_array(x: object) -> Adapter | None:
     return None
 
 
-def to_host(x: Any) -> np.ndarray[Any, Any]:
+def to_host(x: Array) -> HostArray:
     """An array of any supported library (or array-like) as NumPy.
 
     Zero-copy where the library allows it (NumPy, CPU torch tensors, CPU

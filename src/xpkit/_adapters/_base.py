@@ -16,6 +16,8 @@ from typing import Any, ClassVar, NamedTuple
 import array_api_compat
 import numpy as np
 
+from .._dtypes import dtype_name
+from ._device_memory import MemoryCap, MemoryInfo, MemoryProbe
 from ._layout import Unshareable
 from ._peak import PeakMeter, rss_meter
 
@@ -92,48 +94,6 @@ def patched_by_array_api_extra(
         lazy_xp_function(func, **tag(tags))
     context: AbstractContextManager[None] = patch_lazy_xp_functions(request, xp=xp)
     return context
-
-
-class MemoryInfo(NamedTuple):
-    """Free and total bytes of one device, as its library reports them."""
-
-    free: int
-    total: int
-
-
-class MemoryCap(NamedTuple):
-    """A limit on what this process may hold on one device, below its memory.
-
-    ``limit`` bytes in all (an allocator fraction, a memory-pool limit, a
-    preallocated arena); ``held`` of them in use now, counted as the limit
-    counts them but without cached blocks the library reuses before it
-    allocates more; ``source`` says where the limit comes from
-    (``"PYTORCH_CUDA_ALLOC_CONF per_process_memory_fraction=0.5"``).
-    """
-
-    limit: int
-    held: int
-    source: str
-
-    @property
-    def room(self) -> int:
-        """Bytes the process may still allocate under the limit."""
-        return max(self.limit - self.held, 0)
-
-
-class MemoryProbe(NamedTuple):
-    """How `Adapter.memory_info` would read one device, asked now.
-
-    ``source`` names what it reads (``"NVML"``, ``"psutil"``, a library
-    call); ``in_use`` is False for a device this process has not started
-    using; ``context_cost`` is None when asking costs nothing, else the
-    sentence that says what asking would do (create a driver context, which
-    holds device memory, on a device the process does not use).
-    """
-
-    source: str
-    in_use: bool = True
-    context_cost: str | None = None
 
 
 class Adapter:
@@ -496,8 +456,6 @@ class Adapter:
         facade call, so adapters specialise it; this default caches what can
         be cached per array type and dtype.
         """
-        from .._dtypes import dtype_name
-
         key = self.native_device_key(native)
         by_type: dict[type, bool] = {}
         by_dtype: dict[Any, bool] = {}

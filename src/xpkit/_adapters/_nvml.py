@@ -21,7 +21,7 @@ import weakref
 from types import ModuleType
 from typing import Any
 
-from ._base import MemoryInfo
+from ._device_memory import MemoryInfo
 
 __all__ = ["NVML_HINT", "nvml", "nvml_memory", "nvml_name"]
 

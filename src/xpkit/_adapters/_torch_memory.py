@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ._base import MemoryCap, MemoryInfo, MemoryProbe
 from ._caps import alloc_conf_fraction
+from ._device_memory import MemoryCap, MemoryInfo, MemoryProbe
 from ._nvml import NVML_HINT, nvml, nvml_memory, nvml_name
 from ._peak import PeakMeter
 

@@ -9,8 +9,9 @@ from typing import Any
 import array_api_compat
 import numpy as np
 
-from ._base import Adapter, MemoryCap, MemoryInfo, MemoryProbe
+from ._base import Adapter
 from ._caps import cupy_env_limit
+from ._device_memory import MemoryCap, MemoryInfo, MemoryProbe
 from ._layout import Unshareable, native_layout
 from ._nvml import NVML_HINT, nvml, nvml_memory
 

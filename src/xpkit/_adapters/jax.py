@@ -13,13 +13,12 @@ import numpy as np
 
 from ._base import (
     Adapter,
-    MemoryCap,
-    MemoryInfo,
     Replace,
     Tagged,
     patched_by_array_api_extra,
 )
 from ._caps import jax_arena
+from ._device_memory import MemoryCap, MemoryInfo
 from ._layout import Unshareable
 from ._peak import PeakMeter, warmed_rss_meter
 

@@ -15,12 +15,10 @@ import numpy as np
 from ._base import (
     Adapter,
     FastOps,
-    MemoryCap,
-    MemoryInfo,
-    MemoryProbe,
     Replace,
     Tagged,
 )
+from ._device_memory import MemoryCap, MemoryInfo, MemoryProbe
 from ._layout import Unshareable, native_layout
 from ._peak import PeakMeter, rss_meter
 from ._torch_compile import compiled_whole
