@@ -16,7 +16,7 @@ from fakes import fake_cuda, fake_cupy_gpus, fake_nvml, no_nvml
 import xpkit
 from xpkit._adapters import ADAPTERS, MemoryInfo
 from xpkit._adapters._base import MemoryProbe
-from xpkit._adapters._nvml import nvml, nvml_memory
+from xpkit._adapters._nvml import nvml, nvml_memory, nvml_name
 from xpkit._cli import collect_info, print_info
 
 GB = 1024**3
@@ -93,6 +93,18 @@ def test_nvml_error_during_a_query_is_no_answer(monkeypatch):
 
     monkeypatch.setattr(fake, "nvmlDeviceGetMemoryInfo", broken)
     assert nvml_memory(0) is None
+
+
+def test_only_nvml_s_own_errors_are_no_answer(monkeypatch):
+    """A fault that is not NVML's (a bug, an interrupt) is not hidden as "no answer"."""
+    fake = fake_nvml(monkeypatch, [H100])
+
+    def buggy(handle):
+        raise KeyError(handle)
+
+    monkeypatch.setattr(fake, "nvmlDeviceGetName", buggy)
+    with pytest.raises(KeyError):
+        nvml_name(0)
 
 
 # -- torch CUDA ------------------------------------------------------------------

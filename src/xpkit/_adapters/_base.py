@@ -101,6 +101,11 @@ class Adapter:
 
     Subclasses set the class attributes and override what differs. Methods
     that need the library import it on first use, never at import time.
+
+    A method takes the same arguments in every adapter, so that the facade
+    and the memory layer ask each library alike; a library that needs fewer
+    ignores the rest (NumPy's arrays all live on the CPU: its `device_key`
+    reads nothing of ``x``), and so do the defaults here.
     """
 
     #: Key used in ``Backend(key)`` and in the registry.
@@ -180,11 +185,11 @@ class Adapter:
         """Whether ``x`` is an array of this library (checked via sys.modules)."""
         raise NotImplementedError
 
-    def is_plain(self, x: Any) -> bool:  # noqa: ARG002
+    def is_plain(self, x: Any) -> bool:
         """Whether ``x`` is a plain array (no subclass or layout with other semantics)."""
         return True
 
-    def lost_in_conversion(self, x: Any) -> str | None:  # noqa: ARG002
+    def lost_in_conversion(self, x: Any) -> str | None:
         """Why converting ``x`` to a plain array would drop information, or None.
 
         The answer completes "<parameter> is ...": a NumPy masked array would
@@ -204,7 +209,7 @@ class Adapter:
     #: arrays): a read-only source is then copied before it is shared.
     always_writable: ClassVar[bool] = False
 
-    def unshareable(self, x: Any) -> Unshareable | None:  # noqa: ARG002
+    def unshareable(self, x: Any) -> Unshareable | None:
         """Why ``x``'s memory must not be handed to another library as it is.
 
         None when any library may view it zero-copy. Layouts another
@@ -233,7 +238,7 @@ class Adapter:
     def eager_only(
         self,
         fn: Callable[..., Any],
-        reason: str,  # noqa: ARG002
+        reason: str,
     ) -> Callable[..., Any]:
         """``fn``, marked so that this library's compiler runs it eagerly.
 
@@ -244,7 +249,7 @@ class Adapter:
         """
         return fn
 
-    def traced_by(self, x: Any) -> str | None:  # noqa: ARG002
+    def traced_by(self, x: Any) -> str | None:
         """The compiler tracing ``x`` now (``"jax.jit"``, ``"torch.compile"``), or None.
 
         Code that must see values (`map_batches`, an eager loop on the host)
@@ -252,7 +257,7 @@ class Adapter:
         """
         return None
 
-    def values_at_hand(self, x: Any) -> bool:  # noqa: ARG002
+    def values_at_hand(self, x: Any) -> bool:
         """Whether ``x``'s values can be read now, cheaply and without side effects.
 
         False for lazy graphs (Dask: reading computes them) and traced values
@@ -314,7 +319,7 @@ class Adapter:
         """Move an array of this library to its CPU device (same library)."""
         return x
 
-    def host_view(self, x: Any) -> np.ndarray[Any, Any] | None:  # noqa: ARG002
+    def host_view(self, x: Any) -> np.ndarray[Any, Any] | None:
         """A NumPy view of ``x``'s own memory, where that is writable host memory.
 
         None where it is not (device memory, immutable or lazy arrays): what
@@ -338,7 +343,7 @@ class Adapter:
         """A context manager for this library's strictest mode, or None."""
         return None
 
-    def pads_batches(self, fn: Callable[..., Any]) -> bool:  # noqa: ARG002
+    def pads_batches(self, fn: Callable[..., Any]) -> bool:
         """Whether `map_batches` pads the last batch for ``fn`` by default.
 
         True where the library compiles ``fn`` (or each of its operations)
@@ -355,10 +360,10 @@ class Adapter:
     def lazy_context(
         self,
         mode: str,
-        request: Any,  # noqa: ARG002
-        xp: Any,  # noqa: ARG002
-        tagged: Tagged,  # noqa: ARG002
-        replace: Replace,  # noqa: ARG002
+        request: Any,
+        xp: Any,
+        tagged: Tagged,
+        replace: Replace,
     ) -> AbstractContextManager[None]:
         """A context in which a test module's declared functions run in ``mode``.
 
@@ -413,7 +418,7 @@ class Adapter:
         """
         return ()
 
-    def traced_host_array(self, x: Any) -> Any:  # noqa: ARG002
+    def traced_host_array(self, x: Any) -> Any:
         """``x`` as an array of this library, while the library compiles the caller.
 
         For host data (a NumPy array) handed to the facade inside code the
@@ -529,11 +534,11 @@ class Adapter:
         """The device string of a library device object (inverse of native)."""
         return self.canonical_device(str(native))
 
-    def backend_name(self, device: str) -> str:  # noqa: ARG002
+    def backend_name(self, device: str) -> str:
         """``Backend.name`` for this library on ``device``."""
         return self.key
 
-    def is_gpu(self, device: str) -> bool:  # noqa: ARG002
+    def is_gpu(self, device: str) -> bool:
         """Whether ``device`` is a GPU (or other accelerator)."""
         return False
 
@@ -545,7 +550,7 @@ class Adapter:
         """Whether ``device`` shares the host's memory (CPU, Apple MPS)."""
         return not self.is_gpu(device)
 
-    def supports_float64(self, device: str) -> bool:  # noqa: ARG002
+    def supports_float64(self, device: str) -> bool:
         """Whether float64 (and complex128) arrays can live on ``device``."""
         return True
 
@@ -583,7 +588,7 @@ class Adapter:
             names -= {"float64", "complex128"}
         return frozenset(names)
 
-    def extra_dtypes(self, device: str) -> frozenset[str]:  # noqa: ARG002
+    def extra_dtypes(self, device: str) -> frozenset[str]:
         """Dtypes beyond the standard's that the library holds on ``device``.
 
         float16, bfloat16, torch's uint16/32/64: arrays of these pass through
@@ -627,11 +632,11 @@ class Adapter:
         """
         return None if self.is_gpu(device) else rss_meter()
 
-    def memory_info(self, device: str) -> MemoryInfo | None:  # noqa: ARG002
+    def memory_info(self, device: str) -> MemoryInfo | None:
         """Free/total bytes of a device; None when it is host memory."""
         return None
 
-    def memory_cap(self, device: str) -> MemoryCap | None:  # noqa: ARG002
+    def memory_cap(self, device: str) -> MemoryCap | None:
         """The limit this process runs under on ``device``, or None for none.
 
         Budgets take the smaller of `memory_info`'s free bytes and the cap's
@@ -652,6 +657,6 @@ class Adapter:
         """Release cached device memory, if the library is already imported."""
         return
 
-    def is_oom(self, exc: BaseException) -> bool:  # noqa: ARG002
+    def is_oom(self, exc: BaseException) -> bool:
         """Whether ``exc`` (one link of a chain) is this library's OOM signal."""
         return False

@@ -43,7 +43,7 @@ def nvml() -> Any | None:
         try:
             pynvml.nvmlInit()
             ok = True
-        except Exception:  # noqa: BLE001 - NVMLError: no driver, no library
+        except pynvml.NVMLError:  # no driver, no NVML library
             ok = False
         _initialised[pynvml] = ok
     return pynvml if ok else None
@@ -64,7 +64,7 @@ def nvml_memory(index: int) -> MemoryInfo | None:
             return None
         memory = lib.nvmlDeviceGetMemoryInfo(handle)
         return MemoryInfo(free=int(memory.free), total=int(memory.total))
-    except Exception:  # noqa: BLE001 - NVMLError of any kind: no answer
+    except lib.NVMLError:  # a lost GPU, a call the driver lacks: no answer
         return None
 
 
@@ -76,7 +76,7 @@ def nvml_name(index: int) -> str | None:
     try:
         handle = _handle(lib, index)
         return None if handle is None else _text(lib.nvmlDeviceGetName(handle))
-    except Exception:  # noqa: BLE001 - NVMLError of any kind: no answer
+    except lib.NVMLError:  # a lost GPU, a call the driver lacks: no answer
         return None
 
 

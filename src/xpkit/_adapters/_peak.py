@@ -135,7 +135,7 @@ class _PeakRss(PeakMeter):
 
     def _measure(self, run: Callable[[], T]) -> tuple[T, int]:
         self._trim(0)
-        with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:  # noqa: PTH123
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:
             fh.write("5")
         base = _status_bytes("VmRSS")
         result = run()
@@ -144,7 +144,7 @@ class _PeakRss(PeakMeter):
 
 
 def _status_bytes(field: str) -> int:
-    with open("/proc/self/status", encoding="ascii") as fh:  # noqa: PTH123
+    with open("/proc/self/status", encoding="ascii") as fh:
         for line in fh:
             if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024

@@ -88,7 +88,7 @@ class CupyAdapter(Adapter):
         """Host-to-device copy, from native byte order (CuPy has no swapped bytes)."""
         return xp.asarray(native_layout(host), dtype=dtype, device=device)
 
-    def extra_dtypes(self, device: str) -> frozenset[str]:  # noqa: ARG002
+    def extra_dtypes(self, device: str) -> frozenset[str]:
         """float16."""
         return frozenset({"float16"})
 
@@ -106,7 +106,7 @@ class CupyAdapter(Adapter):
         cupy = _cupy()
         try:
             n = int(cupy.cuda.runtime.getDeviceCount())
-        except Exception:  # noqa: BLE001 - no driver / no device
+        except RuntimeError:  # CUDARuntimeError: no driver, or no device
             return ()
         return ("cuda", *(f"cuda:{i}" for i in range(n))) if n else ()
 
@@ -131,11 +131,11 @@ class CupyAdapter(Adapter):
         """The device's index, as `device_key` gives it for its arrays."""
         return int(native.id)
 
-    def backend_name(self, device: str) -> str:  # noqa: ARG002
+    def backend_name(self, device: str) -> str:
         """Always ``"cupy"``."""
         return "cupy"
 
-    def is_gpu(self, device: str) -> bool:  # noqa: ARG002
+    def is_gpu(self, device: str) -> bool:
         """Every CuPy device is a GPU."""
         return True
 

@@ -44,11 +44,11 @@ class DaskAdapter(Adapter):
         """``dask.array.Array`` instances."""
         return bool(array_api_compat.is_dask_array(x))
 
-    def device_key(self, x: Any) -> Any:  # noqa: ARG002
+    def device_key(self, x: Any) -> Any:
         """Dask arrays live on the (lazy) CPU."""
         return None
 
-    def native_device_key(self, native: Any) -> Any:  # noqa: ARG002
+    def native_device_key(self, native: Any) -> Any:
         """Dask arrays all live on the (lazy) CPU."""
         return None
 
@@ -63,11 +63,11 @@ class DaskAdapter(Adapter):
         array_type: type = da.Array
         return array_type
 
-    def values_at_hand(self, x: Any) -> bool:  # noqa: ARG002
+    def values_at_hand(self, x: Any) -> bool:
         """Never: reading a Dask array's values computes its graph."""
         return False
 
-    def extra_dtypes(self, device: str) -> frozenset[str]:  # noqa: ARG002
+    def extra_dtypes(self, device: str) -> frozenset[str]:
         """float16, as its NumPy chunks."""
         return frozenset({"float16"})
 
@@ -109,7 +109,7 @@ class DaskAdapter(Adapter):
             return super().lazy_context(mode, request, xp, tagged, replace)
         return _computes_counted(request, xp, replace)
 
-    def peak_meter(self, device: str) -> PeakMeter | None:  # noqa: ARG002
+    def peak_meter(self, device: str) -> PeakMeter | None:
         """The process's peak RSS (`rss_meter`: Linux; None elsewhere).
 
         The chunks are NumPy arrays, computed on the host, in the threaded

@@ -67,7 +67,7 @@ class JaxAdapter(Adapter):
         """``np.asarray``: zero-copy (read-only) on the CPU, a copy from GPUs."""
         return np.asarray(x)
 
-    def unshareable(self, x: Any) -> Unshareable | None:  # noqa: ARG002
+    def unshareable(self, x: Any) -> Unshareable | None:
         """Always read-only: JAX arrays are immutable, and may share their buffers."""
         return Unshareable("is a JAX array, which must never change", read_only=True)
 
@@ -79,7 +79,7 @@ class JaxAdapter(Adapter):
         """Not for a tracer (under ``jax.jit``), whose values do not exist yet."""
         return not isinstance(x, _jax().core.Tracer)
 
-    def extra_dtypes(self, device: str) -> frozenset[str]:  # noqa: ARG002
+    def extra_dtypes(self, device: str) -> frozenset[str]:
         """float16 and bfloat16, on every device."""
         return frozenset({"float16", "bfloat16"})
 
@@ -146,7 +146,7 @@ class JaxAdapter(Adapter):
         """``jax_enable_x64`` decides the 64-bit dtypes."""
         return bool(_jax().config.jax_enable_x64)
 
-    def supports_float64(self, device: str) -> bool:  # noqa: ARG002
+    def supports_float64(self, device: str) -> bool:
         """Only with ``jax_enable_x64`` switched on (JAX's global setting)."""
         return bool(_jax().config.jax_enable_x64)
 
@@ -206,7 +206,7 @@ class JaxAdapter(Adapter):
         array_type = type(jax.numpy.zeros((), device=jax.devices("cpu")[0]))
         return ((array_type, "__array__"), (jax, "device_get"))
 
-    def pads_batches(self, fn: Callable[..., Any]) -> bool:  # noqa: ARG002
+    def pads_batches(self, fn: Callable[..., Any]) -> bool:
         """Always: JAX compiles a jitted ``fn``, and each eager operation, per shape."""
         return True
 

@@ -117,15 +117,15 @@ class NdonnxAdapter(Adapter):
         """``x.device``: the one ONNX device."""
         return x.device
 
-    def device_key(self, x: Any) -> Any:  # noqa: ARG002
+    def device_key(self, x: Any) -> Any:
         """All arrays live on the one device."""
         return None
 
-    def native_device_key(self, native: Any) -> Any:  # noqa: ARG002
+    def native_device_key(self, native: Any) -> Any:
         """All arrays live on the one device."""
         return None
 
-    def native_device(self, device: str) -> Any:  # noqa: ARG002
+    def native_device(self, device: str) -> Any:
         """The inspection API's default (and only) device."""
         return self.namespace().__array_namespace_info__().default_device()
 
@@ -169,7 +169,7 @@ class NdonnxAdapter(Adapter):
             raise RuntimeError(msg)
         return names
 
-    def extra_dtypes(self, device: str) -> frozenset[str]:  # noqa: ARG002
+    def extra_dtypes(self, device: str) -> frozenset[str]:
         """float16, which ONNX has and the standard does not."""
         return frozenset({"float16"})
 
@@ -181,7 +181,7 @@ class NdonnxAdapter(Adapter):
     #: on the host and converted once.
     writable_rows = False
 
-    def batch_ceiling_bytes(self, device: str) -> int | None:  # noqa: ARG002
+    def batch_ceiling_bytes(self, device: str) -> int | None:
         """None: few, large batches, as each call costs about 0.3 s.
 
         A call builds a graph and onnxruntime runs it; the CPU cache ceiling

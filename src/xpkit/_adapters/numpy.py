@@ -44,11 +44,11 @@ class NumpyAdapter(Adapter):
         """NumPy arrays and NumPy scalars."""
         return bool(array_api_compat.is_numpy_array(x))
 
-    def device_key(self, x: Any) -> Any:  # noqa: ARG002
+    def device_key(self, x: Any) -> Any:
         """NumPy arrays all live on the CPU."""
         return None
 
-    def fast_ops(self, xp: Any) -> FastOps:  # noqa: ARG002 - NumPy needs no wrapper
+    def fast_ops(self, xp: Any) -> FastOps:
         """NumPy's own functions where they follow the standard for ndarrays."""
         return FastOps(
             matmul=np.matmul,
@@ -60,16 +60,16 @@ class NumpyAdapter(Adapter):
             full_like=np.full_like,
         )
 
-    def native_device_key(self, native: Any) -> Any:  # noqa: ARG002
+    def native_device_key(self, native: Any) -> Any:
         """NumPy arrays all live on the CPU."""
         return None
 
     def own_check(
         self,
-        native: Any,  # noqa: ARG002 - NumPy arrays all live on the CPU
+        native: Any,
         dtypes: frozenset[str],
         *,
-        any_device: bool = False,  # noqa: ARG002
+        any_device: bool = False,
     ) -> Callable[[Any], bool]:
         """``type(x) is ndarray`` and a native-byte-order dtype in ``dtypes``."""
         ndarray = np.ndarray
@@ -122,7 +122,7 @@ class NumpyAdapter(Adapter):
         names = ("asarray", "array", "asanyarray", "ascontiguousarray", "from_dlpack")
         return tuple((np, name) for name in names)
 
-    def extra_dtypes(self, device: str) -> frozenset[str]:  # noqa: ARG002
+    def extra_dtypes(self, device: str) -> frozenset[str]:
         """float16 (NumPy has no bfloat16 of its own)."""
         return frozenset({"float16"})
 
@@ -130,7 +130,7 @@ class NumpyAdapter(Adapter):
         """Zero-copy: the array itself (scalars become 0-d arrays)."""
         return np.asarray(x)
 
-    def peak_meter(self, device: str) -> PeakMeter | None:  # noqa: ARG002
+    def peak_meter(self, device: str) -> PeakMeter | None:
         """The process's peak RSS (`rss_meter`: Linux; None elsewhere).
 
         NumPy's buffers are host memory, and nothing finer sees them without

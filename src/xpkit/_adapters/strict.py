@@ -132,7 +132,7 @@ class StrictAdapter(Adapter):
         """Move to ``CPU_DEVICE``."""
         return x.to_device(self.native_device("cpu"))
 
-    def peak_meter(self, device: str) -> PeakMeter | None:  # noqa: ARG002
+    def peak_meter(self, device: str) -> PeakMeter | None:
         """The process's peak RSS (`rss_meter`): its arrays wrap NumPy buffers."""
         return rss_meter()
 

@@ -51,6 +51,12 @@ _OOM_MESSAGES = (
 _ALLOCATOR_KINDS = ("cuda", "xpu")
 
 
+#: What ``torch.empty`` raises on a device that cannot hold a dtype: a
+#: RuntimeError (NotImplementedError, AcceleratorError: the device lacks it
+#: or cannot be reached), a TypeError (MPS and float64), an AssertionError
+#: (a build without the device's kind: "Torch not compiled with XPU enabled").
+_REFUSED = (RuntimeError, TypeError, AssertionError)
+
 #: Dtypes torch has beyond the standard's (the unsigned ones since torch 2.3).
 _EXTRA_DTYPES = ("float16", "bfloat16", "uint16", "uint32", "uint64")
 
@@ -372,7 +378,7 @@ class TorchAdapter(Adapter):
                     continue
                 try:
                     torch.empty((0,), dtype=dtype, device=native)
-                except Exception:  # noqa: BLE001, S112 - the device lacks it (or is unreachable)
+                except _REFUSED:  # the device lacks it, or is out of reach
                     continue
                 names.add(name)
             found = frozenset(names)
@@ -451,7 +457,7 @@ class TorchAdapter(Adapter):
                 return bool(has)
         try:
             torch.empty((1,), dtype=torch.float64, device=self.native_device(device))
-        except Exception:  # noqa: BLE001 - TypeError on MPS; any failure: no
+        except _REFUSED:  # MPS: TypeError; other refusals mean no all the same
             return False
         return True
 
