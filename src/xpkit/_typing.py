@@ -12,18 +12,23 @@ Public signatures that a type checker should follow more closely use
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
 import numpy as np
 
 __all__ = [
     "Array",
     "DType",
+    "DaskClient",
     "Device",
     "HostArray",
+    "JSONObject",
     "Namespace",
     "NativeDevice",
+    "ProgressBar",
+    "TaskFuture",
     "UserFunction",
+    "UserResult",
     "Value",
 ]
 
@@ -44,3 +49,26 @@ Namespace: TypeAlias = Any
 Value: TypeAlias = Any
 #: A callable of the caller's (``fn`` of `map_batches`).
 UserFunction: TypeAlias = Callable[..., Any]
+#: What a user's function returned (``fn`` of `map_batches`): an array, or a
+#: tuple, list or dict of arrays, until it is checked; also what `map_batches`
+#: hands back in the same structure.
+UserResult: TypeAlias = Any
+#: A ``dask.distributed.Client`` (an executor of `map_batches`; distributed is
+#: optional, and mypy checks xpkit without it).
+DaskClient: TypeAlias = Any
+#: A pool's handle on one task it runs (a ``concurrent.futures.Future`` of
+#: joblib's workers, a ``distributed.Future``).
+TaskFuture: TypeAlias = Any
+#: Plain data as ``--json`` prints it (str keys; numbers, strings, None,
+#: lists and objects as values).
+JSONObject: TypeAlias = dict[str, Any]
+
+
+class ProgressBar(Protocol):
+    """A progress bar (tqdm's, or a test's): advanced by items, closed at the end."""
+
+    def update(self, n: int) -> object:
+        """Advance the bar by ``n`` items."""
+
+    def close(self) -> None:
+        """Finish the bar."""
