@@ -10,8 +10,7 @@ an input or a buffer ``fn`` may reuse.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -19,77 +18,19 @@ from ._adapters import adapter_for_array, get_adapter, to_host
 from ._dtypes import dtype_name
 from ._memory import BYTES_PER_GB, array_nbytes, available_bytes
 from ._oom import UnsplittableMemoryError, is_oom_error
+from ._rows import ResultSpec, Rows, rows_of, split_result
+from ._typing import Array, DType, HostArray, UserFunction, UserResult
 
 if TYPE_CHECKING:
     from ._backend import Backend
 
-__all__ = ["Outputs", "Rows", "host_rows", "split_result"]
+__all__ = ["PLACES", "Outputs"]
 
 #: Where results are assembled: on the host as NumPy, or on the backend's device.
 PLACES = ("host", "device")
 
 
-class Rows(NamedTuple):
-    """What ``fn`` returned for one batch, as a structure and its arrays."""
-
-    spec: tuple[Any, ...]  # ("array",), ("tuple" | "list", k) or ("dict", keys)
-    leaves: list[Any]
-    #: Already where the outputs live (`Outputs.convert` ran): `put` skips it.
-    placed: bool = False
-
-
-#: The spec of a result that is one array.
-_ONE_ARRAY = ("array",)
-
-
-def _rows_of(result: Any) -> Rows | None:
-    """``fn``'s result as `Rows`; None when it is not arrays (`split_result` says why)."""
-    if adapter_for_array(result) is not None:
-        return Rows(_ONE_ARRAY, [result])
-    if isinstance(result, (tuple, list)) and result:
-        leaves = list(result)
-        spec: tuple[Any, ...] = (type(result).__name__, len(result))
-    elif isinstance(result, (dict, Mapping)) and result:  # (dict: no ABC check)
-        leaves = list(result.values())
-        spec = ("dict", tuple(result))
-    else:
-        return None
-    for leaf in leaves:
-        if adapter_for_array(leaf) is None:
-            return None
-    return Rows(spec, leaves)
-
-
-def split_result(result: Any, fn: Callable[..., Any], where: str) -> Rows:
-    """``fn``'s result as `Rows`; TypeError naming ``fn`` and the batch otherwise."""
-    rows = _rows_of(result)
-    if rows is not None:
-        return rows
-    if isinstance(result, (tuple, list)) and result:
-        named = [(f"[{i}]", v) for i, v in enumerate(result)]
-    elif isinstance(result, Mapping) and result:
-        named = [(f"[{k!r}]", v) for k, v in result.items()]
-    else:
-        msg = (
-            f"fn={fn!r} must return an array, or a non-empty tuple, list or dict "
-            f"of arrays; for {where} it returned {type(result).__qualname__}"
-        )
-        raise TypeError(msg)
-    label, leaf = next((k, v) for k, v in named if adapter_for_array(v) is None)
-    msg = (
-        f"fn={fn!r} returned a non-array at {label} for {where}: "
-        f"{type(leaf).__qualname__}"
-    )
-    raise TypeError(msg)
-
-
-def host_rows(result: Any, fn: Callable[..., Any], where: str) -> Rows:
-    """`split_result` with every array brought to the host (what a task returns)."""
-    rows = split_result(result, fn, where)
-    return Rows(rows.spec, [to_host(leaf) for leaf in rows.leaves])
-
-
-def _label(spec: tuple[Any, ...], i: int) -> str:
+def _label(spec: ResultSpec, i: int) -> str:
     if spec[0] == "array":
         return "its result"
     if spec[0] == "dict":
@@ -140,12 +81,12 @@ class Outputs:
     def __init__(
         self,
         n: int,
-        fn: Callable[..., Any],
+        fn: UserFunction,
         backend: Backend | None = None,
         place: str = "host",
         *,
         keep: bool = True,
-        sources: tuple[Any, ...] = (),
+        sources: tuple[Array, ...] = (),
     ) -> None:
         self.n = n
         self.fn = fn
@@ -157,24 +98,23 @@ class Outputs:
             self._device = backend
             self._lib = get_adapter(backend.library)
             self._in_place = self._lib.writable_rows
-        self._spec: tuple[Any, ...] | None = None
-        self._out: list[Any] = []
+        self._spec: ResultSpec | None = None
+        self._out: list[Array] = []
         self._dtypes: list[str] = []
         self._rows: list[tuple[int, ...]] = []
-        self._kept: list[Any] = []
+        self._kept: list[Array] = []
 
-    def _on_device(self, leaf: Any) -> Any:
+    def _on_device(self, leaf: Array) -> Array:
         """``leaf`` on the backend's device: itself when it is there already."""
-        from ._backend import Backend
-
-        assert self._device is not None
+        device = self._device
+        assert device is not None
         if adapter_for_array(leaf) is self._lib:
-            try:
-                if Backend.from_arrays(leaf) == self._device:
+            try:  # (the Backend of leaf, from the class of the one given)
+                if device.from_arrays(leaf) == device:
                     return leaf  # any dtype its library holds, untouched
             except (TypeError, ValueError):
                 pass
-        return self._device.asarray(leaf)
+        return device.asarray(leaf)
 
     def convert(self, rows: Rows) -> Rows:
         """The arrays of ``rows`` where the outputs live (once: then `placed`)."""
@@ -185,9 +125,9 @@ class Outputs:
         host = [v if type(v) is np.ndarray else to_host(v) for v in rows.leaves]
         return Rows(rows.spec, host, True)
 
-    def take(self, result: Any, start: int, stop: int) -> Rows:
+    def take(self, result: UserResult, start: int, stop: int) -> Rows:
         """``fn``'s raw result for rows ``start:stop``, checked and converted."""
-        rows = _rows_of(result)
+        rows = rows_of(result)
         if rows is None:  # not arrays: the error names fn and the rows
             rows = split_result(result, self.fn, _where(start, stop))
         return self.convert(rows)
@@ -268,7 +208,7 @@ class Outputs:
         self._spec = rows.spec
         return kept
 
-    def _read_layout(self, leaves: list[Any]) -> None:
+    def _read_layout(self, leaves: list[Array]) -> None:
         self._dtypes = [_dtype_label(leaf.dtype) for leaf in leaves]
         self._rows = [_row_shape(leaf) for leaf in leaves]
 
@@ -278,7 +218,7 @@ class Outputs:
             self._read_layout(self._kept)
         return self._dtypes, self._rows
 
-    def _own(self, leaves: list[Any]) -> bool:
+    def _own(self, leaves: list[Array]) -> bool:
         """Whether host ``leaves`` can be the outputs as they are.
 
         Writable NumPy arrays, distinct, that share no memory with what
@@ -295,7 +235,7 @@ class Outputs:
         ):
             return False
         for source in self._sources:
-            view: np.ndarray[Any, Any] | None = source
+            view: HostArray | None = source
             if type(source) is not np.ndarray:  # (a NumPy array is its own memory)
                 adapter = adapter_for_array(source)
                 view = None if adapter is None else adapter.host_view(source)
@@ -323,7 +263,7 @@ class Outputs:
 
     def _allocate(self, rows: Rows) -> None:
         self._check_room(rows)
-        out: list[Any] = []
+        out: list[Array] = []
         for i, leaf in enumerate(rows.leaves):
             shape = (self.n, *self._rows[i])
             try:
@@ -379,7 +319,7 @@ class Outputs:
         """Whether the first batch has arrived (and the outputs exist)."""
         return self._spec is not None
 
-    def value(self) -> Any:
+    def value(self) -> UserResult:
         """The outputs, in the structure ``fn`` returned them."""
         if self._spec is None or not self.keep:  # pragma: no cover - callers' bug
             msg = "no outputs were kept"
@@ -400,7 +340,7 @@ class Outputs:
         return tuple(outs)
 
 
-def _dtype_label(dtype: Any) -> str:
+def _dtype_label(dtype: DType) -> str:
     """The standard's name of a dtype, else its own text (str, object, datetime)."""
     try:
         return str(dtype_name(dtype))
@@ -409,13 +349,13 @@ def _dtype_label(dtype: Any) -> str:
 
 
 def _describe_rows(
-    spec: tuple[Any, ...], dtypes: list[str], rows: list[tuple[int, ...]]
+    spec: ResultSpec, dtypes: list[str], rows: list[tuple[int, ...]]
 ) -> str:
     parts = [f"{dtype} {row}" for dtype, row in zip(dtypes, rows, strict=True)]
     return " and ".join(parts) if spec[0] != "array" else parts[0]
 
 
-def _row_shape(leaf: Any) -> tuple[int, ...]:
+def _row_shape(leaf: Array) -> tuple[int, ...]:
     """The shape of one row of ``leaf``, as ints."""
     shape = leaf.shape
     if type(shape) is tuple:  # NumPy's: ints already
@@ -427,7 +367,7 @@ def _where(start: int, stop: int) -> str:
     return f"rows {start}:{stop}"
 
 
-def _describe(spec: tuple[Any, ...]) -> str:
+def _describe(spec: ResultSpec) -> str:
     if spec[0] == "array":
         return "one array"
     if spec[0] == "dict":

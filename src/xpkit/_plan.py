@@ -47,7 +47,8 @@ from ._plan_memory import Learned, PlanMemory, plan_memory
 if TYPE_CHECKING:
     from ._adapters._peak import PeakMeter
     from ._executors import Pool
-    from ._outputs import Outputs, Rows
+    from ._outputs import Outputs
+    from ._rows import Rows
     from ._request import BatchRequest
 
 __all__ = [

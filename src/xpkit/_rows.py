@@ -1,30 +1,112 @@
-"""Rows of the inputs, and the job that maps ``fn`` over them.
+"""Rows of the inputs, the job that maps ``fn`` over them, and what it returns.
 
 The one path of the data in `map_batches`, `compute_oom_safe` and the
 executors: the inputs are cut into row slices (`row_slices`), each slice is
 moved to the backend's device and handed to ``fn`` with the whole operands
-(`Job.run`), and what ``fn`` returns goes to `xpkit._outputs.Outputs`.
+(`Job.run`), and what ``fn`` returns, checked into `Rows` (`split_result`),
+goes to `xpkit._outputs.Outputs` (or, from a worker, to the host first:
+`host_rows`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ._adapters import adapter_for_array, to_host
+from ._typing import Array, UserFunction, UserResult
 
 if TYPE_CHECKING:
     from ._backend import Backend
 
-__all__ = ["Job", "common_rows", "row_slices", "to_host"]
+    #: What a `Job` pickles: ``fn``, its whole operands, the backend, ``pad_to``.
+    _JobState = tuple[
+        UserFunction, tuple[Array, ...], dict[str, Array], Backend | None, int
+    ]
+
+__all__ = [
+    "Job",
+    "ResultSpec",
+    "Rows",
+    "common_rows",
+    "host_rows",
+    "row_slices",
+    "rows_of",
+    "split_result",
+    "to_host",
+]
+
+#: The structure of ``fn``'s result: ``("array",)``, ``("tuple" | "list", k)``
+#: or ``("dict", keys)`` (compared as it is between batches).
+ResultSpec = tuple[Any, ...]
 
 
-def common_rows(arrays: tuple[Any, ...]) -> int:
+class Rows(NamedTuple):
+    """What ``fn`` returned for one batch, as a structure and its arrays."""
+
+    spec: ResultSpec
+    leaves: list[Array]
+    #: Already where the outputs live (`Outputs.convert` ran): `put` skips it.
+    placed: bool = False
+
+
+#: The spec of a result that is one array.
+_ONE_ARRAY = ("array",)
+
+
+def rows_of(result: UserResult) -> Rows | None:
+    """``fn``'s result as `Rows`; None when it is not arrays (`split_result` says why)."""
+    if adapter_for_array(result) is not None:
+        return Rows(_ONE_ARRAY, [result])
+    if isinstance(result, (tuple, list)) and result:
+        leaves = list(result)
+        spec: ResultSpec = (type(result).__name__, len(result))
+    elif isinstance(result, (dict, Mapping)) and result:  # (dict: no ABC check)
+        leaves = list(result.values())
+        spec = ("dict", tuple(result))
+    else:
+        return None
+    for leaf in leaves:
+        if adapter_for_array(leaf) is None:
+            return None
+    return Rows(spec, leaves)
+
+
+def split_result(result: UserResult, fn: UserFunction, where: str) -> Rows:
+    """``fn``'s result as `Rows`; TypeError naming ``fn`` and the batch otherwise."""
+    rows = rows_of(result)
+    if rows is not None:
+        return rows
+    if isinstance(result, (tuple, list)) and result:
+        named = [(f"[{i}]", v) for i, v in enumerate(result)]
+    elif isinstance(result, Mapping) and result:
+        named = [(f"[{k!r}]", v) for k, v in result.items()]
+    else:
+        msg = (
+            f"fn={fn!r} must return an array, or a non-empty tuple, list or dict "
+            f"of arrays; for {where} it returned {type(result).__qualname__}"
+        )
+        raise TypeError(msg)
+    label, leaf = next((k, v) for k, v in named if adapter_for_array(v) is None)
+    msg = (
+        f"fn={fn!r} returned a non-array at {label} for {where}: "
+        f"{type(leaf).__qualname__}"
+    )
+    raise TypeError(msg)
+
+
+def host_rows(result: UserResult, fn: UserFunction, where: str) -> Rows:
+    """`split_result` with every array brought to the host (what a task returns)."""
+    rows = split_result(result, fn, where)
+    return Rows(rows.spec, [to_host(leaf) for leaf in rows.leaves])
+
+
+def common_rows(arrays: tuple[Array, ...]) -> int:
     """The axis-0 length ``arrays`` share (TypeError/ValueError otherwise)."""
     if not arrays:
         msg = "arrays must hold at least one array"
         raise ValueError(msg)
-    n: Any = None
+    n: object = None
     for i, a in enumerate(arrays):
         shape = getattr(a, "shape", None)
         if not shape:
@@ -43,15 +125,15 @@ def common_rows(arrays: tuple[Any, ...]) -> int:
 
 
 def row_slices(
-    arrays: tuple[Any, ...], start: int, stop: int, n: int
-) -> tuple[Any, ...]:
+    arrays: tuple[Array, ...], start: int, stop: int, n: int
+) -> tuple[Array, ...]:
     """Rows ``start:stop`` of every array (the arrays themselves for all rows)."""
     if start == 0 and stop == n:
         return arrays
     return tuple(a[start:stop, ...] for a in arrays)
 
 
-def pad_rows(rows: Any, size: int) -> Any:
+def pad_rows(rows: Array, size: int) -> Array:
     """``rows`` with its last row repeated up to ``size`` rows.
 
     Real values, so that ``fn`` meets no zeros it would divide by.
@@ -64,7 +146,7 @@ def pad_rows(rows: Any, size: int) -> Any:
     return xp.concat([rows, tail], axis=0)
 
 
-def trim_rows(result: Any, rows: int) -> Any:
+def trim_rows(result: UserResult, rows: int) -> UserResult:
     """The first ``rows`` rows of each array of ``fn``'s result."""
     if isinstance(result, Mapping):
         return {k: trim_rows(v, rows) for k, v in result.items()}
@@ -91,36 +173,36 @@ class Job:
 
     def __init__(
         self,
-        fn: Callable[..., Any],
-        whole: tuple[Any, ...] | Mapping[str, Any] = (),
+        fn: UserFunction,
+        whole: tuple[Array, ...] | Mapping[str, Array] = (),
         backend: Backend | None = None,
     ) -> None:
         self.fn = fn
         self.backend = backend
         self.pad_to = 0
         if isinstance(whole, (tuple, list)):  # (no ABC check on the common path)
-            self.args: tuple[Any, ...] = (
+            self.args: tuple[Array, ...] = (
                 tuple(whole) if backend is None else tuple(self._move(v) for v in whole)
             )
-            self.kwargs: dict[str, Any] = {}
+            self.kwargs: dict[str, Array] = {}
         else:  # a mapping of keyword operands
             self.args = ()
             self.kwargs = {k: self._move(v) for k, v in whole.items()}
 
-    def _move(self, x: Any) -> Any:
+    def _move(self, x: Array) -> Array:
         if self.backend is None or adapter_for_array(x) is None:
             return x  # scalars and other objects go to fn as they are
         return self.backend.asarray(x)
 
     def run(
         self,
-        arrays: tuple[Any, ...],
+        arrays: tuple[Array, ...],
         start: int,
         stop: int,
         n: int,
         *,
         pad: bool = True,
-    ) -> Any:
+    ) -> UserResult:
         """``fn`` on rows ``start:stop`` of ``arrays`` (of length ``n``).
 
         ``pad=False``: never padded (the halves of a batch split after an
@@ -135,8 +217,8 @@ class Job:
             return trim_rows(self.fn(*rows, *self.args, **self.kwargs), size)
         return self.fn(*rows, *self.args, **self.kwargs)
 
-    def __getstate__(self) -> tuple[Any, ...]:
+    def __getstate__(self) -> _JobState:
         return (self.fn, self.args, self.kwargs, self.backend, self.pad_to)
 
-    def __setstate__(self, state: tuple[Any, ...]) -> None:
+    def __setstate__(self, state: _JobState) -> None:
         self.fn, self.args, self.kwargs, self.backend, self.pad_to = state

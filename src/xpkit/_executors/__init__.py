@@ -12,29 +12,28 @@ when one is asked for.
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 from .._memory import array_nbytes, n_jobs_for_item_bytes
+from .._typing import Array, DaskClient
 from ._base import EXECUTORS, Pool
 from ._driver import run_on_pool
-from .dask import cluster_info
+from .dask import DaskPool, cluster_info, current_client, usable_client
+from .joblib import JoblibPool
 
 __all__ = ["EXECUTORS", "Pool", "cluster_info", "pool_for", "run_on_pool"]
 
 
-def pool_for(executor: Any, arrays: tuple[Any, ...]) -> Pool | None:
+def pool_for(
+    executor: str | DaskClient | None, arrays: tuple[Array, ...]
+) -> Pool | None:
     """The pool ``executor`` names (None: run in this process)."""
     if executor is None:
         return None
     if isinstance(executor, str):
         if executor == "joblib":  # every worker process holds all the inputs
-            from .joblib import JoblibPool
-
             inputs = sum(array_nbytes(a) for a in arrays)
             return JoblibPool(n_jobs_for_item_bytes(inputs, None, 1))
         if executor == "dask":
-            from .dask import DaskPool, current_client, usable_client
-
             return DaskPool(
                 usable_client(current_client(), "'dask' (the current client)")
             )
@@ -45,8 +44,6 @@ def pool_for(executor: Any, arrays: tuple[Any, ...]) -> Pool | None:
         raise ValueError(msg)
     distributed = sys.modules.get("distributed")
     if distributed is not None and isinstance(executor, distributed.Client):
-        from .dask import DaskPool, usable_client
-
         return DaskPool(usable_client(executor, repr(executor)))
     msg = (
         "executor must be None, 'dask', 'joblib' or a dask.distributed.Client, "

@@ -7,16 +7,17 @@ results; `xpkit._executors._driver.run_on_pool` drives any pool.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from .._rows import Job, Rows, common_rows, host_rows
+from .._typing import Array, TaskFuture, UserFunction
 
-from .._outputs import Rows, host_rows
-from .._rows import Job, common_rows
-
-__all__ = ["EXECUTORS", "InputsLost", "Pool", "check_sendable", "run_rows"]
+__all__ = ["EXECUTORS", "Finished", "InputsLost", "Pool", "check_sendable", "run_rows"]
 
 #: The executor names `map_batches` accepts besides None and a dask Client.
 EXECUTORS = ("dask", "joblib")
+
+
+#: A task that ended: (its future, its rows or None, its error or None).
+Finished = tuple[TaskFuture, Rows | None, BaseException | None]
 
 
 class InputsLost(Exception):
@@ -42,15 +43,15 @@ class Pool:
         """Refuse, before anything runs, a job the workers cannot receive."""
         check_sendable(job.fn, self.where)
 
-    def start(self, job: Job, arrays: tuple[Any, ...]) -> None:
+    def start(self, job: Job, arrays: tuple[Array, ...]) -> None:
         """Ship the job (``fn`` and its whole operands) and the inputs (once)."""
         raise NotImplementedError
 
-    def submit(self, start: int, stop: int) -> Any:
+    def submit(self, start: int, stop: int) -> TaskFuture:
         """Run rows ``start:stop`` as one task; a future."""
         raise NotImplementedError
 
-    def wait(self, futures: list[Any]) -> list[tuple[Any, Any, BaseException | None]]:
+    def wait(self, futures: list[TaskFuture]) -> list[Finished]:
         """Block until some of ``futures`` finish: (future, result, error) each."""
         raise NotImplementedError
 
@@ -62,7 +63,7 @@ class Pool:
         """The run is done: release what `start` shipped, stop what it started."""
         raise NotImplementedError
 
-    def abandon(self, futures: list[Any]) -> None:
+    def abandon(self, futures: list[TaskFuture]) -> None:
         """The run stops early (an error, a Ctrl-C): stop it now.
 
         Cancel ``futures``, stop what the pool started without waiting for
@@ -72,7 +73,7 @@ class Pool:
         raise NotImplementedError
 
 
-def run_rows(job: Job, start: int, stop: int, *arrays: Any) -> Rows:
+def run_rows(job: Job, start: int, stop: int, *arrays: Array) -> Rows:
     """The task: ``fn`` on rows ``start:stop``, its arrays brought to the host."""
     result = job.run(arrays, start, stop, common_rows(arrays))
     return host_rows(result, job.fn, f"rows {start}:{stop}")
@@ -81,11 +82,11 @@ def run_rows(job: Job, start: int, stop: int, *arrays: Any) -> Rows:
 class _Discard:
     """A file that counts what is written to it and keeps none of it."""
 
-    def write(self, data: Any) -> int:
+    def write(self, data: bytes | memoryview) -> int:
         return memoryview(data).nbytes
 
 
-def check_sendable(fn: Callable[..., Any], where: str) -> None:
+def check_sendable(fn: UserFunction, where: str) -> None:
     """TypeError unless ``fn`` pickles as the executors ship it (cloudpickle).
 
     The pickle is streamed into nothing: a closure over a large array costs
@@ -95,7 +96,7 @@ def check_sendable(fn: Callable[..., Any], where: str) -> None:
     import importlib.util
     import pickle
 
-    pickler: Any = pickle.Pickler
+    pickler: type[pickle.Pickler] = pickle.Pickler
     if importlib.util.find_spec("cloudpickle") is not None:  # what dask and loky use
         pickler = importlib.import_module("cloudpickle").CloudPickler
     try:

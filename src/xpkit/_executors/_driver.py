@@ -10,14 +10,17 @@ resubmits, down to ``min_batch``.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .._log import logger
 from .._oom import is_oom_error
-from .._outputs import Outputs
 from .._rows import Job, common_rows
+from .._typing import Array, ProgressBar, TaskFuture
 from ._base import InputsLost, Pool
 from ._interrupts import interrupts_held
+
+if TYPE_CHECKING:
+    from .._outputs import Outputs
 
 __all__ = ["run_on_pool"]
 
@@ -25,7 +28,7 @@ __all__ = ["run_on_pool"]
 def run_on_pool(
     pool: Pool,
     job: Job,
-    arrays: tuple[Any, ...],
+    arrays: tuple[Array, ...],
     outputs: Outputs,
     *,
     first: int,
@@ -33,7 +36,7 @@ def run_on_pool(
     min_batch: int,
     bytes_per_row: float,
     budget_bytes: float,
-    bar: Any,
+    bar: ProgressBar | None,
 ) -> int:
     """Run rows ``first:`` on ``pool`` into ``outputs``; the resubmissions.
 
@@ -52,7 +55,7 @@ def run_on_pool(
     """
     n = common_rows(arrays)
     queue = deque((s, min(s + batch, n)) for s in range(first, n, batch))
-    running: dict[Any, tuple[int, int]] = {}
+    running: dict[TaskFuture, tuple[int, int]] = {}
     done: dict[int, int] = {}
     limit = batch  # the largest batch worth submitting; shrinks after a failure
     retried: set[tuple[int, int]] = set()
@@ -71,6 +74,7 @@ def run_on_pool(
                 start, stop = running.pop(future)
                 rows = stop - start
                 if error is None:
+                    assert result is not None  # (a task without an error has rows)
                     outputs.put(start, stop, result)
                     del result
                     done[start] = stop

@@ -16,11 +16,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from types import FrameType
-from typing import Any
 
 __all__ = ["PATIENCE_SECONDS", "block_sigint", "interrupts_held", "unblock_sigint"]
 
-_Handler = Callable[[int, FrameType | None], Any]
+_Handler = Callable[[int, FrameType | None], object]
 
 
 #: Seconds a held step may take before a further Ctrl-C stops waiting for it

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any
+from collections.abc import Callable
 
 from .._log import logger
 from .._memory import BYTES_PER_GB, HEADROOM, MIN_BUDGET_GB, host_available_bytes
 from .._rows import Job
-from ._base import InputsLost, Pool, run_rows
+from .._typing import Array, DaskClient, JSONObject, TaskFuture
+from ._base import Finished, InputsLost, Pool, run_rows
 
 __all__ = [
     "DaskPool",
@@ -20,7 +21,7 @@ __all__ = [
 ]
 
 
-def worker_task_budget_gb(workers: dict[str, Any], input_bytes: int) -> float:
+def worker_task_budget_gb(workers: dict[str, JSONObject], input_bytes: int) -> float:
     """Memory one task may use on the tightest worker of a cluster, in GB.
 
     For each worker (``Client.scheduler_info()["workers"]``): its
@@ -40,7 +41,7 @@ def worker_task_budget_gb(workers: dict[str, Any], input_bytes: int) -> float:
     return max(min(budgets) / BYTES_PER_GB, MIN_BUDGET_GB)
 
 
-def scheduler_workers(client: Any) -> dict[str, Any]:
+def scheduler_workers(client: DaskClient) -> dict[str, JSONObject]:
     """Every worker's entry of ``client.scheduler_info()``."""
     try:
         info = client.scheduler_info(n_workers=-1)  # some versions list 5 by default
@@ -52,12 +53,12 @@ def scheduler_workers(client: Any) -> dict[str, Any]:
 class DaskPool(Pool):
     """Batches as tasks of a ``dask.distributed.Client``."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: DaskClient) -> None:
         from distributed import wait
         from distributed.scheduler import KilledWorker
 
         self._client, self._killed = client, KilledWorker
-        self._wait: Any = wait
+        self._wait: Callable[..., object] = wait
         workers = scheduler_workers(client)
         if not workers:
             msg = (
@@ -67,13 +68,13 @@ class DaskPool(Pool):
         self.slots = max(sum(int(w.get("nthreads", 1)) for w in workers.values()), 1)
         self.where = f"the dask cluster at {client.scheduler.address}"
         self._workers = workers
-        self._shipped: list[Any] = []
-        self._job: tuple[Job | None, tuple[Any, ...]] = (None, ())
+        self._shipped: list[TaskFuture] = []
+        self._job: tuple[Job | None, tuple[Array, ...]] = (None, ())
 
     def task_budget_gb(self, input_bytes: int) -> float:
         return worker_task_budget_gb(self._workers, input_bytes)
 
-    def start(self, job: Job, arrays: tuple[Any, ...]) -> None:
+    def start(self, job: Job, arrays: tuple[Array, ...]) -> None:
         self._job = (job, arrays)
         self._ship()
 
@@ -86,7 +87,7 @@ class DaskPool(Pool):
         array_futures = self._client.scatter(list(arrays), broadcast=True, hash=False)
         self._shipped = [job_future, *array_futures]
 
-    def submit(self, start: int, stop: int) -> Any:
+    def submit(self, start: int, stop: int) -> TaskFuture:
         if any(f.status != "finished" for f in self._shipped):
             logger().info("map_batches: inputs lost with a worker; shipping them again")
             self._ship()
@@ -94,13 +95,13 @@ class DaskPool(Pool):
             run_rows, self._shipped[0], start, stop, *self._shipped[1:], pure=False
         )
 
-    def wait(self, futures: list[Any]) -> list[tuple[Any, Any, BaseException | None]]:
+    def wait(self, futures: list[TaskFuture]) -> list[Finished]:
         from concurrent.futures import CancelledError
 
         # Newer versions raise when one of the futures was cancelled.
         with contextlib.suppress(CancelledError):
             self._wait(futures, return_when="FIRST_COMPLETED")
-        out: list[tuple[Any, Any, BaseException | None]] = []
+        out: list[Finished] = []
         for future in futures:  # by status: a "lost" result is not done yet
             status = future.status
             if status == "finished":
@@ -119,7 +120,7 @@ class DaskPool(Pool):
     def close(self) -> None:
         self.abandon([])
 
-    def abandon(self, futures: list[Any]) -> None:
+    def abandon(self, futures: list[TaskFuture]) -> None:
         # The cluster is the user's: only xpkit's tasks and inputs leave it (a
         # task already running finishes on its worker, its result dropped).
         shipped, self._shipped = self._shipped, []
@@ -128,7 +129,7 @@ class DaskPool(Pool):
             self._client.cancel([*futures, *shipped])
 
 
-def usable_client(client: Any, what: str) -> Any:
+def usable_client(client: DaskClient, what: str) -> DaskClient:
     """``client``, if map_batches can block on it here."""
     if client.status != "running":
         msg = f"executor={what} is not running (status {client.status!r})"
@@ -142,7 +143,7 @@ def usable_client(client: Any, what: str) -> Any:
     return client
 
 
-def current_client() -> Any:
+def current_client() -> DaskClient:
     try:
         from distributed import get_client
     except ImportError:
@@ -170,7 +171,7 @@ def current_client() -> Any:
         raise ValueError(msg) from None
 
 
-def cluster_info(client: Any) -> dict[str, Any]:
+def cluster_info(client: DaskClient) -> JSONObject:
     """The scheduler address and each worker's threads and memory limit."""
     workers = scheduler_workers(client)
     return {

@@ -6,23 +6,29 @@ import contextlib
 import os
 import threading
 import time
-from typing import Any
+from concurrent.futures import Future
+from multiprocessing.process import BaseProcess
+from typing import Any, TypeAlias
 
 from .._memory import BYTES_PER_GB, HEADROOM, MIN_BUDGET_GB, host_available_bytes
-from .._rows import Job
-from ._base import Pool, run_rows
+from .._rows import Job, Rows
+from .._typing import Array
+from ._base import Finished, Pool, run_rows
 from ._interrupts import block_sigint, unblock_sigint
 
 __all__ = ["JoblibPool"]
 
+#: loky's ``ProcessPoolExecutor`` (joblib ships no type information; its
+#: private ``_processes``, ``_max_workers`` and manager thread are read here).
+Loky: TypeAlias = Any
 
-_SHIPPED: dict[str, Any] = {}
+_SHIPPED: dict[str, tuple[Job, tuple[Array, ...]]] = {}
 #: Seconds that stopping an executor's workers may take: idle ones asked to
 #: exit, then whatever is still there killed and reaped.
 STOP_SECONDS = 5.0
 
 
-def _receive(job: Job, arrays: tuple[Any, ...]) -> None:
+def _receive(job: Job, arrays: tuple[Array, ...]) -> None:
     """Worker initializer: keep what the pool ships, once per process."""
     _SHIPPED["job"] = (job, arrays)
     # Started with SIGINT blocked (`_submit_starting`); from here on a Ctrl-C
@@ -30,7 +36,7 @@ def _receive(job: Job, arrays: tuple[Any, ...]) -> None:
     unblock_sigint()
 
 
-def _run_shipped(start: int, stop: int) -> Any:
+def _run_shipped(start: int, stop: int) -> Rows:
     job, arrays = _SHIPPED["job"]
     return run_rows(job, start, stop, *arrays)
 
@@ -55,21 +61,21 @@ class JoblibPool(Pool):
         self.slots = n_jobs
         self.where = f"joblib's {n_jobs} worker processes"
         self._broken = BrokenProcessPool
-        self._executor: Any = None
+        self._executor: Loky | None = None
         self._starting: threading.Event | None = None
-        self._job: tuple[Job | None, tuple[Any, ...]] = (None, ())
+        self._job: tuple[Job | None, tuple[Array, ...]] = (None, ())
 
     def task_budget_gb(self, input_bytes: int) -> float:
         free = host_available_bytes() * HEADROOM - self.slots * input_bytes
         return max(free / self.slots / BYTES_PER_GB, MIN_BUDGET_GB)
 
-    def start(self, job: Job, arrays: tuple[Any, ...]) -> None:
+    def start(self, job: Job, arrays: tuple[Array, ...]) -> None:
         # (`Pool.check` found out earlier that fn pickles: a worker that
         # cannot unpickle its job dies at start-up, which reads like a worker
         # killed for memory.)
         self._job = (job, arrays)
 
-    def _fresh_executor(self) -> Any:
+    def _fresh_executor(self) -> Loky:
         from joblib.externals.loky import ProcessPoolExecutor
 
         if self._executor is not None:  # broken: its workers are gone or going
@@ -80,7 +86,7 @@ class JoblibPool(Pool):
         )
         return self._executor
 
-    def _submit_starting(self, executor: Any, start: int, stop: int) -> Any:
+    def _submit_starting(self, executor: Loky, start: int, stop: int) -> Future[Rows]:
         """A submit to ``executor`` that starts worker processes.
 
         It runs in a thread of its own, with SIGINT blocked: no Ctrl-C stops
@@ -90,7 +96,7 @@ class JoblibPool(Pool):
         would wait for that forever). A Ctrl-C interrupts the wait here;
         `abandon` waits for the start to end before it kills the workers.
         """
-        submitted: list[Any] = []
+        submitted: list[Future[Rows]] = []
         failed: list[BaseException] = []
         # (An Event, not Thread.join: a join interrupted by a Ctrl-C may mark
         # the thread finished while it still runs, in Python 3.11.)
@@ -112,7 +118,7 @@ class JoblibPool(Pool):
             raise failed[0]
         return submitted[0]
 
-    def submit(self, start: int, stop: int) -> Any:
+    def submit(self, start: int, stop: int) -> Future[Rows]:
         if self._executor is None:
             self._fresh_executor()
         try:
@@ -121,15 +127,16 @@ class JoblibPool(Pool):
             self._fresh_executor()
             return self._submit(start, stop)
 
-    def _submit(self, start: int, stop: int) -> Any:
-        executor = self._executor
+    def _submit(self, start: int, stop: int) -> Future[Rows]:
+        executor: Loky = self._executor  # (made by `submit` before this)
         # loky starts workers in a submit: all of them at first, and one in
         # place of a worker that left (as one does when its memory grew).
         if len(getattr(executor, "_processes", {})) < self.slots:
             return self._submit_starting(executor, start, stop)
-        return executor.submit(_run_shipped, start, stop)
+        future: Future[Rows] = executor.submit(_run_shipped, start, stop)
+        return future
 
-    def wait(self, futures: list[Any]) -> list[tuple[Any, Any, BaseException | None]]:
+    def wait(self, futures: list[Future[Rows]]) -> list[Finished]:
         from concurrent.futures import FIRST_COMPLETED, wait
 
         finished = wait(futures, return_when=FIRST_COMPLETED).done
@@ -143,7 +150,7 @@ class JoblibPool(Pool):
     def close(self) -> None:
         self._stop(now=False)
 
-    def abandon(self, futures: list[Any]) -> None:
+    def abandon(self, futures: list[Future[Rows]]) -> None:
         for future in futures:
             future.cancel()
         self._stop(now=True)
@@ -182,7 +189,7 @@ def _start_trackers() -> None:
 
 
 def _stop(
-    executor: Any, *, now: bool, started: bool = True, deadline: float | None = None
+    executor: Loky, *, now: bool, started: bool = True, deadline: float | None = None
 ) -> None:
     """Shut ``executor`` down: its worker processes ended and reaped.
 
@@ -213,7 +220,7 @@ def _stop(
             process.join(max(deadline - time.monotonic(), 0.1))
 
 
-def _kill(processes: list[Any]) -> None:
+def _kill(processes: list[BaseProcess]) -> None:
     """SIGKILL (TerminateProcess) each process not yet reaped, and its children."""
     import psutil
 
