@@ -26,6 +26,7 @@ from ._version import __version__
 
 if TYPE_CHECKING:
     from ._batches import compute_oom_safe, map_batches, plan_batches
+    from ._device_budget import device_memory_budget
     from ._memory import (
         BATCH_WORKING_SET_CEILING_GB,
         FALLBACK_BUDGET_GB,
@@ -35,7 +36,6 @@ if TYPE_CHECKING:
         MemoryCapWarning,
         auto_batch_size,
         auto_n_jobs_for_arrays,
-        device_memory_budget,
         gb_to_bytes,
         memory_budget,
     )
@@ -99,7 +99,7 @@ _LAZY = {
     "auto_select_backend": "._select",
     "check_gpu_available": "._select",
     "compute_oom_safe": "._batches",
-    "device_memory_budget": "._memory",
+    "device_memory_budget": "._device_budget",
     "empty_device_cache": "._oom",
     "gb_to_bytes": "._memory",
     "is_oom_error": "._oom",

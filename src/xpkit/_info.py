@@ -13,14 +13,10 @@ from typing import Any, TextIO
 
 from ._adapters import ADAPTERS, Adapter, get_adapter
 from ._backend import Backend
+from ._device_budget import device_memory_budget
 from ._executors import cluster_info
 from ._host_memory import cgroup_available_bytes
-from ._memory import (
-    BATCH_WORKING_SET_CEILING_GB,
-    BYTES_PER_GB,
-    device_memory_budget,
-    host_available_bytes,
-)
+from ._memory import BATCH_WORKING_SET_CEILING_GB, BYTES_PER_GB, host_available_bytes
 from ._select import InventoryEntry, backend_inventory, find_gpus
 from ._version import __version__
 

@@ -13,21 +13,23 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Generator, Iterable
 from contextlib import ContextDecorator
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Self, TypeVar
+from typing import TYPE_CHECKING, Self, TypeVar, cast
 
 from ._adapters import HOST_BATCH_WORKING_SET_BYTES, adapter_for_array, get_adapter
 from ._args import MAX_GB, check_count, check_gb, check_positive
 from ._dtypes import dtype_name, external_stacklevel
 from ._host_memory import host_available_bytes
+from ._typing import Array, UserFunction
 
 if TYPE_CHECKING:
     from ._adapters import Adapter
     from ._backend import Backend
 
 T = TypeVar("T")
+F = TypeVar("F", bound=UserFunction)
 
 __all__ = [
     "BATCH_WORKING_SET_CEILING_GB",
@@ -44,7 +46,6 @@ __all__ = [
     "batch_budgets",
     "batch_size_within",
     "configured_budget_gb",
-    "device_memory_budget",
     "gb_to_bytes",
     "host_available_bytes",
     "memory_budget",
@@ -207,7 +208,7 @@ class memory_budget(ContextDecorator):
     def _recreate_cm(self) -> memory_budget:
         return memory_budget(self._gb)  # a fresh one per decorated call
 
-    def __call__(self, func: Any) -> Any:
+    def __call__(self, func: F) -> F:
         """Decorate a function, a coroutine function or a generator function.
 
         The budget holds across a coroutine's awaits, and while a generator's
@@ -218,24 +219,24 @@ class memory_budget(ContextDecorator):
         if inspect.iscoroutinefunction(func):
 
             @functools.wraps(func)
-            async def run(*args: Any, **kwargs: Any) -> Any:
+            async def run(*args: object, **kwargs: object) -> object:
                 with self._recreate_cm():
                     return await func(*args, **kwargs)
 
-            return run
+            return cast("F", run)
         if inspect.isgeneratorfunction(func):
-            return self._generator(func)
+            return cast("F", self._generator(func))
         return super().__call__(func)
 
-    def _generator(self, func: Any) -> Any:
+    def _generator(self, func: UserFunction) -> UserFunction:
         gb = self._gb
 
         @functools.wraps(func)
-        def run(*args: Any, **kwargs: Any) -> Any:
+        def run(*args: object, **kwargs: object) -> Generator[object, object, object]:
             with memory_budget(gb):
                 gen = func(*args, **kwargs)
-            resume: Any = gen.send
-            value: Any = None
+            resume: Callable[[object], object] = gen.send
+            value: object = None
             while True:
                 with memory_budget(gb):
                     try:
@@ -268,7 +269,7 @@ class memory_budget(ContextDecorator):
         gb = stack[-1][1]
 
         @functools.wraps(fn)
-        def run(*args: Any, **kwargs: Any) -> T:
+        def run(*args: object, **kwargs: object) -> T:
             with memory_budget(gb):
                 return fn(*args, **kwargs)
 
@@ -297,83 +298,6 @@ def configured_budget_gb() -> float | None:
         )
         raise ValueError(msg)
     return value
-
-
-def device_memory_budget(
-    backend: Backend | None = None,
-    max_gpu_memory_gb: float | None = None,
-    *,
-    cap_for_batching: bool = False,
-) -> float:
-    """Usable memory budget in GB for a backend's device.
-
-    An explicit ``max_gpu_memory_gb`` always wins, uncapped; then a budget
-    set by an enclosing `memory_budget` block, then the
-    ``XPKIT_MEMORY_BUDGET_GB`` environment variable (both uncapped). Otherwise
-    the budget is measured at call time, with `HEADROOM`: the device's free memory
-    as its library reports it (CUDA ``mem_get_info`` or CuPy ``memGetInfo``
-    plus pool-cached bytes; MPS recommended working set minus driver-held
-    memory; JAX ``memory_stats()``), else available host RAM honouring the
-    process's cgroup limit (a host reading is reused for
-    `HOST_READING_REUSED_FOR` seconds). Measuring host memory never imports a
-    GPU library. Where the process runs under a cap on the device (torch's per-process
-    memory fraction, set in code or in ``PYTORCH_CUDA_ALLOC_CONF``; CuPy's
-    pool limit or ``CUPY_GPU_MEMORY_LIMIT``; JAX's arena, sized by
-    ``XLA_CLIENT_MEM_FRACTION``), the budget is measured from the smaller of
-    the free memory and the cap less what the process holds under it
-    (`xpkit info` shows the cap and where it came from). A CUDA device this
-    process has no context on is read through NVML where ``nvidia-ml-py``
-    is installed, so that measuring it does not create one.
-    Host usage excludes the cgroup's reclaimable (inactive) page cache. When
-    nothing can be measured the conservative `FALLBACK_BUDGET_GB` applies; a
-    device with nothing free gets `MIN_BUDGET_GB`.
-
-    Parameters
-    ----------
-    backend : Backend, optional
-        The backend whose device the work runs on. None means the host (CPU).
-    max_gpu_memory_gb : float, optional
-        Explicit budget override in GB; a finite positive number.
-    cap_for_batching : bool, default False
-        The budget `map_batches` sizes batches from: a measured budget capped
-        at `BATCH_WORKING_SET_CEILING_GB` and, on CPU devices, at
-        `HOST_BATCH_WORKING_SET_BYTES` (16 MiB, half a typical last-level
-        cache: past it, bigger batches only add cache misses, allocation and
-        page-fault cost). Never applied to an explicit or configured budget.
-
-    Returns
-    -------
-    float
-        Budget in GB.
-
-    Raises
-    ------
-    ValueError
-        ``max_gpu_memory_gb`` (or ``XPKIT_MEMORY_BUDGET_GB``) is not a finite
-        positive number.
-    TypeError
-        ``backend`` is not a Backend (or None), or a flag has the wrong type.
-
-    Examples
-    --------
-    >>> import xpkit
-    >>> xpkit.device_memory_budget(max_gpu_memory_gb=3.0)  # explicit wins
-    3.0
-    >>> 0 < xpkit.device_memory_budget() < 10_000  # measured: host RAM in GB
-    True
-    """
-    from ._backend import Backend
-
-    if backend is not None and not isinstance(backend, Backend):
-        msg = f"backend must be a Backend or None, got {backend!r}"
-        raise TypeError(msg)
-    if max_gpu_memory_gb is not None:
-        return check_gb("max_gpu_memory_gb", max_gpu_memory_gb)
-    if not isinstance(cap_for_batching, bool):
-        msg = f"cap_for_batching must be a bool, got {cap_for_batching!r}"
-        raise TypeError(msg)
-    measured, capped = batch_budgets(backend)
-    return capped if cap_for_batching else measured
 
 
 def batch_budgets(backend: Backend | None) -> tuple[float, float]:
@@ -534,7 +458,7 @@ def batch_size_within(
 
 
 # -- worker counts ----------------------------------------------------------------
-def array_nbytes(x: Any) -> int:
+def array_nbytes(x: Array) -> int:
     """Bytes held by an array of any supported library (or array-like)."""
     nbytes = getattr(x, "nbytes", None)
     if isinstance(nbytes, int):
@@ -551,7 +475,7 @@ def array_nbytes(x: Any) -> int:
 
 
 def auto_n_jobs_for_arrays(
-    arrays: Iterable[Any],
+    arrays: Iterable[Array | None],
     *,
     max_memory_gb: float | None = None,
     min_jobs: int = 1,
@@ -611,7 +535,7 @@ def auto_n_jobs_for_arrays(
     return n_jobs_for_item_bytes(max(*sizes, 1), max_memory_gb, floor)
 
 
-def _check_item(i: int, item: Any) -> Any:
+def _check_item(i: int, item: Array) -> Array:
     """``item`` (``arrays[i]``), or a TypeError unless it is a supported array."""
     if adapter_for_array(item) is None:
         msg = (
@@ -625,7 +549,7 @@ def _check_item(i: int, item: Any) -> Any:
 def n_jobs_for_item_bytes(item_bytes: int, budget_gb: float | None, floor: int) -> int:
     """`auto_n_jobs_for_arrays`' rule: workers that each hold ``item_bytes``."""
     if budget_gb is None:
-        budget_gb = device_memory_budget(None)
+        budget_gb = batch_budgets(None)[0]  # (device_memory_budget of the host)
     import joblib
 
     cpus = int(joblib.cpu_count())
