@@ -15,8 +15,8 @@ from ._base import (
     Adapter,
     FastOps,
     LazyTags,
-    MemoryInfo,
 )
+from ._device_memory import MemoryInfo
 from ._peak import release_freed_host_memory
 from .cupy import CupyAdapter
 from .dask import DaskAdapter

@@ -8,24 +8,29 @@ import an optional library themselves.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from contextlib import AbstractContextManager
 from types import ModuleType
-from typing import Any, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, TypedDict, TypeVar
 
 import array_api_compat
 import numpy as np
 
 from .._dtypes import dtype_name
+from .._typing import Array, DType, HostArray, Namespace, NativeDevice, UserFunction
 from ._device_memory import MemoryCap, MemoryInfo, MemoryProbe
 from ._layout import Unshareable
 from ._peak import PeakMeter, rss_meter
+
+if TYPE_CHECKING:
+    import pytest
 
 __all__ = [
     "CAPABILITIES",
     "HOST_BATCH_WORKING_SET_BYTES",
     "Adapter",
     "FastOps",
+    "LazyKeywords",
     "LazyTags",
     "MemoryCap",
     "MemoryInfo",
@@ -38,6 +43,9 @@ __all__ = [
 #: ``unique_*``, boolean masks).
 CAPABILITIES = ("linalg", "data_dependent_shapes")
 
+#: A callable handed back as it came, or wrapped with its signature kept.
+F = TypeVar("F", bound=Callable[..., object])
+
 #: Batch working-set ceiling on CPU devices: 16 MiB, half a typical last-level
 #: cache (`device_memory_budget` with ``cap_for_batching=True`` applies it).
 HOST_BATCH_WORKING_SET_BYTES = 16 * 1024**2
@@ -46,13 +54,13 @@ HOST_BATCH_WORKING_SET_BYTES = 16 * 1024**2
 class FastOps(NamedTuple):
     """Functions with the standard's signatures, bound once per Backend."""
 
-    matmul: Callable[[Any, Any], Any]
-    sort: Callable[..., Any]
-    expand_dims: Callable[..., Any]
-    concat: Callable[..., Any]
-    zeros_like: Callable[..., Any]
-    ones_like: Callable[..., Any]
-    full_like: Callable[..., Any]
+    matmul: Callable[[Array, Array], Array]
+    sort: Callable[..., Array]
+    expand_dims: Callable[..., Array]
+    concat: Callable[..., Array]
+    zeros_like: Callable[..., Array]
+    ones_like: Callable[..., Array]
+    full_like: Callable[..., Array]
 
 
 class LazyTags(NamedTuple):
@@ -70,18 +78,28 @@ class LazyTags(NamedTuple):
     host_copies: int | None = None
 
 
+class LazyKeywords(TypedDict, total=False):
+    """array-api-extra's ``lazy_xp_function`` keywords, as an adapter sets them."""
+
+    allow_dask_compute: bool | int
+    jax_jit: bool
+
+
 #: A test module's declared functions, each with its `LazyTags`.
-Tagged = list[tuple[Callable[..., Any], LazyTags]]
+Tagged = list[tuple[UserFunction, LazyTags]]
 #: ``replace(wrap)``: a context in which each declared function ``f`` of the
 #: test module is ``wrap(f, tags)`` (where that is not None).
 Replace = Callable[
-    [Callable[[Callable[..., Any], LazyTags], Callable[..., Any] | None]],
+    [Callable[[UserFunction, LazyTags], UserFunction | None]],
     AbstractContextManager[None],
 ]
 
 
 def patched_by_array_api_extra(
-    request: Any, xp: Any, tagged: Tagged, tag: Callable[[LazyTags], dict[str, Any]]
+    request: pytest.FixtureRequest,
+    xp: Namespace,
+    tagged: Tagged,
+    tag: Callable[[LazyTags], LazyKeywords],
 ) -> AbstractContextManager[None]:
     """array-api-extra's ``patch_lazy_xp_functions`` for the declared functions.
 
@@ -185,11 +203,11 @@ class Adapter:
         """Whether ``x`` is an array of this library (checked via sys.modules)."""
         raise NotImplementedError
 
-    def is_plain(self, x: Any) -> bool:
+    def is_plain(self, x: Array) -> bool:
         """Whether ``x`` is a plain array (no subclass or layout with other semantics)."""
         return True
 
-    def lost_in_conversion(self, x: Any) -> str | None:
+    def lost_in_conversion(self, x: Array) -> str | None:
         """Why converting ``x`` to a plain array would drop information, or None.
 
         The answer completes "<parameter> is ...": a NumPy masked array would
@@ -209,7 +227,7 @@ class Adapter:
     #: arrays): a read-only source is then copied before it is shared.
     always_writable: ClassVar[bool] = False
 
-    def unshareable(self, x: Any) -> Unshareable | None:
+    def unshareable(self, x: Array) -> Unshareable | None:
         """Why ``x``'s memory must not be handed to another library as it is.
 
         None when any library may view it zero-copy. Layouts another
@@ -221,7 +239,7 @@ class Adapter:
         """
         return None
 
-    def contiguous_copy(self, x: Any) -> Any:
+    def contiguous_copy(self, x: Array) -> Array:
         """A copy of ``x`` in its own library that any library can view.
 
         On ``x``'s device, C-contiguous, in native byte order, with no lazy
@@ -237,9 +255,9 @@ class Adapter:
 
     def eager_only(
         self,
-        fn: Callable[..., Any],
+        fn: F,
         reason: str,
-    ) -> Callable[..., Any]:
+    ) -> F:
         """``fn``, marked so that this library's compiler runs it eagerly.
 
         Where the library compiles Python code by tracing it (torch.compile),
@@ -249,7 +267,7 @@ class Adapter:
         """
         return fn
 
-    def traced_by(self, x: Any) -> str | None:
+    def traced_by(self, x: Array) -> str | None:
         """The compiler tracing ``x`` now (``"jax.jit"``, ``"torch.compile"``), or None.
 
         Code that must see values (`map_batches`, an eager loop on the host)
@@ -257,7 +275,7 @@ class Adapter:
         """
         return None
 
-    def values_at_hand(self, x: Any) -> bool:
+    def values_at_hand(self, x: Array) -> bool:
         """Whether ``x``'s values can be read now, cheaply and without side effects.
 
         False for lazy graphs (Dask: reading computes them) and traced values
@@ -267,8 +285,8 @@ class Adapter:
         return True
 
     def from_host(
-        self, xp: Any, host: np.ndarray[Any, Any], dtype: Any, device: Any
-    ) -> Any:
+        self, xp: Namespace, host: HostArray, dtype: DType, device: NativeDevice
+    ) -> Array:
         """A host (NumPy) array as an array of this library, of ``dtype`` on ``device``.
 
         By default ``xp.asarray``; adapters whose library refuses some NumPy
@@ -311,15 +329,15 @@ class Adapter:
         """
         return self.argument_errors
 
-    def to_numpy(self, x: Any) -> np.ndarray[Any, Any]:
+    def to_numpy(self, x: Array) -> HostArray:
         """Bring an array of this library to the host as a NumPy array."""
         return np.from_dlpack(x)
 
-    def to_cpu(self, x: Any) -> Any:
+    def to_cpu(self, x: Array) -> Array:
         """Move an array of this library to its CPU device (same library)."""
         return x
 
-    def host_view(self, x: Any) -> np.ndarray[Any, Any] | None:
+    def host_view(self, x: Array) -> HostArray | None:
         """A NumPy view of ``x``'s own memory, where that is writable host memory.
 
         None where it is not (device memory, immutable or lazy arrays): what
@@ -327,15 +345,16 @@ class Adapter:
         """
         return None
 
-    def device_of(self, x: Any) -> Any:
+    def device_of(self, x: Array) -> NativeDevice:
         """The library's device object that the array ``x`` lives on."""
         return array_api_compat.device(x)
 
-    def device_key(self, x: Any) -> Any:
+    def device_key(self, x: Array) -> Hashable:
         """A cheap hashable key of the device ``x`` lives on (for caching)."""
-        return array_api_compat.device(x)
+        key: Hashable = array_api_compat.device(x)
+        return key
 
-    def config_token(self) -> Any:
+    def config_token(self) -> Hashable:
         """Library settings that change what a Backend supports (cache key)."""
         return None
 
@@ -343,7 +362,7 @@ class Adapter:
         """A context manager for this library's strictest mode, or None."""
         return None
 
-    def pads_batches(self, fn: Callable[..., Any]) -> bool:
+    def pads_batches(self, fn: UserFunction) -> bool:
         """Whether `map_batches` pads the last batch for ``fn`` by default.
 
         True where the library compiles ``fn`` (or each of its operations)
@@ -360,8 +379,8 @@ class Adapter:
     def lazy_context(
         self,
         mode: str,
-        request: Any,
-        xp: Any,
+        request: pytest.FixtureRequest,
+        xp: Namespace,
         tagged: Tagged,
         replace: Replace,
     ) -> AbstractContextManager[None]:
@@ -404,7 +423,7 @@ class Adapter:
             return name
         return f"{name}-{self.canonical_device(device)}"
 
-    def host_exits(self) -> tuple[tuple[Any, str], ...]:
+    def host_exits(self) -> tuple[tuple[object, str], ...]:
         """Where an array of this library becomes a NumPy array, to be watched.
 
         ``(owner, attribute)`` pairs: methods of the library's array type
@@ -418,7 +437,7 @@ class Adapter:
         """
         return ()
 
-    def traced_host_array(self, x: Any) -> Any:
+    def traced_host_array(self, x: object) -> Array | None:
         """``x`` as an array of this library, while the library compiles the caller.
 
         For host data (a NumPy array) handed to the facade inside code the
@@ -429,7 +448,7 @@ class Adapter:
         """
         return None
 
-    def fast_ops(self, xp: Any) -> FastOps:
+    def fast_ops(self, xp: Namespace) -> FastOps:
         """The hot-path functions `Backend` binds once.
 
         By default the compliant namespace's own functions; an adapter may
@@ -446,13 +465,14 @@ class Adapter:
             full_like=xp.full_like,
         )
 
-    def native_device_key(self, native: Any) -> Any:
+    def native_device_key(self, native: NativeDevice) -> Hashable:
         """`device_key` of the arrays that live on the native device ``native``."""
-        return native
+        key: Hashable = native
+        return key
 
     def own_check(
-        self, native: Any, dtypes: frozenset[str], *, any_device: bool = False
-    ) -> Callable[[Any], bool]:
+        self, native: NativeDevice, dtypes: frozenset[str], *, any_device: bool = False
+    ) -> Callable[[object], bool]:
         """A predicate for the facade's fast paths, built once per Backend.
 
         ``own(x)`` is True when ``x`` is a plain array of this library whose
@@ -463,9 +483,9 @@ class Adapter:
         """
         key = self.native_device_key(native)
         by_type: dict[type, bool] = {}
-        by_dtype: dict[Any, bool] = {}
+        by_dtype: dict[DType, bool] = {}
 
-        def own(x: Any) -> bool:
+        def own(x: Array) -> bool:
             cls = type(x)
             mine = by_type.get(cls)
             if mine is None:
@@ -526,11 +546,11 @@ class Adapter:
         )
         raise ValueError(msg)
 
-    def native_device(self, device: str) -> Any:
+    def native_device(self, device: str) -> NativeDevice:
         """The library's own device object for a device string."""
         return device
 
-    def device_str(self, native: Any) -> str:
+    def device_str(self, native: NativeDevice) -> str:
         """The device string of a library device object (inverse of native)."""
         return self.canonical_device(str(native))
 
@@ -604,7 +624,7 @@ class Adapter:
         """
         return self.supported_dtypes(device) | self.extra_dtypes(device)
 
-    def dtype_object(self, xp: Any, name: str) -> Any:
+    def dtype_object(self, xp: Namespace, name: str) -> DType:
         """The dtype object of ``xp`` named ``name`` (one of `held_dtypes`)."""
         return getattr(xp, name)
 

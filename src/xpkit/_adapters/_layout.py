@@ -10,9 +10,11 @@ answers them for its own library's arrays (`Adapter.unshareable`).
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
+
+from .._typing import HostArray
 
 __all__ = ["Unshareable", "contiguous_host_copy", "host_unshareable", "native_layout"]
 
@@ -31,7 +33,7 @@ class Unshareable(NamedTuple):
     read_only: bool
 
 
-def host_unshareable(host: np.ndarray[Any, Any]) -> Unshareable | None:
+def host_unshareable(host: HostArray) -> Unshareable | None:
     """Why the NumPy array ``host`` cannot be shared as it is, or None.
 
     Swapped bytes, negative or zero strides (reversed and broadcast views)
@@ -58,12 +60,12 @@ def host_unshareable(host: np.ndarray[Any, Any]) -> Unshareable | None:
     return None
 
 
-def contiguous_host_copy(host: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+def contiguous_host_copy(host: HostArray) -> HostArray:
     """A writable, C-contiguous copy of ``host`` in native byte order."""
     return np.array(host, dtype=host.dtype.newbyteorder("="), order="C", copy=True)
 
 
-def native_layout(host: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+def native_layout(host: HostArray) -> HostArray:
     """``host`` in native byte order with non-negative, item-aligned strides.
 
     A copy only when needed: for libraries (torch, CuPy) that refuse NumPy's

@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import weakref
 from types import ModuleType
-from typing import Any
 
 from ._device_memory import MemoryInfo
 
@@ -32,7 +31,7 @@ NVML_HINT = "install nvidia-ml-py (pip install 'xpkit[nvml]') to read it through
 _initialised: weakref.WeakKeyDictionary[ModuleType, bool] = weakref.WeakKeyDictionary()
 
 
-def nvml() -> Any | None:
+def nvml() -> ModuleType | None:
     """``pynvml``, initialised; None when it is missing or finds no driver."""
     try:
         import pynvml
@@ -80,7 +79,7 @@ def nvml_name(index: int) -> str | None:
         return None
 
 
-def _handle(lib: Any, index: int) -> Any | None:
+def _handle(lib: ModuleType, index: int) -> object:
     """The NVML handle of CUDA device ``index``, or None when unsure."""
     if index < 0 or not _same_order(lib):
         return None
@@ -101,7 +100,7 @@ def _handle(lib: Any, index: int) -> Any | None:
     return lib.nvmlDeviceGetHandleByIndex(int(entry))
 
 
-def _same_order(lib: Any) -> bool:
+def _same_order(lib: ModuleType) -> bool:
     """Whether CUDA and NVML number the GPUs alike (see the module's notes)."""
     if os.environ.get("CUDA_DEVICE_ORDER", "").strip().upper() == "PCI_BUS_ID":
         return True
@@ -113,5 +112,5 @@ def _same_order(lib: Any) -> bool:
     return len(names) <= 1
 
 
-def _text(name: Any) -> str:
+def _text(name: object) -> str:
     return name.decode() if isinstance(name, bytes) else str(name)

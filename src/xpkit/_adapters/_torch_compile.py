@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import functools
 import warnings
-from collections.abc import Callable
-from typing import Any
 
+from .._typing import UserFunction
 from ._base import LazyTags
 
 __all__ = ["compiled_whole"]
 
 
-def compiled_whole(
-    func: Callable[..., Any], tags: LazyTags
-) -> Callable[..., Any] | None:
+def compiled_whole(func: UserFunction, tags: LazyTags) -> UserFunction | None:
     """``func`` under ``torch.compile(fullgraph=True)``; None where it runs uncompiled.
 
     A graph break (a Python ``if`` on a tensor's value, ``float(x)``,
@@ -26,12 +23,10 @@ def compiled_whole(
         return None
     import torch
 
-    compiled: Callable[..., Any] = torch.compile(
-        func, fullgraph=True, backend="aot_eager"
-    )
+    compiled: UserFunction = torch.compile(func, fullgraph=True, backend="aot_eager")
 
     @functools.wraps(func)
-    def run(*args: Any, **kwargs: Any) -> Any:
+    def run(*args: object, **kwargs: object) -> object:
         # Dynamo's advisory on tracing through array_api_compat's
         # lru_cache-d type checks (is_torch_array, ...): correct here, and an
         # error under a test suite's filterwarnings = error.

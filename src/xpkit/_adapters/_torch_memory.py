@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import Any, TypeVar
+from types import ModuleType
+from typing import TypeVar
 
 from ._caps import alloc_conf_fraction
 from ._device_memory import MemoryCap, MemoryInfo, MemoryProbe
@@ -33,15 +34,23 @@ _CUDA_CONF = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
 _HIP_CONF = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
 
 
-def _module(torch: Any, kind: str) -> Any:
-    return getattr(torch, kind, None)
+def _module(torch: ModuleType, kind: str) -> ModuleType | None:
+    """``torch.cuda`` or ``torch.xpu``; None in builds without it."""
+    mod: ModuleType | None = getattr(torch, kind, None)
+    return mod
 
 
-def _is_hip(torch: Any) -> bool:
+def _listed(torch: ModuleType, kind: str) -> ModuleType:
+    """``torch.cuda`` or ``torch.xpu`` where torch listed a device of the kind."""
+    mod: ModuleType = getattr(torch, kind)
+    return mod
+
+
+def _is_hip(torch: ModuleType) -> bool:
     return bool(getattr(getattr(torch, "version", None), "hip", None))
 
 
-def has_context(torch: Any, kind: str, index: int) -> bool:
+def has_context(torch: ModuleType, kind: str, index: int) -> bool:
     """Whether this process surely has a driver context on device ``index``.
 
     CUDA: torch's CUDA state is initialised and the driver reports a primary
@@ -63,7 +72,7 @@ def has_context(torch: Any, kind: str, index: int) -> bool:
     return int(cuda.memory_reserved(index)) > 0
 
 
-def _current(torch: Any, kind: str) -> int:
+def _current(torch: ModuleType, kind: str) -> int:
     """The current device's index (0 before torch initialised the kind)."""
     mod = _module(torch, kind)
     if mod is None or not mod.is_initialized():
@@ -71,14 +80,14 @@ def _current(torch: Any, kind: str) -> int:
     return int(mod.current_device())
 
 
-def _nvml_ok(torch: Any, kind: str, index: int) -> MemoryInfo | None:
+def _nvml_ok(torch: ModuleType, kind: str, index: int) -> MemoryInfo | None:
     """NVML's reading of a CUDA device without a context (not on ROCm)."""
     if kind != "cuda" or _is_hip(torch) or has_context(torch, kind, index):
         return None
     return nvml_memory(index)
 
 
-def device_name(torch: Any, kind: str, index: int) -> str:
+def device_name(torch: ModuleType, kind: str, index: int) -> str:
     """The device's name: from NVML for a CUDA device without a context.
 
     (``torch.cuda.get_device_name`` initialises torch's CUDA state.)
@@ -87,10 +96,12 @@ def device_name(torch: Any, kind: str, index: int) -> str:
         name = nvml_name(index)
         if name is not None:
             return name
-    return str(_module(torch, kind).get_device_name(index))
+    return str(_listed(torch, kind).get_device_name(index))
 
 
-def accelerator_probe(torch: Any, kind: str, index: int, device: str) -> MemoryProbe:
+def accelerator_probe(
+    torch: ModuleType, kind: str, index: int, device: str
+) -> MemoryProbe:
     """How `accelerator_memory` reads the device now, and what asking costs."""
     call = f"torch.{kind}.mem_get_info"
     if has_context(torch, kind, index):
@@ -111,7 +122,7 @@ def accelerator_probe(torch: Any, kind: str, index: int, device: str) -> MemoryP
     return MemoryProbe(call, in_use, cost)
 
 
-def accelerator_memory(torch: Any, kind: str, index: int) -> MemoryInfo:
+def accelerator_memory(torch: ModuleType, kind: str, index: int) -> MemoryInfo:
     """Free/total bytes of a CUDA or XPU device.
 
     NVML for a CUDA device without a context, where it answers; otherwise
@@ -122,7 +133,7 @@ def accelerator_memory(torch: Any, kind: str, index: int) -> MemoryInfo:
     found = _nvml_ok(torch, kind, index)
     if found is not None:
         return found
-    mod = _module(torch, kind)
+    mod = _listed(torch, kind)
     idle = max(int(mod.memory_reserved(index)) - int(mod.memory_allocated(index)), 0)
     if hasattr(mod, "mem_get_info"):
         free, total = mod.mem_get_info(index)
@@ -134,7 +145,7 @@ def accelerator_memory(torch: Any, kind: str, index: int) -> MemoryInfo:
 
 
 def accelerator_cap(
-    torch: Any, kind: str, index: int, total: Callable[[], int]
+    torch: ModuleType, kind: str, index: int, total: Callable[[], int]
 ) -> MemoryCap | None:
     """The per-process memory fraction of torch's allocator, as a cap.
 
@@ -179,7 +190,7 @@ class AllocatorPeak(PeakMeter):
     def _measure(self, run: Callable[[], T]) -> tuple[T, int]:
         import torch  # on first measure: naming the meter imports nothing
 
-        mod, index = _module(torch, self._kind), self._index
+        mod, index = _listed(torch, self._kind), self._index
         mod.synchronize(index)
         mod.reset_peak_memory_stats(index)
         base = int(mod.memory_allocated(index))

@@ -9,9 +9,9 @@ is imported at run time; where a library is not installed, its alias is
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Literal, TypeAlias
 
-import numpy as np
+from .._typing import HostArray
 
 __all__ = [
     "AutoName",
@@ -51,7 +51,7 @@ BackendName: TypeAlias = Literal[
 ]
 
 #: NumPy's array type (NumPy is a core dependency).
-NumpyArray: TypeAlias = np.ndarray[Any, Any]
+NumpyArray: TypeAlias = HostArray
 
 if TYPE_CHECKING:
     import array_api_strict._array_object

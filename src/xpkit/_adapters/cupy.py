@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Hashable
 from types import ModuleType
-from typing import Any
 
 import array_api_compat
 import numpy as np
 
+from .._typing import Array, DType, HostArray, Namespace, NativeDevice
 from ._base import Adapter
 from ._caps import cupy_env_limit
 from ._device_memory import MemoryCap, MemoryInfo, MemoryProbe
@@ -20,10 +21,11 @@ __all__ = ["CupyAdapter"]
 _ALLOC_FAILED = ("_alloc_failed", "cudaerrormemoryallocation", "hiperroroutofmemory")
 
 
-def _cupy() -> Any:
+def _cupy() -> ModuleType:
     import cupy
 
-    return cupy
+    module: ModuleType = cupy  # typed whether installed or not
+    return module
 
 
 class CupyAdapter(Adapter):
@@ -54,13 +56,13 @@ class CupyAdapter(Adapter):
         """``cupy.ndarray`` instances."""
         return bool(array_api_compat.is_cupy_array(x))
 
-    def to_numpy(self, x: Any) -> np.ndarray[Any, Any]:
+    def to_numpy(self, x: Array) -> HostArray:
         """Device-to-host copy (``cupy.asnumpy``, which `host_exits` watches)."""
         import cupy
 
         return np.asarray(cupy.asnumpy(x))
 
-    def host_exits(self) -> tuple[tuple[Any, str], ...]:
+    def host_exits(self) -> tuple[tuple[object, str], ...]:
         """``cupy.asnumpy``; ``ndarray.get`` cannot be watched (a C type)."""
         import cupy
 
@@ -69,7 +71,7 @@ class CupyAdapter(Adapter):
     #: CuPy arrays have no read-only flag.
     always_writable = True
 
-    def unshareable(self, x: Any) -> Unshareable | None:
+    def unshareable(self, x: Array) -> Unshareable | None:
         """Negative or zero strides (reversed and broadcast views)."""
         for n, stride in zip(x.shape, x.strides, strict=True):
             if n > 1 and stride < 0:
@@ -78,13 +80,13 @@ class CupyAdapter(Adapter):
                 return Unshareable("has zero strides (a broadcast view)", False)
         return None
 
-    def contiguous_copy(self, x: Any) -> Any:
+    def contiguous_copy(self, x: Array) -> Array:
         """``x.copy(order="C")``, on its device."""
         return x.copy(order="C")
 
     def from_host(
-        self, xp: Any, host: np.ndarray[Any, Any], dtype: Any, device: Any
-    ) -> Any:
+        self, xp: Namespace, host: HostArray, dtype: DType, device: NativeDevice
+    ) -> Array:
         """Host-to-device copy, from native byte order (CuPy has no swapped bytes)."""
         return xp.asarray(native_layout(host), dtype=dtype, device=device)
 
@@ -92,12 +94,12 @@ class CupyAdapter(Adapter):
         """float16."""
         return frozenset({"float16"})
 
-    def dtype_object(self, xp: Any, name: str) -> Any:
+    def dtype_object(self, xp: Namespace, name: str) -> DType:
         """The namespace's dtype, or NumPy's (which CuPy takes)."""
         found = getattr(xp, name, None)
         return np.dtype(name) if found is None else found
 
-    def to_cpu(self, x: Any) -> Any:
+    def to_cpu(self, x: Array) -> Array:
         """A NumPy array (CuPy has no CPU device)."""
         return self.to_numpy(x)
 
@@ -115,19 +117,19 @@ class CupyAdapter(Adapter):
         name = device.strip().lower()
         return "cuda:0" if name == "cuda" else name
 
-    def native_device(self, device: str) -> Any:
+    def native_device(self, device: str) -> NativeDevice:
         """A ``cupy.cuda.Device``."""
         return _cupy().cuda.Device(int(self.canonical_device(device).split(":")[1]))
 
-    def device_str(self, native: Any) -> str:
+    def device_str(self, native: NativeDevice) -> str:
         """``"cuda:N"``."""
         return f"cuda:{int(native.id)}"
 
-    def device_key(self, x: Any) -> Any:
+    def device_key(self, x: Array) -> Hashable:
         """The device's index: ``cupy.cuda.Device`` objects are not hashable."""
         return int(x.device.id)
 
-    def native_device_key(self, native: Any) -> Any:
+    def native_device_key(self, native: NativeDevice) -> Hashable:
         """The device's index, as `device_key` gives it for its arrays."""
         return int(native.id)
 

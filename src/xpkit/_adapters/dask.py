@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Hashable, Iterator
 from contextlib import AbstractContextManager
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING
 
 import array_api_compat
 import numpy as np
 
+from .._typing import Array, DType, HostArray, Namespace, NativeDevice, UserFunction
 from ._base import Adapter, LazyTags, Replace, Tagged, patched_by_array_api_extra
 from ._peak import PeakMeter, rss_meter
+
+if TYPE_CHECKING:
+    import pytest
 
 __all__ = ["DaskAdapter"]
 
@@ -44,15 +48,15 @@ class DaskAdapter(Adapter):
         """``dask.array.Array`` instances."""
         return bool(array_api_compat.is_dask_array(x))
 
-    def device_key(self, x: Any) -> Any:
+    def device_key(self, x: Array) -> Hashable:
         """Dask arrays live on the (lazy) CPU."""
         return None
 
-    def native_device_key(self, native: Any) -> Any:
+    def native_device_key(self, native: NativeDevice) -> Hashable:
         """Dask arrays all live on the (lazy) CPU."""
         return None
 
-    def to_numpy(self, x: Any) -> np.ndarray[Any, Any]:
+    def to_numpy(self, x: Array) -> HostArray:
         """Compute the graph and return the NumPy result."""
         return np.asarray(x.compute())
 
@@ -63,7 +67,7 @@ class DaskAdapter(Adapter):
         array_type: type = da.Array
         return array_type
 
-    def values_at_hand(self, x: Any) -> bool:
+    def values_at_hand(self, x: Array) -> bool:
         """Never: reading a Dask array's values computes its graph."""
         return False
 
@@ -71,7 +75,7 @@ class DaskAdapter(Adapter):
         """float16, as its NumPy chunks."""
         return frozenset({"float16"})
 
-    def dtype_object(self, xp: Any, name: str) -> Any:
+    def dtype_object(self, xp: Namespace, name: str) -> DType:
         """The namespace's dtype, or NumPy's (the namespace has no float16)."""
         found = getattr(xp, name, None)
         return np.dtype(name) if found is None else found
@@ -85,7 +89,7 @@ class DaskAdapter(Adapter):
 
     test_modes = ("lazy",)
 
-    def host_exits(self) -> tuple[tuple[Any, str], ...]:
+    def host_exits(self) -> tuple[tuple[object, str], ...]:
         """``Array.__array__``, ``Array.compute`` and ``dask.compute``."""
         import dask
         import dask.array as da
@@ -95,8 +99,8 @@ class DaskAdapter(Adapter):
     def lazy_context(
         self,
         mode: str,
-        request: Any,
-        xp: Any,
+        request: pytest.FixtureRequest,
+        xp: Namespace,
         tagged: Tagged,
         replace: Replace,
     ) -> AbstractContextManager[None]:
@@ -127,7 +131,9 @@ _REFUSAL = "Called `dask.compute()` or `dask.persist()`"
 
 
 @contextlib.contextmanager
-def _computes_counted(request: Any, xp: Any, replace: Replace) -> Iterator[None]:
+def _computes_counted(
+    request: pytest.FixtureRequest, xp: Namespace, replace: Replace
+) -> Iterator[None]:
     """array-api-extra's patch around each declared function, refusals reworded.
 
     array-api-extra's refusal tells the user to pass ``allow_dask_compute``,
@@ -136,7 +142,7 @@ def _computes_counted(request: Any, xp: Any, replace: Replace) -> Iterator[None]
     """
     wrapped: Tagged = []
 
-    def wrap(func: Callable[..., Any], tags: LazyTags) -> Callable[..., Any]:
+    def wrap(func: UserFunction, tags: LazyTags) -> UserFunction:
         named = _refusal_in_xpkit_terms(func, tags.computes)
         wrapped.append((named, tags))
         return named
@@ -150,13 +156,11 @@ def _computes_counted(request: Any, xp: Any, replace: Replace) -> Iterator[None]
         yield
 
 
-def _refusal_in_xpkit_terms(
-    func: Callable[..., Any], allowed: int
-) -> Callable[..., Any]:
+def _refusal_in_xpkit_terms(func: UserFunction, allowed: int) -> UserFunction:
     name = getattr(func, "__name__", repr(func))
 
     @functools.wraps(func)
-    def run(*args: Any, **kwargs: Any) -> Any:
+    def run(*args: object, **kwargs: object) -> object:
         try:
             return func(*args, **kwargs)
         except AssertionError as exc:

@@ -3,34 +3,34 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Hashable
 from contextlib import AbstractContextManager
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING
 
 import array_api_compat
 import numpy as np
 
-from ._base import (
-    Adapter,
-    Replace,
-    Tagged,
-    patched_by_array_api_extra,
-)
+from .._typing import Array, HostArray, Namespace, NativeDevice, UserFunction
+from ._base import Adapter, Replace, Tagged, patched_by_array_api_extra
 from ._caps import jax_arena
 from ._device_memory import MemoryCap, MemoryInfo
 from ._layout import Unshareable
 from ._peak import PeakMeter, warmed_rss_meter
+
+if TYPE_CHECKING:
+    import pytest
 
 __all__ = ["JaxAdapter"]
 
 _ALIASES = {"cuda": "gpu", "rocm": "gpu"}
 
 
-def _jax() -> Any:
+def _jax() -> ModuleType:
     import jax
 
-    return jax
+    module: ModuleType = jax  # typed whether installed or not
+    return module
 
 
 class JaxAdapter(Adapter):
@@ -63,19 +63,19 @@ class JaxAdapter(Adapter):
         """``jax.Array`` instances (tracers included)."""
         return bool(array_api_compat.is_jax_array(x))
 
-    def to_numpy(self, x: Any) -> np.ndarray[Any, Any]:
+    def to_numpy(self, x: Array) -> HostArray:
         """``np.asarray``: zero-copy (read-only) on the CPU, a copy from GPUs."""
         return np.asarray(x)
 
-    def unshareable(self, x: Any) -> Unshareable | None:
+    def unshareable(self, x: Array) -> Unshareable | None:
         """Always read-only: JAX arrays are immutable, and may share their buffers."""
         return Unshareable("is a JAX array, which must never change", read_only=True)
 
-    def traced_by(self, x: Any) -> str | None:
+    def traced_by(self, x: Array) -> str | None:
         """``"jax.jit"`` for a tracer (JAX's transformations trace their inputs)."""
         return "jax.jit" if isinstance(x, _jax().core.Tracer) else None
 
-    def values_at_hand(self, x: Any) -> bool:
+    def values_at_hand(self, x: Array) -> bool:
         """Not for a tracer (under ``jax.jit``), whose values do not exist yet."""
         return not isinstance(x, _jax().core.Tracer)
 
@@ -83,7 +83,7 @@ class JaxAdapter(Adapter):
         """float16 and bfloat16, on every device."""
         return frozenset({"float16", "bfloat16"})
 
-    def to_cpu(self, x: Any) -> Any:
+    def to_cpu(self, x: Array) -> Array:
         """``jax.device_put`` onto the first CPU device."""
         jax = _jax()
         return jax.device_put(x, jax.devices("cpu")[0])
@@ -102,12 +102,12 @@ class JaxAdapter(Adapter):
         platform = _ALIASES.get(platform, platform)
         return f"{platform}:{index or 0}"
 
-    def native_device(self, device: str) -> Any:
+    def native_device(self, device: str) -> NativeDevice:
         """The ``jax.Device`` object."""
         platform, _, index = self.canonical_device(device).partition(":")
         return _jax().devices(platform)[int(index)]
 
-    def device_str(self, native: Any) -> str:
+    def device_str(self, native: NativeDevice) -> str:
         """``"cpu"``, ``"gpu"``, ``"gpu:1"`` (index 0 is implicit).
 
         A tracer under ``jax.jit`` has no device yet (``None``): JAX will run
@@ -142,7 +142,7 @@ class JaxAdapter(Adapter):
         """JAX's ``device_kind``."""
         return str(self.native_device(device).device_kind)
 
-    def config_token(self) -> Any:
+    def config_token(self) -> Hashable:
         """``jax_enable_x64`` decides the 64-bit dtypes."""
         return bool(_jax().config.jax_enable_x64)
 
@@ -195,7 +195,7 @@ class JaxAdapter(Adapter):
 
     test_modes = ("jit",)
 
-    def host_exits(self) -> tuple[tuple[Any, str], ...]:
+    def host_exits(self) -> tuple[tuple[object, str], ...]:
         """The array type's ``__array__`` and ``jax.device_get``.
 
         On the CPU, ``np.asarray`` takes a JAX array's buffer directly (no
@@ -206,15 +206,15 @@ class JaxAdapter(Adapter):
         array_type = type(jax.numpy.zeros((), device=jax.devices("cpu")[0]))
         return ((array_type, "__array__"), (jax, "device_get"))
 
-    def pads_batches(self, fn: Callable[..., Any]) -> bool:
+    def pads_batches(self, fn: UserFunction) -> bool:
         """Always: JAX compiles a jitted ``fn``, and each eager operation, per shape."""
         return True
 
     def lazy_context(
         self,
         mode: str,
-        request: Any,
-        xp: Any,
+        request: pytest.FixtureRequest,
+        xp: Namespace,
         tagged: Tagged,
         replace: Replace,
     ) -> AbstractContextManager[None]:

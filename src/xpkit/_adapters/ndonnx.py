@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Hashable, Sequence
 from types import ModuleType
-from typing import Any
 
 import numpy as np
 
+from .._typing import Array, HostArray, Namespace, NativeDevice
 from ._base import Adapter, FastOps
 
 __all__ = ["NdonnxAdapter"]
@@ -62,7 +63,7 @@ class NdonnxAdapter(Adapter):
         array_type: type = self.namespace().Array
         return array_type
 
-    def to_numpy(self, x: Any) -> np.ndarray[Any, Any]:
+    def to_numpy(self, x: Array) -> HostArray:
         """The value onnxruntime propagated (ndonnx exports no DLPack).
 
         Value propagation swallows onnxruntime's errors (spox logs them at
@@ -87,7 +88,7 @@ class NdonnxAdapter(Adapter):
         view.flags.writeable = False
         return view
 
-    def _run_graph(self, x: Any) -> np.ndarray[Any, Any] | None:
+    def _run_graph(self, x: Array) -> HostArray | None:
         """``x`` computed by onnxruntime directly; None for a placeholder's graph."""
         try:
             model = self.namespace().build({}, {"value": x})
@@ -101,11 +102,11 @@ class NdonnxAdapter(Adapter):
         (value,) = session.run(None, {})
         return np.asarray(value)
 
-    def host_exits(self) -> tuple[tuple[Any, str], ...]:
+    def host_exits(self) -> tuple[tuple[object, str], ...]:
         """``Array.unwrap_numpy``, which hands out the propagated value."""
         return ((self.namespace().Array, "unwrap_numpy"),)
 
-    def values_at_hand(self, x: Any) -> bool:
+    def values_at_hand(self, x: Array) -> bool:
         """Whether ``x`` has a propagated value (a graph input has none)."""
         try:
             x.unwrap_numpy()
@@ -113,30 +114,30 @@ class NdonnxAdapter(Adapter):
             return False
         return True
 
-    def device_of(self, x: Any) -> Any:
+    def device_of(self, x: Array) -> NativeDevice:
         """``x.device``: the one ONNX device."""
         return x.device
 
-    def device_key(self, x: Any) -> Any:
+    def device_key(self, x: Array) -> Hashable:
         """All arrays live on the one device."""
         return None
 
-    def native_device_key(self, native: Any) -> Any:
+    def native_device_key(self, native: NativeDevice) -> Hashable:
         """All arrays live on the one device."""
         return None
 
-    def native_device(self, device: str) -> Any:
+    def native_device(self, device: str) -> NativeDevice:
         """The inspection API's default (and only) device."""
         return self.namespace().__array_namespace_info__().default_device()
 
-    def device_str(self, native: Any) -> str:
+    def device_str(self, native: NativeDevice) -> str:
         """``"cpu"`` for ndonnx's device object; TypeError for anything else."""
         if type(native) is not type(self.native_device("cpu")):
             msg = f"{native!r} is not an ndonnx device"
             raise TypeError(msg)
         return "cpu"
 
-    def fast_ops(self, xp: Any) -> FastOps:
+    def fast_ops(self, xp: Namespace) -> FastOps:
         """The namespace's functions; ``concat`` checks its axis first.
 
         ``ndx.concat([x], axis=5)`` returns ``x`` where the standard asks for
@@ -146,7 +147,9 @@ class NdonnxAdapter(Adapter):
         ops = super().fast_ops(xp)
         concat = ops.concat
 
-        def checked_concat(arrays: Any, /, *, axis: int | None = 0) -> Any:
+        def checked_concat(
+            arrays: Sequence[Array], /, *, axis: int | None = 0
+        ) -> Array:
             if arrays and axis is not None:
                 ndim = arrays[0].ndim
                 if not -ndim <= axis < ndim:

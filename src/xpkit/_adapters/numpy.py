@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from types import ModuleType
-from typing import Any
 
 import array_api_compat
 import numpy as np
 
+from .._typing import Array, HostArray, Namespace, NativeDevice
 from ._base import Adapter, FastOps
 from ._layout import Unshareable, contiguous_host_copy, host_unshareable
 from ._peak import PeakMeter, rss_meter
@@ -44,11 +44,11 @@ class NumpyAdapter(Adapter):
         """NumPy arrays and NumPy scalars."""
         return bool(array_api_compat.is_numpy_array(x))
 
-    def device_key(self, x: Any) -> Any:
+    def device_key(self, x: Array) -> Hashable:
         """NumPy arrays all live on the CPU."""
         return None
 
-    def fast_ops(self, xp: Any) -> FastOps:
+    def fast_ops(self, xp: Namespace) -> FastOps:
         """NumPy's own functions where they follow the standard for ndarrays."""
         return FastOps(
             matmul=np.matmul,
@@ -60,22 +60,22 @@ class NumpyAdapter(Adapter):
             full_like=np.full_like,
         )
 
-    def native_device_key(self, native: Any) -> Any:
+    def native_device_key(self, native: NativeDevice) -> Hashable:
         """NumPy arrays all live on the CPU."""
         return None
 
     def own_check(
         self,
-        native: Any,
+        native: NativeDevice,
         dtypes: frozenset[str],
         *,
         any_device: bool = False,
-    ) -> Callable[[Any], bool]:
+    ) -> Callable[[object], bool]:
         """``type(x) is ndarray`` and a native-byte-order dtype in ``dtypes``."""
         ndarray = np.ndarray
         ok = frozenset(np.dtype(name) for name in dtypes if name != "bfloat16")
 
-        def own(x: Any) -> bool:
+        def own(x: Array) -> bool:
             return type(x) is ndarray and x.dtype in ok
 
         return own
@@ -84,11 +84,11 @@ class NumpyAdapter(Adapter):
         """``numpy.ndarray``."""
         return np.ndarray
 
-    def is_plain(self, x: Any) -> bool:
+    def is_plain(self, x: Array) -> bool:
         """An ``ndarray`` itself: not a scalar, ``np.matrix`` or masked array."""
         return type(x) is np.ndarray
 
-    def lost_in_conversion(self, x: Any) -> str | None:
+    def lost_in_conversion(self, x: Array) -> str | None:
         """A masked array: converting it would silently drop its mask."""
         ma = sys.modules.get("numpy.ma")
         if ma is not None and isinstance(x, ma.MaskedArray):
@@ -98,21 +98,21 @@ class NumpyAdapter(Adapter):
             )
         return None
 
-    def unshareable(self, x: Any) -> Unshareable | None:
+    def unshareable(self, x: Array) -> Unshareable | None:
         """Scalars, and arrays `host_unshareable` names a reason for."""
         if not isinstance(x, np.ndarray):
             return Unshareable("is a NumPy scalar, not an array", read_only=False)
         return host_unshareable(x)
 
-    def contiguous_copy(self, x: Any) -> Any:
+    def contiguous_copy(self, x: Array) -> Array:
         """A writable, C-contiguous copy in native byte order (0-d for a scalar)."""
         return contiguous_host_copy(np.asarray(x))
 
-    def host_view(self, x: Any) -> np.ndarray[Any, Any] | None:
+    def host_view(self, x: Array) -> HostArray | None:
         """The array itself (scalars hold no memory another array could share)."""
         return x if isinstance(x, np.ndarray) else None
 
-    def host_exits(self) -> tuple[tuple[Any, str], ...]:
+    def host_exits(self) -> tuple[tuple[object, str], ...]:
         """NumPy's functions that turn any library's array into a NumPy array.
 
         ``np.asarray`` and its kin (through ``__array__``, the buffer
@@ -126,7 +126,7 @@ class NumpyAdapter(Adapter):
         """float16 (NumPy has no bfloat16 of its own)."""
         return frozenset({"float16"})
 
-    def to_numpy(self, x: Any) -> np.ndarray[Any, Any]:
+    def to_numpy(self, x: Array) -> HostArray:
         """Zero-copy: the array itself (scalars become 0-d arrays)."""
         return np.asarray(x)
 
@@ -143,7 +143,7 @@ class NumpyAdapter(Adapter):
         return isinstance(exc, MemoryError)
 
 
-def _stable_sort(x: Any, /, *, axis: int = -1) -> Any:
+def _stable_sort(x: Array, /, *, axis: int = -1) -> Array:
     """``np.sort(x, axis=axis, kind="stable")``, the standard's default.
 
     For an ndarray, the copy-and-sort that ``np.sort`` does, without its

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import sys
+from contextlib import AbstractContextManager
 from types import ModuleType
-from typing import Any
 
 import numpy as np
 
+from .._typing import Array, DType, HostArray, Namespace, NativeDevice
 from ._base import Adapter
 from ._layout import Unshareable, host_unshareable, native_layout
 from ._peak import PeakMeter, rss_meter
@@ -45,8 +46,8 @@ class StrictAdapter(Adapter):
         return array_type
 
     def from_host(
-        self, xp: Any, host: np.ndarray[Any, Any], dtype: Any, device: Any
-    ) -> Any:
+        self, xp: Namespace, host: HostArray, dtype: DType, device: NativeDevice
+    ) -> Array:
         """``asarray`` of a copy where strides are not whole items.
 
         Its arrays wrap the NumPy buffer they are given, and leave through
@@ -54,7 +55,7 @@ class StrictAdapter(Adapter):
         """
         return xp.asarray(native_layout(host), dtype=dtype, device=device)
 
-    def unshareable(self, x: Any) -> Unshareable | None:
+    def unshareable(self, x: Array) -> Unshareable | None:
         """What NumPy's rule says of the NumPy memory it wraps.
 
         Its arrays wrap NumPy arrays (read-only ones stay read-only: a
@@ -63,12 +64,12 @@ class StrictAdapter(Adapter):
         """
         return host_unshareable(np.from_dlpack(x))
 
-    def host_view(self, x: Any) -> np.ndarray[Any, Any] | None:
+    def host_view(self, x: Array) -> HostArray | None:
         """The NumPy array it wraps, viewed through DLPack."""
-        view: np.ndarray[Any, Any] = np.from_dlpack(x)
+        view: HostArray = np.from_dlpack(x)
         return view
 
-    def contiguous_copy(self, x: Any) -> Any:
+    def contiguous_copy(self, x: Array) -> Array:
         """``asarray(x, copy=True)``: a C-ordered copy on ``x``'s device."""
         return self.namespace().asarray(x, copy=True)
 
@@ -94,12 +95,12 @@ class StrictAdapter(Adapter):
         name = device.strip()
         return "cpu" if name.lower() in {"cpu", "cpu:0", _CPU.lower()} else name
 
-    def native_device(self, device: str) -> Any:
+    def native_device(self, device: str) -> NativeDevice:
         """An ``array_api_strict.Device``."""
         name = _CPU if device == "cpu" else device
         return self.namespace().Device(name)
 
-    def device_str(self, native: Any) -> str:
+    def device_str(self, native: NativeDevice) -> str:
         """Inverse of `native_device`."""
         text = str(native)
         if text.startswith("array_api_strict.Device("):
@@ -111,24 +112,25 @@ class StrictAdapter(Adapter):
     #: and ``no_float64`` (no float64 or complex128, as on MPS).
     test_devices = ("device1", "no_float64")
 
-    def host_exits(self) -> tuple[tuple[Any, str], ...]:
+    def host_exits(self) -> tuple[tuple[object, str], ...]:
         """Its array's ``__array__`` (NumPy's ``from_dlpack`` is NumPy's own exit)."""
         from array_api_strict._array_object import Array
 
         return ((Array, "__array__"),)
 
-    def strictest_mode(self) -> Any:
+    def strictest_mode(self) -> AbstractContextManager[object]:
         """Boolean indexing and data-dependent shapes off, restored on exit."""
-        return self.namespace().ArrayAPIStrictFlags(
+        flags: AbstractContextManager[object] = self.namespace().ArrayAPIStrictFlags(
             boolean_indexing=False, data_dependent_shapes=False
         )
+        return flags
 
     def supports_float64(self, device: str) -> bool:
         """Asks the library's inspection API about this device's dtypes."""
         info = self.namespace().__array_namespace_info__()
         return "float64" in info.dtypes(device=self.native_device(device))
 
-    def to_cpu(self, x: Any) -> Any:
+    def to_cpu(self, x: Array) -> Array:
         """Move to ``CPU_DEVICE``."""
         return x.to_device(self.native_device("cpu"))
 

@@ -4,20 +4,16 @@ from __future__ import annotations
 
 import platform
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Sequence
 from contextlib import AbstractContextManager
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar, cast
 
 import array_api_compat
 import numpy as np
 
-from ._base import (
-    Adapter,
-    FastOps,
-    Replace,
-    Tagged,
-)
+from .._typing import Array, DType, HostArray, Namespace, NativeDevice, UserFunction
+from ._base import Adapter, FastOps, Replace, Tagged
 from ._device_memory import MemoryCap, MemoryInfo, MemoryProbe
 from ._layout import Unshareable, native_layout
 from ._peak import PeakMeter, rss_meter
@@ -30,7 +26,13 @@ from ._torch_memory import (
     device_name,
 )
 
+if TYPE_CHECKING:
+    import pytest
+
 __all__ = ["TorchAdapter"]
+
+#: A callable that `TorchAdapter.eager_only` hands back with its signature.
+F = TypeVar("F", bound=Callable[..., object])
 
 #: Messages of RuntimeErrors (incl. ``torch.AcceleratorError``) that mean OOM.
 _OOM_MESSAGES = (
@@ -61,10 +63,18 @@ _REFUSED = (RuntimeError, TypeError, AssertionError)
 _EXTRA_DTYPES = ("float16", "bfloat16", "uint16", "uint32", "uint64")
 
 
-def _torch() -> Any:
+def _torch() -> ModuleType:
     import torch
 
-    return torch
+    module: ModuleType = torch  # typed whether installed or not
+    return module
+
+
+def _indexed(native: NativeDevice) -> NativeDevice:
+    """``native`` with its index: ``torch.device("cuda")`` is device 0's."""
+    if native.type != "cpu" and native.index is None:
+        return _torch().device(native.type, 0)
+    return native
 
 
 class TorchAdapter(Adapter):
@@ -93,11 +103,12 @@ class TorchAdapter(Adapter):
         """``torch.Tensor`` instances."""
         return bool(array_api_compat.is_torch_array(x))
 
-    def device_key(self, x: Any) -> Any:
+    def device_key(self, x: Array) -> Hashable:
         """``tensor.device`` (a hashable ``torch.device``)."""
-        return x.device
+        key: Hashable = x.device
+        return key
 
-    def fast_ops(self, xp: Any) -> FastOps:
+    def fast_ops(self, xp: Namespace) -> FastOps:
         """Native torch calls where the compat wrapper only adds overhead.
 
         ``matmul`` of two tensors is ``torch.matmul``, and the wrapper (which
@@ -118,7 +129,7 @@ class TorchAdapter(Adapter):
         compat_matmul, compat_sort, compat_expand = xp.matmul, xp.sort, xp.expand_dims
         native_cat, compat_concat = torch.cat, xp.concat
 
-        def matmul(a: Any, b: Any) -> Any:
+        def matmul(a: Array, b: Array) -> Array:
             if type(a) is tensor and type(b) is tensor:
                 try:
                     return native_matmul(a, b)
@@ -126,19 +137,19 @@ class TorchAdapter(Adapter):
                     pass
             return compat_matmul(a, b)
 
-        def sort(x: Any, /, *, axis: int = -1) -> Any:
+        def sort(x: Array, /, *, axis: int = -1) -> Array:
             if type(x) is tensor:  # (torch's argument parser charges for each arg)
                 if axis == -1:
                     return native_sort(x, stable=True)[0]
                 return native_sort(x, dim=axis, stable=True)[0]
             return compat_sort(x, axis=axis)
 
-        def expand_dims(x: Any, /, *, axis: int = 0) -> Any:
+        def expand_dims(x: Array, /, *, axis: int = 0) -> Array:
             if type(x) is tensor:
                 return unsqueeze(x, axis)  # IndexError out of range, as compat's
             return compat_expand(x, axis=axis)
 
-        def concat(arrays: Any, /, *, axis: int | None = 0) -> Any:
+        def concat(arrays: Sequence[Array], /, *, axis: int | None = 0) -> Array:
             # torch.cat promotes dtypes as the standard does; axis=None (flatten)
             # is the compat wrapper's job.
             if axis == 0:
@@ -157,15 +168,14 @@ class TorchAdapter(Adapter):
             full_like=torch.full_like,
         )
 
-    def native_device_key(self, native: Any) -> Any:
+    def native_device_key(self, native: NativeDevice) -> Hashable:
         """``torch.device("cuda")`` means device 0, as tensors report it."""
-        if native.type != "cpu" and native.index is None:
-            return _torch().device(native.type, 0)
-        return native
+        key: Hashable = _indexed(native)
+        return key
 
     def own_check(
-        self, native: Any, dtypes: frozenset[str], *, any_device: bool = False
-    ) -> Callable[[Any], bool]:
+        self, native: NativeDevice, dtypes: frozenset[str], *, any_device: bool = False
+    ) -> Callable[[object], bool]:
         """A tensor (or parameter), strided, of a dtype in ``dtypes``, on ``native``.
 
         Quantized tensors fail the dtype test (their dtypes are not in
@@ -175,11 +185,11 @@ class TorchAdapter(Adapter):
         torch = _torch()
         tensor, parameter, strided = torch.Tensor, torch.nn.Parameter, torch.strided
         ok = frozenset(getattr(torch, n) for n in dtypes if hasattr(torch, n))
-        key = self.native_device_key(native)
+        key = _indexed(native)
 
         # Three closures rather than one with flags: this runs on every facade
         # call, so the device test is chosen once here, not branched on there.
-        def own_anywhere(x: Any) -> bool:
+        def own_anywhere(x: Array) -> bool:
             cls = type(x)
             return (
                 (cls is tensor or cls is parameter)
@@ -187,7 +197,7 @@ class TorchAdapter(Adapter):
                 and x.layout is strided
             )
 
-        def own_cpu(x: Any) -> bool:
+        def own_cpu(x: Array) -> bool:
             cls = type(x)
             return (
                 (cls is tensor or cls is parameter)
@@ -196,7 +206,7 @@ class TorchAdapter(Adapter):
                 and x.is_cpu
             )
 
-        def own_on(x: Any) -> bool:
+        def own_on(x: Array) -> bool:
             cls = type(x)
             return (
                 (cls is tensor or cls is parameter)
@@ -209,9 +219,9 @@ class TorchAdapter(Adapter):
             return own_anywhere
         return own_cpu if key.type == "cpu" else own_on
 
-    _strided: Any = None
+    _strided: object = None
 
-    def lost_in_conversion(self, x: Any) -> str | None:
+    def lost_in_conversion(self, x: Array) -> str | None:
         """A meta tensor: it has a shape and a dtype, but no values to convert."""
         if x.is_meta:
             return (
@@ -220,17 +230,17 @@ class TorchAdapter(Adapter):
             )
         return None
 
-    def _strided_layout(self) -> Any:
+    def _strided_layout(self) -> object:
         strided = self._strided
         if strided is None:
             strided = self._strided = _torch().strided
         return strided
 
-    def is_plain(self, x: Any) -> bool:
+    def is_plain(self, x: Array) -> bool:
         """A dense (strided) tensor or parameter, not a sparse or quantized one."""
         return x.layout is self._strided_layout() and not x.is_quantized
 
-    def to_numpy(self, x: Any) -> np.ndarray[Any, Any]:
+    def to_numpy(self, x: Array) -> HostArray:
         """Detach, move to the CPU when needed, then share memory with NumPy."""
         torch = _torch()
         t = x.detach()
@@ -240,7 +250,7 @@ class TorchAdapter(Adapter):
             t = t.to(torch.float32)
         return np.asarray(t.resolve_conj().resolve_neg().numpy())
 
-    def host_view(self, x: Any) -> np.ndarray[Any, Any] | None:
+    def host_view(self, x: Array) -> HostArray | None:
         """``x.numpy()`` of a plain CPU tensor (its memory); None elsewhere."""
         if (
             x.device.type != "cpu"
@@ -250,17 +260,17 @@ class TorchAdapter(Adapter):
             or x.dtype == _torch().bfloat16
         ):
             return None
-        view: np.ndarray[Any, Any] = x.detach().numpy()
+        view: HostArray = x.detach().numpy()
         return view
 
-    def to_cpu(self, x: Any) -> Any:
+    def to_cpu(self, x: Array) -> Array:
         """``tensor.cpu()``."""
         return x.cpu()
 
     #: torch has no read-only tensors.
     always_writable = True
 
-    def unshareable(self, x: Any) -> Unshareable | None:
+    def unshareable(self, x: Array) -> Unshareable | None:
         """Lazy conjugate and negative bits (DLPack drops them), zero strides.
 
         ``x.conj()`` of a complex tensor, and its ``.imag``, are views with
@@ -279,7 +289,7 @@ class TorchAdapter(Adapter):
             return Unshareable("has zero strides (an expand()ed view)", False)
         return None
 
-    def contiguous_copy(self, x: Any) -> Any:
+    def contiguous_copy(self, x: Array) -> Array:
         """Detached, its lazy bits resolved, contiguous, in memory of its own."""
         t = x.detach()
         resolved = t.is_conj() or t.is_neg()  # resolving copies
@@ -289,8 +299,8 @@ class TorchAdapter(Adapter):
         return t.clone(memory_format=_torch().contiguous_format)
 
     def from_host(
-        self, xp: Any, host: np.ndarray[Any, Any], dtype: Any, device: Any
-    ) -> Any:
+        self, xp: Namespace, host: HostArray, dtype: DType, device: NativeDevice
+    ) -> Array:
         """``torch.asarray`` of the array in a layout torch takes.
 
         torch refuses negative strides (``x[::-1]``), swapped bytes
@@ -310,7 +320,7 @@ class TorchAdapter(Adapter):
     #: what they free: a batch's peak would add to the last one's.
     keeps_freed_host_memory = True
 
-    def eager_only(self, fn: Callable[..., Any], reason: str) -> Callable[..., Any]:
+    def eager_only(self, fn: F, reason: str) -> F:
         """``torch.compiler.disable(fn, reason=reason)``: dynamo never traces it.
 
         Called from ``torch.compile``-d code it runs eagerly (a graph break);
@@ -333,11 +343,11 @@ class TorchAdapter(Adapter):
             except TypeError:  # torch before 2.7 takes no reason
                 made = disable(fn)
             eager[fn] = made
-        return made
+        return cast("F", made)  # disable wraps fn with its signature
 
-    _eager: dict[Callable[..., Any], Callable[..., Any]] | None = None
+    _eager: dict[Callable[..., object], Callable[..., object]] | None = None
 
-    def values_at_hand(self, x: Any) -> bool:
+    def values_at_hand(self, x: Array) -> bool:
         """Not for meta tensors, which have no values."""
         return not x.is_meta
 
@@ -410,11 +420,11 @@ class TorchAdapter(Adapter):
             return name[:-2]
         return name
 
-    def native_device(self, device: str) -> Any:
+    def native_device(self, device: str) -> NativeDevice:
         """A ``torch.device``."""
         return _torch().device(device)
 
-    def device_str(self, native: Any) -> str:
+    def device_str(self, native: NativeDevice) -> str:
         """``"cpu"``, ``"cuda:N"``, ``"xpu:N"`` or ``"mps"``."""
         return self.canonical_device(str(native))
 
@@ -539,12 +549,12 @@ class TorchAdapter(Adapter):
     #: Tensors with a shape and a dtype but no values (``device="meta"``).
     shape_only_devices = ("meta",)
 
-    def host_exits(self) -> tuple[tuple[Any, str], ...]:
+    def host_exits(self) -> tuple[tuple[object, str], ...]:
         """``Tensor.__array__`` (``np.asarray``) and ``Tensor.numpy``."""
         tensor = _torch().Tensor
         return ((tensor, "__array__"), (tensor, "numpy"))
 
-    def traced_host_array(self, x: Any) -> Any:
+    def traced_host_array(self, x: object) -> Array | None:
         """A NumPy array as a CPU tensor while ``torch.compile`` traces the caller.
 
         Dynamo traces NumPy arrays as tensors but cannot read their
@@ -557,7 +567,7 @@ class TorchAdapter(Adapter):
             return None
         return torch.as_tensor(x)
 
-    def pads_batches(self, fn: Callable[..., Any]) -> bool:
+    def pads_batches(self, fn: UserFunction) -> bool:
         """For a ``torch.compile``-d ``fn``, which recompiles for a new shape."""
         return hasattr(fn, "_torchdynamo_orig_callable") or type(fn).__name__ == (
             "OptimizedModule"
@@ -566,8 +576,8 @@ class TorchAdapter(Adapter):
     def lazy_context(
         self,
         mode: str,
-        request: Any,
-        xp: Any,
+        request: pytest.FixtureRequest,
+        xp: Namespace,
         tagged: Tagged,
         replace: Replace,
     ) -> AbstractContextManager[None]:
