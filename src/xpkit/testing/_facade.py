@@ -11,6 +11,8 @@ refuse one that works (``torch.compile`` captures ``to_numpy`` and
 
 from __future__ import annotations
 
+from .. import _batches
+from .._backend import Backend
 from ._capabilities import checked_statement
 from ._statement import ATTRIBUTE, Capabilities
 
@@ -71,7 +73,7 @@ def batching_capabilities() -> dict[str, Capabilities]:
     """
     stated = checked_statement(
         modes={
-            "jit": f"{_LOOP}: traced inputs are refused, naming jax.jit",
+            "jit": f"{_LOOP}: traced inputs are refused, naming the transform",
             "compile": f"{_LOOP}: it runs eagerly (a graph break; fullgraph=True "
             "refuses it, with this reason)",
             "lazy": f"{_LOOP}: it computes each batch's graph",
@@ -117,9 +119,6 @@ def facade_capabilities() -> dict[str, Capabilities]:
 
 def declare_facade() -> None:
     """Record the statements on `Backend`'s methods and the batching functions."""
-    from .. import _batches
-    from .._backend import Backend
-
     for name, stated in facade_capabilities().items():
         setattr(getattr(Backend, name), ATTRIBUTE, stated)
     for name, stated in batching_capabilities().items():
