@@ -1,58 +1,82 @@
-"""Argument checks and small conversions shared by the `Backend` methods."""
+"""Argument checks and small conversions shared by the `Backend` methods.
+
+They know no library: an array's own namespace or adapter is handed in
+where a check needs one.
+"""
 
 from __future__ import annotations
 
 import math
 import numbers
 import operator
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ._adapters import adapter_for_array
-from ._dtypes import dtype_name
+from ._dtypes import DTYPE_NAMES, dtype_name
+
+if TYPE_CHECKING:
+    from ._adapters import Adapter
+    from ._typing import Array, HostArray, Value
 
 __all__ = [
     "MAX_GB",
     "PY_SCALARS",
-    "cast_loss_mask",
-    "cast_may_lose",
     "check_axis",
-    "check_cast_keeps_values",
+    "check_copy",
     "check_count",
-    "check_fill_fits",
     "check_gb",
     "check_positive",
     "check_scalar",
     "check_shape",
     "concat_shape_error",
-    "fill_dtype_name",
     "host_dtype_name",
-    "is_array_list",
     "matmul_shape_error",
+    "own_dtype",
     "raise_if_axis_out_of_range",
-    "scalar_cast_loss",
+    "refuse_lossy",
     "shape_of",
 ]
 
 PY_SCALARS = (bool, int, float, complex)
 
 
-def host_dtype_name(host: np.ndarray[Any, Any]) -> str:
+def host_dtype_name(host: HostArray) -> str:
     name = dtype_name(host.dtype)
     assert name is not None
     return name
 
 
-def is_array_list(item: Any) -> bool:
-    return (
-        isinstance(item, (list, tuple))
-        and len(item) > 0
-        and all(adapter_for_array(v) is not None for v in item)
-    )
+def own_dtype(x: Array, param: str) -> str:
+    """The dtype name of ``x``, an array; a TypeError naming ``param`` otherwise.
+
+    For an array whose dtype is outside the standard's vocabulary (a
+    string, an object dtype).
+    """
+    try:
+        name = dtype_name(x.dtype)
+    except TypeError:
+        msg = (
+            f"{param} has dtype {x.dtype}, which is not a numeric or boolean "
+            f"dtype of the standard ({', '.join(sorted(DTYPE_NAMES))})"
+        )
+        raise TypeError(msg) from None
+    assert name is not None
+    return name
 
 
-def check_shape(shape: Any) -> tuple[int, ...]:
+def refuse_lossy(adapter: Adapter, x: Array, param: str) -> None:
+    """TypeError when converting ``x`` (of ``adapter``'s library) drops information.
+
+    A NumPy masked array's mask, say (`Adapter.lost_in_conversion`).
+    """
+    reason = adapter.lost_in_conversion(x)
+    if reason is not None:
+        msg = f"{param} is {reason}"
+        raise TypeError(msg)
+
+
+def check_shape(shape: Value) -> tuple[int, ...]:
     dims = (shape,) if isinstance(shape, (int, np.integer)) else shape
     if isinstance(dims, (str, bytes)) or not isinstance(dims, (tuple, list)):
         msg = f"shape must be an int or a tuple of ints, got {shape!r}"
@@ -69,20 +93,20 @@ def check_shape(shape: Any) -> tuple[int, ...]:
     return tuple(out)
 
 
-def shape_of(array: Any) -> tuple[int, ...]:
+def shape_of(array: Array) -> tuple[int, ...]:
     shape = getattr(array, "shape", None)
     if shape is None:
         return tuple(np.shape(array))
     return tuple(shape)
 
 
-def check_scalar(fill_value: Any) -> None:
+def check_scalar(fill_value: Value) -> None:
     if not isinstance(fill_value, (*PY_SCALARS, np.generic)):
         msg = f"fill_value must be a Python or NumPy scalar, got {fill_value!r}"
         raise TypeError(msg)
 
 
-def raise_if_axis_out_of_range(array: Any, axis: int, extra: int = 0) -> None:
+def raise_if_axis_out_of_range(array: Array, axis: int, extra: int = 0) -> None:
     """Turn a library's ``IndexError`` into a ValueError naming ``axis``.
 
     Raises when ``axis`` is out of range for ``array`` (with ``extra`` new
@@ -103,302 +127,18 @@ def raise_if_axis_out_of_range(array: Any, axis: int, extra: int = 0) -> None:
         raise ValueError(msg) from None
 
 
-def check_fill_fits(fill_value: Any, dtype: Any) -> None:
-    """A numeric ``fill_value`` must be representable in ``dtype`` (any library's).
-
-    Libraries disagree otherwise: NumPy raises OverflowError, torch a
-    RuntimeError, JAX and Dask wrap around silently, and every one truncates
-    0.5 to 0 in an integer dtype. The rule is `scalar_cast_loss`'s: a fill
-    value the dtype would change is a ValueError naming ``fill_value``.
-    """
-    if not isinstance(fill_value, (*PY_SCALARS, np.number, np.bool_)):
-        return
-    name = dtype_name(dtype)
-    if name is None:
-        return
-    reason = scalar_cast_loss(fill_value, name)
-    if reason is not None:
-        msg = f"fill_value={fill_value!r} does not fit dtype {name} {reason}"
-        raise ValueError(msg)
+def _known(shape: tuple[object, ...]) -> tuple[int, ...] | None:
+    """``shape`` where every size is known (an int); None otherwise (Dask's NaN)."""
+    sizes = tuple(d for d in shape if isinstance(d, int))
+    return sizes if len(sizes) == len(shape) else None
 
 
-#: NumPy's dtype for each Python scalar type (ints: by their value).
-_PYTHON_SCALARS = {bool: "bool", float: "float64", complex: "complex128"}
-
-
-def fill_dtype_name(fill_value: Any) -> str:
-    """The dtype ``full`` gives ``fill_value`` by NumPy's rules.
-
-    A ValueError names ``fill_value`` when it fits no dtype (``2**64``).
-    """
-    kind_of = type(fill_value)
-    if kind_of in _PYTHON_SCALARS:  # without NumPy: traced code (torch.compile)
-        return _PYTHON_SCALARS[kind_of]
-    if (
-        kind_of is int
-        and _INT_RANGE["int64"][0] <= fill_value <= _INT_RANGE["int64"][1]
-    ):
-        return "int64"
-    if isinstance(fill_value, np.generic):
-        name = dtype_name(fill_value.dtype)
-    else:
-        try:
-            kind = np.result_type(fill_value)
-        except (OverflowError, TypeError):  # pragma: no cover - NumPy versions
-            kind = np.dtype(object)
-        if kind == np.dtype(object):  # a Python int past uint64's range
-            msg = (
-                f"fill_value={fill_value!r} does not fit any integer dtype "
-                f"({_INT_RANGE['int64'][0]} to {_INT_RANGE['uint64'][1]}); pass a "
-                "floating dtype to store an approximation"
-            )
-            raise ValueError(msg)
-        name = dtype_name(kind)
-    assert name is not None
-    return name
-
-
-_INT_NAMES = frozenset(
-    {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
-)
-_INT_RANGE = {
-    name: (int(np.iinfo(name).min), int(np.iinfo(name).max)) for name in _INT_NAMES
-}
-_COMPLEX_PART = {"complex64": "float32", "complex128": "float64"}
-#: The largest finite value of each floating dtype, and the magnitude from
-#: which a value rounds to infinity in it (the largest value plus half an ulp).
-_FLOAT_MAX = {
-    "float16": 65504.0,
-    "bfloat16": 2.0**128 - 2.0**120,
-    "float32": 2.0**128 - 2.0**104,
-    "float64": float(np.finfo(np.float64).max),
-}
-_OVERFLOW_AT = {
-    "float16": 65520.0,
-    "bfloat16": 2.0**128 - 2.0**119,
-    "float32": 2.0**128 - 2.0**103,
-}
-#: The smallest positive (subnormal) value of each floating dtype, and the
-#: magnitude at or below which a non-zero value rounds to zero in it (half
-#: of that: a tie rounds to the even neighbour, zero).
-_TINIEST = {
-    "float16": 2.0**-24,
-    "bfloat16": 2.0**-133,
-    "float32": 2.0**-149,
-    "float64": 2.0**-1074,
-}
-_UNDERFLOW_AT = {
-    "float16": 2.0**-25,
-    "bfloat16": 2.0**-134,
-    "float32": 2.0**-150,
-}
-
-
-def _real_part(name: str) -> str:
-    return _COMPLEX_PART.get(name, name)
-
-
-def _overflows_from(source: str, target: str) -> bool:
-    """Whether a finite value of ``source`` can round to infinity in ``target``."""
-    limit = _OVERFLOW_AT.get(_real_part(target))
-    if limit is None:
-        return False
-    if source in _INT_RANGE:
-        low, high = _INT_RANGE[source]
-        return high >= limit or low <= -limit
-    return _FLOAT_MAX.get(_real_part(source), 0.0) >= limit
-
-
-def _underflows_from(source: str, target: str) -> bool:
-    """Whether a non-zero value of ``source`` can round to zero in ``target``."""
-    limit = _UNDERFLOW_AT.get(_real_part(target))
-    tiniest = _TINIEST.get(_real_part(source))
-    return limit is not None and tiniest is not None and tiniest <= limit
-
-
-def cast_may_lose(source: str, target: str) -> bool:
-    """Whether some value of dtype ``source`` changes when cast to ``target``."""
-    if source in {target, "bool"}:
-        return False
-    if target == "bool" or (source in _COMPLEX_PART and target not in _COMPLEX_PART):
-        return True
-    if target in _INT_RANGE:
-        if source not in _INT_RANGE:
-            return True
-        (s_low, s_high), (low, high) = _INT_RANGE[source], _INT_RANGE[target]
-        return s_low < low or s_high > high
-    return _overflows_from(source, target) or _underflows_from(source, target)
-
-
-def cast_loss_mask(ns: Any, x: Any, source: str, target: str) -> Any:
-    """Where casting ``x`` (dtype ``source``) to ``target`` changes a value.
-
-    A boolean array of ``ns`` (the namespace of ``x``), or None when no value
-    of ``source`` can change (a widening cast, or bool to anything). Lost:
-    values outside an integer dtype's range, NaN, infinities and fractions
-    cast to an integer dtype, anything but 0 and 1 cast to bool, non-zero
-    imaginary parts cast to a real dtype, and finite values that overflow to
-    infinity in a narrower floating dtype, and non-zero values that round
-    to zero in it (underflow). Rounding to the nearest representable float
-    (float64 to float32, large ints to float, tiny values to a subnormal)
-    is not a loss. Every bound compared with is exactly representable in ``source``,
-    so no comparison rounds or overflows.
-    """
-    if not cast_may_lose(source, target):
-        return None
-    parts: list[Any] = []
-    value = x
-    if source in _COMPLEX_PART and target not in _COMPLEX_PART:
-        parts.append(ns.imag(x) != 0)
-        value, source = ns.real(x), _COMPLEX_PART[source]
-    if target == "bool":
-        parts.append(ns.logical_and(value != 0, value != 1))
-    elif target in _INT_RANGE:
-        parts += _int_loss(ns, value, source, target)
-    elif source in _COMPLEX_PART:
-        for part in (ns.real(value), ns.imag(value)):
-            parts += _float_loss(ns, part, _COMPLEX_PART[source], target)
-    else:
-        parts += _float_loss(ns, value, source, target)
-    if not parts:
-        return None
-    mask = parts[0]
-    for part in parts[1:]:
-        mask = ns.logical_or(mask, part)
-    return mask
-
-
-def _int_loss(ns: Any, x: Any, source: str, target: str) -> list[Any]:
-    low, high = _INT_RANGE[target]
-    parts: list[Any] = []
-    if source in _INT_RANGE:
-        s_low, s_high = _INT_RANGE[source]
-        if s_low < low:
-            parts.append(x < low)
-        if s_high > high:
-            parts.append(x > high)
-        return parts
-    # Floating: finite, whole, and within [low, high + 1) (powers of two, exact).
-    keep = ns.logical_and(ns.isfinite(x), ns.trunc(x) == x)
-    top = _FLOAT_MAX.get(source, 0.0)
-    if -top < low:
-        keep = ns.logical_and(keep, x >= float(low))
-    if top >= high + 1:
-        keep = ns.logical_and(keep, x < float(high + 1))
-    parts.append(ns.logical_not(keep))
-    return parts
-
-
-def _float_loss(ns: Any, x: Any, source: str, target: str) -> list[Any]:
-    """Overflow to infinity and underflow to zero of real values cast to a float."""
-    parts: list[Any] = []
-    if _overflows_from(source, target):
-        parts += _overflow(ns, x, source, target)
-    if _underflows_from(source, target):
-        limit = _UNDERFLOW_AT[_real_part(target)]
-        parts.append(ns.logical_and(x != 0, ns.abs(x) <= limit))
-    return parts
-
-
-def _overflow(ns: Any, x: Any, source: str, target: str) -> list[Any]:
-    limit = _OVERFLOW_AT[_real_part(target)]
-    if source in _INT_RANGE:  # compared as ints (abs of the minimum overflows)
-        bound = int(limit)
-        low = _INT_RANGE[source][0]
-        return [x >= bound, x <= -bound] if low <= -bound else [x >= bound]
-    return [ns.logical_and(ns.isfinite(x), ns.abs(x) >= limit)]
-
-
-def scalar_cast_loss(value: Any, target: str) -> str | None:
-    """Why casting the scalar ``value`` to dtype ``target`` changes it, or None.
-
-    The reason reads after "does not fit dtype <target>"; the rule is
-    `cast_loss_mask`'s.
-    """
-    if isinstance(value, (bool, np.bool_)):
-        return None
-    if isinstance(value, np.integer):
-        value = int(value)
-    if isinstance(value, (complex, np.complexfloating)):
-        if target in _COMPLEX_PART:
-            part = _COMPLEX_PART[target]
-            return scalar_cast_loss(value.real, part) or scalar_cast_loss(
-                value.imag, part
-            )
-        if value.imag != 0:
-            return "(its imaginary part would be dropped)"
-        value = value.real
-    if target == "bool":
-        return None if value in (0, 1) else "(only 0 and 1 convert to bool unchanged)"
-    if target in _INT_RANGE:
-        low, high = _INT_RANGE[target]
-        if isinstance(value, (float, np.floating)):
-            as_float = float(value)
-            if not math.isfinite(as_float):
-                return "(it is not a finite number)"
-            if not as_float.is_integer():
-                return f"(it is not a whole number: it would become {int(as_float)})"
-            value = int(as_float)
-        if not low <= int(value) <= high:
-            return f"({low} to {high})"
-        return None
-    limit = _OVERFLOW_AT.get(_real_part(target))
-    if limit is None:
-        if isinstance(value, int) and abs(value) > _FLOAT_MAX["float64"]:
-            return "(it would overflow to inf)"
-        return None
-    if isinstance(value, (float, np.floating)) and not math.isfinite(float(value)):
-        return None
-    if abs(value) >= limit:
-        return "(it would overflow to inf)"
-    if value != 0 and abs(value) <= _UNDERFLOW_AT[_real_part(target)]:
-        return "(it would underflow to 0)"
-    return None
-
-
-def check_cast_keeps_values(
-    ns: Any,
-    x: Any,
-    source: str,
-    target: str,
-    param: str,
-    to_numpy: Any,
-) -> None:
-    """Raise ValueError naming ``param`` and a value that casting would change.
-
-    ``ns`` is ``x``'s namespace (the check runs where ``x`` lives and reads
-    back one bool); ``to_numpy`` brings ``x`` to the host, to name the value
-    (and to check there when the library cannot compare in ``source``, as
-    torch's limited unsigned dtypes).
-    """
-    if not cast_may_lose(source, target):
-        return
-    try:
-        lost = bool(ns.any(cast_loss_mask(ns, x, source, target)))
-    except (NotImplementedError, TypeError):  # e.g. comparisons of torch's uint32
-        lost = True  # decided on the host below
-    if not lost:
-        return
-    host = np.asarray(to_numpy(x))
-    host_name = dtype_name(host.dtype)
-    assert host_name is not None
-    import array_api_compat.numpy as np_xp
-
-    host_mask = cast_loss_mask(np_xp, host, host_name, target)
-    if host_mask is None or not host_mask.any():
-        return
-    value = host.reshape(-1)[int(np.argmax(host_mask.reshape(-1)))].item()
-    reason = scalar_cast_loss(value, target) or "(the cast would change it)"
-    msg = (
-        f"{param} holds {value!r}, which does not fit dtype {target} {reason}; "
-        "a cast that changes values is refused"
-    )
-    raise ValueError(msg)
-
-
-def matmul_shape_error(a: tuple[Any, ...], b: tuple[Any, ...]) -> str | None:
-    """Why arrays of shapes ``a`` and ``b`` cannot be multiplied, or None."""
-    if not all(isinstance(d, int) for d in (*a, *b)):
+def matmul_shape_error(
+    a_shape: tuple[object, ...], b_shape: tuple[object, ...]
+) -> str | None:
+    """Why arrays of shapes ``a_shape`` and ``b_shape`` do not multiply, or None."""
+    a, b = _known(a_shape), _known(b_shape)
+    if a is None or b is None:
         return None  # unknown sizes (Dask): nothing to say
     shapes = f"A has shape {a}, B has shape {b}"
     if not a or not b:
@@ -418,7 +158,7 @@ def matmul_shape_error(a: tuple[Any, ...], b: tuple[Any, ...]) -> str | None:
     return None
 
 
-def concat_shape_error(shapes: list[tuple[Any, ...]], axis: int) -> str | None:
+def concat_shape_error(shapes: list[tuple[object, ...]], axis: int) -> str | None:
     """Why arrays of ``shapes`` cannot be concatenated along ``axis``, or None."""
     first = shapes[0]
     if not all(isinstance(d, int) for s in shapes for d in s):
@@ -444,14 +184,21 @@ def concat_shape_error(shapes: list[tuple[Any, ...]], axis: int) -> str | None:
     return None
 
 
-def check_axis(axis: Any) -> int:
+def check_copy(copy: Value) -> None:
+    """TypeError unless ``copy`` is True, False or None (``from_dlpack``'s)."""
+    if copy is not None and not isinstance(copy, bool):
+        msg = f"copy must be True, False or None, got {copy!r}"
+        raise TypeError(msg)
+
+
+def check_axis(axis: Value) -> int:
     if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
         msg = f"axis must be an int, got {axis!r}"
         raise TypeError(msg)
     return int(axis)
 
 
-def check_positive(param: str, value: Any, *, allow_zero: bool = False) -> float:
+def check_positive(param: str, value: Value, *, allow_zero: bool = False) -> float:
     """``value`` as a float: a finite positive (or non-negative) real number."""
     cls = value.__class__
     if (cls is not float and cls is not int) and (  # (no ABC check for these)
@@ -467,7 +214,7 @@ def check_positive(param: str, value: Any, *, allow_zero: bool = False) -> float
     return float(value)
 
 
-def check_count(param: str, value: Any) -> int:
+def check_count(param: str, value: Value) -> int:
     """``value`` as an int of at least 1 (bools refused)."""
     if value.__class__ is int and value >= 1:  # the common case, at once
         return int(value)
@@ -491,7 +238,7 @@ def check_count(param: str, value: Any) -> int:
 MAX_GB = float(2**33)
 
 
-def check_gb(param: str, value: Any, *, allow_zero: bool = False) -> float:
+def check_gb(param: str, value: Value, *, allow_zero: bool = False) -> float:
     """A budget in GB: `check_positive`, and at most `MAX_GB`."""
     gb = check_positive(param, value, allow_zero=allow_zero)
     if gb > MAX_GB:

@@ -1,34 +1,32 @@
 """`Backend`: a typed facade over one library's Array-API namespace on one device.
 
-Every method delegates to ``self.xp``, the namespace `array_api_compat`
-resolves for the library; library facts come from the library's adapter.
+One class, no base of xpkit's. Its construction binds the library's facts
+once (`Facts`: adapter, namespace, native device, dtypes, fast functions);
+each method is its fast path, and hands the rest to the module of its
+concern, a plain function of those facts:
+
+- `_convert`: conversion in and out (``asarray``, ``asarray_like``,
+  ``copy``, ``to_device``, ``to_gpu``, ``to_numpy``, ``to_cpu``);
+- `_creation`: creation on the device (``create``, ``full``, ``*_like``);
+- `_moves`: moves between libraries (``move``);
+- `_operations`: operations (``at``, ``concatenate``, ``expand_dims``,
+  ``flatnonzero``, ``matmul``, ``sort``, ``svd``);
+- `_inputs`: the inputs check (``check_arrays``).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Generic, TypeVar, cast, overload
 
-import numpy as np
-
-from ._adapters import ADAPTERS, Adapter, FastOps, adapter_for_array
-from ._args import (
-    check_fill_fits,
-    check_scalar,
-    check_shape,
-    fill_dtype_name,
-    host_dtype_name,
-)
-from ._convert import ArrayT
-from ._creation import Creation, creation_on
-from ._dtypes import DTYPE_NAMES, dtype_name
-from ._inputs import Inputs
-from ._resolve import (
-    BACKEND_NAMES,
-    Unavailable,
-    adapter_for_name,
-    key_of,
-    locate_arrays,
-)
+from . import _convert, _creation, _inputs, _moves, _operations
+from ._adapters import ADAPTERS, Adapter
+from ._args import check_axis, check_scalar, raise_if_axis_out_of_range
+from ._cast_checks import check_fill_fits
+from ._dtypes import dtype_name
+from ._facts import ArrayT, Facts, bind, unavailable
+from ._operations import At
+from ._resolve import BACKEND_NAMES, adapter_for_name, key_of, locate_arrays
 
 if TYPE_CHECKING:
     from ._adapters._types import (
@@ -49,7 +47,10 @@ if TYPE_CHECKING:
         TorchArray,
         TorchName,
     )
+    from ._creation import Creation
+    from ._inputs import HostData
     from ._namespace import Namespace
+    from ._typing import Array, Device, DType, HostArray, NativeDevice, Value
 
 __all__ = ["BACKEND_NAMES", "Backend"]
 
@@ -57,11 +58,12 @@ __all__ = ["BACKEND_NAMES", "Backend"]
 _A = TypeVar("_A")
 
 
-# (adapter, device key) -> Backend: `from_arrays` resolves each kind of array once.
-_FROM_ARRAYS: dict[tuple[Adapter, Any, Any], Backend[Any]] = {}
+# (adapter, device key, config token) -> Backend: `from_arrays` resolves each
+# kind of array once.
+_FROM_ARRAYS: dict[tuple[Adapter, object, object], Backend[Array]] = {}
 
 
-class Backend(Inputs[ArrayT]):
+class Backend(Generic[ArrayT]):
     """Backend abstraction for numerical operations.
 
     A `Backend` is one array library on one device. Code written against its
@@ -139,21 +141,16 @@ class Backend(Inputs[ArrayT]):
     __slots__ = (
         "_adapter",
         "_bad_args",
-        "_canon",
         "_concat",
-        "_dtypes",
         "_expand_dims",
-        "_f64",
+        "_facts",
         "_full_like",
-        "_held",
         "_is_own",
         "_is_own_like",
         "_matmul",
-        "_native",
         "_ones_like",
         "_plain",
         "_sort",
-        "_unusable",
         "_zeros_like",
         "create",
         "device",
@@ -167,6 +164,20 @@ class Backend(Inputs[ArrayT]):
     xp: Namespace[ArrayT]
     is_gpu: bool
     create: Creation[ArrayT]
+    # What the methods read on every call, copied out of `_facts` once.
+    _facts: Facts[ArrayT]
+    _adapter: Adapter
+    _is_own: Callable[[object], bool]
+    _is_own_like: Callable[[object], bool]
+    _plain: type | None
+    _bad_args: tuple[type[Exception], ...]
+    _matmul: Callable[[ArrayT, ArrayT], ArrayT]
+    _sort: Callable[..., ArrayT]
+    _expand_dims: Callable[..., ArrayT]
+    _concat: Callable[..., ArrayT]
+    _zeros_like: Callable[[ArrayT], ArrayT]
+    _ones_like: Callable[[ArrayT], ArrayT]
+    _full_like: Callable[[ArrayT, Value], ArrayT]
 
     # The array type follows the name (the aliases are the type checker's
     # only: each library is imported under TYPE_CHECKING, in _adapters/_types).
@@ -175,40 +186,42 @@ class Backend(Inputs[ArrayT]):
         self: Backend[NumpyArray],
         backend: NumpyName = "numpy",
         *,
-        device: Any = None,
+        device: Device = None,
     ) -> None: ...
     @overload
     def __init__(
-        self: Backend[TorchArray], backend: TorchName, *, device: Any = None
+        self: Backend[TorchArray], backend: TorchName, *, device: Device = None
     ) -> None: ...
     @overload
     def __init__(
         self: Backend[StrictArray],
         backend: StrictName,
         *,
-        device: Any = None,
+        device: Device = None,
     ) -> None: ...
     @overload
     def __init__(
-        self: Backend[CupyArray], backend: CupyName, *, device: Any = None
+        self: Backend[CupyArray], backend: CupyName, *, device: Device = None
     ) -> None: ...
     @overload
     def __init__(
-        self: Backend[JaxArray], backend: JaxName, *, device: Any = None
+        self: Backend[JaxArray], backend: JaxName, *, device: Device = None
     ) -> None: ...
     @overload
     def __init__(
-        self: Backend[DaskArray], backend: DaskName, *, device: Any = None
+        self: Backend[DaskArray], backend: DaskName, *, device: Device = None
     ) -> None: ...
     @overload
     def __init__(
-        self: Backend[NdonnxArray], backend: NdonnxName, *, device: Any = None
+        self: Backend[NdonnxArray], backend: NdonnxName, *, device: Device = None
     ) -> None: ...
     @overload
     def __init__(
-        self: Backend[Any], backend: AutoName, *, device: Any = None
+        self: Backend[Array], backend: AutoName, *, device: Device = None
     ) -> None: ...
-    def __init__(self, backend: BackendName = "numpy", *, device: Any = None) -> None:
+    def __init__(
+        self, backend: BackendName = "numpy", *, device: Device = None
+    ) -> None:
         adapter = adapter_for_name(backend)
         if device is not None and not isinstance(device, str):
             if isinstance(device, (bool, int, float, complex, bytes)):
@@ -222,44 +235,17 @@ class Backend(Inputs[ArrayT]):
             if device is None
             else adapter.validate_device(device)
         )
-        self._setup(adapter, dev)
+        self._bind(bind(adapter, dev))
 
-    def _setup(self, adapter: Adapter, dev: str) -> None:
-        """Bind this Backend to ``adapter``'s library on the valid device ``dev``."""
-        xp = adapter.namespace()
-        native = adapter.native_device(dev)
-        dtypes = adapter.supported_dtypes(dev)
-        held = dtypes | adapter.extra_dtypes(dev)
-        self._bind(adapter, dev, xp, native, adapter.fast_ops(xp), dtypes, held)
-        self._is_own = adapter.own_check(native, held)
-        self._is_own_like = adapter.own_check(native, held, any_device=True)
-
-    def _bind(
-        self,
-        adapter: Adapter,
-        device: str,
-        xp: Any,
-        native: Any,
-        ops: FastOps,
-        dtypes: frozenset[str],
-        held: frozenset[str],
-    ) -> None:
-        self._adapter = adapter
-        self._dtypes = dtypes
-        self._held = held
-        self._f64 = "float64" in dtypes
-        # Operands are checked before the call only for libraries that would
-        # convert another library's arrays silently (None: no check).
-        self._plain = (
-            adapter.operand_type()
-            if adapter.precheck_operands and not isinstance(xp, Unavailable)
-            else None
-        )
-        self._bad_args = (
-            adapter.argument_errors
-            if isinstance(xp, Unavailable)
-            else adapter.argument_error_types()
-        )
+    def _bind(self, facts: Facts[ArrayT]) -> None:
+        """Bind this Backend to ``facts``: one library on one device."""
+        self._facts = facts
+        self._adapter = facts.adapter
+        self._is_own = facts.is_own
+        self._is_own_like = facts.is_own_like
+        self._plain = facts.plain
+        self._bad_args = facts.bad_args
+        ops = facts.ops
         self._matmul = ops.matmul
         self._sort = ops.sort
         self._expand_dims = ops.expand_dims
@@ -267,18 +253,18 @@ class Backend(Inputs[ArrayT]):
         self._zeros_like = ops.zeros_like
         self._ones_like = ops.ones_like
         self._full_like = ops.full_like
-        self._unusable = xp.reason if isinstance(xp, Unavailable) else None
-        self._canon = adapter.canonical_device(device)
-        self._native = native
-        self.name = adapter.backend_name(device)
-        self.device = device
-        self.xp = xp  # the library's namespace, which Namespace describes
-        self.is_gpu = adapter.is_gpu(device)
-        self.create = (
-            Creation(*[xp.refuse] * len(Creation._fields))
-            if isinstance(xp, Unavailable)
-            else creation_on(xp, native)
-        )
+        self.name = facts.name
+        self.device = facts.device
+        self.xp = facts.xp  # the library's namespace, which Namespace describes
+        self.is_gpu = facts.adapter.is_gpu(facts.device)
+        self.create = _creation.creation_for(facts)
+
+    @classmethod
+    def _of(cls, facts: Facts[ArrayT]) -> Backend[ArrayT]:
+        """A Backend bound to ``facts`` (no name or device to look up)."""
+        b = cls.__new__(cls)
+        b._bind(facts)
+        return b
 
     def require_usable(self) -> None:
         """Raise `RuntimeError` when this Backend's device is not on this host.
@@ -286,23 +272,23 @@ class Backend(Inputs[ArrayT]):
         Only a Backend unpickled on a host without its device is unusable;
         every method raises then, and this says so up front.
         """
-        if self._unusable is not None:
-            raise RuntimeError(self._unusable)
+        if self._facts.unusable is not None:
+            raise RuntimeError(self._facts.unusable)
 
     # -- identity --------------------------------------------------------
     @property
-    def native_device(self) -> Any:
+    def native_device(self) -> NativeDevice:
         """The library's own device object (``torch.device``, a JAX ``Device``, …).
 
         What the library's creation functions take: ``b.xp.zeros(3,
         device=b.native_device)`` lands on this backend's device.
         """
-        return self._native
+        return self._facts.native
 
     @property
     def dtypes(self) -> frozenset[str]:
         """Names of the dtypes arrays can have on this backend's device."""
-        return self._dtypes
+        return self._facts.dtypes
 
     @property
     def capabilities(self) -> frozenset[str]:
@@ -312,12 +298,21 @@ class Backend(Inputs[ArrayT]):
     @property
     def has_float64(self) -> bool:
         """Whether float64 (and complex128) arrays can live on this device."""
-        return self._f64
+        return "float64" in self._facts.dtypes
 
     @property
     def library(self) -> str:
         """The library's key (``"numpy"``, ``"torch"``, ...)."""
         return self._adapter.key
+
+    @property
+    def _held(self) -> frozenset[str]:
+        """Every dtype name an array can have on this device (`dtypes` and more)."""
+        return self._facts.held
+
+    def _xp_dtype(self, name: str, device: str | None = None) -> DType:
+        """The dtype object ``name`` becomes on ``device`` (None: this backend's)."""
+        return self._facts.dtype_pair(name, device)[1]
 
     def __repr__(self) -> str:
         return f"Backend({self._adapter.key!r}, device={self.device!r})"
@@ -325,15 +320,19 @@ class Backend(Inputs[ArrayT]):
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Backend):
             return NotImplemented
-        return self._adapter is other._adapter and self._canon == other._canon
+        return (
+            self._adapter is other._adapter and self._facts.canon == other._facts.canon
+        )
 
     def __hash__(self) -> int:
-        return hash((self._adapter.key, self._canon))
+        return hash((self._adapter.key, self._facts.canon))
 
-    def __reduce__(self) -> tuple[Any, tuple[str, str]]:
+    def __reduce__(
+        self,
+    ) -> tuple[Callable[[str, str], Backend[Array]], tuple[str, str]]:
         return (_restore, (self._adapter.key, self.device))
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> Backend[ArrayT]:
+    def __deepcopy__(self, memo: dict[int, object]) -> Backend[ArrayT]:
         return self  # immutable: one library on one device
 
     def __copy__(self) -> Backend[ArrayT]:
@@ -347,7 +346,7 @@ class Backend(Inputs[ArrayT]):
     @classmethod
     def from_arrays(cls, *arrays: _A | complex | None) -> Backend[_A]: ...
     @classmethod
-    def from_arrays(cls, *arrays: Any) -> Backend[Any]:
+    def from_arrays(cls, *arrays: Value) -> Backend[Array]:
         """The backend (library and device) that ``arrays`` live on.
 
         Python scalars and None are skipped; with no arrays left, NumPy.
@@ -375,15 +374,13 @@ class Backend(Inputs[ArrayT]):
                 # the library's device list, which torch.compile cannot trace
                 # (torch asks whether MPS is available).
                 found.require()
-                cached = cls.__new__(cls)
-                cached._setup(
-                    found, found.device_str(found.device_of(arrays[found_at]))
-                )
+                device = found.device_str(found.device_of(arrays[found_at]))
+                cached = cls._of(bind(found, device))
             _FROM_ARRAYS[cache_key] = cached
         return cached
 
     # -- creation and conversion ----------------------------------------------
-    def asarray(self, x: Any, dtype: Any = None, device: Any = None) -> ArrayT:
+    def asarray(self, x: Value, dtype: DType = None, device: Device = None) -> ArrayT:
         """Convert input to a backend array.
 
         Handles arrays of any supported library, lists and scalars. Places the
@@ -419,28 +416,23 @@ class Backend(Inputs[ArrayT]):
             real one, a finite value to inf). Lazy (Dask) and traced (JAX
             under ``jit``) arrays of this library are cast unchecked.
         """
-        if dtype is None and device is None and self._is_own(x):
+        if (
+            device is None
+            and self._is_own(x)
+            and (dtype is None or _convert.keeps_dtype(x, dtype))
+        ):
             same: ArrayT = x  # already here, in a dtype the device has: a no-op
             return same
-        dev_str, native = self._target(device)
-        return self._convert(x, "x", dtype, dev_str, native)
+        return _convert.asarray(self._facts, x, dtype, device, "x")
 
-    def asarray_like(self, x: Any, ref: Any) -> ArrayT:
+    def asarray_like(self, x: Value, ref: Value) -> ArrayT:
         """Convert ``x`` to an array matching ``ref``'s dtype and device.
 
         Raises ValueError, as `asarray`, when the cast would change a value.
         """
-        target, xp_dtype, native = self._ref(ref, None, None, "ref")
-        x = self._traced(x)
-        if self._adapter.owns(x):
-            self._refuse_lossy(self._adapter, x, "x")
-            x = self._castable(x, self._own_dtype(x, "x"), target, "x", host=False)
-            return self.xp.asarray(x, dtype=xp_dtype, device=native)
-        host = self._host(x, "x")
-        host = self._castable(host, host_dtype_name(host), target, "x", host=True)
-        return cast("ArrayT", self._adapter.from_host(self.xp, host, xp_dtype, native))
+        return _convert.asarray_like(self._facts, x, ref)
 
-    def copy(self, array: Any) -> ArrayT:
+    def copy(self, array: Value) -> ArrayT:
         """Return an independent copy of the array.
 
         An array of this library is copied where it lives, in its dtype;
@@ -455,23 +447,10 @@ class Backend(Inputs[ArrayT]):
         """
         if self._is_own_like(array):
             return self.xp.asarray(array, copy=True)
-        if self._adapter.owns(array):
-            self._refuse_lossy(self._adapter, array, "array")
-            own = self._own_dtype(array, "array")
-            dev = self._adapter.device_str(self._adapter.device_of(array))
-            self._dtype_pair(own, dev, f"array has dtype {own}")
-            return self.xp.asarray(array, copy=True)
-        host = self._host(array, "array")
-        own = host_dtype_name(host)
-        _, xp_dtype = self._dtype_pair(own, None, f"array has dtype {own}")
-        if not host.flags.owndata or host.base is not None or host is array:
-            host = host.copy()  # the result must not share memory with the input
-        return cast(
-            "ArrayT", self._adapter.from_host(self.xp, host, xp_dtype, self._native)
-        )
+        return _convert.copy(self._facts, array)
 
     @staticmethod
-    def dtype_to_str(dtype: Any) -> str | None:
+    def dtype_to_str(dtype: DType) -> str | None:
         """Normalize a dtype (numpy, torch, strict, jax, or string) to its name.
 
         Returns
@@ -486,7 +465,7 @@ class Backend(Inputs[ArrayT]):
         """
         return dtype_name(dtype)
 
-    def full(self, shape: Any, fill_value: Any, dtype: Any = None) -> ArrayT:
+    def full(self, shape: Value, fill_value: Value, dtype: DType = None) -> ArrayT:
         """Create an array filled with ``fill_value``.
 
         With ``dtype=None`` the dtype follows NumPy's rules for the fill value
@@ -501,26 +480,15 @@ class Backend(Inputs[ArrayT]):
         TypeError
             The device cannot hold ``dtype``; ``fill_value`` is not a scalar.
         """
-        shape = check_shape(shape)
-        check_scalar(fill_value)
-        name: str | None
-        if dtype is None:
-            name = fill_dtype_name(fill_value)
-            source = f"the dtype of fill_value={fill_value!r}"
-        else:
-            name, source = dtype_name(dtype), f"dtype={dtype!r}"
-        assert name is not None
-        target, xp_dtype = self._dtype_pair(name, None, source)
-        check_fill_fits(fill_value, target)
-        return self.xp.full(shape, fill_value, dtype=xp_dtype, device=self._native)
+        return _creation.full(self._facts, shape, fill_value, dtype)
 
     def full_like(
         self,
-        array: Any,
-        fill_value: Any,
-        shape: Any = None,
-        dtype: Any = None,
-        device: Any = None,
+        array: Value,
+        fill_value: Value,
+        shape: Value = None,
+        dtype: DType = None,
+        device: Device = None,
     ) -> ArrayT:
         """Create an array filled with ``fill_value``, optionally another shape.
 
@@ -547,12 +515,14 @@ class Backend(Inputs[ArrayT]):
         ):
             check_fill_fits(fill_value, array.dtype)
             return self._full_like(array, fill_value)
-        out_shape, xp_dtype, native = self._like_args(array, shape, dtype, device)
-        check_fill_fits(fill_value, xp_dtype)
-        return self.xp.full(out_shape, fill_value, dtype=xp_dtype, device=native)
+        return _creation.full_like(self._facts, array, fill_value, shape, dtype, device)
 
     def ones_like(
-        self, array: Any, shape: Any = None, dtype: Any = None, device: Any = None
+        self,
+        array: Value,
+        shape: Value = None,
+        dtype: DType = None,
+        device: Device = None,
     ) -> ArrayT:
         """Create a ones array like ``array``, optionally of another shape."""
         if (
@@ -562,11 +532,14 @@ class Backend(Inputs[ArrayT]):
             and self._is_own_like(array)
         ):
             return self._ones_like(array)
-        out_shape, xp_dtype, native = self._like_args(array, shape, dtype, device)
-        return self.xp.ones(out_shape, dtype=xp_dtype, device=native)
+        return _creation.ones_like(self._facts, array, shape, dtype, device)
 
     def zeros_like(
-        self, array: Any, shape: Any = None, dtype: Any = None, device: Any = None
+        self,
+        array: Value,
+        shape: Value = None,
+        dtype: DType = None,
+        device: Device = None,
     ) -> ArrayT:
         """Create a zeros array like ``array``, optionally of another shape."""
         if (
@@ -576,8 +549,7 @@ class Backend(Inputs[ArrayT]):
             and self._is_own_like(array)
         ):
             return self._zeros_like(array)
-        out_shape, xp_dtype, native = self._like_args(array, shape, dtype, device)
-        return self.xp.zeros(out_shape, dtype=xp_dtype, device=native)
+        return _creation.zeros_like(self._facts, array, shape, dtype, device)
 
     # -- transfers -----------------------------------------------------------
     def to_cpu(self, array: _A) -> _A | NumpyArray:
@@ -586,20 +558,17 @@ class Backend(Inputs[ArrayT]):
         CuPy has no CPU device: its arrays come back as NumPy arrays (so the
         type is the input's or NumPy's); host data comes back as NumPy.
         """
-        adapter = adapter_for_array(array)
-        if adapter is None:
-            return self._host(array, "array")
-        on_cpu: _A | NumpyArray = adapter.to_cpu(array)
+        on_cpu: _A | NumpyArray = _convert.to_cpu(array)
         return on_cpu
 
-    def to_device(self, arr: Any) -> ArrayT:
+    def to_device(self, arr: Value) -> ArrayT:
         """Transfer an array (NumPy or any supported library) to the backend's device."""
         if self._is_own(arr):
             same: ArrayT = arr
             return same
-        return self._convert(arr, "arr", None, None, self._native)
+        return _convert.asarray(self._facts, arr, None, None, "arr")
 
-    def to_gpu(self, array: Any, device: Any = None) -> ArrayT:
+    def to_gpu(self, array: Value, device: Device = None) -> ArrayT:
         """Transfer an array to the GPU, by default the backend's device.
 
         A no-op where the backend's device is the CPU; an explicit ``device``
@@ -608,23 +577,301 @@ class Backend(Inputs[ArrayT]):
         if device is None and self._is_own(array):
             same: ArrayT = array
             return same
-        dev_str, native = self._target(device)
-        return self._convert(array, "array", None, dev_str, native)
+        return _convert.asarray(self._facts, array, None, device, "array")
 
-    def to_numpy(self, arr: Any) -> np.ndarray[Any, Any]:
+    def to_numpy(self, arr: Value) -> HostArray:
         """Convert an array of any supported library to a NumPy array.
 
         Zero-copy where the library allows it (NumPy, CPU torch tensors, CPU
         array-api-strict and JAX arrays); device arrays are copied to the host.
         """
-        adapter = adapter_for_array(arr)
-        if adapter is not None:
-            self._refuse_lossy(adapter, arr, "arr")
-            return adapter.to_numpy(arr)
-        return self._host(arr, "arr")
+        return _convert.to_numpy(arr, "arr")
+
+    def move(self, x: Value, *, copy: bool | None = None) -> ArrayT:
+        """``x``, an array of any supported library, as an array of this backend.
+
+        On the backend's device, with ``x``'s dtype (narrowed as `asarray`
+        narrows where the device lacks it). The values travel by DLPack
+        where both libraries speak it (zero-copy between NumPy, torch CPU,
+        array-api-strict and JAX on the CPU; between torch CUDA, CuPy and
+        JAX on one GPU), else through a host (NumPy) copy.
+
+        Parameters
+        ----------
+        x : array
+            An array of any supported library (NumPy included), on any
+            device.
+        copy : bool or None, default None
+            None: copy only where needed. True: always return new memory.
+            False: never copy; a `ValueError` where the array cannot arrive
+            without one (another device, a library without DLPack).
+
+        Returns
+        -------
+        array
+            An array of this backend's library on its device.
+
+        Raises
+        ------
+        TypeError
+            ``x`` is not an array of a supported library (use `asarray` for
+            lists and scalars), or its dtype is one the device cannot hold;
+            ``copy`` is not a bool or None.
+        ValueError
+            ``copy=False`` and no zero-copy path exists.
+        """
+        return _moves.move(self._facts, x, copy)
+
+    # -- the inputs check ----------------------------------------------------
+    @overload
+    def check_arrays(
+        self, *inputs: ArrayT | HostData, convert: bool = False
+    ) -> list[ArrayT]: ...
+    @overload
+    def check_arrays(
+        self, *inputs: ArrayT | HostData | None, convert: bool = False
+    ) -> list[ArrayT | None]: ...
+    @overload
+    def check_arrays(
+        self, *inputs: Value, convert: bool = False
+    ) -> list[ArrayT | list[ArrayT] | None]: ...
+    def check_arrays(self, *inputs: Value, convert: bool = False) -> list[Array]:
+        """Coerce all inputs to the same dtype (and device) as the first.
+
+        None values are passed through. Lists of arrays are converted
+        element-wise. Host data (NumPy arrays, lists, scalars) is moved to the
+        first array's device; arrays of this backend's library on another
+        device raise `ValueError`, arrays of another library `TypeError`.
+        A cast that would change a value (a float ``y`` of 0.5 to an integer
+        first input's dtype) raises `ValueError` naming the input.
+
+        Parameters
+        ----------
+        *inputs : array, list, scalar or None
+            The arrays to coerce; the first array sets dtype and device.
+        convert : bool, default False
+            Follow the first array: arrays of other libraries, and of this
+            one on other devices, are moved there (as `move` moves them:
+            DLPack first) instead of refused. Off by default, so that mixed
+            inputs never convert silently.
+
+        Returns
+        -------
+        list
+            Converted arrays in the same order as inputs. Type checkers see
+            ``list[ArrayT]`` when every input is an array of this backend or
+            host data, ``list[ArrayT | None]`` when some may be None, and
+            ``list[ArrayT | list[ArrayT] | None]`` otherwise (lists of arrays,
+            other libraries' arrays).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> import xpkit
+        >>> b = xpkit.Backend("numpy")
+        >>> X, y = b.check_arrays(np.ones((2, 2), dtype=np.float32), [1, 2])
+        >>> y.dtype
+        dtype('float32')
+        """
+        return _inputs.check_inputs(self._facts, inputs, convert)
+
+    # -- operations ----------------------------------------------------------
+    # Each operation calls the library first and checks its arguments only
+    # when the library raises one of the adapter's "bad argument" exceptions
+    # (or, for libraries that silently convert other libraries' arrays, when
+    # an operand is not one of its own arrays), so the fast path pays nothing.
+    # A fault the checks find becomes one ValueError/TypeError on every
+    # backend; anything else (an OOM, a library bug) propagates unchanged.
+    def concatenate(self, arrays: Sequence[ArrayT], axis: int = 0) -> ArrayT:
+        """Concatenate a non-empty sequence of arrays along ``axis``.
+
+        Raises
+        ------
+        TypeError
+            ``arrays`` is not a sequence, or holds something that is not an
+            array of this backend's library (another library's array, a list).
+        ValueError
+            ``arrays`` is empty, ``axis`` is out of range, or the shapes differ
+            other than along ``axis`` (the message gives them).
+        """
+        if not (type(arrays) in (list, tuple) and arrays and type(axis) is int):
+            arrays, axis = _operations.concat_args(arrays, axis)
+        plain = self._plain
+        if plain is not None:
+            for a in arrays:
+                if type(a) is not plain:
+                    _operations.check_operands(self._facts, arrays)
+                    break
+        try:
+            return self._concat(arrays, axis=axis)
+        except self._bad_args:
+            _operations.explain_concat(self._facts, arrays, axis)
+            raise
+
+    def expand_dims(self, array: ArrayT, axis: int) -> ArrayT:
+        """Insert a new axis at position ``axis``."""
+        if type(axis) is not int:
+            axis = check_axis(axis)
+        plain = self._plain
+        if plain is not None and type(array) is not plain:
+            _operations.check_operand(self._facts, array, "array")
+        try:
+            return self._expand_dims(array, axis=axis)
+        except self._bad_args:
+            _operations.explain_expand_dims(self._facts, array, axis)
+            raise
+
+    def flatnonzero(self, array: ArrayT) -> ArrayT:
+        """Indices of the non-zero elements of the flattened array."""
+        if not self._is_own_like(array):
+            _operations.check_operand(self._facts, array, "array")
+        return self.xp.nonzero(self.xp.reshape(array, (-1,)))[0]
+
+    def at(self, x: ArrayT, idx: Value = slice(None)) -> At[ArrayT]:
+        """Functional updates of ``x[idx]`` that work on every library, traced too.
+
+        ``b.at(x, idx).set(v)``, ``.add(v)``, ``.subtract(v)``,
+        ``.multiply(v)``, ``.divide(v)``, ``.power(v)``, ``.min(v)``,
+        ``.max(v)`` return the updated array: a new one where the library's
+        arrays are immutable (JAX, also inside ``jax.jit``). Their ``copy``
+        argument is array-api-extra's: ``None`` (the default) may update
+        ``x`` in place where the library allows it, so do not use ``x``
+        afterwards; ``True`` never touches ``x``; ``False`` updates in place
+        or raises. `At` checks the index and the value alike on every
+        library, then hands them to array-api-extra's ``at``.
+
+        Parameters
+        ----------
+        x : array
+            An array of this backend's library.
+        idx : index, default ``slice(None)``
+            What ``x[idx]`` would select (integers, slices, ``None``,
+            ``...``, a boolean mask, or a tuple of them). An integer out of
+            range for its axis is an `IndexError` on every library (JAX and
+            ndonnx would drop the update silently), checked where ``x``'s
+            shape is known: always but for Dask's unknown chunk sizes,
+            inside ``jax.jit`` too. An integer array's values are checked
+            where they are at hand; traced or lazy ones (inside
+            ``jax.jit``, Dask) cannot be, and there JAX drops the updates
+            out of range.
+
+        Returns
+        -------
+        At
+            Its methods (``set``, ``add``, ...) return the updated array.
+
+        Raises
+        ------
+        TypeError
+            ``x`` is not an array of this backend's library.
+        IndexError
+            An integer in ``idx`` is out of range for its axis (the message
+            gives the index, the axis and its size), or ``idx`` indexes more
+            axes than ``x`` has.
+        ImportError
+            array-api-extra, a dependency of xpkit, is missing (an install
+            without dependencies): ``pip install array-api-extra``.
+
+        Examples
+        --------
+        >>> import xpkit
+        >>> b = xpkit.Backend("numpy")
+        >>> x = b.asarray([1.0, 2.0, 3.0])
+        >>> b.at(x, 1).set(9.0, copy=True)
+        array([1., 9., 3.])
+        >>> x
+        array([1., 2., 3.])
+        >>> b.at(x, slice(0, 2)).add(1.0, copy=True)
+        array([2., 3., 3.])
+        >>> b.at(x, 3).set(0.0)
+        Traceback (most recent call last):
+        ...
+        IndexError: idx=3 is out of range for axis 0 of x, which has size 3
+        """
+        return At(self, x, idx)
+
+    def matmul(self, A: ArrayT, B: ArrayT) -> ArrayT:
+        """Matrix multiplication ``A @ B``.
+
+        Raises
+        ------
+        TypeError
+            ``A`` or ``B`` is not an array of this backend's library (arrays
+            of two libraries do not mix, as in `from_arrays`).
+        ValueError
+            The shapes do not fit (the message names ``A`` and ``B`` and gives
+            their shapes).
+        """
+        plain = self._plain
+        if plain is not None and (type(A) is not plain or type(B) is not plain):
+            _operations.check_operand(self._facts, A, "A")
+            _operations.check_operand(self._facts, B, "B")
+        try:
+            return self._matmul(A, B)
+        except self._bad_args:
+            _operations.explain_matmul(self._facts, A, B)
+            raise
+
+    def sort(self, array: ArrayT, axis: int = -1) -> ArrayT:
+        """Sort along ``axis``, returning values only.
+
+        A non-array (a list) is a TypeError naming ``array`` on every backend,
+        and so is a complex array: the standard's ``sort`` takes real dtypes
+        only (NumPy and JAX would order complex numbers lexicographically,
+        torch refuses them); sort ``b.xp.real(array)`` or ``b.xp.abs(array)``.
+        """
+        if type(axis) is not int:
+            axis = check_axis(axis)
+        plain = self._plain
+        if plain is not None and type(array) is not plain:
+            _operations.check_operand(self._facts, array, "array")
+        _operations.check_sortable(self._facts, array)
+        if axis != -1:  # lazy libraries (Dask) would not notice a bad axis here
+            raise_if_axis_out_of_range(array, axis)
+        try:
+            return self._sort(array, axis=axis)
+        except self._bad_args:
+            _operations.explain_sort(self._facts, array, axis)
+            raise
+
+    def svd(
+        self, X: ArrayT, full_matrices: bool = False
+    ) -> tuple[ArrayT, ArrayT, ArrayT]:
+        """Singular Value Decomposition, reduced by default.
+
+        Parameters
+        ----------
+        X : array
+            An array of this backend's library, of at least two dimensions
+            (a matrix, or a stack of them) and a floating dtype of the
+            standard: float32, float64, complex64 or complex128. Integer,
+            boolean and half-precision arrays are refused rather than cast
+            (as the standard's ``linalg.svd`` and torch refuse them): choose
+            the precision with ``Backend.asarray(X, dtype=...)``.
+        full_matrices : bool, default False
+            Full (square) ``U`` and ``Vt`` rather than reduced ones.
+
+        Returns
+        -------
+        tuple
+            ``(U, s, Vt)``: left singular vectors, singular values (descending)
+            and right singular vectors (transposed), with ``U * s @ Vt == X``.
+
+        Raises
+        ------
+        TypeError
+            ``X`` is not an array of this library, or not of a floating dtype;
+            ``full_matrices`` is not a bool.
+        ValueError
+            ``X`` has fewer than two dimensions.
+        NotImplementedError
+            The library has no ``linalg`` extension (``"linalg"`` is not in
+            `Backend.capabilities`).
+        """
+        return _operations.svd(self._facts, X, full_matrices)
 
 
-def _restore(key: str, device: str) -> Backend[Any]:
+def _restore(key: str, device: str) -> Backend[Array]:
     """Unpickle: the same library and device, or a Backend that refuses to run."""
     try:
         return Backend(cast("BackendName", key), device=device)
@@ -634,27 +881,10 @@ def _restore(key: str, device: str) -> Backend[Any]:
             f"this Backend was pickled on a host with {adapter.label} device "
             f"{device!r}, which this host does not have ({exc})"
         )
-        unavailable = Unavailable(reason)
-        refuse = unavailable.refuse
-        b: Backend[Any] = Backend.__new__(Backend)
-        b._bind(
-            adapter,
-            device,
-            unavailable,
-            unavailable,
-            FastOps(*[refuse] * len(FastOps._fields)),
-            DTYPE_NAMES,
-            DTYPE_NAMES,
-        )
-        b._is_own = b._is_own_like = _never  # every call takes the refusing path
-        return b
+        return Backend._of(unavailable(adapter, device, reason))
 
 
-def _never(x: Any) -> bool:  # noqa: ARG001
-    return False
-
-
-def _device_object_str(adapter: Adapter, device: Any) -> str:
+def _device_object_str(adapter: Adapter, device: Device) -> str:
     """The device string of a library device object (``torch.device("cpu", 0)``)."""
     try:
         return adapter.validate_device(adapter.device_str(device))

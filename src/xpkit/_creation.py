@@ -1,14 +1,40 @@
-"""The namespace's creation functions, bound once to a `Backend`'s device."""
+"""Creation on the device: ``b.create``, and the checked ``full`` and ``*_like``.
+
+`Creation` is the namespace's own creation functions with ``device=``
+bound once (`creation_for`); `full`, `full_like`, `ones_like` and
+`zeros_like` are the slow paths of `Backend`'s checked versions (NumPy's
+dtype rules, fill values that fit), functions of the `Facts` it bound.
+"""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Generic, NamedTuple
 
-__all__ = ["Creation", "creation_on"]
+from ._args import (
+    check_scalar,
+    check_shape,
+    shape_of,
+)
+from ._cast_checks import check_fill_fits, fill_dtype_name
+from ._convert import dtype_source, ref
+from ._dtypes import dtype_name
+from ._facts import ArrayT
 
-ArrayT = TypeVar("ArrayT")
+if TYPE_CHECKING:
+    from ._facts import Facts, Source
+    from ._typing import Array, Device, DType, NativeDevice, Value
+
+__all__ = [
+    "Creation",
+    "creation_for",
+    "full",
+    "full_like",
+    "like_args",
+    "ones_like",
+    "zeros_like",
+]
 
 
 class Creation(NamedTuple, Generic[ArrayT]):
@@ -46,11 +72,74 @@ class Creation(NamedTuple, Generic[ArrayT]):
     eye: Callable[..., ArrayT]
 
 
-def creation_on(xp: Any, native: Any) -> Creation[Any]:
-    """`Creation` for namespace ``xp`` with ``device=native`` bound."""
+def creation_for(f: Facts[ArrayT]) -> Creation[ArrayT]:
+    """`Creation` for the bound namespace, with ``device=`` its device bound.
+
+    Where the device is not on this host (`Facts.unusable`), each function
+    raises `RuntimeError` saying why.
+    """
+    xp: Array = f.xp  # the namespace's functions are its own, not Namespace's
+    if f.unusable is not None:
+        return Creation(*[xp.refuse] * len(Creation._fields))
     return Creation(
         *(
-            functools.partial(getattr(xp, name), device=native)
+            functools.partial(getattr(xp, name), device=f.native)
             for name in Creation._fields
         )
     )
+
+
+def full(f: Facts[ArrayT], shape: Value, fill_value: Value, dtype: DType) -> ArrayT:
+    """`Backend.full`: dtype from NumPy's rules, or ``dtype``; the value must fit."""
+    shape = check_shape(shape)
+    check_scalar(fill_value)
+    source: Source
+    if dtype is None:
+        name = fill_dtype_name(fill_value)
+        source = f"the dtype of fill_value={fill_value!r}"
+    else:
+        asked = dtype_name(dtype)
+        assert asked is not None
+        name, source = asked, dtype_source(dtype, "")
+    target, xp_dtype = f.dtype_pair(name, None, source)
+    check_fill_fits(fill_value, target)
+    return f.xp.full(shape, fill_value, dtype=xp_dtype, device=f.native)
+
+
+def like_args(
+    f: Facts[ArrayT], array: Value, shape: Value, dtype: DType, device: Device
+) -> tuple[tuple[int, ...], DType, NativeDevice]:
+    """Shape, dtype object and native device of a ``*_like`` call's slow path."""
+    _, xp_dtype, native = ref(f, array, dtype, device)
+    out_shape = shape_of(array) if shape is None else check_shape(shape)
+    return out_shape, xp_dtype, native
+
+
+def full_like(
+    f: Facts[ArrayT],
+    array: Value,
+    fill_value: Value,
+    shape: Value,
+    dtype: DType,
+    device: Device,
+) -> ArrayT:
+    """`Backend.full_like`'s slow path: another shape, dtype or device, or host data."""
+    out_shape, xp_dtype, native = like_args(f, array, shape, dtype, device)
+    check_fill_fits(fill_value, xp_dtype)
+    return f.xp.full(out_shape, fill_value, dtype=xp_dtype, device=native)
+
+
+def ones_like(
+    f: Facts[ArrayT], array: Value, shape: Value, dtype: DType, device: Device
+) -> ArrayT:
+    """`Backend.ones_like`'s slow path."""
+    out_shape, xp_dtype, native = like_args(f, array, shape, dtype, device)
+    return f.xp.ones(out_shape, dtype=xp_dtype, device=native)
+
+
+def zeros_like(
+    f: Facts[ArrayT], array: Value, shape: Value, dtype: DType, device: Device
+) -> ArrayT:
+    """`Backend.zeros_like`'s slow path."""
+    out_shape, xp_dtype, native = like_args(f, array, shape, dtype, device)
+    return f.xp.zeros(out_shape, dtype=xp_dtype, device=native)
