@@ -13,8 +13,8 @@ result is kept as it is.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from ._adapters import ADAPTERS, HOST_BATCH_WORKING_SET_BYTES, release_freed_host_memory
 from ._args import check_count
@@ -27,6 +27,10 @@ from ._plan import BatchPlan, make_plan
 from ._plan_memory import GROW_AFTER, plan_memory
 from ._request import BatchRequest, batch_request, refuse_traced
 from ._rows import Job, common_rows
+from ._typing import Array, DaskClient, ProgressBar, UserFunction, UserResult
+
+if TYPE_CHECKING:
+    from ._backend import Backend
 
 __all__ = ["compute_oom_safe", "map_batches", "plan_batches"]
 
@@ -36,21 +40,21 @@ TRIM_ABOVE_BYTES = 2 * HOST_BATCH_WORKING_SET_BYTES
 
 
 def map_batches(
-    fn: Callable[..., Any],
-    *arrays: Any,
-    backend: Any = None,
-    whole: tuple[Any, ...] | Mapping[str, Any] = (),
+    fn: UserFunction,
+    *arrays: Array,
+    backend: Backend | str | None = None,
+    whole: tuple[Array, ...] | Mapping[str, Array] = (),
     bytes_per_item: float | None = None,
     overhead: float = 1.0,
     budget_gb: float | None = None,
     min_batch: int = 1,
     progress: bool = False,
-    executor: Any = None,
+    executor: str | DaskClient | None = None,
     result_on: str = "host",
     pad: bool | None = None,
     fallback_bytes_per_item: float | None = None,
     remember: bool = True,
-) -> Any:
+) -> UserResult:
     """Map ``fn`` over row batches of ``arrays`` sized to the device's memory.
 
     The one call a library author needs for a batched computation. Each
@@ -209,7 +213,7 @@ _EAGER_REASON = (
 _TRACERS = [a for a in ADAPTERS.values() if a.traces_python]
 
 
-def _eager(fn: Callable[..., Any]) -> Callable[..., Any]:
+def _eager(fn: UserFunction) -> UserFunction:
     """``fn``, marked by every imported library that compiles Python to run eagerly."""
     for adapter in _TRACERS:
         if adapter.is_imported():
@@ -227,21 +231,21 @@ def _mark_eager() -> None:
 
 
 def _map_batches(  # (map_batches' parameters, by position)
-    fn: Callable[..., Any],
-    arrays: tuple[Any, ...],
-    backend: Any,
-    whole: tuple[Any, ...] | Mapping[str, Any],
+    fn: UserFunction,
+    arrays: tuple[Array, ...],
+    backend: Backend | str | None,
+    whole: tuple[Array, ...] | Mapping[str, Array],
     bytes_per_item: float | None,
     overhead: float,
     budget_gb: float | None,
     min_batch: int,
     progress: bool,
-    executor: Any,
+    executor: str | DaskClient | None,
     result_on: str,
     pad: bool | None,
     fallback_bytes_per_item: float | None,
     remember: bool,
-) -> Any:
+) -> UserResult:
     """`map_batches`' body (the public function keeps compilers out of it)."""
     if not isinstance(progress, bool):
         msg = f"progress must be a bool, got {progress!r}"
@@ -329,7 +333,9 @@ def _log_plan(request: BatchRequest, plan: BatchPlan) -> None:
     )
 
 
-def _run(request: BatchRequest, outputs: Outputs, plan: BatchPlan, bar: Any) -> None:
+def _run(
+    request: BatchRequest, outputs: Outputs, plan: BatchPlan, bar: ProgressBar | None
+) -> None:
     """The rows after the probe's: on the executor's pool, else here."""
     pool = request.pool
     if pool is None:
@@ -352,7 +358,7 @@ def _run(request: BatchRequest, outputs: Outputs, plan: BatchPlan, bar: Any) -> 
 
 
 def _run_here(
-    request: BatchRequest, outputs: Outputs, plan: BatchPlan, bar: Any
+    request: BatchRequest, outputs: Outputs, plan: BatchPlan, bar: ProgressBar | None
 ) -> None:
     """The local loop: batches one after the other, each split on an OOM.
 
@@ -400,15 +406,15 @@ def _run_here(
 
 
 def plan_batches(
-    fn: Callable[..., Any],
-    *arrays: Any,
-    backend: Any = None,
-    whole: tuple[Any, ...] | Mapping[str, Any] = (),
+    fn: UserFunction,
+    *arrays: Array,
+    backend: Backend | str | None = None,
+    whole: tuple[Array, ...] | Mapping[str, Array] = (),
     bytes_per_item: float | None = None,
     overhead: float = 1.0,
     budget_gb: float | None = None,
     min_batch: int = 1,
-    executor: Any = None,
+    executor: str | DaskClient | None = None,
     result_on: str = "host",
     fallback_bytes_per_item: float | None = None,
     remember: bool = True,
@@ -466,15 +472,15 @@ def plan_batches(
 
 
 def _plan_batches(
-    fn: Callable[..., Any],
-    arrays: tuple[Any, ...],
-    backend: Any,
-    whole: tuple[Any, ...] | Mapping[str, Any],
+    fn: UserFunction,
+    arrays: tuple[Array, ...],
+    backend: Backend | str | None,
+    whole: tuple[Array, ...] | Mapping[str, Array],
     bytes_per_item: float | None,
     overhead: float,
     budget_gb: float | None,
     min_batch: int,
-    executor: Any,
+    executor: str | DaskClient | None,
     result_on: str,
     fallback_bytes_per_item: float | None,
     remember: bool,
@@ -499,7 +505,9 @@ def _plan_batches(
     return make_plan(request, _outputs_of(request, keep=False))
 
 
-def compute_oom_safe(fn: Callable[..., Any], *arrays: Any, min_chunk: int = 1) -> Any:
+def compute_oom_safe(
+    fn: UserFunction, *arrays: Array, min_chunk: int = 1
+) -> UserResult:
     """Run ``fn(*arrays)`` with reactive out-of-memory recovery.
 
     All arrays must share their axis-0 length, and ``fn`` must map them to an
@@ -550,8 +558,8 @@ def compute_oom_safe(fn: Callable[..., Any], *arrays: Any, min_chunk: int = 1) -
 
 
 def _compute_oom_safe(
-    fn: Callable[..., Any], arrays: tuple[Any, ...], min_chunk: int
-) -> Any:
+    fn: UserFunction, arrays: tuple[Array, ...], min_chunk: int
+) -> UserResult:
     """`compute_oom_safe`'s body (the public function keeps compilers out of it)."""
     if not callable(fn):
         msg = f"fn must be callable, got {fn!r}"
@@ -569,13 +577,15 @@ def _compute_oom_safe(
     return outputs.value()
 
 
-def _progress_bar(total: int, done: int) -> Any:
+def _progress_bar(total: int, done: int) -> ProgressBar:
     try:
         from tqdm.auto import tqdm
     except ImportError:
         msg = "progress=True needs tqdm: pip install 'xpkit[progress]'"
         raise ImportError(msg) from None
-    bar = tqdm(total=total, unit="item", desc="xpkit", mininterval=0.5, leave=False)
+    bar: ProgressBar = tqdm(
+        total=total, unit="item", desc="xpkit", mininterval=0.5, leave=False
+    )
     if done:
         bar.update(done)
     return bar

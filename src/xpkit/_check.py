@@ -10,15 +10,13 @@ from __future__ import annotations
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ._adapters import to_host
+from ._backend import Backend
 from ._batches import compute_oom_safe, map_batches
-
-if TYPE_CHECKING:
-    from ._backend import Backend
+from ._typing import Array, HostArray
 
 __all__ = ["CHECKS", "Check", "CheckResult", "run_checks"]
 
@@ -32,8 +30,8 @@ class Check:
     """One facade call on a backend and NumPy's answer to compare it with."""
 
     name: str
-    run: Callable[[Backend], Any]
-    expected: Callable[[], np.ndarray[Any, Any]]
+    run: Callable[[Backend], Array]
+    expected: Callable[[], HostArray]
     #: The capabilities it needs (`Adapter.capabilities`); skipped without them.
     needs: tuple[str, ...] = ()
     #: The result must be an array of the backend's library on its device.
@@ -62,7 +60,7 @@ class CheckResult:
     detail: str
 
 
-def _double_rows_capacity_two(x: Any) -> Any:
+def _double_rows_capacity_two(x: Array) -> Array:
     """Row-wise ``2 * x`` that 'runs out of memory' above two rows."""
     if x.shape[0] > 2:
         raise MemoryError
@@ -79,7 +77,7 @@ def _without_gpu(b: Backend) -> str | None:
     )
 
 
-def _svd_rebuilt(b: Backend) -> Any:
+def _svd_rebuilt(b: Backend) -> Array:
     u, s, vt = b.svd(b.asarray(A))
     return b.matmul(u * s, vt)
 
@@ -175,8 +173,6 @@ CHECKS: tuple[Check, ...] = (
 
 def run_check(backend: Backend, check: Check) -> CheckResult:
     """Run one check; a mismatch or an exception is a failure with a reason."""
-    from ._backend import Backend
-
     missing = [need for need in check.needs if need not in backend.capabilities]
     if missing:
         why = f"{backend.name} has no {' and no '.join(missing)}"

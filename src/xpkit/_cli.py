@@ -8,14 +8,16 @@ import json
 import sys
 import warnings
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import TextIO
 
 from ._check import run_checks
 from ._demo import each_backend, nothing_ran_message, run_demo
 from ._dtypes import PrecisionWarning
 from ._info import collect_info, print_info
 from ._select import backend_inventory
+from ._typing import JSONObject
 from ._version import __version__
+from .testing import capabilities_table, statements_of
 
 # collect_info and print_info live in _info; imported here, where tests find them.
 __all__ = ["collect_info", "main", "main_exit", "print_info"]
@@ -30,7 +32,7 @@ def run_check_command(
     Returns 1 if a check failed, or if no backend could run (the last line
     says why: each backend asked for is missing or broken here); else 0.
     """
-    rows: list[dict[str, Any]] = []
+    rows: list[JSONObject] = []
     ran: list[str] = []
     for entry, backend, problem in each_backend(only):
         if backend is None:  # a broken backend fails; a missing one is skipped
@@ -82,9 +84,7 @@ def run_check_command(
     return status
 
 
-def _nothing_ran(
-    command: str, rows: list[dict[str, Any]], only: list[str] | None
-) -> str:
+def _nothing_ran(command: str, rows: list[JSONObject], only: list[str] | None) -> str:
     """The last line of a ``check`` that ran on no backend: what was asked, and why."""
     skipped = [(r["backend"], r["detail"]) for r in rows if r["check"] is None]
     return nothing_ran_message(command, skipped, only)
@@ -206,8 +206,6 @@ def _demo_command(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _capabilities_command(args: argparse.Namespace, out: TextIO) -> int:
-    from .testing import capabilities_table, statements_of
-
     try:
         found = statements_of(args.module)
     except ImportError as exc:

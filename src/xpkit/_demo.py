@@ -10,7 +10,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from typing import Any, TextIO
+from typing import TextIO
 
 import numpy as np
 
@@ -18,6 +18,7 @@ from ._backend import Backend
 from ._batches import map_batches
 from ._dtypes import PrecisionWarning
 from ._select import InventoryEntry, backend_inventory
+from ._typing import Array, HostArray, JSONObject
 
 __all__ = [
     "demo_data",
@@ -67,13 +68,13 @@ def nothing_ran_message(
 
 def max_correlation_null(
     backend: Backend,
-    X: Any,
-    y: Any,
-    perms: Any,
+    X: Array,
+    y: Array,
+    perms: Array,
     *,
     budget_gb: float | None,
     progress: bool,
-) -> tuple[np.ndarray[Any, Any], int]:
+) -> tuple[HostArray, int]:
     """Max-statistic permutation null of |corr(X[:, j], y)|, namespace-agnostic.
 
     Each permutation (a row of ``perms``) is one item of `map_batches`;
@@ -82,7 +83,7 @@ def max_correlation_null(
     fn, per_perm = permutation_null_fn(backend, X, y)
     calls = [0]
 
-    def batch(idx: Any) -> Any:
+    def batch(idx: Array) -> Array:
         calls[0] += 1
         return fn(idx)
 
@@ -99,8 +100,8 @@ def max_correlation_null(
 
 
 def permutation_null_fn(
-    backend: Backend, X: Any, y: Any
-) -> tuple[Callable[[Any], Any], int]:
+    backend: Backend, X: Array, y: Array
+) -> tuple[Callable[[Array], Array], int]:
     """The demo's batch function and its bytes per permutation.
 
     The function maps rows of permutation indices to the max |r| of each
@@ -112,7 +113,7 @@ def permutation_null_fn(
     Xs = (Xd - xp.mean(Xd, axis=0)) / xp.std(Xd, axis=0)
     ys = (yd - xp.mean(yd)) / xp.std(yd)
 
-    def batch(idx: Any) -> Any:
+    def batch(idx: Array) -> Array:
         idx = backend.asarray(idx)
         yp = xp.reshape(xp.take(ys, xp.reshape(idx, (-1,))), (idx.shape[0], n))
         corr = backend.matmul(yp, Xs) / n
@@ -123,7 +124,7 @@ def permutation_null_fn(
 
 def demo_data(
     n_perm: int, n_samples: int, n_features: int
-) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+) -> tuple[HostArray, HostArray, HostArray]:
     """The demo's seeded data: X, y (correlated with X's first column), perms."""
     rng = np.random.default_rng(0)
     X = rng.standard_normal((n_samples, n_features))
@@ -150,8 +151,8 @@ def run_demo(
         progress = sys.stderr.isatty() and not as_json
     except ImportError:
         progress = False
-    rows: list[dict[str, Any]] = []
-    reference: np.ndarray[Any, Any] | None = None
+    rows: list[JSONObject] = []
+    reference: HostArray | None = None
     for entry, backend, problem in each_backend(only):
         if backend is None:
             rows.append({"backend": entry.name, "skipped": problem})

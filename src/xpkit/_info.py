@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import platform
 import sys
-from typing import Any, TextIO
+from typing import TextIO
 
 from ._adapters import ADAPTERS, Adapter, get_adapter
 from ._backend import Backend
@@ -18,12 +18,13 @@ from ._executors import cluster_info
 from ._host_memory import cgroup_available_bytes
 from ._memory import BATCH_WORKING_SET_CEILING_GB, BYTES_PER_GB, host_available_bytes
 from ._select import InventoryEntry, backend_inventory, find_gpus
+from ._typing import DaskClient, JSONObject
 from ._version import __version__
 
 __all__ = ["collect_info", "print_info"]
 
 
-def collect_info(scheduler: str | None = None) -> dict[str, Any]:
+def collect_info(scheduler: str | None = None) -> JSONObject:
     """What xpkit finds on this machine, as plain data (what ``--json`` prints).
 
     ``cluster`` describes the dask cluster at ``scheduler``, else the one of
@@ -33,7 +34,7 @@ def collect_info(scheduler: str | None = None) -> dict[str, Any]:
     import psutil
 
     cgroup = cgroup_available_bytes("/")
-    info: dict[str, Any] = {
+    info: JSONObject = {
         "xpkit": __version__,
         "python": platform.python_version(),
         "platform": platform.platform(),
@@ -52,7 +53,7 @@ def collect_info(scheduler: str | None = None) -> dict[str, Any]:
     return info
 
 
-def _cluster(address: str | None) -> dict[str, Any] | None:
+def _cluster(address: str | None) -> JSONObject | None:
     distributed = sys.modules.get("distributed")
     if address is None and distributed is not None:
         try:
@@ -70,15 +71,15 @@ def _cluster(address: str | None) -> dict[str, Any] | None:
     try:
         import importlib
 
-        client_class: Any = importlib.import_module("distributed").Client
+        client_class: type[DaskClient] = importlib.import_module("distributed").Client
         with client_class(address, timeout=10, set_as_default=False) as client:
             return cluster_info(client)
     except Exception as exc:  # noqa: BLE001 - report, don't crash
         return {"scheduler": address, "error": f"{type(exc).__name__}: {exc}"}
 
 
-def _backend_info(entry: InventoryEntry) -> dict[str, Any]:
-    row: dict[str, Any] = {
+def _backend_info(entry: InventoryEntry) -> JSONObject:
+    row: JSONObject = {
         "name": entry.name,
         "library": entry.key,
         "device": entry.device,
@@ -108,7 +109,7 @@ def _backend_info(entry: InventoryEntry) -> dict[str, Any]:
         return {**row, "available": False, "reason": f"{type(exc).__name__}: {exc}"}
 
 
-def _device_memory(adapter: Adapter, device: str) -> dict[str, Any]:
+def _device_memory(adapter: Adapter, device: str) -> JSONObject:
     """Free/total memory of one device, the cap that applies and their sources.
 
     A device the process does not use, where asking would create a driver
@@ -116,7 +117,7 @@ def _device_memory(adapter: Adapter, device: str) -> dict[str, Any]:
     False and ``note`` says why.
     """
     probe = adapter.memory_probe(device)
-    row: dict[str, Any] = {
+    row: JSONObject = {
         "library": adapter.key,
         "device": adapter.canonical_device(device),
         "source": probe.source,
@@ -149,7 +150,7 @@ def _device_memory(adapter: Adapter, device: str) -> dict[str, Any]:
     return row
 
 
-def _threadpools() -> list[dict[str, Any]] | None:
+def _threadpools() -> list[JSONObject] | None:
     try:
         from threadpoolctl import threadpool_info
     except ImportError:
@@ -158,7 +159,7 @@ def _threadpools() -> list[dict[str, Any]] | None:
     return [{k: pool.get(k) for k in keys} for pool in threadpool_info()]
 
 
-def _print_gpu_memory(rows: list[dict[str, Any]], out: TextIO) -> None:
+def _print_gpu_memory(rows: list[JSONObject], out: TextIO) -> None:
     """The GPU memory section: free/total, the cap and where each came from."""
     w = out.write
     w("\nGPU memory (budgets use the smaller of free memory and the cap's room)\n")
@@ -189,7 +190,7 @@ def _print_gpu_memory(rows: list[dict[str, Any]], out: TextIO) -> None:
             )
 
 
-def print_info(info: dict[str, Any], out: TextIO) -> None:
+def print_info(info: JSONObject, out: TextIO) -> None:
     """The human-readable form of `collect_info`."""
     w = out.write
     w(f"xpkit {info['xpkit']} on Python {info['python']} ({info['platform']})\n\n")

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import traceback
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ._log import logger
 from ._memory import (
@@ -48,8 +48,8 @@ if TYPE_CHECKING:
     from ._adapters._peak import PeakMeter
     from ._executors import Pool
     from ._outputs import Outputs
-    from ._rows import Rows
     from ._request import BatchRequest
+    from ._rows import Rows
 
 __all__ = [
     "PROBE_FIRST_ROWS",
@@ -157,7 +157,7 @@ class BatchPlan:
     planned_batch_size: int = 0
 
 
-def _new_plan(fields: dict[str, Any]) -> BatchPlan:
+def _new_plan(fields: dict[str, object]) -> BatchPlan:
     """A `BatchPlan` of all its ``fields``, made as unpickling makes one.
 
     Its instance dictionary is filled at once, without the frozen

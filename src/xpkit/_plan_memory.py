@@ -26,9 +26,10 @@ import types
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from ._adapters import adapter_for_array
+from ._typing import Array, UserFunction, Value
 
 __all__ = [
     "GROW_AFTER",
@@ -230,9 +231,9 @@ plan_memory = PlanMemory()
 
 # -- signatures ---------------------------------------------------------------
 def signature(
-    fn: Callable[..., Any],
-    arrays: tuple[Any, ...],
-    whole: tuple[Any, ...] | Mapping[str, Any],
+    fn: UserFunction,
+    arrays: tuple[Array, ...],
+    whole: tuple[Array, ...] | Mapping[str, Array],
     where: Hashable,
 ) -> tuple[Signature | None, tuple[Callable[[], object], ...]]:
     """``(key, weak references)`` of a call, or ``(None, ())`` when it has none.
@@ -255,7 +256,7 @@ def signature(
 
 
 def _operands_key(
-    whole: tuple[Any, ...] | Mapping[str, Any], refs: list[Callable[[], object]]
+    whole: tuple[Array, ...] | Mapping[str, Array], refs: list[Callable[[], object]]
 ) -> Hashable:
     named = (
         enumerate(whole)
@@ -265,7 +266,7 @@ def _operands_key(
     return tuple([(k, _value_key(v, refs, 0)) for k, v in named])
 
 
-def _row_key(a: Any) -> Hashable:
+def _row_key(a: Array) -> Hashable:
     """An input by library, row shape and dtype.
 
     The dtype is the library's own object (hashable on every library, and
@@ -282,7 +283,7 @@ _PLAIN = (type(None), bool, int, float, complex, str, bytes)
 _DEPTH = 4
 
 
-def _value_key(v: Any, refs: list[Callable[[], object]], depth: int) -> Hashable:
+def _value_key(v: Value, refs: list[Callable[[], object]], depth: int) -> Hashable:
     if isinstance(v, _PLAIN):
         return (type(v).__name__, v)
     adapter = adapter_for_array(v)
@@ -297,7 +298,7 @@ def _value_key(v: Any, refs: list[Callable[[], object]], depth: int) -> Hashable
     return _identity(v, refs)
 
 
-def _callable_key(fn: Any, refs: list[Callable[[], object]], depth: int) -> Hashable:
+def _callable_key(fn: object, refs: list[Callable[[], object]], depth: int) -> Hashable:
     if depth > _DEPTH:
         raise _Unkeyable
     if isinstance(fn, types.FunctionType):
@@ -335,7 +336,7 @@ def _callable_key(fn: Any, refs: list[Callable[[], object]], depth: int) -> Hash
     return _identity(fn, refs)
 
 
-def _identity(v: Any, refs: list[Callable[[], object]]) -> Hashable:
+def _identity(v: object, refs: list[Callable[[], object]]) -> Hashable:
     """``v`` by identity, while it lives (a weak reference checks that)."""
     try:
         refs.append(weakref.ref(v))

@@ -8,7 +8,7 @@ takes the loose arguments again.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from ._adapters import ADAPTERS, Adapter, adapter_for_array, get_adapter
 from ._args import check_count, check_gb, check_positive
@@ -18,6 +18,7 @@ from ._outputs import PLACES
 from ._plan_memory import Signature, signature
 from ._rows import Job, common_rows
 from ._select import coerce_backend
+from ._typing import Array, UserFunction, Value
 
 __all__ = ["BatchRequest", "batch_request", "refuse_traced"]
 
@@ -62,10 +63,10 @@ class BatchRequest(NamedTuple):
         they still live).
     """
 
-    fn: Callable[..., Any]
-    arrays: tuple[Any, ...]
+    fn: UserFunction
+    arrays: tuple[Array, ...]
     n: int
-    owner: Backend[Any]
+    owner: Backend
     job: Job
     pool: Pool | None
     bytes_per_item: float | None
@@ -84,7 +85,7 @@ class BatchRequest(NamedTuple):
         return get_adapter(self.owner.library)
 
     @property
-    def sources(self) -> tuple[Any, ...]:
+    def sources(self) -> tuple[Array, ...]:
         """Every array ``fn`` sees: the inputs and the whole operands."""
         job = self.job
         if not job.args and not job.kwargs:
@@ -93,19 +94,19 @@ class BatchRequest(NamedTuple):
 
 
 def batch_request(
-    fn: Any,
-    arrays: tuple[Any, ...],
-    backend: Any,
-    whole: Any,
-    bytes_per_item: Any,
-    overhead: Any,
-    budget_gb: Any,
-    min_batch: Any,
-    executor: Any,
-    result_on: Any,
-    pad: Any,
-    fallback_bytes_per_item: Any,
-    remember: Any,
+    fn: Value,
+    arrays: tuple[Array, ...],
+    backend: Value,
+    whole: Value,
+    bytes_per_item: Value,
+    overhead: Value,
+    budget_gb: Value,
+    min_batch: Value,
+    executor: Value,
+    result_on: Value,
+    pad: Value,
+    fallback_bytes_per_item: Value,
+    remember: Value,
     caller: str = "map_batches",
 ) -> BatchRequest:
     """Check the arguments of a call (TypeError/ValueError naming the bad one).
@@ -173,7 +174,7 @@ def batch_request(
     )
 
 
-def refuse_traced(arrays: tuple[Any, ...], whole: Any, caller: str) -> None:
+def refuse_traced(arrays: tuple[Array, ...], whole: Value, caller: str) -> None:
     """RuntimeError when a compiler traces an input: ``caller`` needs values.
 
     Only the libraries whose adapter can tell a traced array (JAX) are asked.
@@ -202,7 +203,7 @@ _TRACING = frozenset(
 )
 
 
-def _check_whole(whole: Any) -> None:
+def _check_whole(whole: Value) -> None:
     if whole.__class__ is tuple:
         return
     if isinstance(whole, Mapping):

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NoReturn, TypeGuard, cast
+from collections.abc import Hashable
+from typing import TYPE_CHECKING, TypeGuard, cast
 
 from ._adapters import _BY_TYPE as _ADAPTER_BY_TYPE
 from ._adapters import ADAPTERS, Adapter, adapter_for_array
@@ -11,11 +12,11 @@ from ._log import logger
 
 if TYPE_CHECKING:
     from ._adapters._types import BackendName
+    from ._typing import Value
 
 __all__ = [
     "AUTO_PREFERENCE",
     "BACKEND_NAMES",
-    "Unavailable",
     "adapter_for_name",
     "is_backend_name",
     "key_of",
@@ -64,14 +65,16 @@ def adapter_for_name(backend: object) -> Adapter:
     return ADAPTERS[key]
 
 
-def locate_arrays(arrays: tuple[Any, ...]) -> tuple[Adapter | None, Any, int]:
+def locate_arrays(
+    arrays: tuple[Value, ...],
+) -> tuple[Adapter | None, Hashable, int]:
     """The adapter, device key and first position of the arrays in ``arrays``.
 
     The work behind `Backend.from_arrays` (whose docstring says what it
     skips and raises); ``(None, None, -1)`` when no array is left.
     """
     found: Adapter | None = None
-    found_key: Any = None
+    found_key: Hashable = None
     found_at = -1
     for i, x in enumerate(arrays):
         adapter = _ADAPTER_BY_TYPE.get(type(x))
@@ -104,25 +107,3 @@ def locate_arrays(arrays: tuple[Any, ...]) -> tuple[Adapter | None, Any, int]:
                 )
                 raise ValueError(msg)
     return found, found_key, found_at
-
-
-class Unavailable:
-    """Stands in for a namespace/device that this host does not have.
-
-    A `Backend` unpickled on a machine without its device keeps its name and
-    device; any use raises `RuntimeError` saying why, instead of silently
-    running somewhere else.
-    """
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-
-    def __getattr__(self, attr: str) -> NoReturn:
-        raise RuntimeError(self.reason)
-
-    def refuse(self, *args: Any, **kwargs: Any) -> NoReturn:  # noqa: ARG002
-        """Stand-in for any operation: raises with the reason."""
-        raise RuntimeError(self.reason)
-
-    def __reduce__(self) -> NoReturn:  # pragma: no cover - never pickled
-        raise RuntimeError(self.reason)

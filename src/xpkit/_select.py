@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import operator
 import platform
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -12,6 +12,7 @@ from ._adapters import ADAPTERS, Adapter
 from ._backend import BACKEND_NAMES, Backend
 from ._log import logger
 from ._resolve import is_backend_name, key_of
+from ._typing import JSONObject, Value
 
 if TYPE_CHECKING:
     from ._adapters._types import BackendName
@@ -102,7 +103,7 @@ def find_gpus() -> list[tuple[Adapter, str]]:
     return found
 
 
-def resolve_backend(parallel: Any) -> Backend:
+def resolve_backend(parallel: Backend | str | None) -> Backend:
     """Coerce a backend specifier into a `Backend` instance.
 
     Parameters
@@ -141,7 +142,7 @@ def resolve_backend(parallel: Any) -> Backend:
     return coerce_backend(parallel, "parallel")
 
 
-def coerce_backend(parallel: Any, param: str) -> Backend:
+def coerce_backend(parallel: Value, param: str) -> Backend:
     """`resolve_backend`, with errors naming the caller's parameter ``param``."""
     if isinstance(parallel, Backend):
         return parallel
@@ -178,7 +179,7 @@ def coerce_backend(parallel: Any, param: str) -> Backend:
     return Backend(key)
 
 
-def check_gpu_available() -> tuple[bool, dict[str, Any]]:
+def check_gpu_available() -> tuple[bool, JSONObject]:
     """Check if GPU acceleration is available.
 
     Returns
@@ -284,7 +285,7 @@ def auto_select_backend(n_samples: int, n_features: int, cv: int = 1) -> Backend
     return Backend("numpy")
 
 
-def _size(param: str, value: Any) -> int:
+def _size(param: str, value: Value) -> int:
     """``value`` as a positive Python int: any integer (NumPy's too), not a bool."""
     if isinstance(value, (bool, np.bool_)):
         msg = f"{param} must be an int, got {value!r}"

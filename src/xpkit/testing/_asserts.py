@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .._adapters import ADAPTERS, adapter_for_array, to_host
+from .._backend import Backend
 from .._dtypes import PrecisionWarning
+from .._typing import Array
 from ._running import running_variant
-
-if TYPE_CHECKING:
-    from .._backend import Backend
 
 __all__ = ["assert_array_almost_equal"]
 
@@ -21,8 +19,8 @@ FLOAT32_DEVICE_DECIMAL = 2
 
 
 def assert_array_almost_equal(
-    x: Any,
-    y: Any,
+    x: Array,
+    y: Array,
     decimal: int = 6,
     err_msg: str = "",
     verbose: bool = True,
@@ -68,8 +66,6 @@ def assert_array_almost_equal(
     >>> assert_array_almost_equal(np.array([1.0, 2.0]), np.array([1.0, 2.0000001]))
     """
     __tracebackhide__ = True
-    from .._backend import Backend
-
     if isinstance(decimal, bool) or not isinstance(decimal, (int, np.integer)):
         msg = f"decimal must be an int, got {decimal!r}"
         raise TypeError(msg)
@@ -99,7 +95,7 @@ def assert_array_almost_equal(
     )
 
 
-def _supports_float64(x: Any, y: Any, backend: Backend | None) -> bool:
+def _supports_float64(x: Array, y: Array, backend: Backend | None) -> bool:
     if backend is not None:
         return backend.has_float64
     numpy_adapter = ADAPTERS["numpy"]

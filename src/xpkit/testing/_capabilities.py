@@ -13,9 +13,11 @@ from __future__ import annotations
 import importlib
 import inspect
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from .._adapters import ADAPTERS, CAPABILITIES
+from .._typing import UserFunction, Value
+from ._docstring import with_support_notes
 from ._lazy import lazy_xp_function
 from ._statement import (
     ATTRIBUTE,
@@ -35,11 +37,11 @@ __all__ = [
     "uncovered_statements",
 ]
 
-F = TypeVar("F", bound=Callable[..., Any])
+F = TypeVar("F", bound=UserFunction)
 
 
 def _check_reasons(
-    param: str, value: Any, allowed: Callable[[str], bool]
+    param: str, value: Value, allowed: Callable[[str], bool]
 ) -> dict[str, str]:
     if not isinstance(value, Mapping):
         msg = f"{param} must map names to reasons, got {type(value).__qualname__}"
@@ -143,8 +145,6 @@ def capabilities(
     def declare(func: F) -> F:
         setattr(func, ATTRIBUTE, stated)
         if in_docstring:
-            from ._docstring import with_support_notes
-
             func.__doc__ = with_support_notes(func.__doc__, support_rows(stated))
         return func
 
@@ -183,7 +183,7 @@ def checked_statement(
     )
 
 
-def _stated(func: Any) -> Capabilities:
+def _stated(func: object) -> Capabilities:
     found = getattr(func, ATTRIBUTE, None)
     if not isinstance(found, Capabilities):
         msg = f"{func!r} has no @capabilities statement"
@@ -191,7 +191,7 @@ def _stated(func: Any) -> Capabilities:
     return found
 
 
-def covers(func: Callable[..., Any]) -> Callable[[F], F]:
+def covers(func: UserFunction) -> Callable[[F], F]:
     """Decorator for a test of ``func``: its statement as pytest marks.
 
     The test is skipped where ``func`` is declared unsupported, strictly
@@ -328,7 +328,7 @@ def support_rows(stated: Capabilities) -> list[tuple[str, str]]:
     return rows
 
 
-def capabilities_table(functions: Mapping[str, Callable[..., Any]] | str) -> str:
+def capabilities_table(functions: Mapping[str, UserFunction] | str) -> str:
     """The Markdown table of every declared function's capabilities.
 
     Parameters
@@ -408,12 +408,12 @@ def statements_of(module_name: str) -> dict[str, Capabilities]:
     return {name: _stated(f) for name, f in _declared(module_name).items()}
 
 
-def _declared(module_name: str) -> dict[str, Callable[..., Any]]:
+def _declared(module_name: str) -> dict[str, UserFunction]:
     module = importlib.import_module(module_name)
     names = getattr(
         module, "__all__", [n for n in vars(module) if not n.startswith("_")]
     )
-    out: dict[str, Callable[..., Any]] = {}
+    out: dict[str, UserFunction] = {}
     for name in names:
         obj = getattr(module, name, None)
         if inspect.isclass(obj):
@@ -426,7 +426,7 @@ def _declared(module_name: str) -> dict[str, Callable[..., Any]]:
 
 
 def uncovered_statements(
-    module_name: str, covered: Iterable[Callable[..., Any]]
+    module_name: str, covered: Iterable[UserFunction]
 ) -> list[str]:
     """The declared functions of a module that none of ``covered`` is.
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from .._adapters import ADAPTERS, Adapter, adapter_for_array, to_host
 from .._dtypes import dtype_name, narrowed
+from .._typing import Array, DType, HostArray, Value
 from ._running import RunningVariant, running_variant
 
 __all__ = ["assert_close", "assert_equal", "default_tolerance"]
@@ -20,7 +19,7 @@ _REAL_OF = {"complex64": "float32", "complex128": "float64"}
 _HALF_RTOL = 4 * float(np.finfo(np.float16).eps) ** 0.5
 
 
-def default_tolerance(dtype: Any) -> tuple[float, float]:
+def default_tolerance(dtype: DType) -> tuple[float, float]:
     """``(rtol, atol)`` for a dtype: ``4 * sqrt(eps)`` relative for floats, exact otherwise.
 
     float64 → 6.0e-8, float32 → 1.4e-3, float16 → 0.125. bfloat16 takes
@@ -64,8 +63,8 @@ def default_tolerance(dtype: Any) -> tuple[float, float]:
 
 
 def assert_close(
-    actual: Any,
-    desired: Any,
+    actual: Array,
+    desired: Array,
     *,
     rtol: float | None = None,
     atol: float | None = None,
@@ -135,7 +134,7 @@ def assert_close(
     )
 
 
-def _check_tolerance(param: str, value: Any) -> float | None:
+def _check_tolerance(param: str, value: Value) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(
@@ -149,9 +148,7 @@ def _check_tolerance(param: str, value: Any) -> float | None:
     return float(value)
 
 
-def _source_dtype(
-    desired: Any, d: np.ndarray[Any, Any], actual: Any, a: np.ndarray[Any, Any]
-) -> Any:
+def _source_dtype(desired: Array, d: HostArray, actual: Array, a: HostArray) -> DType:
     """The dtype the default tolerance comes from: desired's own (bfloat16 too)."""
     for original, host in ((desired, d), (actual, a)):
         dtype = getattr(original, "dtype", host.dtype)
@@ -164,8 +161,8 @@ def _source_dtype(
 
 
 def assert_equal(
-    actual: Any,
-    desired: Any,
+    actual: Array,
+    desired: Array,
     *,
     check_dtype: bool = True,
     check_device: bool = True,
@@ -204,17 +201,17 @@ def assert_equal(
     _compare_values(a, d, 0.0, 0.0)
 
 
-def _describe(adapter: Adapter | None, x: Any) -> str:
+def _describe(adapter: Adapter | None, x: Array) -> str:
     return type(x).__qualname__ if adapter is None else adapter.label
 
 
 def _compare_meta(
-    actual: Any,
-    desired: Any,
+    actual: Array,
+    desired: Array,
     check_dtype: bool,
     check_device: bool,
     check_namespace: bool,
-) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], bool]:
+) -> tuple[HostArray, HostArray, bool]:
     """Both arrays on the host, and whether ``actual`` is a narrowed reference's match.
 
     The third value is True where the dtypes differ only as the running
@@ -305,9 +302,7 @@ def _narrowing_note(running: RunningVariant, desired: str) -> str:
     )
 
 
-def _compare_values(
-    a: np.ndarray[Any, Any], d: np.ndarray[Any, Any], rtol: float, atol: float
-) -> None:
+def _compare_values(a: HostArray, d: HostArray, rtol: float, atol: float) -> None:
     __tracebackhide__ = True
     if a.size == 0:
         return

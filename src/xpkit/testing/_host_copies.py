@@ -18,9 +18,10 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from .._adapters import ADAPTERS, Adapter
+from .._typing import UserFunction
 
 __all__ = ["HostCopy", "counted_host_copies", "watched"]
 
@@ -49,7 +50,7 @@ class HostCopy(NamedTuple):
     place: str
 
 
-def _label(owner: Any, attr: str) -> str:
+def _label(owner: object, attr: str) -> str:
     name = getattr(owner, "__name__", type(owner).__name__)
     return f"{name}.{attr}"
 
@@ -73,9 +74,9 @@ def _place(library: str) -> str:
 
 
 def _counting(
-    original: Callable[..., Any], label: str, adapter: Adapter, seen: list[HostCopy]
-) -> Callable[..., Any]:
-    def exit_counted(*args: Any, **kwargs: Any) -> Any:
+    original: Callable[..., object], label: str, adapter: Adapter, seen: list[HostCopy]
+) -> Callable[..., object]:
+    def exit_counted(*args: object, **kwargs: object) -> object:
         if _depth.value == 0 and args and adapter.owns(args[0]):
             seen.append(HostCopy(label, _place(adapter.module)))
         _depth.value += 1
@@ -103,7 +104,7 @@ def watched(adapter: Adapter) -> Iterator[list[HostCopy]]:
         return
     seen: list[HostCopy] = []
     exits = (*adapter.host_exits(), *ADAPTERS["numpy"].host_exits())
-    patched: list[tuple[Any, str, Any]] = []
+    patched: list[tuple[object, str, object]] = []
     try:
         for owner, attr in exits:
             original = getattr(owner, attr, None)
@@ -126,8 +127,8 @@ def watched(adapter: Adapter) -> Iterator[list[HostCopy]]:
 
 
 def counted_host_copies(
-    func: Callable[..., Any], allowed: int, adapter: Adapter, variant: str
-) -> Callable[..., Any]:
+    func: UserFunction, allowed: int, adapter: Adapter, variant: str
+) -> UserFunction:
     """``func``, failing a call that converts ``adapter``'s arrays more than ``allowed`` times.
 
     The AssertionError names the variant, the count and each place.
@@ -135,7 +136,7 @@ def counted_host_copies(
     name = getattr(func, "__qualname__", repr(func))
 
     @functools.wraps(func)
-    def run(*args: Any, **kwargs: Any) -> Any:
+    def run(*args: object, **kwargs: object) -> object:
         __tracebackhide__ = True
         nested = bool(_active)
         with watched(adapter) as seen:

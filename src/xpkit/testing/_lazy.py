@@ -15,21 +15,19 @@ import contextlib
 import weakref
 from collections.abc import Callable, Iterator
 from types import ModuleType
-from typing import Any
 
 from .._adapters import LazyTags
+from .._typing import UserFunction
 from ._statement import check_host_copies, statement_of
 
 __all__ = ["has_lazy_functions", "lazy_xp_function", "replaced_functions", "tagged"]
 
 #: Tagged function -> how it runs in each mode.
-_TAGS: weakref.WeakKeyDictionary[Callable[..., Any], LazyTags] = (
-    weakref.WeakKeyDictionary()
-)
+_TAGS: weakref.WeakKeyDictionary[UserFunction, LazyTags] = weakref.WeakKeyDictionary()
 
 
 def lazy_xp_function(
-    func: Callable[..., Any],
+    func: UserFunction,
     *,
     jit: bool | None = None,
     compiled: bool | None = None,
@@ -127,14 +125,14 @@ def has_lazy_functions(module: ModuleType | None) -> bool:
     )
 
 
-def _is_tagged(value: Any) -> bool:
+def _is_tagged(value: object) -> bool:
     try:
         return value in _TAGS
     except TypeError:  # unhashable module attributes
         return False
 
 
-def tagged(module: ModuleType) -> list[tuple[Callable[..., Any], LazyTags]]:
+def tagged(module: ModuleType) -> list[tuple[UserFunction, LazyTags]]:
     """The tagged functions of a test module and its ``lazy_xp_modules``."""
     return [
         (value, _TAGS[value])
@@ -147,14 +145,14 @@ def tagged(module: ModuleType) -> list[tuple[Callable[..., Any], LazyTags]]:
 @contextlib.contextmanager
 def replaced_functions(
     module: ModuleType,
-    wrap: Callable[[Callable[..., Any], LazyTags], Callable[..., Any] | None],
+    wrap: Callable[[UserFunction, LazyTags], UserFunction | None],
 ) -> Iterator[None]:
     """Within the block, each tagged function ``f`` of ``module`` is ``wrap(f, tags)``.
 
     Where ``wrap`` returns None the function is left as it is; every
     replaced one is restored on exit.
     """
-    replaced: list[tuple[ModuleType, str, Any]] = []
+    replaced: list[tuple[ModuleType, str, object]] = []
     try:
         for target in _search_targets(module):
             for name, value in list(vars(target).items()):

@@ -38,12 +38,15 @@ import contextlib
 import functools
 import os
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import pytest
 
-from .._adapters import ADAPTERS, LazyTags
-from .._dtypes import collecting_narrowings
+from .._adapters import ADAPTERS, CAPABILITIES, Adapter, LazyTags
+from .._backend import Backend
+from .._dtypes import collected_narrowings, collecting_narrowings
+from .._resolve import is_backend_name
+from .._typing import DType, Namespace, UserFunction
+from ._capabilities import uncovered_statements
 from ._host_copies import counted_host_copies
 from ._lazy import has_lazy_functions, replaced_functions, tagged
 from ._running import running_on
@@ -207,8 +210,6 @@ def _missing(mark: pytest.Mark, param: BackendParam) -> list[str]:
     Library capabilities (`CAPABILITIES`), and ``"float64"``: a device that
     holds it (not JAX without x64, MPS, array-api-strict's ``no_float64``).
     """
-    from .._adapters import CAPABILITIES
-
     known = (*CAPABILITIES, "float64")
     unknown = [c for c in mark.args if c not in known]
     if unknown or not mark.args:
@@ -247,10 +248,7 @@ def _reason(mark: pytest.Mark, name: str) -> str:
 
 
 @functools.cache
-def _backend(key: str, device: str | None) -> Any:
-    from .._backend import Backend
-    from .._resolve import is_backend_name
-
+def _backend(key: str, device: str | None) -> Backend:
     if not is_backend_name(key):  # registry keys always are
         msg = f"{key!r} is not a backend name"
         raise ValueError(msg)
@@ -259,8 +257,6 @@ def _backend(key: str, device: str | None) -> Any:
 
 def _narrowing_lines() -> list[str]:
     """One line per variant that narrowed a dtype a test asked for."""
-    from .._dtypes import collected_narrowings
-
     lines = []
     for where, pairs in sorted(collected_narrowings().items()):
         wide = " or ".join(pairs)
@@ -277,8 +273,6 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     option = session.config.getoption("xpkit_uncovered")
     if not option:
         return
-    from ._capabilities import uncovered_statements
-
     covered = [
         mark.args[0]
         for item in session.items
@@ -308,7 +302,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-def pytest_terminal_summary(terminalreporter: Any) -> None:
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """The narrowings tests met; the statements no test covers."""
     for line in _narrowing_lines():
         terminalreporter.write_line(line)
@@ -329,7 +323,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 
 
 @pytest.fixture(scope="session")
-def xpkit_backend(request: pytest.FixtureRequest) -> Any:
+def xpkit_backend(request: pytest.FixtureRequest) -> Backend:
     """The `Backend` this test instance runs on (NumPy when not parametrized)."""
     param = getattr(request, "param", None)
     if param is None:
@@ -338,13 +332,13 @@ def xpkit_backend(request: pytest.FixtureRequest) -> Any:
 
 
 @pytest.fixture(scope="session")
-def xp(xpkit_backend: Any) -> Any:
+def xp(xpkit_backend: Backend) -> Namespace:
     """The Array API namespace of ``xpkit_backend``."""
     return xpkit_backend.xp
 
 
 @pytest.fixture(scope="session")
-def xpkit_dtype(request: pytest.FixtureRequest, xpkit_backend: Any) -> Any:
+def xpkit_dtype(request: pytest.FixtureRequest, xpkit_backend: Backend) -> DType:
     """A floating dtype of ``xp`` the device holds: float32, and float64 where it can.
 
     The test runs once per dtype (ids ``<variant>-float32``,
@@ -389,11 +383,11 @@ def _xpkit_mode(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 def _host_copies_counted(
-    param: BackendParam, adapter: Any
-) -> Callable[[Callable[..., Any], LazyTags], Callable[..., Any] | None]:
+    param: BackendParam, adapter: Adapter
+) -> Callable[[UserFunction, LazyTags], UserFunction | None]:
     """How `replaced_functions` wraps a function declared with ``host_copies``."""
 
-    def wrap(func: Callable[..., Any], tags: LazyTags) -> Callable[..., Any] | None:
+    def wrap(func: UserFunction, tags: LazyTags) -> UserFunction | None:
         if tags.host_copies is None:
             return None
         return counted_host_copies(func, tags.host_copies, adapter, param.id)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 __all__ = ["ATTRIBUTE", "MODES", "Capabilities", "check_host_copies", "statement_of"]
 
@@ -51,7 +50,7 @@ class Capabilities:
     host_copies: int | None = None
 
 
-def check_host_copies(value: Any) -> int | None:
+def check_host_copies(value: object) -> int | None:
     """``host_copies`` checked: None or a non-negative int (not a bool)."""
     if value is None:
         return None
@@ -64,7 +63,7 @@ def check_host_copies(value: Any) -> int | None:
     return value
 
 
-def statement_of(func: Any) -> Capabilities | None:
+def statement_of(func: object) -> Capabilities | None:
     """``func``'s `capabilities` statement, or None when it has none."""
     found = getattr(func, ATTRIBUTE, None)
     return found if isinstance(found, Capabilities) else None

@@ -15,23 +15,23 @@ Requires ``hypothesis`` (the ``test`` extra).
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from types import SimpleNamespace
 
 import array_api_compat.numpy as np_xp
 from hypothesis import strategies as st
 from hypothesis.extra.array_api import make_strategies_namespace
 
 from .._adapters import ADAPTERS
+from .._backend import Backend
 from .._dtypes import DTYPE_KINDS, dtype_name, narrow_for_device
-
-if TYPE_CHECKING:
-    from .._backend import Backend
+from .._typing import Array, DType
 
 __all__ = ["arrays", "dtype_names", "dtypes"]
 
 
 @functools.cache
-def _numpy_strategies() -> Any:
+def _numpy_strategies() -> SimpleNamespace:
     return make_strategies_namespace(np_xp)
 
 
@@ -58,7 +58,7 @@ def dtype_names(backend: Backend, kind: str | None = None) -> list[str]:
     return [n for n in order if n in names]
 
 
-def dtypes(backend: Backend, kind: str | None = None) -> st.SearchStrategy[Any]:
+def dtypes(backend: Backend, kind: str | None = None) -> st.SearchStrategy[DType]:
     """Dtype objects of ``backend``'s namespace that its device supports."""
     names = dtype_names(backend, kind)
     return st.sampled_from([getattr(backend.xp, n) for n in names])
@@ -67,10 +67,10 @@ def dtypes(backend: Backend, kind: str | None = None) -> st.SearchStrategy[Any]:
 def arrays(
     backend: Backend,
     *,
-    dtype: Any = None,
-    shape: Any = None,
-    elements: Any = None,
-) -> st.SearchStrategy[Any]:
+    dtype: DType | st.SearchStrategy[DType] = None,
+    shape: int | tuple[int, ...] | st.SearchStrategy[tuple[int, ...]] | None = None,
+    elements: st.SearchStrategy[object] | Mapping[str, object] | None = None,
+) -> st.SearchStrategy[Array]:
     """Arrays of ``backend``'s library, on its device.
 
     Parameters
@@ -105,7 +105,7 @@ def arrays(
     )
 
 
-def _allowed_name(dtype: Any, allowed: set[str], backend: Backend) -> str:
+def _allowed_name(dtype: DType, allowed: set[str], backend: Backend) -> str:
     """The dtype drawn for ``dtype``: narrowed as `Backend.asarray` narrows it.
 
     A 64-bit dtype the device lacks becomes its 32-bit sibling (with
@@ -124,9 +124,7 @@ def _allowed_name(dtype: Any, allowed: set[str], backend: Backend) -> str:
     return name
 
 
-def _check_backend(backend: Any) -> None:
-    from .._backend import Backend
-
+def _check_backend(backend: object) -> None:
     if not isinstance(backend, Backend):
         msg = f"backend must be a Backend, got {backend!r}"
         raise TypeError(msg)
