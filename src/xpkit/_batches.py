@@ -27,10 +27,10 @@ from ._plan import BatchPlan, make_plan
 from ._plan_memory import GROW_AFTER, plan_memory
 from ._request import BatchRequest, batch_request, refuse_traced
 from ._rows import Job, common_rows
-from ._typing import Array, DaskClient, ProgressBar, UserFunction, UserResult
 
 if TYPE_CHECKING:
     from ._backend import Backend
+    from ._typing import Array, DaskClient, ProgressBar, UserFunction, UserResult
 
 __all__ = ["compute_oom_safe", "map_batches", "plan_batches"]
 

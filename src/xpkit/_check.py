@@ -10,13 +10,16 @@ from __future__ import annotations
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ._adapters import to_host
 from ._backend import Backend
 from ._batches import compute_oom_safe, map_batches
-from ._typing import Array, HostArray
+
+if TYPE_CHECKING:
+    from ._typing import Array, HostArray
 
 __all__ = ["CHECKS", "Check", "CheckResult", "run_checks"]
 

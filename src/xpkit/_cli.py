@@ -8,16 +8,18 @@ import json
 import sys
 import warnings
 from collections.abc import Callable
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from ._check import run_checks
 from ._demo import each_backend, nothing_ran_message, run_demo
 from ._dtypes import PrecisionWarning
 from ._info import collect_info, print_info
 from ._select import backend_inventory
-from ._typing import JSONObject
 from ._version import __version__
 from .testing import capabilities_table, statements_of
+
+if TYPE_CHECKING:
+    from ._typing import JSONObject
 
 # collect_info and print_info live in _info; imported here, where tests find them.
 __all__ = ["collect_info", "main", "main_exit", "print_info"]

@@ -10,7 +10,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import numpy as np
 
@@ -18,7 +18,9 @@ from ._backend import Backend
 from ._batches import map_batches
 from ._dtypes import PrecisionWarning
 from ._select import InventoryEntry, backend_inventory
-from ._typing import Array, HostArray, JSONObject
+
+if TYPE_CHECKING:
+    from ._typing import Array, HostArray, JSONObject
 
 __all__ = [
     "demo_data",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import platform
 import sys
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from ._adapters import ADAPTERS, Adapter, get_adapter
 from ._backend import Backend
@@ -18,8 +18,10 @@ from ._executors import cluster_info
 from ._host_memory import cgroup_available_bytes
 from ._memory import BATCH_WORKING_SET_CEILING_GB, BYTES_PER_GB, host_available_bytes
 from ._select import InventoryEntry, backend_inventory, find_gpus
-from ._typing import DaskClient, JSONObject
 from ._version import __version__
+
+if TYPE_CHECKING:
+    from ._typing import DaskClient, JSONObject
 
 __all__ = ["collect_info", "print_info"]
 

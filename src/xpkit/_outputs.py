@@ -19,10 +19,10 @@ from ._dtypes import dtype_name
 from ._memory import BYTES_PER_GB, array_nbytes, available_bytes
 from ._oom import UnsplittableMemoryError, is_oom_error
 from ._rows import ResultSpec, Rows, rows_of, split_result
-from ._typing import Array, DType, HostArray, UserFunction, UserResult
 
 if TYPE_CHECKING:
     from ._backend import Backend
+    from ._typing import Array, DType, HostArray, UserFunction, UserResult
 
 __all__ = ["PLACES", "Outputs"]
 

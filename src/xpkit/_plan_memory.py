@@ -26,10 +26,12 @@ import types
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ._adapters import adapter_for_array
-from ._typing import Array, UserFunction, Value
+
+if TYPE_CHECKING:
+    from ._typing import Array, UserFunction, Value
 
 __all__ = [
     "GROW_AFTER",

@@ -8,7 +8,7 @@ takes the loose arguments again.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ._adapters import ADAPTERS, Adapter, adapter_for_array, get_adapter
 from ._args import check_count, check_gb, check_positive
@@ -18,7 +18,9 @@ from ._outputs import PLACES
 from ._plan_memory import Signature, signature
 from ._rows import Job, common_rows
 from ._select import coerce_backend
-from ._typing import Array, UserFunction, Value
+
+if TYPE_CHECKING:
+    from ._typing import Array, UserFunction, Value
 
 __all__ = ["BatchRequest", "batch_request", "refuse_traced"]
 

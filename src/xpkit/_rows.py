@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ._adapters import adapter_for_array, to_host
-from ._typing import Array, UserFunction, UserResult
 
 if TYPE_CHECKING:
     from ._backend import Backend
+    from ._typing import Array, UserFunction, UserResult
 
     #: What a `Job` pickles: ``fn``, its whole operands, the backend, ``pad_to``.
     _JobState = tuple[

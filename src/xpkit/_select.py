@@ -12,10 +12,10 @@ from ._adapters import ADAPTERS, Adapter
 from ._backend import BACKEND_NAMES, Backend
 from ._log import logger
 from ._resolve import is_backend_name, key_of
-from ._typing import JSONObject, Value
 
 if TYPE_CHECKING:
     from ._adapters._types import BackendName
+    from ._typing import JSONObject, Value
 
 __all__ = [
     "AUTO_CPU_MAX_ELEMENTS",

@@ -5,10 +5,11 @@ Adding a library means adding one module here and one entry in `ADAPTERS`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from .._dtypes import register_dtype_spelling
-from .._typing import Array, HostArray
 from ._base import (
     CAPABILITIES,
     HOST_BATCH_WORKING_SET_BYTES,
@@ -25,6 +26,9 @@ from .ndonnx import NdonnxAdapter
 from .numpy import NumpyAdapter
 from .strict import StrictAdapter
 from .torch import TorchAdapter
+
+if TYPE_CHECKING:
+    from .._typing import Array, HostArray
 
 __all__ = [
     "ADAPTERS",

@@ -19,11 +19,12 @@ import numpy as np
 from .._dtypes import dtype_name
 from .._typing import Array, DType, HostArray, Namespace, NativeDevice, UserFunction
 from ._device_memory import MemoryCap, MemoryInfo, MemoryProbe
-from ._layout import Unshareable
 from ._peak import PeakMeter, rss_meter
 
 if TYPE_CHECKING:
     import pytest
+
+    from ._layout import Unshareable
 
 __all__ = [
     "CAPABILITIES",

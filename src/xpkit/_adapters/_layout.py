@@ -10,11 +10,12 @@ answers them for its own library's arrays (`Adapter.unshareable`).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from .._typing import HostArray
+if TYPE_CHECKING:
+    from .._typing import HostArray
 
 __all__ = ["Unshareable", "contiguous_host_copy", "host_unshareable", "native_layout"]
 

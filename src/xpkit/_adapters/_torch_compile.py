@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import functools
 import warnings
+from typing import TYPE_CHECKING
 
-from .._typing import UserFunction
-from ._base import LazyTags
+if TYPE_CHECKING:
+    from .._typing import UserFunction
+    from ._base import LazyTags
 
 __all__ = ["compiled_whole"]
 

@@ -5,16 +5,19 @@ from __future__ import annotations
 import sys
 from collections.abc import Hashable
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import array_api_compat
 import numpy as np
 
-from .._typing import Array, DType, HostArray, Namespace, NativeDevice
 from ._base import Adapter
 from ._caps import cupy_env_limit
 from ._device_memory import MemoryCap, MemoryInfo, MemoryProbe
 from ._layout import Unshareable, native_layout
 from ._nvml import NVML_HINT, nvml, nvml_memory
+
+if TYPE_CHECKING:
+    from .._typing import Array, DType, HostArray, Namespace, NativeDevice
 
 __all__ = ["CupyAdapter"]
 

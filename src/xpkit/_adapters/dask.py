@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING
 import array_api_compat
 import numpy as np
 
-from .._typing import Array, DType, HostArray, Namespace, NativeDevice, UserFunction
 from ._base import Adapter, LazyTags, Replace, Tagged, patched_by_array_api_extra
 from ._peak import PeakMeter, rss_meter
 
 if TYPE_CHECKING:
     import pytest
+
+    from .._typing import Array, DType, HostArray, Namespace, NativeDevice, UserFunction
 
 __all__ = ["DaskAdapter"]
 

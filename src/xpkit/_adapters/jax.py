@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 import array_api_compat
 import numpy as np
 
-from .._typing import Array, HostArray, Namespace, NativeDevice, UserFunction
 from ._base import Adapter, Replace, Tagged, patched_by_array_api_extra
 from ._caps import jax_arena
 from ._device_memory import MemoryCap, MemoryInfo
@@ -20,6 +19,8 @@ from ._peak import PeakMeter, warmed_rss_meter
 
 if TYPE_CHECKING:
     import pytest
+
+    from .._typing import Array, HostArray, Namespace, NativeDevice, UserFunction
 
 __all__ = ["JaxAdapter"]
 

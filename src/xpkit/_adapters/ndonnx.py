@@ -5,11 +5,14 @@ from __future__ import annotations
 import sys
 from collections.abc import Hashable, Sequence
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._typing import Array, HostArray, Namespace, NativeDevice
 from ._base import Adapter, FastOps
+
+if TYPE_CHECKING:
+    from .._typing import Array, HostArray, Namespace, NativeDevice
 
 __all__ = ["NdonnxAdapter"]
 

@@ -5,14 +5,17 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Hashable
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import array_api_compat
 import numpy as np
 
-from .._typing import Array, HostArray, Namespace, NativeDevice
 from ._base import Adapter, FastOps
 from ._layout import Unshareable, contiguous_host_copy, host_unshareable
 from ._peak import PeakMeter, rss_meter
+
+if TYPE_CHECKING:
+    from .._typing import Array, HostArray, Namespace, NativeDevice
 
 __all__ = ["NumpyAdapter"]
 

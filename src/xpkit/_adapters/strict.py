@@ -5,13 +5,16 @@ from __future__ import annotations
 import sys
 from contextlib import AbstractContextManager
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._typing import Array, DType, HostArray, Namespace, NativeDevice
 from ._base import Adapter
 from ._layout import Unshareable, host_unshareable, native_layout
 from ._peak import PeakMeter, rss_meter
+
+if TYPE_CHECKING:
+    from .._typing import Array, DType, HostArray, Namespace, NativeDevice
 
 __all__ = ["StrictAdapter"]
 

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, TypeVar, cast
 import array_api_compat
 import numpy as np
 
-from .._typing import Array, DType, HostArray, Namespace, NativeDevice, UserFunction
 from ._base import Adapter, FastOps, Replace, Tagged
 from ._device_memory import MemoryCap, MemoryInfo, MemoryProbe
 from ._layout import Unshareable, native_layout
@@ -28,6 +27,8 @@ from ._torch_memory import (
 
 if TYPE_CHECKING:
     import pytest
+
+    from .._typing import Array, DType, HostArray, Namespace, NativeDevice, UserFunction
 
 __all__ = ["TorchAdapter"]
 

@@ -12,13 +12,16 @@ when one is asked for.
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 from .._memory import array_nbytes, n_jobs_for_item_bytes
-from .._typing import Array, DaskClient
 from ._base import EXECUTORS, Pool
 from ._driver import run_on_pool
 from .dask import DaskPool, cluster_info, current_client, usable_client
 from .joblib import JoblibPool
+
+if TYPE_CHECKING:
+    from .._typing import Array, DaskClient
 
 __all__ = ["EXECUTORS", "Pool", "cluster_info", "pool_for", "run_on_pool"]
 

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING
 from .._log import logger
 from .._oom import is_oom_error
 from .._rows import Job, common_rows
-from .._typing import Array, ProgressBar, TaskFuture
 from ._base import InputsLost, Pool
 from ._interrupts import interrupts_held
 
 if TYPE_CHECKING:
     from .._outputs import Outputs
+    from .._typing import Array, ProgressBar, TaskFuture
 
 __all__ = ["run_on_pool"]
 

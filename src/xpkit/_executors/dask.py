@@ -5,12 +5,15 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from .._log import logger
 from .._memory import BYTES_PER_GB, HEADROOM, MIN_BUDGET_GB, host_available_bytes
-from .._rows import Job
-from .._typing import Array, DaskClient, JSONObject, TaskFuture
 from ._base import Finished, InputsLost, Pool, run_rows
+
+if TYPE_CHECKING:
+    from .._rows import Job
+    from .._typing import Array, DaskClient, JSONObject, TaskFuture
 
 __all__ = [
     "DaskPool",

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .._adapters import ADAPTERS, adapter_for_array, to_host
 from .._backend import Backend
 from .._dtypes import PrecisionWarning
-from .._typing import Array
 from ._running import running_variant
+
+if TYPE_CHECKING:
+    from .._typing import Array
 
 __all__ = ["assert_array_almost_equal"]
 

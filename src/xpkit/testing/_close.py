@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from .._adapters import ADAPTERS, Adapter, adapter_for_array, to_host
 from .._dtypes import dtype_name, narrowed
-from .._typing import Array, DType, HostArray, Value
 from ._running import RunningVariant, running_variant
+
+if TYPE_CHECKING:
+    from .._typing import Array, DType, HostArray, Value
 
 __all__ = ["assert_close", "assert_equal", "default_tolerance"]
 

@@ -18,10 +18,12 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from .._adapters import ADAPTERS, Adapter
-from .._typing import UserFunction
+
+if TYPE_CHECKING:
+    from .._typing import UserFunction
 
 __all__ = ["HostCopy", "counted_host_copies", "watched"]
 

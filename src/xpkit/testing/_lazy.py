@@ -15,10 +15,13 @@ import contextlib
 import weakref
 from collections.abc import Callable, Iterator
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from .._adapters import LazyTags
-from .._typing import UserFunction
 from ._statement import check_host_copies, statement_of
+
+if TYPE_CHECKING:
+    from .._typing import UserFunction
 
 __all__ = ["has_lazy_functions", "lazy_xp_function", "replaced_functions", "tagged"]
 

@@ -38,6 +38,7 @@ import contextlib
 import functools
 import os
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -45,7 +46,6 @@ from .._adapters import ADAPTERS, CAPABILITIES, Adapter, LazyTags
 from .._backend import Backend
 from .._dtypes import collected_narrowings, collecting_narrowings
 from .._resolve import is_backend_name
-from .._typing import DType, Namespace, UserFunction
 from ._capabilities import uncovered_statements
 from ._host_copies import counted_host_copies
 from ._lazy import has_lazy_functions, replaced_functions, tagged
@@ -58,6 +58,9 @@ from ._variants import (
     matches,
     selected,
 )
+
+if TYPE_CHECKING:
+    from .._typing import DType, Namespace, UserFunction
 
 __all__ = ["BackendParam", "available_backend_params"]
 

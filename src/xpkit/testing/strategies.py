@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 import array_api_compat.numpy as np_xp
 from hypothesis import strategies as st
@@ -25,14 +26,17 @@ from hypothesis.extra.array_api import make_strategies_namespace
 from .._adapters import ADAPTERS
 from .._backend import Backend
 from .._dtypes import DTYPE_KINDS, dtype_name, narrow_for_device
-from .._typing import Array, DType
+
+if TYPE_CHECKING:
+    from .._typing import Array, DType
 
 __all__ = ["arrays", "dtype_names", "dtypes"]
 
 
 @functools.cache
 def _numpy_strategies() -> SimpleNamespace:
-    return make_strategies_namespace(np_xp)
+    namespace: SimpleNamespace = make_strategies_namespace(np_xp)
+    return namespace
 
 
 def dtype_names(backend: Backend, kind: str | None = None) -> list[str]:

@@ -1,0 +1,207 @@
+"""The layers of ``src/xpkit``: imports go down, never in a circle.
+
+The import graph is built from the AST by ``tools/house_figures.py``
+(module-level and function-local imports; ``TYPE_CHECKING`` blocks left
+out), the same script whose figures CI prints. Every module belongs to one
+layer of `LAYERS`; a module imports only from its own layer or the layers
+below it. A new module must be placed in a layer here, which is the moment
+to decide where it belongs.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+while not (ROOT / "pyproject.toml").exists():  # tests/<area>/ or tests/
+    ROOT = ROOT.parent
+SRC = ROOT / "src" / "xpkit"
+
+
+def _house_figures():
+    spec = importlib.util.spec_from_file_location(
+        "house_figures", ROOT / "tools" / "house_figures.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("house_figures", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+figures = _house_figures()
+
+#: The layers, lowest first, each with the modules it holds (``*`` ends a
+#: prefix: a package and everything in it).
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    (
+        "basics: names, dtypes, argument and cast checks, host memory, the log",
+        (
+            "xpkit._typing",
+            "xpkit._version",
+            "xpkit._log",
+            "xpkit._namespace",
+            "xpkit._dtypes",
+            "xpkit._args",
+            "xpkit._cast_checks",
+            "xpkit._host_memory",
+            "xpkit._executors._interrupts",
+        ),
+    ),
+    ("adapters: one per library, all library knowledge", ("xpkit._adapters*",)),
+    (
+        (
+            "below the facade: what a Backend binds and its collaborators, "
+            "memory budgets, recovery, fn's rows and the batch plan"
+        ),
+        (
+            "xpkit._facts",
+            "xpkit._convert",
+            "xpkit._creation",
+            "xpkit._moves",
+            "xpkit._operations",
+            "xpkit._inputs",
+            "xpkit._resolve",
+            "xpkit._memory",
+            "xpkit._oom",
+            "xpkit._rows",
+            "xpkit._outputs",
+            "xpkit._plan_memory",
+            "xpkit._plan",
+        ),
+    ),
+    (
+        "the facade and the executors: Backend; the pools that run batches",
+        ("xpkit._backend", "xpkit._executors*"),
+    ),
+    (
+        "what takes a Backend: selection, device budgets, the package's face",
+        ("xpkit._select", "xpkit._device_budget", "xpkit"),
+    ),
+    (
+        "batching: map_batches, plan_batches, compute_oom_safe",
+        ("xpkit._request", "xpkit._batches"),
+    ),
+    ("testing tools for xpkit's users", ("xpkit.testing*",)),
+    (
+        "the command line",
+        ("xpkit._check", "xpkit._demo", "xpkit._info", "xpkit._cli", "xpkit.__main__"),
+    ),
+]
+
+#: The longest chain of imports may not grow. A ratchet: lower it when the
+#: graph flattens (issue #22 aims at 10).
+MAX_FLOORS = 15
+
+
+def layer_of(module: str, layers=LAYERS) -> int:
+    """The index in ``layers`` of the layer holding ``module``; KeyError if none."""
+    best: tuple[int, int] | None = None  # (length of the matching pattern, layer)
+    for index, (_, patterns) in enumerate(layers):
+        for pattern in patterns:
+            prefix = pattern.removesuffix("*")
+            matches = (
+                module == prefix or module.startswith(prefix + ".")
+                if pattern.endswith("*")
+                else module == pattern
+            )
+            if matches and (best is None or len(prefix) > best[0]):
+                best = (len(prefix), index)
+    if best is None:
+        raise KeyError(module)
+    return best[1]
+
+
+def climbs(edges, layers=LAYERS) -> list[str]:
+    """Every import that goes up a layer, as ``a (layer) -> b (layer)``."""
+    found = []
+    for module, targets in sorted(edges.items()):
+        for target in sorted(targets):
+            if layer_of(target, layers) > layer_of(module, layers):
+                found.append(
+                    f"{module} ({layer_of(module, layers)}) -> "
+                    f"{target} ({layer_of(target, layers)})"
+                )
+    return found
+
+
+@pytest.fixture(scope="module")
+def edges():
+    return figures.import_graph(SRC)
+
+
+def test_every_module_has_a_layer(edges):
+    unplaced = []
+    for module in edges:
+        try:
+            layer_of(module)
+        except KeyError:
+            unplaced.append(module)
+    assert unplaced == []
+
+
+def test_imports_go_down_the_layers(edges):
+    assert climbs(edges) == []
+
+
+def test_no_import_cycle(edges):
+    assert figures.cycles(edges) == []
+
+
+def test_the_floors_do_not_grow(edges):
+    floors = figures.floors(edges)
+    assert 1 < max(floors.values()) <= MAX_FLOORS
+
+
+def test_the_graph_sees_function_local_imports_and_skips_type_checking(edges):
+    # _batches imports _request at module level; both are in the graph.
+    assert "xpkit._request" in edges["xpkit._batches"]
+    # _typing is imported under TYPE_CHECKING almost everywhere; no arrow
+    # leaves it.
+    assert edges["xpkit._typing"] == set()
+
+
+def _package(tmp_path: Path, files: dict[str, str]) -> Path:
+    root = tmp_path / "pkg"
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return root
+
+
+def test_the_checks_can_fail(tmp_path):
+    """A cycle, an upward import (function-local) and an unplaced module are seen."""
+    root = _package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "low.py": """\
+                from typing import TYPE_CHECKING
+                if TYPE_CHECKING:
+                    from .high import H  # not an arrow
+                def f():
+                    from .high import H  # an arrow, and it climbs
+                    return H
+            """,
+            "high.py": "from .low import f\nH = 1\n",
+            "a.py": "from . import b\n",
+            "b.py": "from . import a\n",
+        },
+    )
+    edges = figures.import_graph(root)
+    assert edges["pkg.low"] == {"pkg.high"}
+    assert sorted(figures.cycles(edges)) == [
+        ["pkg.a", "pkg.b"],
+        ["pkg.high", "pkg.low"],
+    ]
+    layers = [("low", ("pkg.low", "pkg", "pkg.a", "pkg.b")), ("high", ("pkg.high",))]
+    assert climbs(edges, layers) == ["pkg.low (0) -> pkg.high (1)"]
+    with pytest.raises(KeyError):
+        layer_of("pkg.elsewhere", layers)
