@@ -98,6 +98,7 @@ def method_cases(
     """(method, facade call, native call or None, compat-namespace call)."""
     xp = b.xp
     is_torch = b.library == "torch"
+    own_name = b.dtype_to_str(x.dtype)
     cases: list[
         tuple[
             str, Callable[[], object], Callable[[], object] | None, Callable[[], object]
@@ -145,6 +146,19 @@ def method_cases(
             lambda: b.asarray(x),
             lambda: native.asarray(x),
             lambda: xp.asarray(x),
+        ),
+        # A dtype that changes nothing costs about what no dtype costs (#22).
+        (
+            "asarray(dtype=its dtype)",
+            lambda: b.asarray(x, dtype=x.dtype),
+            lambda: native.asarray(x, dtype=x.dtype),
+            lambda: xp.asarray(x, dtype=x.dtype),
+        ),
+        (
+            "asarray(dtype=its dtype's name)",
+            lambda: b.asarray(x, dtype=own_name),
+            lambda: native.asarray(x, dtype=x.dtype),
+            lambda: xp.asarray(x, dtype=x.dtype),
         ),
     ]
     if b.library == "array_api_strict":  # the library *is* the namespace

@@ -11,6 +11,7 @@ to decide where it belongs.
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -37,11 +38,12 @@ def _house_figures():
 
 figures = _house_figures()
 
-#: The layers, lowest first, each with the modules it holds (``*`` ends a
-#: prefix: a package and everything in it).
+#: The layers, lowest first: a short name (the one docs/development.md's
+#: picture gives) and the modules it holds (``*`` ends a prefix: a package
+#: and everything in it).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
-        "basics: names, dtypes, argument and cast checks, host memory, the log",
+        "basics",
         (
             "xpkit._typing",
             "xpkit._version",
@@ -54,12 +56,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "xpkit._executors._interrupts",
         ),
     ),
-    ("adapters: one per library, all library knowledge", ("xpkit._adapters*",)),
+    ("adapters", ("xpkit._adapters*",)),
     (
-        (
-            "below the facade: what a Backend binds and its collaborators, "
-            "memory budgets, recovery, fn's rows and the batch plan"
-        ),
+        "below the facade",
         (
             "xpkit._facts",
             "xpkit._convert",
@@ -76,21 +75,12 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "xpkit._plan",
         ),
     ),
+    ("facade and executors", ("xpkit._backend", "xpkit._executors*")),
+    ("takes a Backend", ("xpkit._select", "xpkit._device_budget", "xpkit")),
+    ("batching", ("xpkit._request", "xpkit._batches")),
+    ("testing tools", ("xpkit.testing*",)),
     (
-        "the facade and the executors: Backend; the pools that run batches",
-        ("xpkit._backend", "xpkit._executors*"),
-    ),
-    (
-        "what takes a Backend: selection, device budgets, the package's face",
-        ("xpkit._select", "xpkit._device_budget", "xpkit"),
-    ),
-    (
-        "batching: map_batches, plan_batches, compute_oom_safe",
-        ("xpkit._request", "xpkit._batches"),
-    ),
-    ("testing tools for xpkit's users", ("xpkit.testing*",)),
-    (
-        "the command line",
+        "command line",
         ("xpkit._check", "xpkit._demo", "xpkit._info", "xpkit._cli", "xpkit.__main__"),
     ),
 ]
@@ -205,3 +195,31 @@ def test_the_checks_can_fail(tmp_path):
     assert climbs(edges, layers) == ["pkg.low (0) -> pkg.high (1)"]
     with pytest.raises(KeyError):
         layer_of("pkg.elsewhere", layers)
+
+
+def _picture() -> list[str]:
+    """The lines of the layers' picture in docs/development.md, top layer first."""
+    text = (ROOT / "docs" / "development.md").read_text(encoding="utf-8")
+    block = text.split("<!-- layers -->", 2)[1]
+    drawing = block.split("```")[1].splitlines()[1:]  # after the "text" tag
+    return [line for line in drawing if line.strip()]
+
+
+def test_the_docs_picture_is_the_layers():
+    """docs/development.md draws these layers, top first, naming their modules."""
+    drawn: dict[str, str] = {}
+    current = ""
+    for line in _picture():
+        head = line[:24].strip()
+        if head:
+            current = head.split(maxsplit=1)[1]  # "8  command line" -> name
+            drawn[current] = ""
+        drawn[current] += " " + line[24:]
+    assert list(drawn) == [name for name, _ in reversed(LAYERS)]
+    for name, modules in LAYERS:
+        for module in modules:
+            short = module.removesuffix("*").rsplit(".", 1)[-1]  # "_plan", "testing"
+            assert re.search(rf"(?<![\w.]){re.escape(short)}\b", drawn[name]), (
+                name,
+                module,
+            )

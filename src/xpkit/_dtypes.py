@@ -124,7 +124,9 @@ def dtype_name(dtype: DType) -> str | None:
     if dtype is None:
         return None
     name = _name_of(dtype)
-    if not isinstance(dtype, str):
+    # A spelled-out name may depend on the prefixes adapters register later
+    # ("torch.float32"); a bare standard name ("float64") never does.
+    if not isinstance(dtype, str) or dtype in DTYPE_NAMES:
         with contextlib.suppress(TypeError):
             _NAMED[key] = name
     return name
