@@ -5,6 +5,7 @@ Also where the commands that run on every backend find them (`each_backend`).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 import time
@@ -147,12 +148,9 @@ def run_demo(
 ) -> int:
     """The permutation test on every available backend (or ``only`` those), against NumPy."""
     X, y, perms = demo_data(n_perm, n_samples, n_features)
-    try:
-        import tqdm  # noqa: F401
-
-        progress = sys.stderr.isatty() and not as_json
-    except ImportError:
-        progress = False
+    # A progress bar where tqdm is installed and a person watches stderr.
+    has_tqdm = importlib.util.find_spec("tqdm") is not None
+    progress = has_tqdm and sys.stderr.isatty() and not as_json
     rows: list[JSONObject] = []
     reference: HostArray | None = None
     for entry, backend, problem in each_backend(only):
