@@ -26,7 +26,7 @@ if importlib.util.find_spec("jax") is not None:
 # that test imported first; a library dropped and imported again leaves
 # functions whose method tables went with the old module, and a later garbage
 # collection segfaults on them (torch, first imported in a pytester test, did
-# this in tests/test_plugin.py).
+# this in tests/testing/test_plugin.py).
 for _name in ("torch", "onnxruntime"):
     if importlib.util.find_spec(_name) is not None:
         importlib.import_module(_name)

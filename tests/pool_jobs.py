@@ -188,7 +188,7 @@ def always_exit(x: np.ndarray) -> np.ndarray:
     return x
 
 
-# -- the child process of tests/test_interrupts.py ---------------------------------
+# -- the child process of tests/executors/test_interrupts.py -----------------------
 def sleepy(markers: Path, seconds: float):
     """``x * 2`` after ``seconds`` of sleep; each batch first leaves a file named
     ``<pid>-<first row>`` in ``markers`` (which process runs it, and that it began)."""
@@ -223,7 +223,7 @@ def _scheduler_tasks(client) -> int:
 def interrupted_run(
     kind: str, markers: str, seconds: str, cluster_survives: str
 ) -> None:
-    """A long ``map_batches`` for tests/test_interrupts.py to interrupt.
+    """A long ``map_batches`` for tests/executors/test_interrupts.py to interrupt.
 
     250 batches of 16 rows, each ``seconds`` long, of 1 MiB of inputs;
     ``kind``: "none" (here), "joblib" or "dask" (a client of a LocalCluster

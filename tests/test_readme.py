@@ -2,7 +2,7 @@
 
 The README is the front page: what xpkit is, the two commands, one example
 of each of its three parts, and links into the documentation for the rest
-(whose blocks ``tests/test_docs.py`` runs). Each Python block stands alone:
+(whose blocks ``tests/docs/test_docs.py`` runs). Each Python block stands alone:
 it runs as printed (``exec`` in a fresh namespace) and as a saved script in a
 fresh process (``tests/code_blocks.py``); the plugin's example runs as a
 test file under pytest. Shell blocks: the quickstart's command runs; the

@@ -117,7 +117,7 @@ def test_flatnonzero(xpkit_backend, data):
     data=st.data(),
     shape=hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=4),
     # float32-representable fills: where float64 is narrowed to float32, a
-    # fill that float32 cannot hold is refused (tests/test_moves.py).
+    # fill that float32 cannot hold is refused (tests/facade/test_moves.py).
     fill=st.one_of(
         st.booleans(), st.integers(-100, 100), st.floats(-1e6, 1e6, width=32)
     ),

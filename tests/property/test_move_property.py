@@ -16,7 +16,7 @@ builds the source in its library the way a user would, and checks:
 - a dtype the target cannot hold is a TypeError naming it.
 
 A move runs in this process; a layout that crashes a library would end the
-test run, so `tests/test_moves.py` runs the known crash cases in a child
+test run, so `tests/facade/test_moves.py` runs the known crash cases in a child
 process first. Default run: the profile's few examples per pair;
 ``nox -s fuzz``: 2,000 per pair.
 """

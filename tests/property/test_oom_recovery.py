@@ -52,7 +52,7 @@ def _cheap_release():
     """Skip the full ``gc.collect()`` between retries (~0.15 s each here).
 
     These properties are about the *results* of splitting; that the failed
-    attempt's buffers are released is proven in tests/test_oom.py with weak
+    attempt's buffers are released is proven in tests/memory/test_oom.py with weak
     references, against the real release step.
     """
     with pytest.MonkeyPatch.context() as mp:

@@ -1,7 +1,7 @@
 """xpkit's own facade, stated with `capabilities` like any library's functions.
 
 The statements follow from the adapters (which library lacks ``linalg`` or
-data-dependent shapes) and from what the runs show: ``tests/test_facade_lazy.py``
+data-dependent shapes) and from what the runs show: ``tests/facade/test_facade_lazy.py``
 runs every method in every mode, and each method a statement keeps out of
 a mode forced into it, so a statement can neither claim a mode that fails
 (``to_numpy`` under ``jax.jit``: its values must leave the graph) nor

@@ -45,7 +45,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 from code_blocks import blocks, missing_modules, run_block
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS_TOOLS = ("sphinx", "pydata_sphinx_theme", "numpydoc", "myst_parser")
 HAVE_DOCS_TOOLS = all(importlib.util.find_spec(m) is not None for m in DOCS_TOOLS)
 pytestmark = pytest.mark.docs

@@ -4,7 +4,7 @@ nltools' own tests of its ``backends`` module, run against a module that only
 re-exports xpkit's public names, found two defects; these tests reproduce
 them the way those tests do. The differences xpkit chose are checked on the
 "Coming from nltools" docs page (``docs/nltools.md``), whose blocks run at
-every docs build and as saved scripts in ``tests/test_docs.py``.
+every docs build and as saved scripts in ``tests/docs/test_docs.py``.
 """
 
 from __future__ import annotations

@@ -25,11 +25,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers import run_python
 
 import xpkit
 from xpkit.testing import facade_capabilities, lazy_xp_function
-
-from .helpers import run_python
 
 pytest.importorskip(
     "array_api_extra", reason="needs array-api-extra: pip install 'xpkit[test]'"

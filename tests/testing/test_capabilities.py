@@ -9,13 +9,12 @@ import types
 from pathlib import Path
 
 import pytest
+from helpers import run_xpkit
 
 from xpkit._adapters import ADAPTERS
 from xpkit.testing import capabilities, capabilities_table, facade_capabilities
 
-from .helpers import run_xpkit
-
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cells(table: str, function: str) -> dict[str, str]:

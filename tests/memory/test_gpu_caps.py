@@ -2,8 +2,8 @@
 
 Run on a GPU machine with ``python -m pytest -m gpu``. Each test also skips
 when its library or device kind is missing (a CUDA machine has no XPU).
-The fault-injected counterparts are in test_memory_caps.py,
-test_nvml_contexts.py and test_xpu.py.
+The fault-injected counterparts are in memory/test_memory_caps.py,
+adapters/test_nvml.py and adapters/test_torch.py.
 """
 
 from __future__ import annotations

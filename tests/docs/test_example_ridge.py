@@ -9,7 +9,7 @@ import pytest
 
 from xpkit.testing import assert_close
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "ridge.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ridge.py"
 
 
 def _load_example():

@@ -35,7 +35,7 @@ pytestmark = pytest.mark.skipif(
     sys.platform == "win32", reason="POSIX signals and process groups"
 )
 
-TESTS = Path(__file__).parent
+TESTS = Path(__file__).resolve().parents[1]  # tests/, where pool_jobs is
 CHILD = (
     "import sys; sys.path.insert(0, sys.argv[1]); import pool_jobs; "
     "pool_jobs.interrupted_run(*sys.argv[2:])"

@@ -1,0 +1,97 @@
+"""xpkit.testing.strategies: Hypothesis strategies that draw arrays for a `Backend`."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import run_python
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import xpkit
+from xpkit._dtypes import _warned
+from xpkit.testing import strategies
+
+
+@settings(max_examples=30)
+@given(data=st.data())
+def test_strategies_honour_device_dtype_limits(data):
+    pytest.importorskip("array_api_strict")
+    b = xpkit.Backend("array_api_strict", device="no_float64")
+    x = data.draw(strategies.arrays(b, dtype=strategies.dtypes(b, "real floating")))
+    assert b.dtype_to_str(x.dtype) == "float32"
+    assert xpkit.Backend.from_arrays(x) == b
+
+
+def test_strategies_dtype_names(xpkit_backend):
+    names = strategies.dtype_names(xpkit_backend)
+    assert {"bool", "int32", "float32"} <= set(names)
+    assert set(strategies.dtype_names(xpkit_backend, "real floating")) <= {
+        "float32",
+        "float64",
+    }
+    assert "bool" not in strategies.dtype_names(xpkit_backend, "numeric")
+
+
+def test_strategies_reject_bad_input():
+    b = xpkit.Backend("numpy")
+    with pytest.raises(ValueError, match="kind='text' is not one of"):
+        strategies.dtype_names(b, "text")
+    with pytest.raises(TypeError, match="backend must be a Backend"):
+        strategies.arrays("numpy")
+    pytest.importorskip("array_api_strict")
+    nof64 = xpkit.Backend("array_api_strict", device="no_float64")
+    with pytest.raises(
+        ValueError, match="dtype='bfloat16' is not supported on array_api_strict"
+    ):
+        strategies.arrays(nof64, dtype="bfloat16")
+
+
+@settings(max_examples=5)
+@given(data=st.data())
+def test_strategies_narrow_a_64_bit_dtype_as_asarray_does(data):
+    """float64 on a device without it draws float32 arrays (issue #21), warned once."""
+    pytest.importorskip("array_api_strict")
+    nof64 = xpkit.Backend("array_api_strict", device="no_float64")
+    _warned.clear()
+    with pytest.warns(xpkit.PrecisionWarning, match="has no float64; using float32"):
+        drawn = strategies.arrays(nof64, dtype="float64", shape=3)
+    x = data.draw(drawn)
+    assert str(x.dtype) == "array_api_strict.float32"
+    assert x.device == nof64.native_device
+
+
+STRATEGY_ON_32_BIT_JAX = """
+import warnings
+
+import jax
+from hypothesis import given, settings
+
+import xpkit
+from xpkit.testing import strategies
+
+assert not jax.config.jax_enable_x64
+b = xpkit.Backend("jax")
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    drawn = strategies.arrays(b, dtype="float64", shape=2)
+print("warned:", [str(w.message) for w in caught])
+
+
+@settings(max_examples=3, database=None)
+@given(drawn)
+def check(x):
+    assert str(x.dtype) == "float32", x.dtype
+
+
+check()
+print("float32 drawn")
+"""
+
+
+def test_strategies_narrow_float64_on_jax_without_x64():
+    """``arrays(b, dtype="float64")`` raised on 32-bit JAX, where asarray narrows (#21)."""
+    pytest.importorskip("jax")
+    proc = run_python(STRATEGY_ON_32_BIT_JAX, extra_env={"JAX_ENABLE_X64": "0"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "float32 drawn" in proc.stdout
+    assert "jax-cpu has no float64; using float32 instead" in proc.stdout
