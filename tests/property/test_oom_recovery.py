@@ -83,6 +83,10 @@ class Capacity:
 )
 def test_recovery_is_exact(xpkit_backend, kind, n, cols, capacity, seed):
     b = xpkit_backend
+    if b.library == "ndonnx":
+        # Each of its calls builds and runs a graph (milliseconds): fewer rows
+        # keep the same splits (capacity below n) at a fifth of the calls.
+        n, capacity = min(n, 40), min(capacity, 50)
     rng = np.random.default_rng(seed)
     a, c = rng.standard_normal((n, cols)), rng.standard_normal((n, cols))
     fn = Capacity(capacity, FACTORIES[kind])
