@@ -161,12 +161,8 @@ def _is_data(obj: object) -> bool:
 
 def _directive(qualname: str, obj: object) -> str:
     if isinstance(obj, type):
-        options = "   :members:\n"
-        if any(c.__module__.startswith("xpkit._") for c in obj.__mro__[1:]):
-            # Backend's methods live in private mixins: list them as its own.
-            options += "   :inherited-members: Generic\n"
-        else:  # a public or standard base (UserWarning) says what it is
-            options += "   :show-inheritance:\n"
+        # A public or standard base (UserWarning, Generic) says what it is.
+        options = "   :members:\n   :show-inheritance:\n"
         return f".. autoclass:: {qualname}\n{options}"
     if not _is_data(obj):
         return f".. autofunction:: {qualname}\n"

@@ -1,4 +1,4 @@
-"""Argument checks and small conversions shared by the `Backend` methods.
+"""Argument checks and small conversions shared by the facade, memory and batching.
 
 They know no library: an array's own namespace or adapter is handed in
 where a check needs one.

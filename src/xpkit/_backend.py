@@ -400,8 +400,11 @@ class Backend(Generic[ArrayT]):
         Returns
         -------
         array
-            An array of this backend's library. On devices without float64
-            (MPS), float64 becomes float32 with one `PrecisionWarning`.
+            An array of this backend's library. ``x`` itself when it is one
+            already, on this device, in the dtype asked for (as the
+            standard's ``asarray`` with ``copy=None``; `copy` makes an
+            independent one). On devices without float64 (MPS), float64
+            becomes float32 with one `PrecisionWarning`.
 
         Raises
         ------

@@ -1,7 +1,7 @@
 """Value checks for narrowing casts: which casts can change a value, and where.
 
-Every path that converts (``asarray``, ``move``, ``check_arrays(convert=True)``)
-asks the same questions here: may casting ``source`` to ``target`` lose a value
+Every path that converts or fills (``asarray``, ``asarray_like``, ``move``,
+``check_arrays``, ``full`` and ``full_like``) asks the same questions here: may casting ``source`` to ``target`` lose a value
 (overflow, wrap, NaN or infinity to an integer, underflow to 0), and does this
 array hold one. The check runs in the array's own namespace and reads back one
 bool; only when a value is lost is anything brought to the host, to name it.

@@ -2,8 +2,9 @@
 
 `Creation` is the namespace's own creation functions with ``device=``
 bound once (`creation_for`); `full`, `full_like`, `ones_like` and
-`zeros_like` are the slow paths of `Backend`'s checked versions (NumPy's
-dtype rules, fill values that fit), functions of the `Facts` it bound.
+`zeros_like` hold the work of `Backend`'s checked versions (NumPy's dtype
+rules, fill values that fit) beyond their fast paths, as functions of the
+`Facts` it bound.
 """
 
 from __future__ import annotations

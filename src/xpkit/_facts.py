@@ -5,10 +5,10 @@ the namespace, the native device, the dtypes held there, the fast
 functions, the fast-path predicates) is computed once, here, into one
 frozen record. The facade's collaborators (``_convert``, ``_creation``,
 ``_moves``, ``_operations``, ``_inputs``) are plain functions of that
-record, so each can be tested without a `Backend`; the record answers the
-two questions they all ask: which dtype object a name becomes on a device
-(`Facts.dtype_pair`), and where a ``device=`` argument points
-(`Facts.target`).
+record, so each can be tested without a `Backend`. The record also answers
+the questions several of them ask: which dtype object a name becomes on a
+device (`Facts.dtype_pair`), where a ``device=`` argument points
+(`Facts.target`), and how host data becomes an array there (`Facts.from_host`).
 """
 
 from __future__ import annotations

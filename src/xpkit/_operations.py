@@ -145,9 +145,10 @@ def explain_matmul(f: Facts[ArrayT], A: Value, B: Value) -> None:
 
 # -- sort ------------------------------------------------------------------------
 def check_sortable(f: Facts[ArrayT], array: Value) -> None:
-    """TypeError unless ``array`` is an array of the bound library of a real dtype.
+    """TypeError when ``array`` has a complex dtype (the caller checks the operand).
 
-    The standard's ``sort`` takes real dtypes only. Two dict lookups on
+    The standard's ``sort`` takes real dtypes only; a complex array of
+    another library is refused as that first. Two dict lookups on
     the hot path, learnt on the first call with each (type, dtype).
     """
     try:

@@ -192,6 +192,20 @@ def test_asarray_fast_path_keeps_the_slow_paths_meaning():
         b.zeros_like(np.array(["x"]))
 
 
+def test_asarray_in_its_own_dtype_is_the_array_itself(xpkit_backend):
+    """As the standard's asarray(copy=None): no copy where none is needed."""
+    b = xpkit_backend
+    x = b.asarray([1.0, 2.0], dtype="float32")
+    assert b.asarray(x) is x
+    assert b.asarray(x, dtype=x.dtype) is x
+    assert b.asarray(x, dtype="float32") is x
+    other = b.asarray(x, dtype="int32")
+    assert other is not x
+    assert b.dtype_to_str(other.dtype) == "int32"
+    copied = b.copy(x)
+    assert copied is not x
+
+
 def test_torch_fast_paths_refuse_sparse_and_unsupported_dtypes():
     torch = pytest.importorskip("torch")
     b = xpkit.Backend("torch", device="cpu")
