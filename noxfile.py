@@ -36,9 +36,11 @@ def _install(session: nox.Session, extras: str) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The unit tests on every backend installed by the ``all`` extra."""
+    """The unit tests on every backend installed by the ``all`` extra, then the slow ones."""
     _install(session, "all")
     session.run("python", "-m", "pytest", *session.posargs)
+    if not session.posargs:
+        session.run("python", "-m", "pytest", "-m", "slow")
 
 
 @nox.session
