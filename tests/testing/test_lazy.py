@@ -11,8 +11,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-
-from xpkit._adapters import ADAPTERS
+from plugin_runs import needs, outcomes
 
 pytest.importorskip(
     "array_api_extra", reason="needs array-api-extra: pip install 'xpkit[test]'"
@@ -66,23 +65,6 @@ PLAIN = textwrap.dedent(
 )
 
 
-def _needs(*keys: str) -> None:
-    for key in keys:
-        adapter = ADAPTERS[key]
-        if not adapter.is_installed():
-            pytest.skip(f"needs {adapter.label}: pip install 'xpkit[{adapter.extra}]'")
-
-
-def _outcomes(result: pytest.RunResult) -> dict[str, str]:
-    """Test id -> PASSED/FAILED from ``-v`` output."""
-    found = {}
-    for line in result.stdout.lines:
-        if "::" in line and ("PASSED" in line or "FAILED" in line):
-            name = line.split("::", 1)[1].split()[0]
-            found[name] = "PASSED" if "PASSED" in line else "FAILED"
-    return found
-
-
 @pytest.mark.parametrize(
     ("library", "backends", "message"),
     [
@@ -95,24 +77,24 @@ def test_an_if_on_an_array_value_fails_jitted_or_compiled(
     pytester, library, backends, message
 ):
     """Eager variants pass; the last (jitted or compiled) fails, saying why."""
-    _needs(library)
+    needs(library)
     pytester.makepyfile(test_user=BRANCHY)
     result = pytester.runpytest_subprocess(
         "-v", "-p", "no:cacheprovider", f"--xpkit-backends={','.join(backends)}"
     )
     expected = {f"test_clip[{b}]": "PASSED" for b in backends[:-1]}
     expected[f"test_clip[{backends[-1]}]"] = "FAILED"
-    assert _outcomes(result) == expected
+    assert outcomes(result) == expected
     result.stdout.fnmatch_lines([message])
 
 
 def test_a_compute_fails_on_dask_lazy_with_the_count(pytester):
-    _needs("dask")
+    needs("dask")
     pytester.makepyfile(test_user=COMPUTES)
     result = pytester.runpytest_subprocess(
         "-v", "-p", "no:cacheprovider", "--xpkit-backends=dask,dask-lazy"
     )
-    assert _outcomes(result) == {
+    assert outcomes(result) == {
         "test_scale[dask]": "PASSED",
         "test_scale[dask-lazy]": "FAILED",
     }
@@ -130,10 +112,10 @@ def test_a_compute_fails_on_dask_lazy_with_the_count(pytester):
 
 
 def test_modules_without_lazy_functions_get_no_lazy_variants(pytester):
-    _needs("dask")
+    needs("dask")
     pytester.makepyfile(test_user=PLAIN)
     result = pytester.runpytest_subprocess("-v", "-p", "no:cacheprovider")
-    ids = set(_outcomes(result))
+    ids = set(outcomes(result))
     assert "test_plain[dask]" in ids
     assert not any(i.endswith(("-jit]", "-lazy]", "-compile]")) for i in ids)
 
@@ -145,7 +127,7 @@ def test_narrowing_is_reported_once_in_the_summary(pytester):
     those (issue #23): nothing for int64, which no test asked for, nor for
     torch-cpu, which holds every dtype asked for.
     """
-    _needs("jax", "torch")
+    needs("jax", "torch")
     pytester.makeini("[pytest]\nfilterwarnings = error\n")
     pytester.makepyfile(
         test_user="""

@@ -17,30 +17,13 @@ outcome of each test id:
 
 from __future__ import annotations
 
-import re
 import textwrap
 
 import pytest
+from plugin_runs import needs, outcomes
 
 from xpkit._adapters import ADAPTERS
 from xpkit.testing._variants import available_backend_params, selected
-
-
-def _needs(*keys: str) -> None:
-    for key in keys:
-        adapter = ADAPTERS[key]
-        if not adapter.is_installed():
-            pytest.skip(f"needs {adapter.label}: pip install 'xpkit[{adapter.extra}]'")
-
-
-def _outcomes(result: pytest.RunResult) -> dict[str, str]:
-    """Test id -> PASSED/FAILED/SKIPPED from ``-v`` output."""
-    found = {}
-    for line in result.stdout.lines:
-        match = re.match(r"\S+::(\S+) (PASSED|FAILED|SKIPPED|XFAIL)", line)
-        if match:
-            found[match.group(1)] = match.group(2)
-    return found
 
 
 def _failure(result: pytest.RunResult, test_id: str) -> str:
@@ -106,11 +89,11 @@ DEVICES = textwrap.dedent(
 
 def test_device_slips_and_references_across_every_variant(pytester):
     """One run over every variant this machine has, filterwarnings = error."""
-    _needs("array_api_strict")
+    needs("array_api_strict")
     pytester.makeini("[pytest]\nfilterwarnings = error\n")
     pytester.makepyfile(test_user=DEVICES)
     result = pytester.runpytest_subprocess("-v", "-p", "no:cacheprovider")
-    got = _outcomes(result)
+    got = outcomes(result)
     variants = sorted({key.split("[", 1)[1][:-1] for key in got})
     usable = [v for v in variants if got[f"test_center_fixed[{v}]"] != "SKIPPED"]
     assert {"numpy", "array_api_strict-device1", "array_api_strict-no_float64"} <= set(
@@ -224,7 +207,7 @@ def _line_of(fragment: str) -> int:
 
 
 def test_host_copies_are_counted_and_named(pytester):
-    _needs("torch", "array_api_strict")
+    needs("torch", "array_api_strict")
     pytester.makepyfile(test_user=HOST_COPIES)
     result = pytester.runpytest_subprocess(
         "-v",
@@ -232,7 +215,7 @@ def test_host_copies_are_counted_and_named(pytester):
         "no:cacheprovider",
         "--xpkit-backends=numpy,torch-cpu,array_api_strict",
     )
-    got = _outcomes(result)
+    got = outcomes(result)
     for test in ("test_unchecked", "test_one_copy", "test_on_device"):
         for v in ("numpy", "torch-cpu", "array_api_strict"):
             assert got[f"{test}[{v}]"] == "PASSED", (test, v)
@@ -263,7 +246,7 @@ def test_host_copies_are_counted_and_named(pytester):
 
 def test_dtype_axis_and_the_meta_device(pytester):
     """xpkit_dtype: float32 everywhere, float64 where held; torch-meta on request."""
-    _needs("torch", "array_api_strict")
+    needs("torch", "array_api_strict")
     pytester.makepyfile(
         test_user="""
         import pytest
@@ -290,7 +273,7 @@ def test_dtype_axis_and_the_meta_device(pytester):
         "no:cacheprovider",
         "--xpkit-backends=numpy,torch-cpu,torch-meta,array_api_strict-no_float64",
     )
-    assert _outcomes(result) == {
+    assert outcomes(result) == {
         "test_ones[numpy-float32]": "PASSED",
         "test_ones[numpy-float64]": "PASSED",
         "test_ones[torch-cpu-float32]": "PASSED",
@@ -398,7 +381,7 @@ def test_uncovered_statements_fail_the_session(pytester):
 
 def test_the_meta_device_is_a_backend_without_values():
     """``Backend("torch", device="meta")``: shapes and dtypes; values refused."""
-    _needs("torch")
+    needs("torch")
     import numpy as np
 
     import xpkit
@@ -415,7 +398,7 @@ def test_the_meta_device_is_a_backend_without_values():
 
 
 def test_variant_names_say_the_device_where_the_name_does_not():
-    _needs("array_api_strict", "torch")
+    needs("array_api_strict", "torch")
     strict, torch = ADAPTERS["array_api_strict"], ADAPTERS["torch"]
     assert strict.variant_name("cpu") == "array_api_strict"
     assert strict.variant_name("device1") == "array_api_strict-device1"
