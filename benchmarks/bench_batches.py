@@ -341,13 +341,15 @@ def overhead_table(repeats: int) -> str:
         "Per call, `fn = lambda x: x * 2.0` on n x 8 float64 rows (n x 64 from "
         "100,000 rows), in one process, interleaved; the median of "
         f"{repeats} rounds of each. *first*: with an empty plan memory (the probe "
-        "runs); *repeated*: the same signature again; *given*: `bytes_per_item` "
-        "passed. Targets (NumPy): repeated <= fn + 50 us at 100 rows, <= 1.5x fn "
-        "at 10,000.",
+        "runs); *repeated*: the same call again (one batch: repeated without a "
+        "plan); *given*: `bytes_per_item` passed; *planned*: `bytes_per_item` "
+        "passed and `remember=False` (checked and planned on every call). "
+        "Targets (NumPy): repeated <= fn + 50 us at 100 rows, <= 1.5x fn at "
+        "10,000.",
         "",
         "| library | n | fn (us) | first (us) | repeated (us) | repeated - fn (us) "
-        "| repeated / fn | given (us) | given / fn |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| repeated / fn | given (us) | given / fn | planned (us) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     libs = ["numpy"]
     try:
@@ -367,7 +369,7 @@ def overhead_table(repeats: int) -> str:
                 f"| {med['fn']:,.1f} | {med['first']:,.0f} | {med['repeated']:,.1f} "
                 f"| {med['repeated'] - med['fn']:,.1f} "
                 f"| {med['repeated'] / med['fn']:.2f} | {med['given']:,.1f} "
-                f"| {med['given'] / med['fn']:.2f} |"
+                f"| {med['given'] / med['fn']:.2f} | {med['planned']:,.1f} |"
             )
     return "\n".join(lines)
 
@@ -394,6 +396,9 @@ def _overhead_medians(x, per_item: float, repeats: int) -> dict[str, float]:
         "first": first,
         "repeated": lambda: xpkit.map_batches(fn, x),
         "given": lambda: xpkit.map_batches(fn, x, bytes_per_item=per_item),
+        "planned": lambda: xpkit.map_batches(
+            fn, x, bytes_per_item=per_item, remember=False
+        ),
     }
     times: dict[str, list[float]] = {k: [] for k in cases}
     for _ in range(repeats):

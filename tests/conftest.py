@@ -92,3 +92,18 @@ def _forget_plans() -> None:
     import xpkit
 
     xpkit.plan_memory.clear()
+
+
+@pytest.fixture
+def host_reading_held(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The host's memory reading does not age in this test (its clock stands).
+
+    A repeated `map_batches` call needs the reading its plan came from
+    (reused for 0.1 s); on a loaded machine a slow call could outlive it.
+    """
+    from types import SimpleNamespace
+
+    from xpkit import _memory
+
+    monkeypatch.setattr(_memory, "_host_reading", (None, -float("inf"), 0))
+    monkeypatch.setattr(_memory, "time", SimpleNamespace(monotonic=lambda: 0.0))

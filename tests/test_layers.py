@@ -77,7 +77,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ),
     ("facade and executors", ("xpkit._backend", "xpkit._executors*")),
     ("takes a Backend", ("xpkit._select", "xpkit._device_budget")),
-    ("batching", ("xpkit._request", "xpkit._batches")),
+    ("batching", ("xpkit._request", "xpkit._repeat", "xpkit._batches")),
     ("testing tools", ("xpkit.testing*",)),
     # The package's face: its lazy table (xpkit/__init__.py) loads the
     # batching functions and xpkit.testing by name, which no import shows.

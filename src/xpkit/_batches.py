@@ -16,27 +16,24 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from ._adapters import ADAPTERS, HOST_BATCH_WORKING_SET_BYTES, release_freed_host_memory
+from ._adapters import ADAPTERS, release_freed_host_memory
 from ._args import check_count
 from ._executors import run_on_pool
 from ._log import logger
-from ._memory import BYTES_PER_GB
+from ._memory import BYTES_PER_GB, TRIM_ABOVE_BYTES
 from ._oom import UnsplittableMemoryError, split_on_oom
 from ._outputs import Outputs
 from ._plan import BatchPlan, make_plan
 from ._plan_memory import GROW_AFTER, plan_memory
-from ._request import BatchRequest, batch_request, refuse_traced
-from ._rows import Job, common_rows
+from ._repeat import Repeat, learn_repeat, plan_state, repeat
+from ._request import BatchRequest, batch_request
+from ._rows import Job, common_rows, refuse_traced
 
 if TYPE_CHECKING:
     from ._backend import Backend
     from ._typing import Array, DaskClient, ProgressBar, UserFunction, UserResult
 
 __all__ = ["compute_oom_safe", "map_batches", "plan_batches"]
-
-#: A host batch with a larger working set, of a library that keeps freed
-#: memory (`Adapter.keeps_freed_host_memory`), hands it back after it.
-TRIM_ABOVE_BYTES = 2 * HOST_BATCH_WORKING_SET_BYTES
 
 
 def map_batches(
@@ -79,6 +76,14 @@ def map_batches(
     or where those files are missing) nothing is
     measured, and the bytes of one row of every input stand for an item (a
     log line says so). Measuring resets the peak statistic it reads.
+
+    Called in a loop, a call that repeats the last one (the same ``fn`` by
+    signature, inputs of the same library, device, shape and dtype, the same
+    options, outputs on the host) while nothing its plan depends on changed
+    (the host's memory reading, reused for 0.1 s; the budget in force; what
+    `plan_memory` holds) runs ``fn`` on all rows at once without checking or
+    planning again, where the last one was planned as one batch on a device
+    whose memory is the host's: a few microseconds of its own.
 
     Parameters
     ----------
@@ -148,8 +153,9 @@ def map_batches(
         measures (no meter for the device, or too few rows), before the
         bytes of one input row.
     remember : bool, default True
-        Recall and learn this signature's cost and the batch size an OOM
-        taught in `plan_memory` (see above). False: neither.
+        Recall and learn this signature's cost, the batch size an OOM
+        taught and a one-batch plan to repeat in `plan_memory` (see above).
+        False: none of them.
 
     Returns
     -------
@@ -201,6 +207,9 @@ def map_batches(
     )
 
 
+#: A call that is not checked for a repeat (it has an executor, a backend...).
+_NOT_REPEATED = Repeat(None)
+
 _EAGER_REASON = (
     "map_batches (like plan_batches and compute_oom_safe) is an eager loop "
     "on the host: it sizes batches from memory measured now and reads each "
@@ -214,20 +223,30 @@ _TRACERS = [a for a in ADAPTERS.values() if a.traces_python]
 
 
 def _eager(fn: UserFunction) -> UserFunction:
-    """``fn``, marked by every imported library that compiles Python to run eagerly."""
+    """``fn``; while a library's compiler traces the caller, ``fn`` run eagerly.
+
+    (A compiler that traces Python, torch.compile's dynamo, then breaks the
+    graph there, or fails under ``fullgraph=True`` with the reason. The
+    eager ``fn`` is made on the first call outside a trace; outside a trace
+    ``fn`` itself is called: the wrapper would cost every call.)
+    """
     for adapter in _TRACERS:
         if adapter.is_imported():
-            fn = adapter.eager_only(fn, _EAGER_REASON)
+            eager = adapter.eager_only(fn, _EAGER_REASON)  # (made once, here)
+            if adapter.compiling():
+                fn = eager
     return fn
 
 
 def _mark_eager() -> None:
-    """Mark the bodies now, where a compiling library is imported already.
+    """Make the eager bodies now, where a compiling library is imported already.
 
-    (Marking inside a trace costs a graph break; here it costs nothing.)
+    (Made inside a trace, they cost a graph break; here they cost nothing.)
     """
-    for body in (_map_batches, _plan_batches, _compute_oom_safe):
-        _eager(body)
+    for adapter in _TRACERS:
+        if adapter.is_imported():
+            for body in (_map_batches, _plan_batches, _compute_oom_safe):
+                adapter.eager_only(body, _EAGER_REASON)
 
 
 def _map_batches(  # (map_batches' parameters, by position)
@@ -250,6 +269,23 @@ def _map_batches(  # (map_batches' parameters, by position)
     if not isinstance(progress, bool):
         msg = f"progress must be a bool, got {progress!r}"
         raise TypeError(msg)
+    repeated = _NOT_REPEATED
+    if (
+        backend is executor is None
+        and progress is False
+        and remember is True
+        and result_on == "host"
+    ):
+        numbers = (
+            bytes_per_item,
+            overhead,
+            budget_gb,
+            min_batch,
+            fallback_bytes_per_item,
+        )
+        repeated = repeat(fn, arrays, whole, numbers, pad)
+        if repeated.__class__ is not Repeat:
+            return repeated
     request = batch_request(  # (by position: map_batches' parameters, in order)
         fn,
         arrays,
@@ -265,11 +301,19 @@ def _map_batches(  # (map_batches' parameters, by position)
         fallback_bytes_per_item,
         remember,
     )
+    return _plan_and_run(request, repeated, progress)
+
+
+def _plan_and_run(
+    request: BatchRequest, repeated: Repeat, progress: bool
+) -> UserResult:
+    """The planned path of `map_batches`: plan, refuse or run, learn a repeat."""
     outputs = _outputs_of(request)
     if request.n == 0:  # fn still runs once, and its result is checked
-        outputs.put(0, 0, outputs.take(request.job.run(arrays, 0, 0, 0), 0, 0))
+        outputs.put(0, 0, outputs.take(request.job.run(request.arrays, 0, 0, 0), 0, 0))
         return outputs.value()
     plan = make_plan(request, outputs)
+    state = None if repeated.call is None else plan_state()
     if plan.outputs_fit is False:
         _refuse(request, plan)
     if request.pad:
@@ -282,6 +326,7 @@ def _map_batches(  # (map_batches' parameters, by position)
     finally:
         if bar is not None:
             bar.close()
+    learn_repeat(repeated, request, plan, state)
     return outputs.value()
 
 

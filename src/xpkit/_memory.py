@@ -38,6 +38,7 @@ __all__ = [
     "HEADROOM",
     "HOST_BATCH_WORKING_SET_BYTES",
     "MIN_BUDGET_GB",
+    "TRIM_ABOVE_BYTES",
     "MemoryCapWarning",
     "array_nbytes",
     "auto_batch_size",
@@ -46,6 +47,7 @@ __all__ = [
     "batch_budgets",
     "batch_size_within",
     "configured_budget_gb",
+    "fresh_host_reading",
     "gb_to_bytes",
     "host_available_bytes",
     "memory_budget",
@@ -55,6 +57,9 @@ __all__ = [
 #: Ceiling on a *measured* budget used to size batches: working sets beyond it
 #: add allocation cost without throughput gain and starve unified-memory hosts.
 BATCH_WORKING_SET_CEILING_GB = 8.0
+#: A host batch with a larger working set, of a library that keeps freed
+#: memory (`Adapter.keeps_freed_host_memory`), hands it back after it.
+TRIM_ABOVE_BYTES = 2 * HOST_BATCH_WORKING_SET_BYTES
 #: Budget used when nothing can be measured.
 FALLBACK_BUDGET_GB = 4.0
 #: Smallest measured budget: what a device with (almost) nothing free gets.
@@ -281,10 +286,10 @@ def configured_budget_gb() -> float | None:
     active = _active_budget.get()
     if active:
         return active[-1][1]
-    try:  # (os.environ.get: one frame more, the same two exceptions)
-        raw = os.environ[ENV_BUDGET].strip()
-    except KeyError:
+    raw = os.environ.get(ENV_BUDGET)  # (cheaper than catching a KeyError)
+    if raw is None:
         return None
+    raw = raw.strip()
     if not raw:
         return None
     try:
@@ -348,12 +353,16 @@ def _free_bytes(adapter: Adapter, device: str) -> int:
     return recent_host_bytes() if free is None else free
 
 
+#: A host reading: ``(reader, when, available bytes)``.
+HostReading = tuple[Callable[[], int] | None, float, int]
+
+
 #: How long a reading of the host's available memory is reused (seconds):
 #: memory does not change meaningfully in that time, and reading it (psutil
 #: and the cgroup files) costs about 0.1 ms, more than a small batch.
 HOST_READING_REUSED_FOR = 0.1
 # (the reader, when it read, what it read): the last host reading.
-_host_reading: tuple[Callable[[], int] | None, float, int] = (None, -math.inf, 0)
+_host_reading: HostReading = (None, -math.inf, 0)
 
 
 def recent_host_bytes() -> int:
@@ -368,6 +377,23 @@ def recent_host_bytes() -> int:
     value = reader()
     _host_reading = (reader, now, value)
     return value
+
+
+def fresh_host_reading() -> HostReading | None:
+    """The last host reading while `recent_host_bytes` would reuse it, else None.
+
+    One reading stands for the host's memory for `HOST_READING_REUSED_FOR`
+    seconds: a plan made from it holds as long as this returns the same
+    reading (compared with ``is``).
+    """
+    reading = _host_reading
+    reader, when, _ = reading
+    if (
+        reader is host_available_bytes
+        and time.monotonic() - when < HOST_READING_REUSED_FOR
+    ):
+        return reading
+    return None
 
 
 def device_free_bytes(adapter: Adapter, device: str) -> int | None:

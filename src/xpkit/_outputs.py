@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ._backend import Backend
     from ._typing import Array, DType, HostArray, UserFunction, UserResult
 
-__all__ = ["PLACES", "Outputs"]
+__all__ = ["PLACES", "Outputs", "outputs_of_all_rows"]
 
 #: Where results are assembled: on the host as NumPy, or on the backend's device.
 PLACES = ("host", "device")
@@ -198,7 +198,12 @@ class Outputs:
         Kept arrays give the dtypes and row shapes only when they are asked
         for (`_layout`): a call whose one batch is all the rows never asks.
         """
-        kept = whole and self.keep and self._device is None and self._own(rows.leaves)
+        kept = (
+            whole
+            and self.keep
+            and self._device is None
+            and _own(rows.leaves, self._sources)
+        )
         if kept:
             self._out = self._kept = list(rows.leaves)
         else:
@@ -217,34 +222,6 @@ class Outputs:
         if not self._dtypes and self._kept:
             self._read_layout(self._kept)
         return self._dtypes, self._rows
-
-    def _own(self, leaves: list[Array]) -> bool:
-        """Whether host ``leaves`` can be the outputs as they are.
-
-        Writable NumPy arrays, distinct, that share no memory with what
-        ``fn`` read (its inputs and whole operands, seen on the host where
-        their memory is host memory).
-        """
-        for leaf in leaves:
-            if type(leaf) is not np.ndarray or not leaf.flags.writeable:
-                return False
-        if len(leaves) > 1 and any(
-            np.may_share_memory(a, b)
-            for i, a in enumerate(leaves)
-            for b in leaves[i + 1 :]
-        ):
-            return False
-        for source in self._sources:
-            view: HostArray | None = source
-            if type(source) is not np.ndarray:  # (a NumPy array is its own memory)
-                adapter = adapter_for_array(source)
-                view = None if adapter is None else adapter.host_view(source)
-                if view is None:
-                    continue
-            for leaf in leaves:
-                if np.may_share_memory(leaf, view):
-                    return False
-        return True
 
     @property
     def row_bytes(self) -> int | None:
@@ -338,6 +315,54 @@ class Outputs:
         if kind == "list":
             return list(outs)
         return tuple(outs)
+
+
+def _own(leaves: list[Array], sources: tuple[Array, ...]) -> bool:
+    """Whether host ``leaves`` can be the outputs as they are.
+
+    Writable NumPy arrays, distinct, that share no memory with what
+    ``fn`` read (``sources``: its inputs and whole operands, seen on the
+    host where their memory is host memory).
+    """
+    for leaf in leaves:
+        if type(leaf) is not np.ndarray or not leaf.flags.writeable:
+            return False
+    if len(leaves) > 1 and any(
+        np.may_share_memory(a, b) for i, a in enumerate(leaves) for b in leaves[i + 1 :]
+    ):
+        return False
+    for source in sources:
+        view: HostArray | None = source
+        if type(source) is not np.ndarray:  # (a NumPy array is its own memory)
+            adapter = adapter_for_array(source)
+            view = None if adapter is None else adapter.host_view(source)
+            if view is None:
+                continue
+        for leaf in leaves:
+            if np.may_share_memory(leaf, view):
+                return False
+    return True
+
+
+def outputs_of_all_rows(
+    result: UserResult, n: int, fn: UserFunction, sources: tuple[Array, ...]
+) -> UserResult:
+    """The outputs on the host, from ``fn``'s ``result`` for all ``n`` rows at once.
+
+    One array that can be held as it is (`_own`) is returned at once: what
+    an `Outputs` would keep. Anything else goes through one (checked,
+    converted, copied where it must be).
+    """
+    if (
+        type(result) is np.ndarray
+        and result.ndim
+        and result.shape[0] == n
+        and _own([result], sources)
+    ):
+        return result
+    outputs = Outputs(n, fn, sources=sources)
+    outputs.put(0, n, outputs.take(result, 0, n))
+    return outputs.value()
 
 
 def _dtype_label(dtype: DType) -> str:

@@ -9,6 +9,11 @@ objects by identity), the same row shape and dtype of every input, the same
 A second call with that signature plans without probing, and starts from
 the batch size that worked.
 
+A call that ran as one batch with room to spare is also remembered as such
+(`PlanMemory.learn_one_batch`), with the state it was planned under (the
+host reading, the configured budget): `map_batches` repeats it without
+planning while that state holds and nothing was learned since.
+
 The memory is bounded (least recently used entries go first), safe to use
 from many threads, and can be read (`PlanMemory.entries`), cleared and
 switched off (`PlanMemory.enabled`, or ``remember=False`` for one call). A
@@ -48,6 +53,9 @@ GROW_AFTER = 16
 
 #: A hashable description of one call's signature (see the module docstring).
 Signature = tuple[Hashable, ...]
+#: A call that ran as one batch: the memory's version then, the state it was
+#: planned under, weak references to what its key names by identity.
+_OneBatch = tuple[int, Hashable, tuple[Callable[[], object], ...]]
 
 
 class _Unkeyable(Exception):
@@ -133,6 +141,9 @@ class PlanMemory:
         self.maxsize = maxsize
         self.enabled = True
         self._entries: OrderedDict[Signature, Learned] = OrderedDict()
+        # call -> (version, state, weak references): calls that ran as one batch.
+        self._one_batch: OrderedDict[Hashable, _OneBatch] = OrderedDict()
+        self._version = 0
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -147,6 +158,45 @@ class PlanMemory:
         """Forget everything learned."""
         with self._lock:
             self._entries.clear()
+            self._one_batch.clear()
+            self._version += 1
+
+    @property
+    def version(self) -> int:
+        """A number that changes whenever something is learned or forgotten."""
+        return self._version
+
+    def learn_one_batch(
+        self,
+        call: Hashable,
+        state: Hashable,
+        alive: tuple[Callable[[], object], ...],
+        version: int,
+    ) -> None:
+        """``call`` ran as one batch with room, planned under ``state`` at ``version``.
+
+        Nothing is kept when something was learned since ``version`` (the
+        plan may be out of date already).
+        """
+        if not self.enabled:
+            return
+        with self._lock:
+            if version != self._version:
+                return
+            self._one_batch.pop(call, None)
+            self._one_batch[call] = (version, state, alive)
+            while len(self._one_batch) > self.maxsize:
+                self._one_batch.popitem(last=False)
+
+    def one_batch(self, call: Hashable, state: Hashable) -> bool:
+        """Whether ``call`` runs as one batch again: same ``state``, nothing learned since."""
+        if not self.enabled:
+            return False
+        entry = self._one_batch.get(call)  # (a dict read needs no lock)
+        if entry is None or entry[0] != self._version or entry[1] != state:
+            return False
+        refs = entry[2]
+        return not refs or all(ref() is not None for ref in refs)
 
     def entries(self) -> list[Learned]:
         """What is remembered, least recently used first."""
@@ -186,6 +236,7 @@ class PlanMemory:
             if old is not None:
                 learned = learned._replace(fits=old.fits)
             self._entries[key] = learned
+            self._version += 1
             while len(self._entries) > self.maxsize:
                 self._entries.popitem(last=False)
 
@@ -208,6 +259,7 @@ class PlanMemory:
                 entry = Learned(0.0, 0.0, "", learned_at=time.time(), alive=alive)
             fits = rows if entry.fits is None else min(entry.fits, rows)
             self._entries[key] = entry._replace(fits=fits)
+            self._version += 1
             self._entries.move_to_end(key)
             while len(self._entries) > self.maxsize:
                 self._entries.popitem(last=False)
@@ -225,6 +277,7 @@ class PlanMemory:
             entry = self._entries.get(key)
             if entry is not None:
                 self._entries[key] = change(entry)
+                self._version += 1
 
 
 #: The process's plan memory (`xpkit.plan_memory`).
@@ -237,17 +290,23 @@ def signature(
     arrays: tuple[Array, ...],
     whole: tuple[Array, ...] | Mapping[str, Array],
     where: Hashable,
+    *,
+    exact: bool = False,
 ) -> tuple[Signature | None, tuple[Callable[[], object], ...]]:
     """``(key, weak references)`` of a call, or ``(None, ())`` when it has none.
 
     ``where`` names the backend and device. The weak references are to the
-    objects the key names by identity.
+    objects the key names by identity. ``exact=True``: every input also by
+    its device, its library's settings and its whole shape (the rows, not
+    only their shape): two calls with one exact key have the same inputs
+    but for their values.
     """
     refs: list[Callable[[], object]] = []
+    input_key = _input_key if exact else _row_key
     try:
         key: Signature = (
             _callable_key(fn, refs, 0),
-            tuple([_row_key(a) for a in arrays]),
+            tuple([input_key(a) for a in arrays]),
             _operands_key(whole, refs) if whole else (),
             where,
         )
@@ -278,6 +337,20 @@ def _row_key(a: Array) -> Hashable:
     if adapter is None:
         raise _Unkeyable
     return (adapter.key, tuple(a.shape[1:]), a.dtype)
+
+
+def _input_key(a: Array) -> Hashable:
+    """An input by library, device, library settings, shape and dtype."""
+    adapter = adapter_for_array(a)
+    if adapter is None:
+        raise _Unkeyable
+    return (
+        adapter.key,
+        adapter.device_key(a),
+        adapter.config_token(),
+        a.shape,
+        a.dtype,
+    )
 
 
 _PLAIN = (type(None), bool, int, float, complex, str, bytes)

@@ -10,19 +10,19 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
-from ._adapters import ADAPTERS, Adapter, adapter_for_array, get_adapter
+from ._adapters import Adapter, get_adapter
 from ._args import check_count, check_gb, check_positive
 from ._backend import Backend
 from ._executors import Pool, pool_for
 from ._outputs import PLACES
 from ._plan_memory import Signature, signature
-from ._rows import Job, common_rows
+from ._rows import Job, common_rows, refuse_traced
 from ._select import coerce_backend
 
 if TYPE_CHECKING:
     from ._typing import Array, UserFunction, Value
 
-__all__ = ["BatchRequest", "batch_request", "refuse_traced"]
+__all__ = ["BatchRequest", "batch_request"]
 
 
 class BatchRequest(NamedTuple):
@@ -174,35 +174,6 @@ def batch_request(
         key,
         alive,
     )
-
-
-def refuse_traced(arrays: tuple[Array, ...], whole: Value, caller: str) -> None:
-    """RuntimeError when a compiler traces an input: ``caller`` needs values.
-
-    Only the libraries whose adapter can tell a traced array (JAX) are asked.
-    """
-    operands = whole if isinstance(whole, (tuple, list)) else tuple(whole.values())
-    for i, a in enumerate((*arrays, *operands)):
-        adapter = adapter_for_array(a)
-        if adapter is None or adapter not in _TRACING:
-            continue
-        mode = adapter.traced_by(a)
-        if mode is not None:
-            name = f"arrays[{i}]" if i < len(arrays) else "a whole operand"
-            msg = (
-                f"{caller} cannot run inside {mode}: {name} is traced, and "
-                f"{caller} is an eager loop on the host that sizes batches "
-                "and reads each batch's result. Call it outside the traced "
-                f"function (fn itself may be compiled), or run fn on all rows "
-                "there"
-            )
-            raise RuntimeError(msg)
-
-
-#: The adapters that can tell a traced array (`Adapter.traced_by` is theirs).
-_TRACING = frozenset(
-    a for a in ADAPTERS.values() if type(a).traced_by is not Adapter.traced_by
-)
 
 
 def _check_whole(whole: Value) -> None:

@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ._adapters import adapter_for_array, to_host
+from ._adapters import ADAPTERS, Adapter, adapter_for_array, to_host
 
 if TYPE_CHECKING:
     from ._backend import Backend
-    from ._typing import Array, UserFunction, UserResult
+    from ._typing import Array, UserFunction, UserResult, Value
 
     #: What a `Job` pickles: ``fn``, its whole operands, the backend, ``pad_to``.
     _JobState = tuple[
@@ -25,11 +25,13 @@ if TYPE_CHECKING:
     ]
 
 __all__ = [
+    "TRACING_ADAPTERS",
     "Job",
     "ResultSpec",
     "Rows",
     "common_rows",
     "host_rows",
+    "refuse_traced",
     "row_slices",
     "rows_of",
     "split_result",
@@ -122,6 +124,35 @@ def common_rows(arrays: tuple[Array, ...]) -> int:
         msg = f"arrays have an unknown axis-0 length ({n!r}); compute chunk sizes first"
         raise ValueError(msg)  # noqa: TRY004 - dask NaN length
     return n
+
+
+def refuse_traced(arrays: tuple[Array, ...], whole: Value, caller: str) -> None:
+    """RuntimeError when a compiler traces an input: ``caller`` needs values.
+
+    Only the libraries whose adapter can tell a traced array (JAX) are asked.
+    """
+    operands = whole if isinstance(whole, (tuple, list)) else tuple(whole.values())
+    for i, a in enumerate((*arrays, *operands)):
+        adapter = adapter_for_array(a)
+        if adapter is None or adapter not in TRACING_ADAPTERS:
+            continue
+        mode = adapter.traced_by(a)
+        if mode is not None:
+            name = f"arrays[{i}]" if i < len(arrays) else "a whole operand"
+            msg = (
+                f"{caller} cannot run inside {mode}: {name} is traced, and "
+                f"{caller} is an eager loop on the host that sizes batches "
+                "and reads each batch's result. Call it outside the traced "
+                f"function (fn itself may be compiled), or run fn on all rows "
+                "there"
+            )
+            raise RuntimeError(msg)
+
+
+#: The adapters that can tell a traced array (`Adapter.traced_by` is theirs).
+TRACING_ADAPTERS = frozenset(
+    a for a in ADAPTERS.values() if type(a).traced_by is not Adapter.traced_by
+)
 
 
 def row_slices(

@@ -181,3 +181,21 @@ def test_a_torch_build_without_xpu(monkeypatch):
         warnings.simplefilter("error")
         TORCH.empty_cache()  # nothing to empty, nothing raised
     assert TORCH.memory_cap("cpu") is None
+
+
+def test_the_adapter_knows_when_dynamo_traces_the_caller():
+    """compiling(): False in eager code, True while torch.compile traces it."""
+    torch = pytest.importorskip("torch")
+    from xpkit._adapters import get_adapter
+
+    adapter = get_adapter("torch")
+    assert adapter.compiling() is False
+    assert get_adapter("numpy").compiling() is False  # (no compiler of its own)
+    seen = []
+
+    def f(x):
+        seen.append(adapter.compiling())
+        return x + 1
+
+    torch.compile(f, backend="eager")(torch.ones(3))
+    assert seen == [True]

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import sys
 import textwrap
 import threading
+import time
 import warnings
 
 import numpy as np
@@ -475,16 +477,34 @@ def test_a_plan_map_batches_makes_is_the_frozen_dataclass_it_says():
         plan.batch_size = 1  # type: ignore[misc]
 
 
-def test_a_repeated_call_does_little_of_its_own():
-    """The same signature again: every check, the plan, one call of fn; few calls.
+def _xpkit_calls(call):
+    """``call()``'s result, and the names of the functions of xpkit it called."""
+    from pathlib import Path
+
+    package = str(Path(xpkit.__file__).parent)
+    calls = []
+
+    def count(frame, event, _arg):
+        if event == "call" and frame.f_code.co_filename.startswith(package):
+            calls.append(frame.f_code.co_name)
+
+    sys.setprofile(count)
+    try:
+        got = call()
+    finally:
+        sys.setprofile(None)
+    return got, calls
+
+
+def test_a_planned_call_does_little_of_its_own(monkeypatch):
+    """A remembered signature, planned: every check, the plan, one call of fn.
 
     Counts the Python calls in xpkit's own modules (not fn's, NumPy's or a
     compiler's): a per-call cost that creeps back (a second budget reading,
     a probe, a record built twice) shows here first.
     """
-    from pathlib import Path
+    from xpkit import _memory
 
-    package = str(Path(xpkit.__file__).parent)
     x = np.ones((100, 8))
 
     def fn(rows):
@@ -492,23 +512,48 @@ def test_a_repeated_call_does_little_of_its_own():
 
     for sizing in ({}, {"bytes_per_item": 64.0}):
         xpkit.map_batches(fn, x, **sizing)  # learns fn's cost (the probe)
-        calls = []
-
-        def count(frame, event, _arg, calls=calls):
-            if event == "call" and frame.f_code.co_filename.startswith(package):
-                calls.append(frame.f_code.co_name)
-
-        sys.setprofile(count)
-        try:
-            got = xpkit.map_batches(fn, x, **sizing)
-        finally:
-            sys.setprofile(None)
+        # A new host reading (of the same bytes): planned again, not repeated.
+        available = _memory.recent_host_bytes()
+        reading = (_memory.host_available_bytes, time.monotonic(), available)
+        monkeypatch.setattr(_memory, "_host_reading", reading)
+        got, calls = _xpkit_calls(functools.partial(xpkit.map_batches, fn, x, **sizing))
         assert_equal(got, x * 2.0)
         assert calls.count("fn") == 0  # (fn is not xpkit's)
         assert calls.count("make_plan") == 1
         assert calls.count("batch_budgets") == 1  # one budget reading
         assert "_probe" not in calls
-        assert len(calls) <= 80, (sizing, len(calls), calls)
+        assert "learn_repeat" in calls  # (a one-batch call is kept for a repeat)
+        assert len(calls) <= 95, (sizing, len(calls), calls)
+
+
+def test_a_repeated_call_runs_fn_and_nothing_else_of_weight(host_reading_held):
+    """The same call under the same state again: no checks, no plan, fn once."""
+    x = np.ones((100, 8))
+
+    class Runs:  # (fn, named by identity in its signature: a list has none)
+        def __init__(self) -> None:
+            self.rows: list[int] = []
+
+        def __call__(self, rows):
+            self.rows.append(rows.shape[0])
+            return rows * 2.0
+
+    fn = Runs()
+    runs = fn.rows
+
+    for sizing in ({}, {"bytes_per_item": 64.0}):
+        xpkit.plan_memory.clear()
+        xpkit.map_batches(fn, x, **sizing)  # the probe, or the plan from the cost
+        xpkit.map_batches(fn, x, **sizing)  # planned from what it learned
+        runs.clear()
+        got, calls = _xpkit_calls(functools.partial(xpkit.map_batches, fn, x, **sizing))
+        assert_equal(got, x * 2.0)
+        assert runs == [100]  # fn once, on all rows
+        assert "make_plan" not in calls
+        assert "batch_request" not in calls
+        assert "batch_budgets" not in calls
+        assert "repeat" in calls
+        assert len(calls) <= 30, " ".join(calls)  # (7 of them: is Runs an array?)
 
 
 @pytest.mark.parametrize("library", ["numpy", "torch"])

@@ -481,3 +481,55 @@ def test_outputs_that_do_not_fit_beside_the_first_result_split_it():
         got = xpkit.compute_oom_safe(fn, _data(16))
     assert_equal(got, _data(16)[:, ::-1])
     assert calls == [16, 8]  # refused beside all 16 rows, allocated beside 8
+
+
+# -- outputs from one result for all rows (a repeated call) --------------------------
+def test_a_fresh_writable_result_for_all_rows_is_the_output():
+    from xpkit._outputs import outputs_of_all_rows
+
+    x = _data(20)
+    result = x * 2.0
+    assert outputs_of_all_rows(result, 20, _three, (x,)) is result
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda x: x,
+        lambda x: x[:, ::-1],
+        lambda x: np.broadcast_to(x[:1], x.shape),
+    ],
+    ids=["an input", "a view", "read-only"],
+)
+def test_a_result_that_cannot_be_held_as_it_is_is_copied(make):
+    from xpkit._outputs import outputs_of_all_rows
+
+    x = _data(20)
+    result = make(x)
+    got = outputs_of_all_rows(result, 20, _three, (x,))
+    assert_equal(got, np.asarray(result))
+    assert not np.shares_memory(got, x)
+    assert got.flags.writeable
+
+
+def test_a_result_sharing_another_library_s_input_memory_is_copied():
+    torch = pytest.importorskip("torch")
+    from xpkit._outputs import outputs_of_all_rows
+
+    host = _data(20)
+    t = torch.from_numpy(host)  # the same memory
+    got = outputs_of_all_rows(host[:, :2], 20, _three, (t,))
+    assert_equal(got, host[:, :2])
+    assert not np.shares_memory(got, host)
+
+
+def test_a_structured_or_wrong_result_goes_through_the_checks():
+    from xpkit._outputs import outputs_of_all_rows
+
+    x = _data(20)
+    got = outputs_of_all_rows((x * 2.0, x[:, 0]), 20, _three, (x,))
+    assert isinstance(got, tuple)
+    assert_equal(got[1], x[:, 0])
+    assert not np.shares_memory(got[1], x)
+    with pytest.raises(ValueError, match="one row per input row"):
+        outputs_of_all_rows(x[:5] * 2.0, 20, _three, (x,))

@@ -268,6 +268,13 @@ class Adapter:
         """
         return fn
 
+    def compiling(self) -> bool:
+        """Whether this library's compiler is tracing the calling code now.
+
+        Where it is, `eager_only` marks what must run eagerly. False by default.
+        """
+        return False
+
     def traced_by(self, x: Array) -> str | None:
         """The compiler tracing ``x`` now (``"jax.jit"``, ``"torch.compile"``), or None.
 

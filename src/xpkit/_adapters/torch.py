@@ -321,6 +321,10 @@ class TorchAdapter(Adapter):
     #: what they free: a batch's peak would add to the last one's.
     keeps_freed_host_memory = True
 
+    def compiling(self) -> bool:
+        """``torch.compiler.is_compiling()``: dynamo is tracing the caller."""
+        return bool(_torch().compiler.is_compiling())
+
     def eager_only(self, fn: F, reason: str) -> F:
         """``torch.compiler.disable(fn, reason=reason)``: dynamo never traces it.
 

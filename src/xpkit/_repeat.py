@@ -1,0 +1,178 @@
+"""Repeated calls that ran as one batch: ``fn`` runs again, nothing is planned.
+
+Library code calls `map_batches` in loops (folds, permutations, subjects):
+the same ``fn`` on inputs of the same shapes, again and again. A plan is a
+function of the call's arguments and of its `PlanState`: the plan memory's
+version (the costs and fits it holds), the host reading the budget came
+from (reused for `HOST_READING_REUSED_FOR` seconds) and the configured
+budget. When a call was planned as one batch from a cost known before it
+ran (given or remembered), with its outputs fitting, on a device whose
+memory is the host's, the plan memory keeps its key
+(`PlanMemory.learn_one_batch`). The next call with the same exact key (the
+same ``fn`` by signature, inputs of the same library, device, shape and
+dtype, the same options) under the same state would get the same plan:
+it runs ``fn`` on all rows at once and hands the result to
+`xpkit._outputs.outputs_of_all_rows`, as that plan would, without checking
+the arguments again (the same values passed those checks) or planning.
+
+A new host reading, another budget in force, anything learned or cleared
+in the plan memory, or an object the key names by identity gone ends it.
+An OOM in such a call goes to the planned path, which plans again and
+splits.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from typing import TYPE_CHECKING, NamedTuple
+
+from ._adapters import adapter_for_array
+from ._log import logger
+from ._memory import (
+    TRIM_ABOVE_BYTES,
+    HostReading,
+    configured_budget_gb,
+    device_free_bytes,
+    fresh_host_reading,
+)
+from ._oom import UnsplittableMemoryError, is_oom_error
+from ._outputs import outputs_of_all_rows
+from ._plan_memory import plan_memory, signature
+from ._rows import TRACING_ADAPTERS, refuse_traced
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Hashable, Mapping
+
+    from ._plan import BatchPlan
+    from ._request import BatchRequest
+    from ._typing import Array, UserFunction, UserResult, Value
+
+__all__ = ["PlanState", "Repeat", "learn_repeat", "plan_state", "repeat"]
+
+#: The values of the number options a repeated call can be known by, and
+#: its whole operands' containers (anything else is checked on every call).
+_NUMBERS = (type(None), int, float)
+_WHOLE = (tuple, list, dict)
+
+
+class Repeat(NamedTuple):
+    """A call that did not repeat one: what the planned path needs to learn it.
+
+    Attributes
+    ----------
+    call : hashable or None
+        The call's key (its signature, rows, device and options); None when
+        it has none (it is never repeated).
+    alive : tuple of weak references
+        To the objects the key names by identity.
+    """
+
+    call: Hashable | None
+    alive: tuple[Callable[[], object], ...] = ()
+
+
+_NO_REPEAT = Repeat(None)
+
+
+def repeat(
+    fn: UserFunction,
+    arrays: tuple[Array, ...],
+    whole: tuple[Array, ...] | Mapping[str, Array],
+    numbers: tuple[Value, ...],
+    pad: Value,
+) -> UserResult | Repeat:
+    """``fn``'s outputs when this call repeats one that ran as one batch.
+
+    Otherwise (or after an OOM) a `Repeat` for `learn_repeat`. ``numbers``
+    (the cost, budget and batch options) and ``pad`` are the call's other
+    arguments that shape its plan, as given; the caller passes only calls
+    that run here with outputs on the host.
+    """
+    if whole.__class__ not in _WHOLE or (pad is not None and pad.__class__ is not bool):
+        return _NO_REPEAT
+    for value in numbers:  # (a bool is no number here: it is never repeated)
+        if value.__class__ not in _NUMBERS:
+            return _NO_REPEAT
+    try:  # (the planned path raises what a bad value raises here, in order)
+        key, alive = signature(fn, arrays, whole, (numbers, pad), exact=True)
+    except (TypeError, ValueError):
+        return _NO_REPEAT
+    # A call learned was checked: one with the same exact key passes the
+    # same checks (its inputs share their rows, library and device).
+    if key is None or not plan_memory.one_batch(
+        key, (fresh_host_reading(), configured_budget_gb())
+    ):
+        return Repeat(key, alive)
+    if whole or adapter_for_array(arrays[0]) in TRACING_ADAPTERS:
+        refuse_traced(arrays, whole, "map_batches")
+    n = arrays[0].shape[0]
+    try:
+        if whole.__class__ is dict:
+            result = fn(*arrays, **whole)
+        else:
+            result = fn(*arrays, *whole)
+    except BaseException as exc:
+        if not is_oom_error(exc) or isinstance(exc, UnsplittableMemoryError):
+            raise
+        traceback.clear_frames(exc.__traceback__)
+        logger().info(
+            "map_batches: out of memory repeating a one-batch call of %d rows; "
+            "planning it again",
+            n,
+        )
+        return Repeat(key, alive)
+    log = logger()
+    if log.isEnabledFor(logging.INFO):
+        log.info("map_batches: %d items in one batch, as the last call planned", n)
+    if whole:
+        operands = whole.values() if whole.__class__ is dict else whole
+        arrays = (*arrays, *operands)
+    return outputs_of_all_rows(result, n, fn, arrays)
+
+
+class PlanState(NamedTuple):
+    """What a plan made now depends on, besides the call's own arguments.
+
+    Attributes
+    ----------
+    version : int
+        The plan memory's `PlanMemory.version` (the costs and fits it holds).
+    reading : tuple or None
+        The host reading the budget came from (None: none is fresh).
+    configured_gb : float or None
+        The budget in force (`configured_budget_gb`).
+    """
+
+    version: int
+    reading: HostReading | None
+    configured_gb: float | None
+
+
+def plan_state() -> PlanState:
+    """The `PlanState` now."""
+    return PlanState(plan_memory.version, fresh_host_reading(), configured_budget_gb())
+
+
+def learn_repeat(
+    repeat: Repeat, request: BatchRequest, plan: BatchPlan, state: PlanState | None
+) -> None:
+    """Remember ``request``'s call when it ran as one batch, as planned.
+
+    ``state`` is the `PlanState` when ``plan`` was made: a call that taught
+    the plan memory something since (an OOM), or whose plan came from no
+    fresh host reading, is not kept; nor one that probed (it taught a cost).
+    """
+    if repeat.call is None or state is None or state.reading is None:
+        return
+    if plan.probe_rows or plan.n_batches != 1 or plan.outputs_fit is False:
+        return
+    if request.adapter.keeps_freed_host_memory and plan.batch_peak_bytes > (
+        TRIM_ABOVE_BYTES
+    ):
+        return  # the planned path hands the freed memory back after it
+    if device_free_bytes(request.adapter, request.owner.device) is not None:
+        return  # a device's memory is measured on every call
+    plan_memory.learn_one_batch(
+        repeat.call, (state.reading, state.configured_gb), repeat.alive, state.version
+    )
