@@ -26,7 +26,14 @@ from ._cast_checks import check_fill_fits
 from ._dtypes import dtype_name
 from ._facts import ArrayT, Facts, bind, unavailable
 from ._operations import At
-from ._resolve import BACKEND_NAMES, adapter_for_name, key_of, locate_arrays
+from ._resolve import (
+    BACKEND_NAMES,
+    adapter_for_name,
+    device_object_str,
+    key_of,
+    locate_arrays,
+    specified_backend,
+)
 
 if TYPE_CHECKING:
     from ._adapters._types import (
@@ -52,7 +59,7 @@ if TYPE_CHECKING:
     from ._namespace import Namespace
     from ._typing import Array, Device, DType, HostArray, NativeDevice, Value
 
-__all__ = ["BACKEND_NAMES", "Backend"]
+__all__ = ["BACKEND_NAMES", "Backend", "coerce_backend"]
 
 #: Another array type, for methods that take any library's arrays.
 _A = TypeVar("_A")
@@ -228,7 +235,7 @@ class Backend(Generic[ArrayT]):
                 msg = f"device must be a string or None, got {device!r}"
                 raise TypeError(msg)
             adapter.require()
-            device = _device_object_str(adapter, device)
+            device = device_object_str(adapter, device)
         adapter.require()
         dev = (
             adapter.default_device()
@@ -887,13 +894,9 @@ def _restore(key: str, device: str) -> Backend[Array]:
         return Backend._of(unavailable(adapter, device, reason))
 
 
-def _device_object_str(adapter: Adapter, device: Device) -> str:
-    """The device string of a library device object (``torch.device("cpu", 0)``)."""
-    try:
-        return adapter.validate_device(adapter.device_str(device))
-    except (AttributeError, TypeError, ValueError):
-        msg = (
-            f"device must be a string or None, got {device!r}, which is not a "
-            f"{adapter.label} device on this machine"
-        )
-        raise TypeError(msg) from None
+def coerce_backend(parallel: Value, param: str) -> Backend:
+    """`resolve_backend`, with errors naming the caller's parameter ``param``."""
+    if isinstance(parallel, Backend):
+        return parallel
+    key, device = specified_backend(parallel, param)
+    return Backend(key, device=device)

@@ -17,7 +17,8 @@ from ._device_budget import device_memory_budget
 from ._executors import cluster_info
 from ._host_memory import cgroup_available_bytes
 from ._memory import BATCH_WORKING_SET_CEILING_GB, BYTES_PER_GB, host_available_bytes
-from ._select import InventoryEntry, backend_inventory, find_gpus
+from ._resolve import find_gpus
+from ._select import InventoryEntry, backend_inventory
 from ._version import __version__
 
 if TYPE_CHECKING:

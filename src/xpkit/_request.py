@@ -12,12 +12,11 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from ._adapters import Adapter, get_adapter
 from ._args import check_count, check_gb, check_positive
-from ._backend import Backend
+from ._backend import Backend, coerce_backend
 from ._executors import Pool, pool_for
 from ._outputs import PLACES
 from ._plan_memory import Signature, signature
 from ._rows import Job, common_rows, refuse_traced
-from ._select import coerce_backend
 
 if TYPE_CHECKING:
     from ._typing import Array, UserFunction, Value

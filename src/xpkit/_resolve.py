@@ -12,15 +12,18 @@ from ._log import logger
 
 if TYPE_CHECKING:
     from ._adapters._types import BackendName
-    from ._typing import Value
+    from ._typing import Device, Value
 
 __all__ = [
     "AUTO_PREFERENCE",
     "BACKEND_NAMES",
     "adapter_for_name",
+    "device_object_str",
+    "find_gpus",
     "is_backend_name",
     "key_of",
     "locate_arrays",
+    "specified_backend",
 ]
 
 #: Names accepted by ``Backend(...)``.
@@ -107,3 +110,79 @@ def locate_arrays(
                 )
                 raise ValueError(msg)
     return found, found_key, found_at
+
+
+def find_gpus() -> list[tuple[Adapter, str]]:
+    """Every GPU device of every installed library, in registry order.
+
+    Imports the installed libraries that have GPUs to ask them; never imports
+    one that is not installed.
+    """
+    found: list[tuple[Adapter, str]] = []
+    for adapter in ADAPTERS.values():
+        if not adapter.is_installed():
+            continue
+        try:
+            devices = adapter.devices()
+        except Exception:  # noqa: BLE001 - a broken driver means "no GPU here"
+            logger().debug("listing %s devices failed", adapter.label, exc_info=True)
+            continue
+        seen: set[str] = set()
+        for dev in devices:
+            canon = adapter.canonical_device(dev)
+            if adapter.is_gpu(dev) and canon not in seen:
+                seen.add(canon)
+                found.append((adapter, dev))
+    return found
+
+
+def device_object_str(adapter: Adapter, device: Device) -> str:
+    """The device string of a library device object (``torch.device("cpu", 0)``)."""
+    try:
+        return adapter.validate_device(adapter.device_str(device))
+    except (AttributeError, TypeError, ValueError):
+        msg = (
+            f"device must be a string or None, got {device!r}, which is not a "
+            f"{adapter.label} device on this machine"
+        )
+        raise TypeError(msg) from None
+
+
+def specified_backend(spec: Value, param: str) -> tuple[BackendName, str | None]:
+    """The library and device (None: its default) that a backend specifier names.
+
+    None and ``"cpu"``: NumPy; ``"gpu"``: the first device of `find_gpus` (a
+    RuntimeError when there is none); else a backend name (a ValueError when
+    it is none; a TypeError for what is not a string). Errors name ``param``.
+    """
+    if spec is None:
+        return "numpy", None
+    if not isinstance(spec, str):
+        msg = (
+            f"{param} must be None, a string or a Backend, got {spec!r}; "
+            f"accepted strings: cpu, gpu, {', '.join(BACKEND_NAMES)}"
+        )
+        raise TypeError(msg)
+    key = spec.strip().lower()
+    if key == "cpu":
+        return "numpy", None
+    if key == "gpu":
+        gpus = find_gpus()
+        if not gpus:
+            looked = ", ".join(
+                f"{a.label} {a.gpu_kinds}" for a in ADAPTERS.values() if a.gpu_kinds
+            )
+            msg = (
+                f"{param}='gpu' was requested but no GPU is available "
+                f"(looked for {looked})"
+            )
+            raise RuntimeError(msg)
+        adapter, dev = gpus[0]
+        return key_of(adapter), dev
+    if not is_backend_name(key):
+        msg = (
+            f"{param}={spec!r} is not a backend specifier; accepted: None, "
+            f"cpu, gpu, {', '.join(BACKEND_NAMES)}, or a Backend"
+        )
+        raise ValueError(msg)
+    return key, None

@@ -34,6 +34,7 @@ __all__ = [
     "refuse_traced",
     "row_slices",
     "rows_of",
+    "run_rows",
     "split_result",
     "to_host",
 ]
@@ -253,3 +254,9 @@ class Job:
 
     def __setstate__(self, state: _JobState) -> None:
         self.fn, self.args, self.kwargs, self.backend, self.pad_to = state
+
+
+def run_rows(job: Job, start: int, stop: int, *arrays: Array) -> Rows:
+    """An executor's task: ``fn`` on rows ``start:stop``, its arrays on the host."""
+    result = job.run(arrays, start, stop, common_rows(arrays))
+    return host_rows(result, job.fn, f"rows {start}:{stop}")

@@ -9,9 +9,8 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from ._adapters import ADAPTERS, Adapter
-from ._backend import BACKEND_NAMES, Backend
-from ._log import logger
-from ._resolve import is_backend_name, key_of
+from ._backend import Backend, coerce_backend
+from ._resolve import find_gpus, key_of
 
 if TYPE_CHECKING:
     from ._adapters._types import BackendName
@@ -79,30 +78,6 @@ def backend_inventory() -> list[InventoryEntry]:
     return entries
 
 
-def find_gpus() -> list[tuple[Adapter, str]]:
-    """Every GPU device of every installed library, in registry order.
-
-    Imports the installed libraries that have GPUs to ask them; never imports
-    one that is not installed.
-    """
-    found: list[tuple[Adapter, str]] = []
-    for adapter in ADAPTERS.values():
-        if not adapter.is_installed():
-            continue
-        try:
-            devices = adapter.devices()
-        except Exception:  # noqa: BLE001 - a broken driver means "no GPU here"
-            logger().debug("listing %s devices failed", adapter.label, exc_info=True)
-            continue
-        seen: set[str] = set()
-        for dev in devices:
-            canon = adapter.canonical_device(dev)
-            if adapter.is_gpu(dev) and canon not in seen:
-                seen.add(canon)
-                found.append((adapter, dev))
-    return found
-
-
 def resolve_backend(parallel: Backend | str | None) -> Backend:
     """Coerce a backend specifier into a `Backend` instance.
 
@@ -140,43 +115,6 @@ def resolve_backend(parallel: Backend | str | None) -> Backend:
     True
     """
     return coerce_backend(parallel, "parallel")
-
-
-def coerce_backend(parallel: Value, param: str) -> Backend:
-    """`resolve_backend`, with errors naming the caller's parameter ``param``."""
-    if isinstance(parallel, Backend):
-        return parallel
-    if parallel is None:
-        return Backend("numpy")
-    if not isinstance(parallel, str):
-        msg = (
-            f"{param} must be None, a string or a Backend, got {parallel!r}; "
-            f"accepted strings: cpu, gpu, {', '.join(BACKEND_NAMES)}"
-        )
-        raise TypeError(msg)
-    key = parallel.strip().lower()
-    if key == "cpu":
-        return Backend("numpy")
-    if key == "gpu":
-        gpus = find_gpus()
-        if not gpus:
-            looked = ", ".join(
-                f"{a.label} {a.gpu_kinds}" for a in ADAPTERS.values() if a.gpu_kinds
-            )
-            msg = (
-                f"{param}='gpu' was requested but no GPU is available "
-                f"(looked for {looked})"
-            )
-            raise RuntimeError(msg)
-        adapter, dev = gpus[0]
-        return Backend(key_of(adapter), device=dev)
-    if not is_backend_name(key):
-        msg = (
-            f"{param}={parallel!r} is not a backend specifier; accepted: None, "
-            f"cpu, gpu, {', '.join(BACKEND_NAMES)}, or a Backend"
-        )
-        raise ValueError(msg)
-    return Backend(key)
 
 
 def check_gpu_available() -> tuple[bool, JSONObject]:

@@ -95,6 +95,22 @@ def test_a_given_cost_repeats_from_the_second_call(plans):
     assert len(plans) == 1
 
 
+def test_a_repeat_gives_the_planned_result_on_every_backend(xpkit_backend, plans):
+    b = xpkit_backend
+    host = np.arange(120.0).reshape(60, 2)
+    x = b.asarray(host)
+    fn = Counted(lambda rows: rows * 2.0 + 1.0)
+    planned = xpkit.map_batches(fn, x, **GIVEN)
+    fn.sizes.clear()
+    repeated = xpkit.map_batches(fn, x, **GIVEN)
+    assert type(repeated) is np.ndarray  # (outputs on the host)
+    assert_equal(repeated, planned)
+    assert fn.sizes == [60]
+    # Repeated where the device's memory is the host's, planned where not.
+    host_memory = get_adapter(b.library).memory_info(b.device) is None
+    assert len(plans) == (1 if host_memory else 2)
+
+
 @pytest.mark.parametrize(
     ("name", "result"),
     [
@@ -403,3 +419,13 @@ def test_a_host_reading_is_fresh_for_its_documented_time(monkeypatch):
     late = when + _memory.HOST_READING_REUSED_FOR * 1.01
     monkeypatch.setattr(_memory, "time", SimpleNamespace(monotonic=lambda: late))
     assert _memory.fresh_host_reading() is None
+
+
+def test_an_empty_input_runs_fn_every_time_and_is_never_kept(plans):
+    fn = Counted()
+    x = _data(0)
+    for _ in range(3):
+        got = xpkit.map_batches(fn, x, **GIVEN)
+        assert got.shape == (0, 4)
+    assert fn.sizes == [0, 0, 0]  # fn still runs once, its result checked
+    assert plans == []  # no rows: nothing to plan, nothing kept

@@ -197,6 +197,20 @@ CRASH_CASES = {
         t = xpkit.Backend("torch").move(x)
         assert t.tolist() == x.tolist(), t
     """,
+    "reversed_one_element": """
+        b = xpkit.Backend("torch")
+        x = np.array([5.0])[::-1]  # a negative stride, on an axis never stepped
+        assert b.move(x).tolist() == [5.0]
+        (y,) = b.check_arrays(x)
+        assert y.tolist() == [5.0], y
+        z = np.arange(6.0).reshape(1, 6)[::-1]
+        assert b.move(z).tolist() == z.tolist()
+    """,
+    "field_of_one_record": """
+        record = np.zeros(1, dtype=[("a", "f8"), ("b", "i1")])
+        x = record["a"]  # a stride of 9 bytes, not a whole float64
+        assert xpkit.Backend("torch").move(x).tolist() == [0.0]
+    """,
     "reversed_copy_false": """
         try:
             xpkit.Backend("torch").move(np.arange(3.0)[::-1], copy=False)

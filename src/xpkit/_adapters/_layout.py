@@ -46,16 +46,16 @@ def host_unshareable(host: HostArray) -> Unshareable | None:
         return Unshareable("has byte-swapped values", read_only=False)
     size = host.dtype.itemsize
     for n, stride in zip(host.shape, host.strides, strict=True):
-        if n <= 1:
-            continue  # a stride never taken
+        # (torch refuses these on an axis of one element too, where they are
+        # never taken: `native_layout` copies for them on every axis.)
         if stride < 0:
             return Unshareable(
                 "has negative strides (a reversed view)", read_only=False
             )
-        if stride == 0:
-            return Unshareable("has zero strides (a broadcast view)", read_only=False)
         if size and stride % size:
             return Unshareable("has strides that are not whole items", read_only=False)
+        if stride == 0 and n > 1:
+            return Unshareable("has zero strides (a broadcast view)", read_only=False)
     if not host.flags.writeable:
         return Unshareable("is read-only", read_only=True)
     return None
@@ -77,5 +77,7 @@ def native_layout(host: HostArray) -> HostArray:
         host = host.astype(host.dtype.newbyteorder("="))
     size = host.dtype.itemsize
     if any(s < 0 or (size and s % size) for s in host.strides):
-        host = np.ascontiguousarray(host)
+        # (A copy: NumPy calls an array whose only odd strides are on axes of
+        # one element contiguous, and ascontiguousarray would keep them.)
+        host = host.copy(order="C")
     return host

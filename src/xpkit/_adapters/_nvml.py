@@ -20,8 +20,6 @@ import os
 import weakref
 from types import ModuleType
 
-from ._device_memory import MemoryInfo
-
 __all__ = ["NVML_HINT", "nvml", "nvml_memory", "nvml_name"]
 
 #: What to install for context-free memory readings.
@@ -48,8 +46,8 @@ def nvml() -> ModuleType | None:
     return pynvml if ok else None
 
 
-def nvml_memory(index: int) -> MemoryInfo | None:
-    """Free/total bytes of CUDA device ``index`` from NVML, or None.
+def nvml_memory(index: int) -> tuple[int, int] | None:
+    """``(free, total)`` bytes of CUDA device ``index`` from NVML, or None.
 
     None when NVML is missing or fails, or when which physical device the
     index means cannot be told for sure.
@@ -62,7 +60,7 @@ def nvml_memory(index: int) -> MemoryInfo | None:
         if handle is None:
             return None
         memory = lib.nvmlDeviceGetMemoryInfo(handle)
-        return MemoryInfo(free=int(memory.free), total=int(memory.total))
+        return int(memory.free), int(memory.total)
     except lib.NVMLError:  # a lost GPU, a call the driver lacks: no answer
         return None
 

@@ -84,7 +84,8 @@ def _nvml_ok(torch: ModuleType, kind: str, index: int) -> MemoryInfo | None:
     """NVML's reading of a CUDA device without a context (not on ROCm)."""
     if kind != "cuda" or _is_hip(torch) or has_context(torch, kind, index):
         return None
-    return nvml_memory(index)
+    reading = nvml_memory(index)
+    return None if reading is None else MemoryInfo(*reading)
 
 
 def device_name(torch: ModuleType, kind: str, index: int) -> str:

@@ -170,7 +170,8 @@ class CupyAdapter(Adapter):
     def _nvml_reading(self, index: int) -> MemoryInfo | None:
         if bool(getattr(_cupy().cuda.runtime, "is_hip", False)):
             return None
-        return None if self._has_context(index) else nvml_memory(index)
+        reading = None if self._has_context(index) else nvml_memory(index)
+        return None if reading is None else MemoryInfo(*reading)
 
     def memory_probe(self, device: str) -> MemoryProbe:
         """NVML for a device CuPy has not used, where installed; else ``memGetInfo``."""

@@ -1,23 +1,27 @@
 """What a pool of workers does for `map_batches`, and the task it runs.
 
 A pool ships the job (``fn`` with its whole operands) and the inputs to its
-workers once, runs row ranges as tasks (`run_rows`) and hands back NumPy
-results; `xpkit._executors._driver.run_on_pool` drives any pool.
+workers once, runs row ranges as tasks (`xpkit._rows.run_rows`) and hands
+back NumPy results; `xpkit._executors._driver.run_on_pool` drives any pool.
 """
 
 from __future__ import annotations
 
-from .._rows import Job, Rows, common_rows, host_rows
+from typing import TYPE_CHECKING
+
 from .._typing import Array, TaskFuture, UserFunction
 
-__all__ = ["EXECUTORS", "Finished", "InputsLost", "Pool", "check_sendable", "run_rows"]
+if TYPE_CHECKING:
+    from .._rows import Job, Rows
+
+__all__ = ["EXECUTORS", "Finished", "InputsLost", "Pool", "check_sendable"]
 
 #: The executor names `map_batches` accepts besides None and a dask Client.
 EXECUTORS = ("dask", "joblib")
 
 
 #: A task that ended: (its future, its rows or None, its error or None).
-Finished = tuple[TaskFuture, Rows | None, BaseException | None]
+Finished = tuple[TaskFuture, "Rows | None", BaseException | None]
 
 
 class InputsLost(Exception):
@@ -71,12 +75,6 @@ class Pool:
         Bounded in time; safe to call whatever state the pool is in.
         """
         raise NotImplementedError
-
-
-def run_rows(job: Job, start: int, stop: int, *arrays: Array) -> Rows:
-    """The task: ``fn`` on rows ``start:stop``, its arrays brought to the host."""
-    result = job.run(arrays, start, stop, common_rows(arrays))
-    return host_rows(result, job.fn, f"rows {start}:{stop}")
 
 
 class _Discard:

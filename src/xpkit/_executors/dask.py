@@ -9,11 +9,13 @@ from typing import TYPE_CHECKING
 
 from .._log import logger
 from .._memory import BYTES_PER_GB, HEADROOM, MIN_BUDGET_GB, host_available_bytes
-from ._base import Finished, InputsLost, Pool, run_rows
+from .._rows import run_rows
+from ._base import InputsLost, Pool
 
 if TYPE_CHECKING:
     from .._rows import Job
     from .._typing import Array, DaskClient, JSONObject, TaskFuture
+    from ._base import Finished
 
 __all__ = [
     "DaskPool",

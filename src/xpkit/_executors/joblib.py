@@ -11,12 +11,14 @@ from multiprocessing.process import BaseProcess
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from .._memory import BYTES_PER_GB, HEADROOM, MIN_BUDGET_GB, host_available_bytes
-from ._base import Finished, Pool, run_rows
+from .._rows import run_rows
+from ._base import Pool
 from ._interrupts import block_sigint, unblock_sigint
 
 if TYPE_CHECKING:
     from .._rows import Job, Rows
     from .._typing import Array
+    from ._base import Finished
 
 __all__ = ["JoblibPool"]
 
