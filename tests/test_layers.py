@@ -54,6 +54,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "xpkit._cast_checks",
             "xpkit._host_memory",
             "xpkit._executors._interrupts",
+            "xpkit._statement",
         ),
     ),
     ("adapters", ("xpkit._adapters*",)),
@@ -96,7 +97,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 
 #: The longest chain of imports may not grow. A ratchet: lower it when the
 #: graph flattens (issue #22 aims at 10).
-MAX_FLOORS = 13
+MAX_FLOORS = 12
 
 
 def layer_of(module: str, layers=LAYERS) -> int:

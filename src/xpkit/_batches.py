@@ -28,6 +28,7 @@ from ._plan_memory import GROW_AFTER, plan_memory
 from ._repeat import Repeat, learn_repeat, plan_state, repeat
 from ._request import BatchRequest, batch_request
 from ._rows import Job, common_rows, refuse_traced
+from ._statement import ATTRIBUTE, Capabilities
 
 if TYPE_CHECKING:
     from ._backend import Backend
@@ -637,3 +638,22 @@ def _progress_bar(total: int, done: int) -> ProgressBar:
 
 
 _mark_eager()
+
+#: What a traced, compiled or lazy caller of the batching functions meets.
+_LOOP = "an eager loop on the host: it sizes batches now and reads each result"
+#: The capability statement of `map_batches`, `plan_batches` and
+#: `compute_oom_safe` (``xpkit capabilities xpkit`` prints it): under
+#: ``jax.jit`` traced inputs are refused by name; ``torch.compile`` runs
+#: them eagerly (a graph break, and with ``fullgraph=True`` an error that
+#: gives the reason); on lazy Dask input each batch's graph is computed.
+EAGER_LOOP = Capabilities(
+    modes={
+        "jit": f"{_LOOP}: traced inputs are refused, naming the transform",
+        "compile": f"{_LOOP}: it runs eagerly (a graph break; fullgraph=True "
+        "refuses it, with this reason)",
+        "lazy": f"{_LOOP}: it computes each batch's graph",
+    },
+    computes=True,
+)
+for _function in (map_batches, plan_batches, compute_oom_safe):
+    setattr(_function, ATTRIBUTE, EAGER_LOOP)

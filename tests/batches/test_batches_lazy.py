@@ -69,3 +69,18 @@ def test_forced_into_a_mode_it_fails_with_xpkit_s_words(xpkit_backend, request):
     with pytest.raises(Exception, match=reasons[mode]) as caught:
         doubled_forced(b.asarray(A))
     assert "Tracer" not in type(caught.value).__name__
+
+
+def test_the_batching_functions_carry_one_checked_statement():
+    """An eager loop on the host, as `capabilities` would record it."""
+    from xpkit import _batches
+    from xpkit.testing._capabilities import checked_statement
+
+    stated = _batches.EAGER_LOOP
+    assert stated == checked_statement(
+        modes=dict(stated.modes), computes=stated.computes
+    )
+    assert sorted(stated.modes) == ["compile", "jit", "lazy"]
+    assert stated.computes is True
+    for name in ("map_batches", "plan_batches", "compute_oom_safe"):
+        assert xpkit.testing.statements_of("xpkit")[name] is stated

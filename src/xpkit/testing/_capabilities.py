@@ -16,15 +16,15 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
 from .._adapters import ADAPTERS, CAPABILITIES
-from .._typing import UserFunction, Value
-from ._docstring import with_support_notes
-from ._lazy import lazy_xp_function
-from ._statement import (
+from .._statement import (
     ATTRIBUTE,
     MODES,
     Capabilities,
     check_host_copies,
 )
+from .._typing import UserFunction, Value
+from ._docstring import with_support_notes
+from ._lazy import lazy_xp_function
 
 __all__ = [
     "Capabilities",

@@ -11,12 +11,11 @@ refuse one that works (``torch.compile`` captures ``to_numpy`` and
 
 from __future__ import annotations
 
-from .. import _batches
 from .._backend import Backend
+from .._statement import ATTRIBUTE, Capabilities
 from ._capabilities import checked_statement
-from ._statement import ATTRIBUTE, Capabilities
 
-__all__ = ["batching_capabilities", "declare_facade", "facade_capabilities"]
+__all__ = ["declare_facade", "facade_capabilities"]
 
 #: The facade methods a statement covers (the seed's array methods and `move`).
 METHODS = (
@@ -44,43 +43,6 @@ METHODS = (
 
 _HOST = "returns a NumPy array: its values must leave the graph"
 _SHAPE = "the result's shape depends on the values"
-#: What a traced, compiled or lazy caller of map_batches meets, and why.
-_LOOP = "an eager loop on the host: it sizes batches now and reads each result"
-
-
-def batching_capabilities() -> dict[str, Capabilities]:
-    """Function name -> the statement of `map_batches`, `plan_batches`, `compute_oom_safe`.
-
-    Each is an eager loop on the host: under ``jax.jit`` it refuses traced
-    inputs by name; ``torch.compile`` runs it eagerly (a graph break, and
-    with ``fullgraph=True`` an error that gives the reason); on lazy Dask
-    input it computes each batch's graph (any number of computes).
-
-    Returns
-    -------
-    dict of str to Capabilities
-        One entry per function.
-
-    Raises
-    ------
-    Nothing: the statements are fixed.
-
-    Examples
-    --------
-    >>> from xpkit.testing._facade import batching_capabilities
-    >>> sorted(batching_capabilities()["map_batches"].modes)
-    ['compile', 'jit', 'lazy']
-    """
-    stated = checked_statement(
-        modes={
-            "jit": f"{_LOOP}: traced inputs are refused, naming the transform",
-            "compile": f"{_LOOP}: it runs eagerly (a graph break; fullgraph=True "
-            "refuses it, with this reason)",
-            "lazy": f"{_LOOP}: it computes each batch's graph",
-        },
-        computes=True,
-    )
-    return dict.fromkeys(("map_batches", "plan_batches", "compute_oom_safe"), stated)
 
 
 def facade_capabilities() -> dict[str, Capabilities]:
@@ -118,8 +80,6 @@ def facade_capabilities() -> dict[str, Capabilities]:
 
 
 def declare_facade() -> None:
-    """Record the statements on `Backend`'s methods and the batching functions."""
+    """Record the statements on `Backend`'s methods (the batching functions carry theirs)."""
     for name, stated in facade_capabilities().items():
         setattr(getattr(Backend, name), ATTRIBUTE, stated)
-    for name, stated in batching_capabilities().items():
-        setattr(getattr(_batches, name), ATTRIBUTE, stated)

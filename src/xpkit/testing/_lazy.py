@@ -18,7 +18,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from .._adapters import LazyTags
-from ._statement import check_host_copies, statement_of
+from .._statement import check_host_copies, statement_of
 
 if TYPE_CHECKING:
     from .._typing import UserFunction

@@ -1,7 +1,8 @@
 """A function's capability statement: the record, and reading it off a function.
 
-The bottom of `xpkit.testing`'s statements: `capabilities` (which builds
-them) and `lazy_xp_function` (which reads a function's own) both use it.
+The bottom of the statements: the batching functions carry their own,
+`xpkit.testing.capabilities` builds them for any library's functions and
+`xpkit.testing.lazy_xp_function` reads a function's own.
 """
 
 from __future__ import annotations
