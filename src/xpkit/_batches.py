@@ -31,6 +31,7 @@ from ._rows import Job, common_rows, refuse_traced
 from ._statement import ATTRIBUTE, Capabilities
 
 if TYPE_CHECKING:
+    from ._adapters import Adapter
     from ._backend import Backend
     from ._typing import Array, DaskClient, ProgressBar, UserFunction, UserResult
 
@@ -233,14 +234,19 @@ def _eager(fn: UserFunction) -> UserFunction:
     """
     for adapter in _TRACERS:
         if adapter.is_imported():
-            eager = adapter.eager_only(fn, _EAGER_REASON)  # (made once, here)
+            if adapter not in _MADE:
+                _mark_eager()  # (outside a trace: made once, at no cost)
             if adapter.compiling():
-                fn = eager
+                fn = adapter.eager_only(fn, _EAGER_REASON)
     return fn
 
 
+#: The tracing adapters whose eager bodies are made.
+_MADE: set[Adapter] = set()
+
+
 def _mark_eager() -> None:
-    """Make the eager bodies now, where a compiling library is imported already.
+    """Make the eager bodies now, for each compiling library imported already.
 
     (Made inside a trace, they cost a graph break; here they cost nothing.)
     """
@@ -248,6 +254,7 @@ def _mark_eager() -> None:
         if adapter.is_imported():
             for body in (_map_batches, _plan_batches, _compute_oom_safe):
                 adapter.eager_only(body, _EAGER_REASON)
+            _MADE.add(adapter)
 
 
 def _map_batches(  # (map_batches' parameters, by position)
@@ -277,14 +284,8 @@ def _map_batches(  # (map_batches' parameters, by position)
         and remember is True
         and result_on == "host"
     ):
-        numbers = (
-            bytes_per_item,
-            overhead,
-            budget_gb,
-            min_batch,
-            fallback_bytes_per_item,
-        )
-        repeated = repeat(fn, arrays, whole, numbers, pad)
+        costs = (bytes_per_item, overhead, fallback_bytes_per_item)
+        repeated = repeat(fn, arrays, whole, budget_gb, costs, min_batch, pad)
         if repeated.__class__ is not Repeat:
             return repeated
     request = batch_request(  # (by position: map_batches' parameters, in order)
@@ -313,8 +314,8 @@ def _plan_and_run(
     if request.n == 0:  # fn still runs once, and its result is checked
         outputs.put(0, 0, outputs.take(request.job.run(request.arrays, 0, 0, 0), 0, 0))
         return outputs.value()
+    state = None if repeated.call is None else plan_state(request.budget_gb)
     plan = make_plan(request, outputs)
-    state = None if repeated.call is None else plan_state()
     if plan.outputs_fit is False:
         _refuse(request, plan)
     if request.pad:

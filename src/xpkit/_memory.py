@@ -50,6 +50,7 @@ __all__ = [
     "fresh_host_reading",
     "gb_to_bytes",
     "host_available_bytes",
+    "host_reading",
     "memory_budget",
     "recent_host_bytes",
 ]
@@ -377,6 +378,12 @@ def recent_host_bytes() -> int:
     value = reader()
     _host_reading = (reader, now, value)
     return value
+
+
+def host_reading() -> HostReading:
+    """The reading `recent_host_bytes` gives now (taken anew if the last is stale)."""
+    recent_host_bytes()
+    return _host_reading
 
 
 def fresh_host_reading() -> HostReading | None:

@@ -374,6 +374,10 @@ def _value_key(v: Value, refs: list[Callable[[], object]], depth: int) -> Hashab
 
 
 def _callable_key(fn: object, refs: list[Callable[[], object]], depth: int) -> Hashable:
+    if fn.__class__ is types.FunctionType and not (
+        fn.__closure__ or fn.__defaults__
+    ):  # a plain function, the common case, at once
+        return ("function", fn.__code__, (), ())
     if depth > _DEPTH:
         raise _Unkeyable
     if isinstance(fn, types.FunctionType):

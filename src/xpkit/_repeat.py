@@ -35,6 +35,7 @@ from ._memory import (
     configured_budget_gb,
     device_free_bytes,
     fresh_host_reading,
+    host_reading,
 )
 from ._oom import UnsplittableMemoryError, is_oom_error
 from ._outputs import outputs_of_all_rows
@@ -79,30 +80,42 @@ def repeat(
     fn: UserFunction,
     arrays: tuple[Array, ...],
     whole: tuple[Array, ...] | Mapping[str, Array],
-    numbers: tuple[Value, ...],
+    budget_gb: Value,
+    costs: tuple[Value, ...],
+    min_batch: Value,
     pad: Value,
 ) -> UserResult | Repeat:
     """``fn``'s outputs when this call repeats one that ran as one batch.
 
-    Otherwise (or after an OOM) a `Repeat` for `learn_repeat`. ``numbers``
-    (the cost, budget and batch options) and ``pad`` are the call's other
-    arguments that shape its plan, as given; the caller passes only calls
-    that run here with outputs on the host.
+    Otherwise (or after an OOM) a `Repeat` for `learn_repeat`. ``budget_gb``,
+    ``costs`` (``bytes_per_item``, ``overhead``, ``fallback_bytes_per_item``),
+    ``min_batch`` and ``pad`` are the call's other arguments that shape its
+    plan, as given; the caller passes only calls that run here with outputs
+    on the host. Only values of the types the planned path takes as they are
+    can be part of a repeat (``min_batch`` an int, ``pad`` a bool or None,
+    the others an int, a float or None): ``True == 1 == 1.0`` would repeat
+    a call that a check refuses.
     """
-    if whole.__class__ not in _WHOLE or (pad is not None and pad.__class__ is not bool):
+    if (
+        whole.__class__ not in _WHOLE
+        or min_batch.__class__ is not int
+        or (pad is not None and pad.__class__ is not bool)
+        or budget_gb.__class__ not in _NUMBERS
+    ):
         return _NO_REPEAT
-    for value in numbers:  # (a bool is no number here: it is never repeated)
+    for value in costs:
         if value.__class__ not in _NUMBERS:
             return _NO_REPEAT
+    if whole.__class__ is dict and not all(k.__class__ is str for k in whole):
+        return _NO_REPEAT  # (a dict keyed 0 would have the key of a tuple)
+    numbers = (budget_gb, costs, min_batch, pad)
     try:  # (the planned path raises what a bad value raises here, in order)
-        key, alive = signature(fn, arrays, whole, (numbers, pad), exact=True)
+        key, alive = signature(fn, arrays, whole, numbers, exact=True)
     except (TypeError, ValueError):
         return _NO_REPEAT
     # A call learned was checked: one with the same exact key passes the
     # same checks (its inputs share their rows, library and device).
-    if key is None or not plan_memory.one_batch(
-        key, (fresh_host_reading(), configured_budget_gb())
-    ):
+    if key is None or not plan_memory.one_batch(key, _state(budget_gb)):
         return Repeat(key, alive)
     if whole or adapter_for_array(arrays[0]) in TRACING_ADAPTERS:
         refuse_traced(arrays, whole, "map_batches")
@@ -141,7 +154,8 @@ class PlanState(NamedTuple):
     reading : tuple or None
         The host reading the budget came from (None: none is fresh).
     configured_gb : float or None
-        The budget in force (`configured_budget_gb`).
+        The budget in force (`configured_budget_gb`) where the call gives
+        none.
     """
 
     version: int
@@ -149,9 +163,22 @@ class PlanState(NamedTuple):
     configured_gb: float | None
 
 
-def plan_state() -> PlanState:
-    """The `PlanState` now."""
-    return PlanState(plan_memory.version, fresh_host_reading(), configured_budget_gb())
+def plan_state(budget_gb: float | None) -> PlanState:
+    """The `PlanState` of a call given ``budget_gb``, before its plan is made.
+
+    The host reading is the one the plan will use (taken now where the last
+    is stale, as the plan would); taken before the plan, a reading or a
+    lesson that arrives while it is made can only make the state stale
+    (never repeated), never newer than the plan.
+    """
+    configured = configured_budget_gb() if budget_gb is None else None
+    return PlanState(plan_memory.version, host_reading(), configured)
+
+
+def _state(budget_gb: Value) -> tuple[HostReading | None, float | None]:
+    """The host reading, and the budget in force where none is given."""
+    configured = configured_budget_gb() if budget_gb is None else None
+    return fresh_host_reading(), configured
 
 
 def learn_repeat(

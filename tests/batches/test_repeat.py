@@ -250,6 +250,8 @@ def test_a_budget_that_splits_the_call_is_followed_at_once(plans):
     ("option", "good", "bad", "error"),
     [
         ("min_batch", 1, True, TypeError),
+        ("min_batch", 1, 1.0, TypeError),
+        ("min_batch", 2, 2.0, TypeError),
         ("bytes_per_item", 1, True, TypeError),
         ("fallback_bytes_per_item", 1.0, True, TypeError),
         ("pad", True, 1, TypeError),
@@ -264,6 +266,47 @@ def test_a_bad_value_equal_to_a_good_one_still_raises(plans, option, good, bad, 
     assert len(plans) == 1  # kept
     with pytest.raises(error, match=option):
         xpkit.map_batches(fn, x, **{**GIVEN, option: bad})
+
+
+def test_a_whole_dict_keyed_like_a_tuple_still_raises_the_check_s_error(plans):
+    w = np.ones((4, 3))
+
+    def fn(x, w):
+        return x @ w
+
+    x = _data()
+    _learned(fn, x, whole=(w,), **GIVEN)
+    with pytest.raises(TypeError, match="whole must map fn's keyword names"):
+        xpkit.map_batches(fn, x, whole={0: w}, **GIVEN)
+
+
+def test_a_given_budget_never_reads_the_environment_s(plans, monkeypatch):
+    """budget_gb= wins: a bad XPKIT_MEMORY_BUDGET_GB is not read, planned or repeated."""
+    fn = Counted()
+    x = _data()
+    monkeypatch.setenv("XPKIT_MEMORY_BUDGET_GB", "abc")
+    for _ in range(3):
+        assert_equal(xpkit.map_batches(fn, x, budget_gb=1.0, **GIVEN), x * 2.0)
+    assert len(plans) == 1  # planned once, then repeated
+    with pytest.raises(ValueError, match="XPKIT_MEMORY_BUDGET_GB"):
+        xpkit.map_batches(fn, x, **GIVEN)  # no budget given: it is read
+
+
+def test_a_lesson_learned_while_a_plan_is_made_is_never_repeated(plans, monkeypatch):
+    """The state is taken before the plan: a change during it makes it stale."""
+    fn = Counted()
+    x = _data()
+    make_plan = _batches.make_plan
+
+    def teaching(*args, **kwargs):  # another thread learns while this plans
+        plan = make_plan(*args, **kwargs)
+        xpkit.plan_memory.learn_fit(("elsewhere",), 10)
+        return plan
+
+    monkeypatch.setattr(_batches, "make_plan", teaching)
+    for _ in range(3):
+        xpkit.map_batches(fn, x, **GIVEN)
+    assert len(plans) == 3  # (the counter sits under the teaching plan)
 
 
 def test_inputs_that_no_longer_share_their_rows_raise(plans):
