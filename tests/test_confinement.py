@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 
 import pytest
+from import_graph import xpkit_imports
 
 import xpkit
 
@@ -126,29 +127,9 @@ BASICS = {"xpkit._dtypes", "xpkit._typing"}
 
 def _imported_modules(path: Path) -> set[str]:
     """xpkit modules ``path`` imports at run time (``TYPE_CHECKING`` left out)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    typing_only = {
-        id(node)
-        for block in ast.walk(tree)
-        if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
-        for statement in block.body
-        for node in ast.walk(statement)
-    }
-    package = ["xpkit", *path.relative_to(SRC).parent.parts]
-    found = set()
-    for node in ast.walk(tree):
-        if id(node) in typing_only:
-            continue
-        if isinstance(node, ast.ImportFrom) and node.level:
-            base = package[: len(package) - node.level + 1]
-            found.add(".".join([*base, *([node.module] if node.module else [])]))
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
-            "xpkit"
-        ):
-            found.add(node.module or "")
-        elif isinstance(node, ast.Import):
-            found |= {a.name for a in node.names if a.name.startswith("xpkit")}
-    return found
+    relative = path.relative_to(SRC).with_suffix("")
+    parts = relative.parts[:-1] if relative.name == "__init__" else relative.parts
+    return set(xpkit_imports()[".".join(("xpkit", *parts))])
 
 
 ADAPTER_MODULES = sorted((SRC / "_adapters").glob("*.py"))

@@ -10,33 +10,17 @@ to decide where it belongs.
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from import_graph import house_figures, xpkit_imports
 
 ROOT = Path(__file__).resolve().parents[1]
-while not (ROOT / "pyproject.toml").exists():  # tests/<area>/ or tests/
-    ROOT = ROOT.parent
 SRC = ROOT / "src" / "xpkit"
 
-
-def _house_figures():
-    spec = importlib.util.spec_from_file_location(
-        "house_figures", ROOT / "tools" / "house_figures.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("house_figures", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-figures = _house_figures()
+figures = house_figures()
 
 #: The layers, lowest first: a short name (the one docs/development.md's
 #: picture gives) and the modules it holds (``*`` ends a prefix: a package
@@ -133,7 +117,7 @@ def climbs(edges, layers=LAYERS) -> list[str]:
 
 @pytest.fixture(scope="module")
 def edges():
-    return figures.import_graph(SRC)
+    return xpkit_imports()
 
 
 def test_every_module_has_a_layer(edges):

@@ -25,7 +25,7 @@ from ._oom import UnsplittableMemoryError, split_on_oom
 from ._outputs import Outputs
 from ._plan import BatchPlan, make_plan
 from ._plan_memory import GROW_AFTER, plan_memory
-from ._repeat import Repeat, learn_repeat, plan_state, repeat
+from ._repeat import NO_REPEAT, Repeat, learn_repeat, plan_state, repeat
 from ._request import BatchRequest, batch_request
 from ._rows import Job, common_rows, refuse_traced
 from ._statement import ATTRIBUTE, Capabilities
@@ -209,9 +209,6 @@ def map_batches(
     )
 
 
-#: A call that is not checked for a repeat (it has an executor, a backend...).
-_NOT_REPEATED = Repeat(None)
-
 _EAGER_REASON = (
     "map_batches (like plan_batches and compute_oom_safe) is an eager loop "
     "on the host: it sizes batches from memory measured now and reads each "
@@ -277,7 +274,7 @@ def _map_batches(  # (map_batches' parameters, by position)
     if not isinstance(progress, bool):
         msg = f"progress must be a bool, got {progress!r}"
         raise TypeError(msg)
-    repeated = _NOT_REPEATED
+    repeated = NO_REPEAT  # (an executor, a backend, ...: never repeated)
     if (
         backend is executor is None
         and progress is False

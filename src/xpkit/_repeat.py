@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from ._request import BatchRequest
     from ._typing import Array, UserFunction, UserResult, Value
 
-__all__ = ["PlanState", "Repeat", "learn_repeat", "plan_state", "repeat"]
+__all__ = ["NO_REPEAT", "PlanState", "Repeat", "learn_repeat", "plan_state", "repeat"]
 
 #: The values of the number options a repeated call can be known by, and
 #: its whole operands' containers (anything else is checked on every call).
@@ -73,7 +73,8 @@ class Repeat(NamedTuple):
     alive: tuple[Callable[[], object], ...] = ()
 
 
-_NO_REPEAT = Repeat(None)
+#: What a call that is never repeated returns (it has no key).
+NO_REPEAT = Repeat(None)
 
 
 def repeat(
@@ -102,17 +103,17 @@ def repeat(
         or (pad is not None and pad.__class__ is not bool)
         or budget_gb.__class__ not in _NUMBERS
     ):
-        return _NO_REPEAT
+        return NO_REPEAT
     for value in costs:
         if value.__class__ not in _NUMBERS:
-            return _NO_REPEAT
+            return NO_REPEAT
     if whole.__class__ is dict and not all(k.__class__ is str for k in whole):
-        return _NO_REPEAT  # (a dict keyed 0 would have the key of a tuple)
+        return NO_REPEAT  # (a dict keyed 0 would have the key of a tuple)
     numbers = (budget_gb, costs, min_batch, pad)
     try:  # (the planned path raises what a bad value raises here, in order)
         key, alive = signature(fn, arrays, whole, numbers, exact=True)
     except (TypeError, ValueError):
-        return _NO_REPEAT
+        return NO_REPEAT
     # A call learned was checked: one with the same exact key passes the
     # same checks (its inputs share their rows, library and device).
     if key is None or not plan_memory.one_batch(key, _state(budget_gb)):
@@ -171,14 +172,17 @@ def plan_state(budget_gb: float | None) -> PlanState:
     lesson that arrives while it is made can only make the state stale
     (never repeated), never newer than the plan.
     """
-    configured = configured_budget_gb() if budget_gb is None else None
-    return PlanState(plan_memory.version, host_reading(), configured)
+    return PlanState(plan_memory.version, host_reading(), _in_force(budget_gb))
 
 
 def _state(budget_gb: Value) -> tuple[HostReading | None, float | None]:
-    """The host reading, and the budget in force where none is given."""
-    configured = configured_budget_gb() if budget_gb is None else None
-    return fresh_host_reading(), configured
+    """The fresh host reading (None: none), and the budget in force."""
+    return fresh_host_reading(), _in_force(budget_gb)
+
+
+def _in_force(budget_gb: Value) -> float | None:
+    """The configured budget, where the call gives none (a given one wins)."""
+    return configured_budget_gb() if budget_gb is None else None
 
 
 def learn_repeat(
