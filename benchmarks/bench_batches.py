@@ -339,8 +339,10 @@ def overhead_table(repeats: int) -> str:
 
     lines = [
         "Per call, `fn = lambda x: x * 2.0` on n x 8 float64 rows (n x 64 from "
-        "100,000 rows), in one process, interleaved; the median of "
-        f"{repeats} rounds of each. *first*: with an empty plan memory (the probe "
+        "100,000 rows), in one process: the median of "
+        f"{repeats} rounds of each, the ratios the median of each round's ratio "
+        "(fn, repeated, given and planned are timed in turn in every round; "
+        "first in rounds of its own). *first*: with an empty plan memory (the probe "
         "runs); *repeated*: the same call again (one batch: repeated without a "
         "plan); *given*: `bytes_per_item` passed; *planned*: `bytes_per_item` "
         "passed and `remember=False` (checked and planned on every call). "
@@ -368,14 +370,20 @@ def overhead_table(repeats: int) -> str:
                 f"| {'torch CPU' if lib == 'torch' else 'NumPy'} | {n:,} "
                 f"| {med['fn']:,.1f} | {med['first']:,.0f} | {med['repeated']:,.1f} "
                 f"| {med['repeated'] - med['fn']:,.1f} "
-                f"| {med['repeated'] / med['fn']:.2f} | {med['given']:,.1f} "
-                f"| {med['given'] / med['fn']:.2f} | {med['planned']:,.1f} |"
+                f"| {med['repeated/fn']:.2f} | {med['given']:,.1f} "
+                f"| {med['given/fn']:.2f} | {med['planned']:,.1f} |"
             )
     return "\n".join(lines)
 
 
 def _overhead_medians(x, per_item: float, repeats: int) -> dict[str, float]:
-    """Median microseconds per call of fn alone and of map_batches' variants."""
+    """Median microseconds per call of fn alone and of map_batches' variants.
+
+    ``first`` is timed in rounds of its own (its probe trims the heap, which
+    would slow whatever is timed after it). The others are timed in rounds
+    of fn, repeated, given, planned; ``<case>/fn`` is the median of each
+    round's ratio, so that a machine that slows down for a while slows both.
+    """
     import timeit
 
     import xpkit
@@ -385,27 +393,33 @@ def _overhead_medians(x, per_item: float, repeats: int) -> dict[str, float]:
 
     n = int(x.shape[0])
     number = max(1, 20_000 // max(n // 100, 1))
-    xpkit.map_batches(fn, x)  # warm the code paths
 
     def first():
         xpkit.plan_memory.clear()
         xpkit.map_batches(fn, x)
 
+    firsts = [timeit.timeit(first, number=1) * 1e6 for _ in range(repeats)]
+    xpkit.map_batches(fn, x)  # learned again: the next calls repeat
     cases = {
         "fn": lambda: fn(x),
-        "first": first,
         "repeated": lambda: xpkit.map_batches(fn, x),
         "given": lambda: xpkit.map_batches(fn, x, bytes_per_item=per_item),
         "planned": lambda: xpkit.map_batches(
             fn, x, bytes_per_item=per_item, remember=False
         ),
     }
+    for call in cases.values():
+        call()  # (warm)
     times: dict[str, list[float]] = {k: [] for k in cases}
     for _ in range(repeats):
         for name, call in cases.items():
-            count = 1 if name == "first" else number
-            times[name].append(timeit.timeit(call, number=count) / count * 1e6)
-    return {k: statistics.median(v) for k, v in times.items()}
+            times[name].append(timeit.timeit(call, number=number) / number * 1e6)
+    medians = {k: statistics.median(v) for k, v in times.items()}
+    medians["first"] = statistics.median(firsts)
+    for name in ("repeated", "given"):
+        rounds = zip(times[name], times["fn"], strict=True)
+        medians[f"{name}/fn"] = statistics.median(t / f for t, f in rounds)
+    return medians
 
 
 SECTIONS = {

@@ -230,11 +230,12 @@ def _eager(fn: UserFunction) -> UserFunction:
     ``fn`` itself is called: the wrapper would cost every call.)
     """
     for adapter in _TRACERS:
-        if adapter.is_imported():
-            if adapter not in _MADE:
-                _mark_eager()  # (outside a trace: made once, at no cost)
-            if adapter.compiling():
-                fn = adapter.eager_only(fn, _EAGER_REASON)
+        if adapter not in _MADE:
+            if not adapter.is_imported():
+                continue
+            _mark_eager()  # (outside a trace: made once, at no cost)
+        if adapter.compiling():
+            fn = adapter.eager_only(fn, _EAGER_REASON)
     return fn
 
 

@@ -331,16 +331,20 @@ def _own(leaves: list[Array], sources: tuple[Array, ...]) -> bool:
         np.may_share_memory(a, b) for i, a in enumerate(leaves) for b in leaves[i + 1 :]
     ):
         return False
+    return all(_shares_nothing(leaf, sources) for leaf in leaves)
+
+
+def _shares_nothing(leaf: HostArray, sources: tuple[Array, ...]) -> bool:
+    """Whether host ``leaf`` shares no memory with ``sources`` (seen on the host)."""
     for source in sources:
         view: HostArray | None = source
-        if type(source) is not np.ndarray:  # (a NumPy array is its own memory)
+        if type(source) is not np.ndarray:  # (an ndarray is its own memory)
             adapter = adapter_for_array(source)
             view = None if adapter is None else adapter.host_view(source)
             if view is None:
                 continue
-        for leaf in leaves:
-            if np.may_share_memory(leaf, view):
-                return False
+        if np.may_share_memory(leaf, view):
+            return False
     return True
 
 
@@ -357,7 +361,8 @@ def outputs_of_all_rows(
         type(result) is np.ndarray
         and result.ndim
         and result.shape[0] == n
-        and _own([result], sources)
+        and result.flags.writeable
+        and _shares_nothing(result, sources)
     ):
         return result
     outputs = Outputs(n, fn, sources=sources)

@@ -43,6 +43,7 @@ __all__ = [
     "Learned",
     "PlanMemory",
     "Signature",
+    "exact_signature",
     "plan_memory",
     "signature",
 ]
@@ -290,26 +291,52 @@ def signature(
     arrays: tuple[Array, ...],
     whole: tuple[Array, ...] | Mapping[str, Array],
     where: Hashable,
-    *,
-    exact: bool = False,
 ) -> tuple[Signature | None, tuple[Callable[[], object], ...]]:
     """``(key, weak references)`` of a call, or ``(None, ())`` when it has none.
 
     ``where`` names the backend and device. The weak references are to the
-    objects the key names by identity. ``exact=True``: every input also by
-    its device, its library's settings and its whole shape (the rows, not
-    only their shape): two calls with one exact key have the same inputs
-    but for their values.
+    objects the key names by identity.
     """
     refs: list[Callable[[], object]] = []
-    input_key = _input_key if exact else _row_key
     try:
         key: Signature = (
             _callable_key(fn, refs, 0),
-            tuple([input_key(a) for a in arrays]),
+            tuple([_row_key(a) for a in arrays]),
             _operands_key(whole, refs) if whole else (),
             where,
         )
+        hash(key)
+    except (_Unkeyable, TypeError):
+        return None, ()
+    return key, tuple(refs)
+
+
+def exact_signature(
+    fn: UserFunction,
+    arrays: tuple[Array, ...],
+    whole: tuple[Array, ...] | Mapping[str, Array],
+    where: Hashable,
+) -> tuple[Signature | None, tuple[Callable[[], object], ...]]:
+    """`signature`, with every input also by device, library settings and shape.
+
+    Two calls with one exact key have the same inputs but for their values
+    (their rows too, not only their row shape): ``fn``'s key, ``where``,
+    the whole operands' key, then each input's `Adapter.input_key`, in one
+    tuple.
+    """
+    refs: list[Callable[[], object]] = []
+    try:
+        parts = [
+            _callable_key(fn, refs, 0),
+            where,
+            _operands_key(whole, refs) if whole else (),
+        ]
+        for a in arrays:
+            adapter = adapter_for_array(a)
+            if adapter is None:
+                return None, ()
+            parts.append(adapter.input_key(a))
+        key = tuple(parts)
         hash(key)
     except (_Unkeyable, TypeError):
         return None, ()
@@ -339,20 +366,6 @@ def _row_key(a: Array) -> Hashable:
     return (adapter.key, tuple(a.shape[1:]), a.dtype)
 
 
-def _input_key(a: Array) -> Hashable:
-    """An input by library, device, library settings, shape and dtype."""
-    adapter = adapter_for_array(a)
-    if adapter is None:
-        raise _Unkeyable
-    return (
-        adapter.key,
-        adapter.device_key(a),
-        adapter.config_token(),
-        a.shape,
-        a.dtype,
-    )
-
-
 _PLAIN = (type(None), bool, int, float, complex, str, bytes)
 #: How deep a closure over closures is followed before giving up.
 _DEPTH = 4
@@ -375,13 +388,13 @@ def _value_key(v: Value, refs: list[Callable[[], object]], depth: int) -> Hashab
 
 def _callable_key(fn: object, refs: list[Callable[[], object]], depth: int) -> Hashable:
     if fn.__class__ is types.FunctionType and not (
-        fn.__closure__ or fn.__defaults__
-    ):  # a plain function, the common case, at once
-        return ("function", fn.__code__, (), ())
+        fn.__closure__ or fn.__defaults__ or fn.__kwdefaults__
+    ):  # a plain function, the common case, by its code at once
+        return fn.__code__
     if depth > _DEPTH:
         raise _Unkeyable
     if isinstance(fn, types.FunctionType):
-        closure, given = fn.__closure__, fn.__defaults__
+        closure, given, named = fn.__closure__, fn.__defaults__, fn.__kwdefaults__
         try:
             cells = (
                 ()
@@ -393,7 +406,14 @@ def _callable_key(fn: object, refs: list[Callable[[], object]], depth: int) -> H
         defaults = (
             () if given is None else tuple([_value_key(d, refs, depth) for d in given])
         )
-        return ("function", fn.__code__, cells, defaults)
+        keywords = (
+            ()
+            if not named
+            else tuple(
+                [(k, _value_key(v, refs, depth)) for k, v in sorted(named.items())]
+            )
+        )
+        return ("function", fn.__code__, cells, defaults, keywords)
     if isinstance(fn, types.MethodType):
         return (
             "method",

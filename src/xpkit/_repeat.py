@@ -39,7 +39,7 @@ from ._memory import (
 )
 from ._oom import UnsplittableMemoryError, is_oom_error
 from ._outputs import outputs_of_all_rows
-from ._plan_memory import plan_memory, signature
+from ._plan_memory import exact_signature, plan_memory
 from ._rows import TRACING_ADAPTERS, refuse_traced
 
 if TYPE_CHECKING:
@@ -54,6 +54,7 @@ __all__ = ["NO_REPEAT", "PlanState", "Repeat", "learn_repeat", "plan_state", "re
 #: The values of the number options a repeated call can be known by, and
 #: its whole operands' containers (anything else is checked on every call).
 _NUMBERS = (type(None), int, float)
+_PAD = (type(None), bool)
 _WHOLE = (tuple, list, dict)
 
 
@@ -97,26 +98,32 @@ def repeat(
     the others an int, a float or None): ``True == 1 == 1.0`` would repeat
     a call that a check refuses.
     """
+    numbers = _NUMBERS
     if (
-        whole.__class__ not in _WHOLE
-        or min_batch.__class__ is not int
-        or (pad is not None and pad.__class__ is not bool)
-        or budget_gb.__class__ not in _NUMBERS
+        min_batch.__class__ is not int
+        or pad.__class__ not in _PAD
+        or budget_gb.__class__ not in numbers
+        or whole.__class__ not in _WHOLE
     ):
         return NO_REPEAT
-    for value in costs:
-        if value.__class__ not in _NUMBERS:
-            return NO_REPEAT
+    bytes_per_item, overhead, fallback = costs
+    if (
+        bytes_per_item.__class__ not in numbers
+        or overhead.__class__ not in numbers
+        or fallback.__class__ not in numbers
+    ):
+        return NO_REPEAT
     if whole.__class__ is dict and not all(k.__class__ is str for k in whole):
         return NO_REPEAT  # (a dict keyed 0 would have the key of a tuple)
-    numbers = (budget_gb, costs, min_batch, pad)
+    options = (budget_gb, bytes_per_item, overhead, fallback, min_batch, pad)
     try:  # (the planned path raises what a bad value raises here, in order)
-        key, alive = signature(fn, arrays, whole, numbers, exact=True)
+        key, alive = exact_signature(fn, arrays, whole, options)
     except (TypeError, ValueError):
         return NO_REPEAT
     # A call learned was checked: one with the same exact key passes the
     # same checks (its inputs share their rows, library and device).
-    if key is None or not plan_memory.one_batch(key, _state(budget_gb)):
+    state = (fresh_host_reading(), _in_force(budget_gb))
+    if key is None or not plan_memory.one_batch(key, state):
         return Repeat(key, alive)
     if whole or adapter_for_array(arrays[0]) in TRACING_ADAPTERS:
         refuse_traced(arrays, whole, "map_batches")
@@ -173,11 +180,6 @@ def plan_state(budget_gb: float | None) -> PlanState:
     (never repeated), never newer than the plan.
     """
     return PlanState(plan_memory.version, host_reading(), _in_force(budget_gb))
-
-
-def _state(budget_gb: Value) -> tuple[HostReading | None, float | None]:
-    """The fresh host reading (None: none), and the budget in force."""
-    return fresh_host_reading(), _in_force(budget_gb)
 
 
 def _in_force(budget_gb: Value) -> float | None:

@@ -14,7 +14,13 @@ import numpy as np
 import pytest
 
 import xpkit
-from xpkit._plan_memory import GROW_AFTER, Learned, PlanMemory, signature
+from xpkit._plan_memory import (
+    GROW_AFTER,
+    Learned,
+    PlanMemory,
+    exact_signature,
+    signature,
+)
 
 
 class Counted:
@@ -110,6 +116,45 @@ def test_what_a_closure_holds_is_part_of_the_signature():
     assert signature(scaled(2.0, w3), (x[:, :2],), (), "here")[0] != key  # rows
     assert signature(scaled(2.0, w3), (x,), (w3,), "here")[0] != key  # whole
     assert signature(scaled(2.0, w3), (x,), (), "there")[0] != key  # device
+
+
+def test_defaults_are_part_of_the_signature_keyword_only_too():
+    def made(w, k):
+        def fn(x, w=w, *, k=k):
+            return x * k + w[0]
+
+        return fn
+
+    x = _data(10)
+    w3, w5 = np.ones(3), np.ones(5)
+    key = signature(made(w3, 2.0), (x,), (), "here")[0]
+    assert key is not None
+    assert signature(made(np.zeros(3), 2.0), (x,), (), "here")[0] == key
+    assert signature(made(w5, 2.0), (x,), (), "here")[0] != key  # a default
+    assert signature(made(w3, 3.0), (x,), (), "here")[0] != key  # keyword-only
+    plain = signature(lambda x: x, (x,), (), "here")[0]
+    assert plain is not None
+    assert plain != signature(lambda x: x + 1, (x,), (), "here")[0]
+
+
+def test_an_exact_key_tells_inputs_apart_by_all_but_their_values(xpkit_backend):
+    b = xpkit_backend
+
+    def key_of(x, where="here"):
+        return exact_signature(_twice, (x,), (), where)[0]
+
+    key = key_of(b.asarray(np.arange(12.0).reshape(6, 2)))
+    assert key is not None
+    assert key_of(b.asarray(np.ones((6, 2)))) == key  # other values
+    assert key_of(b.asarray(np.ones((5, 2)))) != key  # other rows
+    assert key_of(b.asarray(np.ones((6, 3)))) != key  # another row shape
+    assert key_of(b.asarray(np.ones((6, 2), dtype=np.int32))) != key  # dtype
+    assert key_of(b.asarray(np.ones((6, 2))), "there") != key  # other options
+    assert key_of(np.ones((6, 2))) != key or b.library == "numpy"  # library
+
+
+def _twice(x):
+    return x * 2.0
 
 
 def test_a_callable_object_is_remembered_while_it_lives():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 
 import numpy as np
 import pytest
@@ -312,6 +313,31 @@ def test_huge_budget_in_the_environment_is_refused(monkeypatch):
         match=r"XPKIT_MEMORY_BUDGET_GB must be .* \(at most \d+\), got .1e300.",
     ):
         xpkit.device_memory_budget()
+
+
+def test_the_environment_reads_as_os_environ_get(monkeypatch):
+    name = "XPKIT_TEST_ENVIRONMENT_READ"
+    monkeypatch.delenv(name, raising=False)
+    seen = [_memory.environment_variable(name)]
+    monkeypatch.setenv(name, " 0.5 ")
+    seen.append(_memory.environment_variable(name))
+    os.environ[name] = "caf\u00e9"  # (not ASCII: decoded as os.environ does)
+    seen.append(_memory.environment_variable(name))
+    del os.environ[name]
+    seen.append(_memory.environment_variable(name))
+    assert seen == [None, " 0.5 ", "caf\u00e9", None]
+    monkeypatch.setattr(os, "environ", {name: "2"})  # a mapping in its place
+    assert _memory.environment_variable(name) == "2"
+    assert _memory.environment_variable("HOME") is None
+
+
+def test_a_budget_set_in_the_environment_holds_at_once(monkeypatch):
+    monkeypatch.delenv("XPKIT_MEMORY_BUDGET_GB", raising=False)
+    assert _memory.configured_budget_gb() is None
+    monkeypatch.setenv("XPKIT_MEMORY_BUDGET_GB", "0.25")
+    assert _memory.configured_budget_gb() == 0.25
+    monkeypatch.delenv("XPKIT_MEMORY_BUDGET_GB")
+    assert _memory.configured_budget_gb() is None
 
 
 def test_a_subnormal_item_size_fills_one_batch():

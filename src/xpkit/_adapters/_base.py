@@ -366,6 +366,14 @@ class Adapter:
         """Library settings that change what a Backend supports (cache key)."""
         return None
 
+    def input_key(self, x: Array) -> Hashable:
+        """``x`` by library, device, library settings, shape and dtype.
+
+        Two arrays with one key differ only in their values (what a call
+        repeated in a loop compares: one call, on every input).
+        """
+        return (self.key, self.device_key(x), self.config_token(), x.shape, x.dtype)
+
     def strictest_mode(self) -> Any:
         """A context manager for this library's strictest mode, or None."""
         return None

@@ -51,6 +51,10 @@ class NumpyAdapter(Adapter):
         """NumPy arrays all live on the CPU."""
         return None
 
+    def input_key(self, x: Array) -> Hashable:
+        """By shape and dtype: one device, no settings (`Adapter.input_key`)."""
+        return (self.key, x.shape, x.dtype)
+
     def fast_ops(self, xp: Namespace) -> FastOps:
         """NumPy's own functions where they follow the standard for ndarrays."""
         return FastOps(

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable, Hashable, Sequence
 from contextlib import AbstractContextManager
 from types import ModuleType
-from typing import TYPE_CHECKING, TypeVar, cast
+from typing import TYPE_CHECKING, TypeVar
 
 import array_api_compat
 import numpy as np
@@ -16,7 +16,7 @@ from ._base import Adapter, FastOps, Replace, Tagged
 from ._device_memory import MemoryCap, MemoryInfo, MemoryProbe
 from ._layout import Unshareable, native_layout
 from ._peak import PeakMeter, rss_meter
-from ._torch_compile import compiled_whole
+from ._torch_compile import compiled_whole, eager_only, is_compiling
 from ._torch_memory import (
     AllocatorPeak,
     accelerator_cap,
@@ -323,7 +323,7 @@ class TorchAdapter(Adapter):
 
     def compiling(self) -> bool:
         """``torch.compiler.is_compiling()``: dynamo is tracing the caller."""
-        return bool(_torch().compiler.is_compiling())
+        return is_compiling(_torch)
 
     def eager_only(self, fn: F, reason: str) -> F:
         """``torch.compiler.disable(fn, reason=reason)``: dynamo never traces it.
@@ -334,23 +334,7 @@ class TorchAdapter(Adapter):
         while dynamo traces (which cannot trace ``disable``), it breaks the
         graph there, and makes it in the eager code after the break.
         """
-        eager = self._eager
-        if eager is None:
-            eager = self._eager = {}
-        made = eager.get(fn)
-        if made is None:
-            torch = _torch()
-            if torch.compiler.is_compiling():
-                torch._dynamo.graph_break()  # (eager from here on)
-            disable = torch.compiler.disable
-            try:
-                made = disable(fn, reason=reason)
-            except TypeError:  # torch before 2.7 takes no reason
-                made = disable(fn)
-            eager[fn] = made
-        return cast("F", made)  # disable wraps fn with its signature
-
-    _eager: dict[Callable[..., object], Callable[..., object]] | None = None
+        return eager_only(_torch(), fn, reason)
 
     def values_at_hand(self, x: Array) -> bool:
         """Not for meta tensors, which have no values."""
