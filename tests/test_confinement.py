@@ -147,5 +147,6 @@ def test_the_adapters_sit_on_the_ground_floor(path):
 
 
 def test_the_floor_check_sees_imports():
-    found = _imported_modules(SRC / "_adapters" / "__init__.py")
-    assert {"xpkit._dtypes", "xpkit._adapters.torch"} <= found
+    package = _imported_modules(SRC / "_adapters" / "__init__.py")
+    assert {"xpkit._adapters._registry", "xpkit._adapters.torch"} <= package
+    assert "xpkit._dtypes" in _imported_modules(SRC / "_adapters" / "_registry.py")

@@ -16,7 +16,7 @@ import numpy as np
 from ._dtypes import DTYPE_NAMES, dtype_name
 
 if TYPE_CHECKING:
-    from ._adapters import Adapter
+    from ._adapters._base import Adapter
     from ._typing import Array, HostArray, Value
 
 __all__ = [

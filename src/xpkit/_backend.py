@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Generic, TypeVar, cast, overload
 
 from . import _convert, _creation, _inputs, _moves, _operations
-from ._adapters import ADAPTERS, Adapter
+from ._adapters._registry import ADAPTERS
 from ._args import check_axis, check_scalar, raise_if_axis_out_of_range
 from ._cast_checks import check_fill_fits
 from ._dtypes import dtype_name
@@ -36,6 +36,7 @@ from ._resolve import (
 )
 
 if TYPE_CHECKING:
+    from ._adapters._base import Adapter
     from ._adapters._types import (
         AutoName,
         BackendName,

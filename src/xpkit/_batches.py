@@ -16,7 +16,8 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from ._adapters import ADAPTERS, release_freed_host_memory
+from ._adapters._peak import release_freed_host_memory
+from ._adapters._registry import ADAPTERS
 from ._args import check_count
 from ._executors import run_on_pool
 from ._log import logger
@@ -31,7 +32,7 @@ from ._rows import Job, common_rows, refuse_traced
 from ._statement import ATTRIBUTE, Capabilities
 
 if TYPE_CHECKING:
-    from ._adapters import Adapter
+    from ._adapters._base import Adapter
     from ._backend import Backend
     from ._typing import Array, DaskClient, ProgressBar, UserFunction, UserResult
 

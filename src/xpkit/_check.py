@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ._adapters import to_host
+from ._adapters._registry import to_host
 from ._backend import Backend
 from ._batches import compute_oom_safe, map_batches
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from array_api_compat import numpy as _np_xp
 
-from ._adapters import adapter_for_array
+from ._adapters._registry import adapter_for_array
 from ._args import (
     host_dtype_name,
     own_dtype,

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, NoReturn, TypeAlias, cast
 
-from ._adapters import Adapter, FastOps
+from ._adapters._base import Adapter, FastOps
 from ._dtypes import DTYPE_NAMES, narrow_for_device
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ import platform
 import sys
 from typing import TYPE_CHECKING, TextIO
 
-from ._adapters import ADAPTERS, Adapter, get_adapter
+from ._adapters._registry import ADAPTERS, get_adapter
 from ._backend import Backend
 from ._device_budget import device_memory_budget
 from ._executors import cluster_info
@@ -22,6 +22,7 @@ from ._select import InventoryEntry, backend_inventory
 from ._version import __version__
 
 if TYPE_CHECKING:
+    from ._adapters._base import Adapter
     from ._typing import DaskClient, JSONObject
 
 __all__ = ["collect_info", "print_info"]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, NamedTuple, TypeAlias
 
 import numpy as np
 
-from ._adapters import ADAPTERS, adapter_for_array
+from ._adapters._registry import ADAPTERS, adapter_for_array
 from ._args import host_dtype_name, own_dtype, refuse_lossy
 from ._convert import castable, host, traced
 from ._moves import move_from

@@ -18,14 +18,15 @@ from contextlib import ContextDecorator
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Self, TypeVar, cast
 
-from ._adapters import HOST_BATCH_WORKING_SET_BYTES, adapter_for_array, get_adapter
+from ._adapters._base import HOST_BATCH_WORKING_SET_BYTES
+from ._adapters._registry import adapter_for_array, get_adapter
 from ._args import MAX_GB, check_count, check_gb, check_positive
 from ._dtypes import dtype_name, external_stacklevel
 from ._host_memory import host_available_bytes
 from ._typing import Array, UserFunction
 
 if TYPE_CHECKING:
-    from ._adapters import Adapter
+    from ._adapters._base import Adapter
     from ._backend import Backend
 
 T = TypeVar("T")

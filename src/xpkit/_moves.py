@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 from array_api_compat import numpy as _np_xp
 
-from ._adapters import Adapter, adapter_for_array
+from ._adapters._registry import adapter_for_array
 from ._args import check_copy, refuse_lossy
 from ._cast_checks import check_cast_keeps_values
 from ._dtypes import dtype_name
 
 if TYPE_CHECKING:
+    from ._adapters._base import Adapter
     from ._facts import ArrayT, Facts
     from ._typing import Array, DType, NativeDevice, Value
 

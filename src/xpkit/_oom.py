@@ -12,7 +12,7 @@ import gc
 import traceback
 from collections.abc import Callable
 
-from ._adapters import ADAPTERS
+from ._adapters._registry import ADAPTERS
 from ._log import logger
 
 __all__ = [

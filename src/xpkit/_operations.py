@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Generic
 import numpy as np
 from array_api_compat import array_namespace
 
-from ._adapters import adapter_for_array
+from ._adapters._registry import adapter_for_array
 from ._args import (
     check_axis,
     check_copy,

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ._adapters import adapter_for_array, get_adapter, to_host
+from ._adapters._registry import adapter_for_array, get_adapter, to_host
 from ._dtypes import dtype_name
 from ._memory import BYTES_PER_GB, array_nbytes, available_bytes
 from ._oom import UnsplittableMemoryError, is_oom_error

@@ -33,7 +33,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
-from ._adapters import adapter_for_array
+from ._adapters._registry import adapter_for_array
 
 if TYPE_CHECKING:
     from ._typing import Array, UserFunction, Value

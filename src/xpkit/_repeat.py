@@ -27,7 +27,7 @@ import logging
 import traceback
 from typing import TYPE_CHECKING, NamedTuple
 
-from ._adapters import adapter_for_array
+from ._adapters._registry import adapter_for_array
 from ._log import logger
 from ._memory import (
     TRIM_ABOVE_BYTES,

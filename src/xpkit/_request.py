@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
-from ._adapters import Adapter, get_adapter
+from ._adapters._registry import get_adapter
 from ._args import check_count, check_gb, check_positive
 from ._backend import Backend, coerce_backend
 from ._executors import Pool, pool_for
@@ -19,6 +19,7 @@ from ._plan_memory import Signature, signature
 from ._rows import Job, common_rows, refuse_traced
 
 if TYPE_CHECKING:
+    from ._adapters._base import Adapter
     from ._typing import Array, UserFunction, Value
 
 __all__ = ["BatchRequest", "batch_request"]

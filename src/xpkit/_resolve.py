@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import TYPE_CHECKING, TypeGuard, cast
 
-from ._adapters import _BY_TYPE as _ADAPTER_BY_TYPE
-from ._adapters import ADAPTERS, Adapter, adapter_for_array
+from ._adapters._registry import ADAPTERS, adapter_for_array
+from ._adapters._registry import BY_TYPE as _ADAPTER_BY_TYPE
 from ._args import PY_SCALARS
 from ._log import logger
 
 if TYPE_CHECKING:
+    from ._adapters._base import Adapter
     from ._adapters._types import BackendName
     from ._typing import Device, Value
 

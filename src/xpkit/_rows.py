@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ._adapters import ADAPTERS, Adapter, adapter_for_array, to_host
+from ._adapters._base import Adapter
+from ._adapters._registry import ADAPTERS, adapter_for_array, to_host
 
 if TYPE_CHECKING:
     from ._backend import Backend

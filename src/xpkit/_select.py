@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from ._adapters import ADAPTERS, Adapter
+from ._adapters._registry import ADAPTERS
 from ._backend import Backend, coerce_backend
 from ._resolve import find_gpus, key_of
 
 if TYPE_CHECKING:
+    from ._adapters._base import Adapter
     from ._adapters._types import BackendName
     from ._typing import JSONObject, Value
 

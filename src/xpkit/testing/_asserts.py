@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._adapters import ADAPTERS, adapter_for_array, to_host
+from .._adapters._registry import ADAPTERS, adapter_for_array, to_host
 from .._backend import Backend
 from .._dtypes import PrecisionWarning
 from ._running import running_variant

@@ -15,7 +15,8 @@ import inspect
 from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
-from .._adapters import ADAPTERS, CAPABILITIES
+from .._adapters._base import CAPABILITIES
+from .._adapters._registry import ADAPTERS
 from .._statement import (
     ATTRIBUTE,
     MODES,

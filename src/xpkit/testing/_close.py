@@ -6,11 +6,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._adapters import ADAPTERS, Adapter, adapter_for_array, to_host
+from .._adapters._registry import ADAPTERS, adapter_for_array, to_host
 from .._dtypes import dtype_name, narrowed
 from ._running import RunningVariant, running_variant
 
 if TYPE_CHECKING:
+    from .._adapters._base import Adapter
     from .._typing import Array, DType, HostArray, Value
 
 __all__ = ["assert_close", "assert_equal", "default_tolerance"]

@@ -20,9 +20,10 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
-from .._adapters import ADAPTERS, Adapter
+from .._adapters._registry import ADAPTERS
 
 if TYPE_CHECKING:
+    from .._adapters._base import Adapter
     from .._typing import UserFunction
 
 __all__ = ["HostCopy", "counted_host_copies", "watched"]

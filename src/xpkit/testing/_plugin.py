@@ -42,7 +42,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .._adapters import ADAPTERS, CAPABILITIES, Adapter, LazyTags
+from .._adapters._base import CAPABILITIES, Adapter, LazyTags
+from .._adapters._registry import ADAPTERS
 from .._backend import Backend
 from .._dtypes import collected_narrowings, collecting_narrowings
 from .._resolve import is_backend_name

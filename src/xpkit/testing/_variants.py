@@ -12,8 +12,12 @@ from __future__ import annotations
 import fnmatch
 import functools
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from .._adapters import ADAPTERS, Adapter
+from .._adapters._registry import ADAPTERS
+
+if TYPE_CHECKING:
+    from .._adapters._base import Adapter
 
 __all__ = [
     "BackendParam",

@@ -23,7 +23,7 @@ import array_api_compat.numpy as np_xp
 from hypothesis import strategies as st
 from hypothesis.extra.array_api import make_strategies_namespace
 
-from .._adapters import ADAPTERS
+from .._adapters._registry import ADAPTERS
 from .._backend import Backend
 from .._dtypes import DTYPE_KINDS, dtype_name, narrow_for_device
 

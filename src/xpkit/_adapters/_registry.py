@@ -1,0 +1,81 @@
+"""The registry of adapters: find the one for a library or an array.
+
+What the layers above the adapters ask of them goes through here, and
+through the `Adapter` interface: which adapters there are, the one for a
+key or an array, and an array on the host. The registry knows no library;
+the package ``xpkit._adapters`` fills it with the seven adapters
+(`register_adapters`) when it is imported, which Python does before it
+imports this module for anyone (a package runs before its modules).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .._dtypes import register_dtype_spelling
+
+if TYPE_CHECKING:
+    from .._typing import Array, HostArray
+    from ._base import Adapter
+
+__all__ = [
+    "ADAPTERS",
+    "adapter_for_array",
+    "get_adapter",
+    "register_adapters",
+    "to_host",
+]
+
+#: The adapters by key, in the order a GPU is looked for by ``"gpu"`` /
+#: ``"auto"`` (the order they were registered in).
+ADAPTERS: dict[str, Adapter] = {}
+
+#: Array type -> adapter; filled on first sight of each type.
+BY_TYPE: dict[type, Adapter] = {}
+
+
+def register_adapters(*adapters: Adapter) -> None:
+    """Add ``adapters`` to the registry; each tells `xpkit._dtypes` its spellings.
+
+    Facts flow down: ``_dtypes`` knows no library, and reads ``"torch.float32"``
+    or a ``jnp`` prefix because the adapters registered them here.
+    """
+    for adapter in adapters:
+        register_dtype_spelling(adapter.dtype_prefixes, adapter.dtype_repr_module)
+        ADAPTERS[adapter.key] = adapter
+    BY_TYPE.clear()
+
+
+def get_adapter(key: str) -> Adapter:
+    """The adapter registered under ``key`` (KeyError when unknown)."""
+    return ADAPTERS[key]
+
+
+def adapter_for_array(x: object) -> Adapter | None:
+    """The adapter whose library ``x`` is an array of, or None.
+
+    Looks only at already imported modules (never imports a library) and
+    caches the answer per array type.
+    """
+    cls = type(x)
+    found = BY_TYPE.get(cls)
+    if found is not None:
+        return found
+    for adapter in ADAPTERS.values():
+        if adapter.owns(x):
+            BY_TYPE[cls] = adapter
+            return adapter
+    return None
+
+
+def to_host(x: Array) -> HostArray:
+    """An array of any supported library (or array-like) as NumPy.
+
+    Zero-copy where the library allows it (NumPy, CPU torch tensors, CPU
+    array-api-strict and JAX arrays); device arrays are copied to the host,
+    lazy ones computed. The package's one conversion to the host.
+    """
+    adapter = adapter_for_array(x)
+    return np.asarray(x) if adapter is None else adapter.to_numpy(x)

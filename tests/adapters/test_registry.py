@@ -1,0 +1,79 @@
+"""The registry: the adapters the layers above find, by key or by array.
+
+The layers above the adapters import the registry and the `Adapter`
+interface, never an adapter; the package ``xpkit._adapters`` registers the
+seven. A fresh interpreter that imports only the registry finds it filled.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from xpkit._adapters import _registry
+from xpkit._adapters._base import Adapter
+from xpkit._adapters._registry import ADAPTERS, adapter_for_array, get_adapter, to_host
+
+#: The order a GPU is looked for by "gpu" / "auto" (the order they register in).
+GPU_SEARCH_ORDER = [
+    "numpy",
+    "torch",
+    "array_api_strict",
+    "cupy",
+    "jax",
+    "dask",
+    "ndonnx",
+]
+
+
+def test_the_registry_holds_every_adapter_in_search_order():
+    assert list(ADAPTERS) == GPU_SEARCH_ORDER
+    assert all(isinstance(a, Adapter) for a in ADAPTERS.values())
+    assert {key: a.key for key, a in ADAPTERS.items()} == {k: k for k in ADAPTERS}
+
+
+def test_importing_only_the_registry_fills_it():
+    code = (
+        "import sys\n"
+        "from xpkit._adapters._registry import ADAPTERS\n"
+        "print(','.join(ADAPTERS))\n"
+        "print('torch' in sys.modules, 'jax' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    names, imported = done.stdout.splitlines()
+    assert names.split(",") == GPU_SEARCH_ORDER
+    assert imported == "False False"  # (registering imports no library)
+
+
+def test_an_unknown_key_is_a_key_error():
+    assert get_adapter("numpy") is ADAPTERS["numpy"]
+    with pytest.raises(KeyError):
+        get_adapter("tensorflow")
+
+
+def test_an_array_finds_its_adapter_once_per_type():
+    x = np.ones(3)
+    assert adapter_for_array(x) is ADAPTERS["numpy"]
+    assert _registry.BY_TYPE[np.ndarray] is ADAPTERS["numpy"]
+    assert adapter_for_array([1.0, 2.0]) is None
+    assert adapter_for_array(None) is None
+
+
+def test_to_host_keeps_a_numpy_array_and_converts_the_rest():
+    x = np.arange(4.0)
+    assert to_host(x) is x
+    listed = to_host([1.0, 2.0])
+    assert isinstance(listed, np.ndarray)
+    np.testing.assert_array_equal(listed, [1.0, 2.0])
+
+
+def test_to_host_of_every_backend(xpkit_backend):
+    host = np.arange(6.0).reshape(3, 2)
+    got = to_host(xpkit_backend.asarray(host))
+    assert isinstance(got, np.ndarray)
+    np.testing.assert_array_equal(got, host.astype(got.dtype))
