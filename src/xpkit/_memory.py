@@ -283,10 +283,6 @@ class memory_budget(ContextDecorator):
         return run
 
 
-#: The class of ``os.environ`` as Python made it.
-_ENVIRON = type(os.environ)
-
-
 def environment_variable(name: str) -> str | None:
     """``os.environ.get(name)``, at a quarter of its cost where ``name`` is unset.
 
@@ -295,21 +291,23 @@ def environment_variable(name: str) -> str | None:
     that ``os.environ`` reads and writes (its ``_data``: the variables,
     encoded; ``os.environ[name] = value`` and ``del os.environ[name]``
     change it) is read directly instead, as ``os.environ[name]`` does. A
-    mapping put in place of ``os.environ`` is read with its own ``get``.
+    mapping of another class put in place of ``os.environ`` is read with
+    its own ``get``.
     """
     environ = os.environ
-    if type(environ) is not _ENVIRON:
+    if type(environ) is not os._Environ:
         return environ.get(name)
-    encoded = _ENCODED_NAMES.get(name)
-    if encoded is None:  # (os.environ's encoding is the process's: kept)
-        encoded = _ENCODED_NAMES[name] = environ.encodekey(name)
+    encode = environ.encodekey
+    known = _ENCODED_NAMES.get(name)
+    if known is None or known[0] is not encode:
+        known = _ENCODED_NAMES[name] = (encode, encode(name))
     data: dict[object, str] = environ.__dict__["_data"]  # (bytes on POSIX)
-    raw = data.get(encoded)
+    raw = data.get(known[1])
     return None if raw is None else environ.decodevalue(raw)
 
 
-#: Variable names as ``os.environ`` encodes them (`environment_variable`).
-_ENCODED_NAMES: dict[str, object] = {}
+#: Variable names as an ``os.environ`` encodes them, with its encoder.
+_ENCODED_NAMES: dict[str, tuple[Callable[[str], object], object]] = {}
 
 
 def configured_budget_gb() -> float | None:

@@ -389,8 +389,9 @@ def _value_key(v: Value, refs: list[Callable[[], object]], depth: int) -> Hashab
 def _callable_key(fn: object, refs: list[Callable[[], object]], depth: int) -> Hashable:
     if fn.__class__ is types.FunctionType and not (
         fn.__closure__ or fn.__defaults__ or fn.__kwdefaults__
-    ):  # a plain function, the common case, by its code at once
-        return fn.__code__
+    ):  # a plain function, the common case, by its code and file at once
+        code = fn.__code__
+        return (code, code.co_filename)  # (equal code of two files is equal)
     if depth > _DEPTH:
         raise _Unkeyable
     if isinstance(fn, types.FunctionType):
@@ -413,7 +414,8 @@ def _callable_key(fn: object, refs: list[Callable[[], object]], depth: int) -> H
                 [(k, _value_key(v, refs, depth)) for k, v in sorted(named.items())]
             )
         )
-        return ("function", fn.__code__, cells, defaults, keywords)
+        code = fn.__code__
+        return ("function", code, code.co_filename, cells, defaults, keywords)
     if isinstance(fn, types.MethodType):
         return (
             "method",

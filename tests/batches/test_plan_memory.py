@@ -9,6 +9,7 @@ bounded, inspectable, can be cleared and switched off.
 from __future__ import annotations
 
 import gc
+import types
 
 import numpy as np
 import pytest
@@ -135,6 +136,17 @@ def test_defaults_are_part_of_the_signature_keyword_only_too():
     plain = signature(lambda x: x, (x,), (), "here")[0]
     assert plain is not None
     assert plain != signature(lambda x: x + 1, (x,), (), "here")[0]
+
+
+def test_the_same_code_in_two_files_is_two_functions():
+    code = _twice.__code__
+    elsewhere = types.FunctionType(code.replace(co_filename="elsewhere.py"), {})
+    assert elsewhere.__code__ == code  # (Python's view: the file is not compared)
+    x = _data(4)
+    for key_of in (signature, exact_signature):
+        here, there = (key_of(fn, (x,), (), "here")[0] for fn in (_twice, elsewhere))
+        assert None not in (here, there)
+        assert here != there
 
 
 def test_an_exact_key_tells_inputs_apart_by_all_but_their_values(xpkit_backend):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -329,6 +331,19 @@ def test_the_environment_reads_as_os_environ_get(monkeypatch):
     monkeypatch.setattr(os, "environ", {name: "2"})  # a mapping in its place
     assert _memory.environment_variable(name) == "2"
     assert _memory.environment_variable("HOME") is None
+
+
+def test_a_mapping_in_place_of_os_environ_before_the_import_is_read_with_get():
+    code = (
+        "import os\n"
+        "os.environ = dict(os.environ, XPKIT_MEMORY_BUDGET_GB='0.5')\n"
+        "from xpkit._memory import configured_budget_gb, environment_variable\n"
+        "print(configured_budget_gb(), environment_variable('XPKIT_NOT_SET'))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "0.5 None"), done.stderr
 
 
 def test_a_budget_set_in_the_environment_holds_at_once(monkeypatch):

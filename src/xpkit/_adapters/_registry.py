@@ -39,8 +39,12 @@ BY_TYPE: dict[type, Adapter] = {}
 def register_adapters(*adapters: Adapter) -> None:
     """Add ``adapters`` to the registry; each tells `xpkit._dtypes` its spellings.
 
-    Facts flow down: ``_dtypes`` knows no library, and reads ``"torch.float32"``
-    or a ``jnp`` prefix because the adapters registered them here.
+    Called once, by the package ``xpkit._adapters`` as it is imported: the
+    modules above build tables from `ADAPTERS` when they are imported (the
+    adapters that trace, the backend names), which a later registration
+    would not reach. Facts flow down: ``_dtypes`` knows no library, and
+    reads ``"torch.float32"`` or a ``jnp`` prefix because the adapters
+    registered them here.
     """
     for adapter in adapters:
         register_dtype_spelling(adapter.dtype_prefixes, adapter.dtype_repr_module)
