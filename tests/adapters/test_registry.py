@@ -7,11 +7,9 @@ seven. A fresh interpreter that imports only the registry finds it filled.
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import numpy as np
 import pytest
+from helpers import run_python
 
 from xpkit._adapters import _registry
 from xpkit._adapters._base import Adapter
@@ -42,9 +40,7 @@ def test_importing_only_the_registry_fills_it():
         "print(','.join(ADAPTERS))\n"
         "print('torch' in sys.modules, 'jax' in sys.modules)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    )
+    done = run_python(code, check=True)
     names, imported = done.stdout.splitlines()
     assert names.split(",") == GPU_SEARCH_ORDER
     assert imported == "False False"  # (registering imports no library)

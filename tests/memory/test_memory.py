@@ -5,12 +5,11 @@ from __future__ import annotations
 import asyncio
 import math
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 from fakes import fake_cuda, fake_mps
+from helpers import run_python
 
 import xpkit
 from xpkit import _memory
@@ -340,9 +339,7 @@ def test_a_mapping_in_place_of_os_environ_before_the_import_is_read_with_get():
         "from xpkit._memory import configured_budget_gb, environment_variable\n"
         "print(configured_budget_gb(), environment_variable('XPKIT_NOT_SET'))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=False
-    )
+    done = run_python(code)
     assert (done.returncode, done.stdout.strip()) == (0, "0.5 None"), done.stderr
 
 
