@@ -57,12 +57,14 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "xpkit._rows",
             "xpkit._outputs",
             "xpkit._plan_memory",
+            "xpkit._cost_model",
             "xpkit._plan",
+            "xpkit._local",
         ),
     ),
     ("facade and executors", ("xpkit._backend", "xpkit._executors*")),
     ("takes a Backend", ("xpkit._select", "xpkit._device_budget")),
-    ("batching", ("xpkit._request", "xpkit._repeat", "xpkit._batches")),
+    ("batching", ("xpkit._request", "xpkit._cost", "xpkit._repeat", "xpkit._batches")),
     ("testing tools", ("xpkit.testing*",)),
     # The package's face: its lazy table (xpkit/__init__.py) loads the
     # batching functions and xpkit.testing by name, which no import shows.
@@ -144,7 +146,8 @@ def test_the_floors_do_not_grow(edges):
 
 
 #: What the layers above the adapters may import of them: the registry and
-#: the interface (with the records and helpers it is made of), no adapter.
+#: the interface (with the records and helpers it is made of), no adapter;
+#: and the shape-only trace the cost stage runs (its tracer and records).
 ADAPTER_FACES = frozenset(
     {
         "xpkit._adapters._registry",
@@ -152,6 +155,8 @@ ADAPTER_FACES = frozenset(
         "xpkit._adapters._types",
         "xpkit._adapters._device_memory",
         "xpkit._adapters._peak",
+        "xpkit._adapters._trace",
+        "xpkit._adapters._shapes._run",
     }
 )
 

@@ -25,7 +25,7 @@ PYTHON = blocks(README)
 SHELL = [b.code.strip() for b in blocks(README, "bash")]
 SCRIPTS = [b for b in PYTHON if not b.is_test_file]
 MAP_BATCHES_OUTPUT = re.compile(  # plan.source says how the cost was obtained
-    r"p = 0\.\d{4}; .*(measured by peak RSS|input rows \(.*\)).*: \d+ bytes per"
+    r"p = 0\.\d{4}; remembered: traced by shape-only arrays at [\d:]+: \d+ bytes per"
 )
 
 

@@ -89,6 +89,7 @@ BENCHMARK_TITLES = {
     "dispatch": "Call overhead of the facade",
     "create": "Creating arrays on the device: `b.create`",
     "batches": "Peak memory of map_batches on real workloads",
+    "meter": "What fn costs: the meter against a true peak",
     "oom": "Recovering from out-of-memory errors",
     "cluster": "Executors: a dask cluster and joblib",
     "compile": "Compiled functions and the last, shorter batch",

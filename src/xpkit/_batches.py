@@ -16,25 +16,33 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from ._adapters._peak import release_freed_host_memory
 from ._adapters._registry import ADAPTERS
 from ._args import check_count
+from ._cost import cost_of
 from ._executors import run_on_pool
+from ._local import run_here
 from ._log import logger
-from ._memory import BYTES_PER_GB, TRIM_ABOVE_BYTES
+from ._memory import BYTES_PER_GB
 from ._oom import UnsplittableMemoryError, split_on_oom
 from ._outputs import Outputs
-from ._plan import BatchPlan, make_plan
-from ._plan_memory import GROW_AFTER, plan_memory
+from ._plan import BatchPlan, budget_of, make_plan
+from ._plan_memory import plan_memory
 from ._repeat import NO_REPEAT, Repeat, learn_repeat, plan_state, repeat
-from ._request import BatchRequest, batch_request
+from ._request import BatchCall, BatchRequest, batch_request
 from ._rows import Job, common_rows, refuse_traced
 from ._statement import ATTRIBUTE, Capabilities
 
 if TYPE_CHECKING:
     from ._adapters._base import Adapter
     from ._backend import Backend
-    from ._typing import Array, DaskClient, ProgressBar, UserFunction, UserResult
+    from ._cost_model import Cost
+    from ._typing import (
+        Array,
+        DaskClient,
+        ProgressBar,
+        UserFunction,
+        UserResult,
+    )
 
 __all__ = ["compute_oom_safe", "map_batches", "plan_batches"]
 
@@ -61,24 +69,23 @@ def map_batches(
     output of ``fn`` is allocated once, for all rows, from the first batch's
     result, and every batch is copied into its rows: the peak is the outputs
     plus one batch's working set. When ``bytes_per_item`` is not given,
-    ``fn``'s cost is measured: it runs on a few rows, then four times as
-    many, and so on (at most 6 probes, whose rows are part of the
-    result), under the peak-memory meter of the backend's device, and
-    the last two probes give its cost per item and its fixed cost per call
-    (`BatchPlan`). Batches are sized from the (capped) memory budget of the
-    backend's device, each runs through the same split-and-retry as
-    `compute_oom_safe`, and after an OOM the remaining batches use the size
-    that fitted.
-
-    How the probe measures, per library: NumPy, array-api-strict, Dask and
-    torch CPU with the growth of the process's peak RSS (Linux: glibc's
-    ``malloc_trim`` then a VmHWM reset through ``/proc/self/clear_refs``,
-    page-granular); torch CUDA with the caching allocator's
-    ``max_memory_allocated`` after ``reset_peak_memory_stats``. Elsewhere
-    (MPS, CuPy, JAX, whose compiler dominates any peak it shows; off Linux,
-    or where those files are missing) nothing is
-    measured, and the bytes of one row of every input stand for an item (a
-    log line says so). Measuring resets the peak statistic it reads.
+    ``fn``'s cost is traced: ``fn`` runs on arrays that have the batch's
+    shapes and dtypes but no values, impersonating the backend's library and
+    device, and every array an operation makes is counted as that library
+    allocates it; a few traces fit the cost's curve (`BatchPlan`), and the
+    batch is checked against the trace of that very batch. Nothing is
+    computed, and no statistic of the process is read or reset. Where the
+    trace cannot follow ``fn`` (it reads a value, a shape depends on
+    values), the library's own account of it, else a probe measures: ``fn``
+    runs on a few real rows, then up to four times as many, and so on (at
+    most 6 probes, whose rows are part of the result), under the meter of
+    the backend's device (torch: its operations, per thread; CuPy: its
+    memory hooks; the host: its memory, sampled; none of them resets
+    anything), and the last three probes give the curve. ``BatchPlan.source``
+    says which, and why the ones before could not follow ``fn``. Batches are
+    sized from the (capped) memory budget of the backend's device, each
+    runs through the same split-and-retry as `compute_oom_safe`, and after
+    an OOM the remaining batches use the size that fitted.
 
     Called in a loop, a call that repeats the last one (the same ``fn`` by
     signature, inputs of the same library, device, shape and dtype, the same
@@ -107,7 +114,8 @@ def map_batches(
         are shipped to the workers once.
     bytes_per_item : float, optional
         Working set of one item in bytes; by default remembered from an
-        earlier call with the same signature, else measured (see above).
+        earlier call with the same signature, else traced or measured (see
+        above).
     overhead : float, default 1.0
         Safety multiplier on the per-item (and fixed) cost.
     budget_gb : float, optional
@@ -192,22 +200,28 @@ def map_batches(
            [26.],
            [32.]])
     """
-    return _eager(_map_batches)(  # (by position: the parameters, in order)
-        fn,
-        arrays,
-        backend,
-        whole,
-        bytes_per_item,
-        overhead,
-        budget_gb,
-        min_batch,
-        progress,
-        executor,
-        result_on,
-        pad,
-        fallback_bytes_per_item,
-        remember,
+    # The call's arguments, in one record (made as tuple makes one: the named
+    # tuple's own __new__ is a Python function of 13 arguments, which a
+    # repeated call would pay for every time).
+    call: BatchCall = tuple.__new__(
+        BatchCall,
+        (
+            fn,
+            arrays,
+            backend,
+            whole,
+            bytes_per_item,
+            overhead,
+            budget_gb,
+            min_batch,
+            executor,
+            result_on,
+            pad,
+            fallback_bytes_per_item,
+            remember,
+        ),
     )
+    return _eager(_map_batches)(call, progress)
 
 
 _EAGER_REASON = (
@@ -256,65 +270,39 @@ def _mark_eager() -> None:
             _MADE.add(adapter)
 
 
-def _map_batches(  # (map_batches' parameters, by position)
-    fn: UserFunction,
-    arrays: tuple[Array, ...],
-    backend: Backend | str | None,
-    whole: tuple[Array, ...] | Mapping[str, Array],
-    bytes_per_item: float | None,
-    overhead: float,
-    budget_gb: float | None,
-    min_batch: int,
-    progress: bool,
-    executor: str | DaskClient | None,
-    result_on: str,
-    pad: bool | None,
-    fallback_bytes_per_item: float | None,
-    remember: bool,
-) -> UserResult:
+def _map_batches(call: BatchCall, progress: bool) -> UserResult:
     """`map_batches`' body (the public function keeps compilers out of it)."""
     if not isinstance(progress, bool):
         msg = f"progress must be a bool, got {progress!r}"
         raise TypeError(msg)
     repeated = NO_REPEAT  # (an executor, a backend, ...: never repeated)
     if (
-        backend is executor is None
+        call.backend is call.executor is None
         and progress is False
-        and remember is True
-        and result_on == "host"
+        and call.remember is True
+        and call.result_on == "host"
     ):
-        costs = (bytes_per_item, overhead, fallback_bytes_per_item)
-        repeated = repeat(fn, arrays, whole, budget_gb, costs, min_batch, pad)
+        repeated = repeat(call)
         if repeated.__class__ is not Repeat:
             return repeated
-    request = batch_request(  # (by position: map_batches' parameters, in order)
-        fn,
-        arrays,
-        backend,
-        whole,
-        bytes_per_item,
-        overhead,
-        budget_gb,
-        min_batch,
-        executor,
-        result_on,
-        pad,
-        fallback_bytes_per_item,
-        remember,
-    )
-    return _plan_and_run(request, repeated, progress)
+    return _plan_and_run(batch_request(call), repeated, progress)
 
 
 def _plan_and_run(
     request: BatchRequest, repeated: Repeat, progress: bool
 ) -> UserResult:
-    """The planned path of `map_batches`: plan, refuse or run, learn a repeat."""
+    """The planned path of `map_batches`: plan, refuse or run, learn a repeat.
+
+    After a repeat that ran out of memory (`Repeat.failed` rows), batches
+    have at most half as many rows, and the plan memory learns it first.
+    """
     outputs = _outputs_of(request)
     if request.n == 0:  # fn still runs once, and its result is checked
         outputs.put(0, 0, outputs.take(request.job.run(request.arrays, 0, 0, 0), 0, 0))
         return outputs.value()
+    most = _after_oom(request, repeated.failed)
     state = None if repeated.call is None else plan_state(request.budget_gb)
-    plan = make_plan(request, outputs)
+    cost, plan = _costed_plan(request, outputs)
     if plan.outputs_fit is False:
         _refuse(request, plan)
     if request.pad:
@@ -323,12 +311,35 @@ def _plan_and_run(
     bar = _progress_bar(request.n, plan.probe_rows) if progress else None
     try:
         if plan.probe_rows < request.n:
-            _run(request, outputs, plan, bar)
+            _run(request, outputs, plan, cost, bar, most)
     finally:
         if bar is not None:
             bar.close()
     learn_repeat(repeated, request, plan, state)
     return outputs.value()
+
+
+def _costed_plan(request: BatchRequest, outputs: Outputs) -> tuple[Cost, BatchPlan]:
+    """What ``fn`` costs (a probe writes into ``outputs``), and the plan at that cost."""
+    budget, measured = budget_of(request)
+    learned = plan_memory.recall(request.key)
+    cost = cost_of(request, outputs, learned, budget * BYTES_PER_GB, plan_memory)
+    plan = make_plan(request, cost, learned, budget, measured)
+    return cost, plan
+
+
+def _after_oom(request: BatchRequest, failed: int) -> int | None:
+    """The most rows a batch may have after ``failed`` rows ran out of memory.
+
+    None where nothing failed. Half of them (the repeat raised where that is
+    under ``min_batch``), and the plan memory learns that they fit, so that
+    this plan and the next call's start from it.
+    """
+    if not failed:
+        return None
+    most = max(failed // 2, request.min_batch)
+    plan_memory.learn_fit(request.key, most, request.alive)
+    return most
 
 
 def _outputs_of(request: BatchRequest, *, keep: bool = True) -> Outputs:
@@ -380,12 +391,21 @@ def _log_plan(request: BatchRequest, plan: BatchPlan) -> None:
 
 
 def _run(
-    request: BatchRequest, outputs: Outputs, plan: BatchPlan, bar: ProgressBar | None
+    request: BatchRequest,
+    outputs: Outputs,
+    plan: BatchPlan,
+    cost: Cost,
+    bar: ProgressBar | None,
+    most: int | None,
 ) -> None:
-    """The rows after the probe's: on the executor's pool, else here."""
+    """The rows after the probe's: on the executor's pool, else here.
+
+    ``most``: the most rows a batch may have, after an OOM before the plan
+    (a repeat's; None: no such limit). A repeat never runs on a pool.
+    """
     pool = request.pool
     if pool is None:
-        _run_here(request, outputs, plan, bar)
+        run_here(request, outputs, plan, cost, bar, most)
         return
     resubmitted = run_on_pool(
         pool,
@@ -401,54 +421,6 @@ def _run(
     )
     if resubmitted:
         logger().info("map_batches: %d batches resubmitted", resubmitted)
-
-
-def _run_here(
-    request: BatchRequest, outputs: Outputs, plan: BatchPlan, bar: ProgressBar | None
-) -> None:
-    """The local loop: batches one after the other, each split on an OOM.
-
-    After an OOM the batch size is what fitted (and the plan memory learns
-    it); after `GROW_AFTER` batches in a row at that size it doubles, up to
-    the planned size. A doubled size that runs out of memory again ends the
-    growing for this call: at most one such attempt fails per call.
-    """
-    job, arrays, n = request.job, request.arrays, request.n
-    batch, planned = plan.batch_size, max(plan.planned_batch_size, plan.batch_size)
-    start, successes, growing, grown = plan.probe_rows, 0, True, False
-
-    def piece(s: int, e: int, split: bool) -> None:
-        outputs.put(s, e, outputs.take(job.run(arrays, s, e, n, pad=not split), s, e))
-
-    # Large host batches of a library whose threads keep freed memory hand it
-    # back after each batch, so that the next batch's peak is not added to it.
-    trim = (
-        request.adapter.keeps_freed_host_memory
-        and not request.owner.is_gpu
-        and plan.batch_peak_bytes > TRIM_ABOVE_BYTES
-    )
-    while start < n:
-        stop = min(start + batch, n)
-        fitted = split_on_oom(piece, (start, stop), request.min_batch)
-        if trim:
-            release_freed_host_memory()
-        if fitted is not None and fitted < batch:
-            logger().info(
-                "map_batches: batch size %d -> %d after an OOM", batch, fitted
-            )
-            batch, successes = fitted, 0
-            growing = growing and not grown  # a grown size failed: grow no more
-            plan_memory.learn_fit(request.key, fitted, request.alive)
-        elif batch < planned and growing:
-            successes += 1
-            if successes >= GROW_AFTER:
-                batch, successes, grown = min(2 * batch, planned), 0, True
-                plan_memory.relax_fit(request.key, batch, planned)
-        if job.pad_to:
-            job.pad_to = batch
-        if bar is not None:
-            bar.update(stop - start)
-        start = stop
 
 
 def plan_batches(
@@ -468,8 +440,9 @@ def plan_batches(
     """The batch plan `map_batches` would use for these arguments.
 
     Size a hand-written loop the way `map_batches` sizes its own. Without
-    ``bytes_per_item`` this runs ``fn`` on the probe's rows (and discards
-    their results); the plan's ``probe_rows`` says how many, and its
+    ``bytes_per_item`` this traces ``fn`` on shape-only arrays, or (where
+    the trace cannot follow it) runs it on the probe's rows and discards
+    their results; the plan's ``probe_rows`` says how many, and its
     ``batch_size`` is for the rows after them; nothing is allocated for
     the outputs. The parameters are `map_batches`' own.
 
@@ -532,23 +505,23 @@ def _plan_batches(
     remember: bool,
 ) -> BatchPlan:
     """`plan_batches`' body (the public function keeps compilers out of it)."""
-    request = batch_request(
+    call = BatchCall(  # (by position: map_batches' parameters, in order)
         fn,
         arrays,
-        backend=backend,
-        whole=whole,
-        bytes_per_item=bytes_per_item,
-        fallback_bytes_per_item=fallback_bytes_per_item,
-        overhead=overhead,
-        budget_gb=budget_gb,
-        min_batch=min_batch,
-        executor=executor,
-        result_on=result_on,
-        pad=None,
-        remember=remember,
-        caller="plan_batches",
+        backend,
+        whole,
+        bytes_per_item,
+        overhead,
+        budget_gb,
+        min_batch,
+        executor,
+        result_on,
+        None,
+        fallback_bytes_per_item,
+        remember,
     )
-    return make_plan(request, _outputs_of(request, keep=False))
+    request = batch_request(call, caller="plan_batches")
+    return _costed_plan(request, _outputs_of(request, keep=False))[1]
 
 
 def compute_oom_safe(

@@ -1,33 +1,17 @@
-"""The batch plan of `map_batches`: budget, per-item cost, batch size, fit.
+"""The batch plan of `map_batches`: budget, batch size, and whether the outputs fit.
 
 `plan_batches` is the public face: it returns the `BatchPlan` that
 `map_batches` would use, so an author who writes their own loop sizes it the
-same way. Inside `map_batches` the same code (`make_plan`) also writes the
-probe's rows into the outputs, so they are not computed twice.
-
-Where the per-item cost comes from, first found first:
-
-1. the caller's ``bytes_per_item``;
-2. the plan memory (`xpkit.plan_memory`): what a probe measured for a call
-   with the same signature;
-3. the probe: ``fn`` runs on a few rows, then on four times as many, and so
-   on (each probe's rows are part of the result), under the meter the
-   backend's adapter offers (`Adapter.peak_meter`). The last two probes give
-   a straight line, peak bytes = ``fixed_bytes + rows * bytes_per_item``: the
-   fixed part is what ``fn`` allocates whatever its rows (a whole operand's
-   norms, a transposed copy), which a single small probe would spread over
-   its few rows. A meter whose library compiles per shape is warmed first:
-   each probe size runs once unmeasured;
-4. the caller's ``fallback_bytes_per_item``, where nothing measures;
-5. the bytes of one row of every input.
-
-The plan memory also keeps the batch size an OOM taught: a later call with
-the same signature starts from it.
+same way. The plan takes the cost the cost stage found (`xpkit._cost`): the
+most rows whose predicted peak fits the budget, checked against the tracer
+itself where one stands behind the cost (`Cost.exact`: the batch is grown or
+shrunk until the traced peak of that very batch fits, and is not far under
+it); then no more than an earlier OOM showed to fit (the plan memory keeps
+that batch size: a later call with the same signature starts from it).
 """
 
 from __future__ import annotations
 
-import traceback
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -41,32 +25,24 @@ from ._memory import (
     batch_size_within,
     configured_budget_gb,
 )
-from ._oom import UnsplittableMemoryError, is_oom_error, release_after_oom
-from ._plan_memory import Learned, PlanMemory, plan_memory
 
 if TYPE_CHECKING:
-    from ._adapters._peak import PeakMeter
+    from ._cost_model import Cost
     from ._executors import Pool
-    from ._outputs import Outputs
+    from ._plan_memory import Learned
     from ._request import BatchRequest
-    from ._rows import Rows
 
 __all__ = [
-    "PROBE_FIRST_ROWS",
-    "PROBE_MAX_CALLS",
     "TASKS_PER_THREAD",
     "BatchPlan",
+    "budget_of",
     "make_plan",
 ]
 
-#: Rows of the first probe (or ``min_batch``, if larger).
-PROBE_FIRST_ROWS = 4
-#: Most measured probe calls; each has four times the rows of the one before.
-PROBE_MAX_CALLS = 6
-#: The probe stops growing once a probe's peak reaches this share of the budget.
-PROBE_BUDGET_SHARE = 1 / 8
-#: With an executor, the probe (run in this process) takes at most 1/8 of the rows.
-PROBE_POOL_SHARE = 8
+#: A traced batch is grown while its peak is under this share of the budget.
+FULL_ENOUGH = 0.9
+#: Most traces the plan asks to grow or shrink a batch to the budget.
+REFINE_TRACES = 8
 #: On a pool, the CPU cache ceiling (a throughput heuristic) never makes more
 #: than this many tasks per worker thread: a task costs milliseconds to
 #: schedule, a batch in a local loop microseconds.
@@ -86,17 +62,23 @@ class BatchPlan:
     bytes_per_item : float
         Working set of one item (row) in bytes, before ``overhead``.
     fixed_bytes : float
-        Working set of one call whatever its rows (measured; 0 otherwise).
+        Working set of one call whatever its rows (traced or measured; 0
+        otherwise).
     overhead : float
         The caller's safety multiplier on both.
     source : str
-        How ``bytes_per_item`` was obtained: ``"given"``, ``"measured by
-        <meter>"``, ``"remembered: measured by <meter> at <time>"``, ``"fallback
-        (...)"`` or ``"input rows (<why nothing was measured>)"``.
+        How the cost was obtained: ``"given"``; ``"traced by shape-only
+        arrays"`` (``fn`` ran on arrays without values, nothing computed) or
+        ``"traced by XLA's memory analysis of the compiled fn"``; ``"measured
+        by <meter> (<why no tracer could follow fn>)"``; ``"remembered: <one
+        of those> at <time>"``; ``"fallback (...)"`` or ``"input rows (<why
+        nothing was measured>)"``.
     batch_size : int
         Rows per batch: the most for which ``overhead * (fixed_bytes +
-        rows * bytes_per_item)`` fits ``budget_gb`` (at least ``min_batch``),
-        and no more than an earlier OOM showed to fit.
+        rows * bytes_per_item + rows**2 * bytes_per_item_squared)`` fits
+        ``budget_gb`` (at least ``min_batch``), checked against the trace of
+        that batch where ``fn`` was traced, and no more than an earlier OOM
+        showed to fit.
     n_batches : int
         Batches for the rows the probe did not already compute.
     probe_rows : int
@@ -105,8 +87,8 @@ class BatchPlan:
         Whether the cost came from the plan memory (`xpkit.plan_memory`),
         without a probe.
     batch_peak_bytes : float
-        The predicted working set of one batch: ``overhead * (fixed_bytes +
-        batch_size * bytes_per_item)``.
+        The predicted working set of one batch: ``overhead`` times its
+        traced peak, or the cost's curve at ``batch_size``.
     output_bytes : int or None
         Bytes of all the outputs (None until ``fn`` has run once for this
         signature).
@@ -121,10 +103,13 @@ class BatchPlan:
         earlier OOM (of this call's probe, or of an earlier call with the
         same signature) showed that less fits; `map_batches` grows it back
         toward this after enough batches in a row succeed.
+    bytes_per_item_squared : float
+        The cost's term in the rows squared (0 for row-wise work; an outer
+        product or a pairwise distance of the batch's rows has one).
 
     Parameters
     ----------
-    n_items, budget_gb, bytes_per_item, fixed_bytes, overhead, source, batch_size, n_batches, probe_rows, remembered, batch_peak_bytes, output_bytes, output_place, outputs_fit, planned_batch_size
+    n_items, budget_gb, bytes_per_item, fixed_bytes, overhead, source, batch_size, n_batches, probe_rows, remembered, batch_peak_bytes, output_bytes, output_place, outputs_fit, planned_batch_size, bytes_per_item_squared
         The attributes above; `plan_batches` makes plans, users read them.
 
     Raises
@@ -155,13 +140,14 @@ class BatchPlan:
     output_place: str = "host"
     outputs_fit: bool | None = None
     planned_batch_size: int = 0
+    bytes_per_item_squared: float = 0.0
 
 
 def _new_plan(fields: dict[str, object]) -> BatchPlan:
     """A `BatchPlan` of all its ``fields``, made as unpickling makes one.
 
     Its instance dictionary is filled at once, without the frozen
-    dataclass's checked ``object.__setattr__`` for each of 15 fields, which
+    dataclass's checked ``object.__setattr__`` for each of 16 fields, which
     cost more than the rest of planning a call that `map_batches` makes
     over and over. The plan is the same (equal, hashable, frozen).
     """
@@ -170,35 +156,27 @@ def _new_plan(fields: dict[str, object]) -> BatchPlan:
     return plan
 
 
-@dataclass(slots=True)
-class _Cost:
-    """Peak bytes of one call: ``fixed + rows * per_item``."""
+def budget_of(request: BatchRequest) -> tuple[float, float]:
+    """``(budget, measured)`` in GB: the batch budget and the device's measured one.
 
-    per_item: float
-    fixed: float
-    source: str
-    probe_rows: int = 0
-    limit: int | None = None  # rows that ran out of memory in the probe, halved
-    remembered: bool = False
-
-    def rows_within(self, budget_bytes: float, overhead: float) -> int:
-        room = budget_bytes / overhead - self.fixed
-        rows = room / self.per_item * (1 + 1e-12)
-        # (A subnormal per_item makes rows infinite; NaN is impossible.)
-        return 0 if rows <= 0.0 else int(rows) if rows < 2.0**62 else 2**62
+    An explicit ``budget_gb`` is both; otherwise one measurement of the
+    device, its batch cap applied (`batch_budgets`).
+    """
+    if request.budget_gb is not None:
+        return request.budget_gb, request.budget_gb
+    measured, budget = batch_budgets(request.owner)
+    return budget, measured
 
 
 def make_plan(
-    request: BatchRequest, outputs: Outputs, memory: PlanMemory = plan_memory
+    request: BatchRequest,
+    cost: Cost,
+    learned: Learned | None,
+    budget: float,
+    measured: float,
 ) -> BatchPlan:
-    """The plan for ``request``; a measuring probe writes into ``outputs``."""
+    """The plan for ``request`` at ``cost`` within ``budget`` (GB)."""
     n = request.n
-    if request.budget_gb is not None:
-        budget = measured = request.budget_gb
-    else:  # one measurement of the device, its batch cap applied
-        measured, budget = batch_budgets(request.owner)
-    learned = memory.recall(request.key)
-    cost = _cost(request, outputs, learned, budget * BYTES_PER_GB, memory)
     left = n - cost.probe_rows
     pool = request.pool
     if pool is not None and left > 0:
@@ -212,13 +190,13 @@ def make_plan(
         batch = max(min(batch, cost.limit), request.min_batch)
     if learned is not None and learned.fits is not None:
         batch = max(min(batch, learned.fits), request.min_batch)
-    # Rows of the outputs: what the probe returned, else what an earlier call did.
-    row_bytes = (
-        outputs.row_bytes
-        if cost.probe_rows
-        else (None if learned is None else learned.output_row_bytes)
-    )
+    # Rows of the outputs: what the trace or the probe saw, else an earlier call.
+    row_bytes = cost.output_row_bytes
+    if row_bytes is None and learned is not None:
+        row_bytes = learned.output_row_bytes
     output_bytes = None if row_bytes is None else row_bytes * n
+    traced = cost.exact(batch) if cost.exact is not None else None
+    peak = float(traced) if traced is not None else cost.peak(batch)
     return _new_plan(
         {
             "n_items": n,
@@ -231,60 +209,25 @@ def make_plan(
             "n_batches": -(-left // batch) if left > 0 else 0,
             "probe_rows": cost.probe_rows,
             "remembered": cost.remembered,
-            "batch_peak_bytes": request.overhead * (cost.fixed + batch * cost.per_item),
+            "batch_peak_bytes": request.overhead * peak,
             "output_bytes": output_bytes,
             "output_place": "host"
             if request.result_on == "host"
             else request.owner.name,
             "outputs_fit": _outputs_fit(request, output_bytes),
             "planned_batch_size": planned,
+            "bytes_per_item_squared": cost.squared,
         }
     )
 
 
-def _cost(
-    request: BatchRequest,
-    outputs: Outputs,
-    learned: Learned | None,
-    budget_bytes: float,
-    memory: PlanMemory,
-) -> _Cost:
-    """The per-item cost, from the first source that has one (module docstring)."""
-    if request.bytes_per_item is not None:
-        return _Cost(request.bytes_per_item, 0.0, "given")
-    if learned is not None and learned.source:  # (a fit alone has no cost)
-        return _Cost(
-            learned.bytes_per_item,
-            learned.fixed_bytes,
-            learned.recalled_as,
-            remembered=True,
-        )
-    if request.n == 0:
-        return _input_rows(request, "no rows to probe")
-    cost = _probe(request, outputs, budget_bytes)
-    if cost.source.startswith("measured"):
-        memory.learn_cost(
-            request.key,
-            Learned(
-                bytes_per_item=cost.per_item,
-                fixed_bytes=cost.fixed,
-                source=cost.source,
-                output_row_bytes=outputs.row_bytes,
-                alive=request.alive,
-            ),
-        )
-        if cost.limit is not None:
-            memory.learn_fit(request.key, cost.limit, request.alive)
-    return cost
-
-
 def _local_batch(
-    request: BatchRequest, cost: _Cost, left: int, budget: float, measured: float
+    request: BatchRequest, cost: Cost, left: int, budget: float, measured: float
 ) -> tuple[int, float]:
     """Rows per batch in this process, and the budget (GB) they come from."""
     floor = request.min_batch
     # The throughput ceiling never makes the smallest batch impossible.
-    need = request.overhead * (cost.fixed + cost.per_item * floor) / BYTES_PER_GB
+    need = request.overhead * cost.peak(floor) / BYTES_PER_GB
     budget = max(budget, min(need, measured))
     if cost.source == "given":  # one item over the budget is the caller's error
         batch, _ = batch_size_within(
@@ -293,7 +236,10 @@ def _local_batch(
         return batch, budget
     # Measured (or estimated): fn may already have run, so run, however small.
     fitting = cost.rows_within(budget * BYTES_PER_GB, request.overhead)
-    if fitting < floor:
+    batch = min(max(fitting, floor), left)
+    if cost.exact is not None:
+        batch = refine(cost, batch, floor, left, budget, request.overhead)
+    if need > budget and batch <= floor:
         logger().warning(
             "map_batches: fn needs %.3g GB for min_batch=%d rows (%s), more "
             "than the %.3g GB budget; running batches of %d rows",
@@ -303,7 +249,54 @@ def _local_batch(
             budget,
             floor,
         )
-    return min(max(fitting, floor), left), budget
+    return batch, budget
+
+
+def refine(
+    cost: Cost, batch: int, floor: int, most: int, budget: float, overhead: float
+) -> int:
+    """``batch``, checked against the tracer behind ``cost`` (itself where none is).
+
+    Where the traced peak of ``batch`` rows is over the budget, the batch is
+    halved down to the largest that fits (at least ``floor``); where it is
+    under `FULL_ENOUGH` of it, grown toward ``most`` while it fits: a batch
+    within the budget, and not far under it. At most `REFINE_TRACES` traces;
+    a size the tracer cannot afford to trace (a row loop, `xpkit._cost`)
+    ends the search.
+    """
+    exact = cost.exact
+    if exact is None:
+        return batch
+    limit = budget * BYTES_PER_GB / overhead
+    peak = exact(batch)
+    if peak is None:
+        return batch
+    traces = 1
+    lo, hi = (batch, None) if peak <= limit else (floor, batch)
+    if hi is None:  # fits: grow while well under the budget
+        while peak < FULL_ENOUGH * limit and lo < most and traces < REFINE_TRACES:
+            grown = min(most, max(lo + 1, int(lo * limit / max(peak, 1))))
+            found = exact(grown)
+            traces += 1
+            if found is None:
+                return lo
+            if found > limit:
+                hi = grown
+                break
+            lo, peak = grown, found
+        if hi is None:
+            return lo
+    while hi - lo > max(1, lo // 64) and traces < REFINE_TRACES:  # bisect
+        mid = (lo + hi) // 2
+        found = exact(mid)
+        traces += 1
+        if found is None:
+            break
+        if found <= limit:
+            lo = mid
+        else:
+            hi = mid
+    return max(lo, floor)
 
 
 def _outputs_fit(request: BatchRequest, output_bytes: int | None) -> bool | None:
@@ -317,143 +310,7 @@ def _outputs_fit(request: BatchRequest, output_bytes: int | None) -> bool | None
         return None
 
 
-def _input_rows(request: BatchRequest, why: str) -> _Cost:
-    """The caller's fallback estimate, else the bytes of one row of every input."""
-    if request.fallback_bytes_per_item is not None:
-        return _Cost(request.fallback_bytes_per_item, 0.0, f"fallback ({why})")
-    total = sum(array_nbytes(a) for a in request.arrays)
-    per_item = max(total / max(request.n, 1), 1.0)
-    return _Cost(per_item, 0.0, f"input rows ({why})")
-
-
-def _probe(request: BatchRequest, outputs: Outputs, budget_bytes: float) -> _Cost:
-    """Run ``fn`` on growing row ranges from row 0 under the device's meter.
-
-    At most an eighth of the rows on a pool (but always one probe). A meter
-    that asks for warming runs each size once unmeasured, then measures it.
-    """
-    owner, n = request.owner, request.n
-    meter = request.adapter.peak_meter(owner.device)
-    if meter is None:
-        why = f"{owner.name} on {owner.device!r} has no peak-memory meter"
-        cost = _input_rows(request, why)
-        logger().info("map_batches: per-item cost from the %s", cost.source)
-        return cost
-    most = n if request.pool is None else max(n // PROBE_POOL_SHARE, 1)
-    points: list[tuple[int, int]] = []  # (rows, peak bytes)
-    start, rows, limit = 0, max(min(PROBE_FIRST_ROWS, most), request.min_batch), None
-    while start < n and len(points) < PROBE_MAX_CALLS:
-        if points and start + rows > most:
-            rows = most - start
-            if rows < request.min_batch or rows < 1:
-                break
-        stop = min(start + rows, n)
-        if meter.warm_up and start + 2 * (stop - start) > most:
-            break  # no rows left to run this shape twice
-        try:
-            if meter.warm_up:  # run this shape once unmeasured: it compiles
-                _run_probe(request, outputs, start, stop, None)
-                start, stop = stop, 2 * stop - start
-            peak = _run_probe(request, outputs, start, stop, meter)
-        except BaseException as exc:
-            if (
-                not is_oom_error(exc)
-                or (stop - start) // 2 < request.min_batch
-                or isinstance(exc, UnsplittableMemoryError)
-            ):
-                raise
-            traceback.clear_frames(exc.__traceback__)
-            failed = True
-        else:
-            failed = False
-        if failed:
-            release_after_oom()
-            logger().info(
-                "map_batches: out of memory probing rows %d:%d; probing half",
-                start,
-                stop,
-            )
-            limit = max((stop - start) // 2, request.min_batch)
-            rows = limit
-            continue
-        if peak is None:  # measured by an enclosing probe, or another thread's
-            start = stop
-            if points:
-                break  # fit what was measured
-            why = "another peak measurement was under way"
-            cost = _input_rows(request, why)
-            logger().info("map_batches: per-item cost from the %s", cost.source)
-            cost.probe_rows, cost.limit = stop, limit
-            return cost
-        points.append((stop - start, peak))
-        start = stop
-        if limit is not None or (
-            len(points) >= 2 and peak >= budget_bytes * PROBE_BUDGET_SHARE
-        ):
-            break
-        # Grow four-fold, but keep the next probe's predicted peak in the budget.
-        per_row = max(peak / points[-1][0], 1.0)
-        affordable = int(budget_bytes * PROBE_BUDGET_SHARE * 4 / per_row)
-        rows = max(min(4 * rows, affordable), rows + 1)
-    if not points:
-        cost = _input_rows(request, f"too few rows to measure with {meter.name}")
-        cost.probe_rows = start
-        return cost
-    per_item, fixed = _fit(points)
-    source = f"measured by {meter.name}"
-    logger().info(
-        "map_batches: %s: %.4g bytes per item + %.4g fixed, from probes of %s rows",
-        source,
-        per_item,
-        fixed,
-        [r for r, _ in points],
-    )
-    return _Cost(per_item, fixed, source, probe_rows=start, limit=limit)
-
-
-def _run_probe(
-    request: BatchRequest,
-    outputs: Outputs,
-    start: int,
-    stop: int,
-    meter: PeakMeter | None,
-) -> int | None:
-    """Rows ``start:stop`` into ``outputs``; their peak bytes under ``meter``.
-
-    Without a meter (a warming run) the peak is None.
-    """
-    job, arrays, n = request.job, request.arrays, request.n
-
-    def attempt() -> Rows:
-        return outputs.take(job.run(arrays, start, stop, n), start, stop)
-
-    if meter is None:
-        result, peak = attempt(), None
-    else:
-        result, peak = meter.measure(attempt)
-    outputs.put(start, stop, result)
-    return peak
-
-
-def _fit(points: list[tuple[int, int]]) -> tuple[float, float]:
-    """(bytes per item, fixed bytes) through the two largest probes.
-
-    The largest, not the last: a last probe clipped to the few rows left
-    would make a short, noisy baseline.
-    """
-    ranked = sorted(points)
-    k2, p2 = ranked[-1]
-    smaller = [(k, p) for k, p in ranked if k < k2]
-    if not smaller:
-        return max(p2 / k2, 1.0), 0.0
-    k1, p1 = smaller[-1]
-    slope = (p2 - p1) / (k2 - k1)
-    if slope <= 0:  # no growth with the rows (noise, or fn allocates per call)
-        return max(p2 / k2, 1.0), 0.0
-    return max(slope, 1.0), max(p2 - slope * k2, 0.0)
-
-
-def _pool_batch(pool: Pool, request: BatchRequest, cost: _Cost) -> tuple[int, float]:
+def _pool_batch(pool: Pool, request: BatchRequest, cost: Cost) -> tuple[int, float]:
     """Rows per task on ``pool`` and the per-task budget (GB) they come from.
 
     The memory budget is a hard cap; within it, batches are no smaller than
@@ -480,4 +337,5 @@ def _pool_batch(pool: Pool, request: BatchRequest, cost: _Cost) -> tuple[int, fl
             soft = hard if ceiling is None else min(hard, ceiling / BYTES_PER_GB)
     slots = pool.slots
     batch = min(rows(hard), max(rows(soft), -(-n // (slots * TASKS_PER_THREAD))))
-    return max(floor, min(batch, -(-n // slots))), hard
+    batch = max(floor, min(batch, -(-n // slots)))
+    return refine(cost, batch, floor, batch, hard, overhead), hard

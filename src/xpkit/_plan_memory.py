@@ -2,12 +2,22 @@
 
 A probe measures ``fn``'s cost (bytes per row and per call); an OOM teaches
 the largest batch that fits. Both hold for the next call with the same
-signature: the same function (its code, and the values it closes over:
-arrays by library, shape and dtype, numbers and strings by value, other
-objects by identity), the same row shape and dtype of every input, the same
-``whole`` operands (by shape and dtype) and the same backend and device.
-A second call with that signature plans without probing, and starts from
-the batch size that worked.
+signature: the same function (its code, and the values it closes over,
+binds or takes by default), the same row shape and dtype of every input,
+the same ``whole`` operands and the same backend and device. A second call
+with that signature plans without probing, and starts from the batch size
+that worked.
+
+What a function holds is keyed so that the memory keeps nothing of the
+caller's alive: numbers of every type by type and value (Python's, NumPy
+scalars by their dtype too, a 0-d array in host memory by library, dtype
+and value; ``np.int64(8)``, ``8`` and ``np.int32(8)`` are three keys, and
+NaN is one), strings by value, other arrays by library, shape and dtype,
+classes and modules by themselves, a builtin bound method (``tensor.mul``,
+``ndarray.sum``) by its name and its owner's key, and any other object by
+identity through a weak reference: its entries hold only while it lives.
+A key holds numbers, strings, dtypes, code objects, classes, modules and
+the C functions of modules and classes; an entry, weak references.
 
 A call that ran as one batch with room to spare is also remembered as such
 (`PlanMemory.learn_one_batch`), with the state it was planned under (the
@@ -24,7 +34,9 @@ batch catches what a stale cost would let through).
 
 from __future__ import annotations
 
+import cmath
 import functools
+import math
 import threading
 import time
 import types
@@ -33,9 +45,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
+import numpy as np
+
 from ._adapters._registry import adapter_for_array
 
 if TYPE_CHECKING:
+    from ._adapters._base import Adapter
     from ._typing import Array, UserFunction, Value
 
 __all__ = [
@@ -69,9 +84,10 @@ class Learned(NamedTuple):
     Attributes
     ----------
     bytes_per_item, fixed_bytes : float
-        The cost ``fixed_bytes + rows * bytes_per_item`` of one call.
+        The cost ``fixed_bytes + rows * bytes_per_item + rows**2 *
+        squared_bytes`` of one call.
     source : str
-        How the cost was obtained (``"measured by peak RSS"``); ``""`` when
+        How the cost was obtained (``"traced by shape-only arrays"``); ``""`` when
         only a batch size is known (the caller gave the cost).
     output_row_bytes : int or None
         Bytes of one row of all the outputs, once ``fn`` has run.
@@ -85,7 +101,9 @@ class Learned(NamedTuple):
         only while they are alive.
     recalled_as : str
         What `BatchPlan.source` says of a plan made from this entry
-        (``"remembered: measured by peak RSS at 14:03:12"``).
+        (``"remembered: traced by shape-only arrays at 14:03:12"``).
+    squared_bytes : float
+        The cost's term in the rows squared (0: a straight line).
     """
 
     bytes_per_item: float
@@ -96,6 +114,7 @@ class Learned(NamedTuple):
     fits: int | None = None
     alive: tuple[Callable[[], object], ...] = ()
     recalled_as: str = ""
+    squared_bytes: float = 0.0
 
 
 class PlanMemory:
@@ -197,11 +216,16 @@ class PlanMemory:
         if entry is None or entry[0] != self._version or entry[1] != state:
             return False
         refs = entry[2]
-        return not refs or all(ref() is not None for ref in refs)
+        return not refs or _living(refs)  # (most calls name no object)
 
     def entries(self) -> list[Learned]:
-        """What is remembered, least recently used first."""
+        """What is remembered, least recently used first.
+
+        An entry whose objects are gone is forgotten here.
+        """
         with self._lock:
+            for key in [k for k, e in self._entries.items() if not _living(e.alive)]:
+                del self._entries[key]
             return list(self._entries.values())
 
     def recall(self, key: Signature | None) -> Learned | None:
@@ -212,12 +236,24 @@ class PlanMemory:
             entry = self._entries.get(key)
             if entry is None:
                 return None
-            for ref in entry.alive:
-                if ref() is None:
-                    del self._entries[key]  # an object it named by identity is gone
-                    return None
+            if entry.alive and not _living(entry.alive):
+                del self._entries[key]  # an object it named by identity is gone
+                return None
             self._entries.move_to_end(key)
             return entry
+
+    def _living_entry(self, key: Signature) -> Learned | None:
+        """``key``'s entry; None, and forgotten, where an object it names is gone.
+
+        (Its key then names by identity an object that died: another object
+        given the same ``id`` later is not the one it learned from.) The
+        lock is held.
+        """
+        entry = self._entries.get(key)
+        if entry is None or not entry.alive or _living(entry.alive):
+            return entry
+        del self._entries[key]
+        return None
 
     def learn_cost(
         self,
@@ -233,8 +269,9 @@ class PlanMemory:
             learned_at=when, recalled_as=f"remembered: {learned.source} at {clock}"
         )
         with self._lock:
-            old = self._entries.pop(key, None)
+            old = self._living_entry(key)
             if old is not None:
+                del self._entries[key]
                 learned = learned._replace(fits=old.fits)
             self._entries[key] = learned
             self._version += 1
@@ -255,7 +292,7 @@ class PlanMemory:
         if key is None or not self.enabled:
             return
         with self._lock:
-            entry = self._entries.get(key)
+            entry = self._living_entry(key)
             if entry is None:
                 entry = Learned(0.0, 0.0, "", learned_at=time.time(), alive=alive)
             fits = rows if entry.fits is None else min(entry.fits, rows)
@@ -275,10 +312,15 @@ class PlanMemory:
         if key is None or not self.enabled:
             return
         with self._lock:
-            entry = self._entries.get(key)
+            entry = self._living_entry(key)
             if entry is not None:
                 self._entries[key] = change(entry)
                 self._version += 1
+
+
+def _living(refs: tuple[Callable[[], object], ...]) -> bool:
+    """Whether every object ``refs`` refer to is alive."""
+    return all(ref() is not None for ref in refs)
 
 
 #: The process's plan memory (`xpkit.plan_memory`).
@@ -366,17 +408,43 @@ def _row_key(a: Array) -> Hashable:
     return (adapter.key, tuple(a.shape[1:]), a.dtype)
 
 
-_PLAIN = (type(None), bool, int, float, complex, str, bytes)
+#: The types whose values are their own keys (each equal only to itself).
+_PLAIN = (type(None), bool, int, str, bytes)
+#: Python's number and text types, whose subclasses are keyed by plain value.
+_BASES = (int, float, complex, str, bytes)
+#: What a NaN is keyed by: ``nan != nan``, and a tuple holding two NaN
+#: objects made apart compares unequal (the same object compares equal).
+_NAN = "nan"
 #: How deep a closure over closures is followed before giving up.
 _DEPTH = 4
 
 
 def _value_key(v: Value, refs: list[Callable[[], object]], depth: int) -> Hashable:
-    if isinstance(v, _PLAIN):
-        return (type(v).__name__, v)
+    """``v`` as part of a signature (see the module docstring).
+
+    Numbers and strings by type and value; NumPy scalars by type, dtype and
+    value; arrays by library, shape and dtype (a 0-d array in host memory
+    by its value too); tuples by their items; classes and modules by
+    themselves; functions by their code and what they hold; other objects by
+    identity, through a weak reference appended to ``refs``.
+    """
+    cls = type(v)
+    if cls in _PLAIN:
+        return (cls.__name__, v)
+    if cls is float:
+        return ("float", _NAN if math.isnan(v) else v)
+    if cls is complex:
+        return ("complex", _number(v))
+    if isinstance(v, np.generic):
+        return _scalar_key(v)
+    if isinstance(v, _BASES):  # a subclass: an IntEnum member, a str subclass
+        return _subclass_key(v)
     adapter = adapter_for_array(v)
     if adapter is not None:
-        return ("array", adapter.key, tuple(v.shape), v.dtype)
+        shape = tuple(v.shape)
+        if shape:
+            return ("array", adapter.key, shape, v.dtype)
+        return _scalar_array_key(adapter, v)
     if isinstance(v, tuple):
         return ("tuple", tuple(_value_key(i, refs, depth + 1) for i in v))
     if isinstance(v, (types.ModuleType, type)):
@@ -384,6 +452,68 @@ def _value_key(v: Value, refs: list[Callable[[], object]], depth: int) -> Hashab
     if callable(v):
         return _callable_key(v, refs, depth + 1)
     return _identity(v, refs)
+
+
+def _number(v: Hashable) -> Hashable:
+    """A Python value as a key: itself, but NaN (of a float or a complex) as `_NAN`."""
+    if isinstance(v, float):
+        return _NAN if math.isnan(v) else v
+    if isinstance(v, complex) and cmath.isnan(v):
+        return ("complex", _number(v.real), _number(v.imag))
+    return v
+
+
+def _scalar_key(v: np.generic) -> Hashable:
+    """A NumPy scalar by its type, dtype and value (``np.int64(8)`` is not 8).
+
+    The value is the Python one (`numpy.generic.item`): the key holds no
+    NumPy object but the dtype (a long double, which ``item`` keeps, as the
+    nearest Python float or complex). A value that cannot be hashed makes
+    the signature unknown.
+    """
+    value = v.item()
+    if isinstance(value, np.generic):
+        value = (
+            complex(value) if isinstance(value, np.complexfloating) else float(value)
+        )
+    return ("numpy", type(v), v.dtype, _number(value))
+
+
+def _subclass_key(v: complex | str | bytes) -> Hashable:
+    """An instance of a subclass of a Python number or text type, by its value.
+
+    The key holds the class and the plain value, not the instance (which
+    may carry attributes of its own).
+    """
+    plain: complex | str | bytes
+    try:  # (a subclass may convert itself by a method of its own)
+        if isinstance(v, int):  # (bool has no subclasses)
+            plain = int(v)
+        elif isinstance(v, float):
+            plain = float(v)
+        elif isinstance(v, complex):
+            plain = complex(v)
+        elif isinstance(v, str):
+            plain = str(v)
+        else:
+            plain = bytes(v)
+    except (TypeError, ValueError, OverflowError):
+        raise _Unkeyable from None
+    return (type(v), _number(plain))
+
+
+def _scalar_array_key(adapter: Adapter, v: Array) -> Hashable:
+    """A 0-d array by library and dtype, and by value where its memory is the host's.
+
+    A 0-d array closed over may be a size (``np.ones((n, k))``): its value is
+    read where that is cheap and has no side effects, from its host memory
+    (`Adapter.host_view`: NumPy, a CPU tensor, array-api-strict). One on a
+    device, lazy or traced is keyed by its dtype only, as other arrays are.
+    """
+    host = adapter.host_view(v) if adapter.values_at_hand(v) else None
+    if host is None:
+        return ("array", adapter.key, (), v.dtype)
+    return ("array", adapter.key, (), v.dtype, _number(host.item()))
 
 
 def _callable_key(fn: object, refs: list[Callable[[], object]], depth: int) -> Hashable:
@@ -432,9 +562,46 @@ def _callable_key(fn: object, refs: list[Callable[[], object]], depth: int) -> H
                 for k, v in sorted(fn.keywords.items())
             ),
         )
-    if isinstance(fn, (types.BuiltinFunctionType, type)):
+    if isinstance(fn, _BUILTIN_METHODS):
+        return _builtin_method_key(fn, refs, depth)
+    if isinstance(fn, (type, *_DESCRIPTORS)):
         return ("named", fn)
     return _identity(fn, refs)
+
+
+#: Functions written in C, bound to what their ``__self__`` is: ``len`` and
+#: ``math.sqrt`` (a module), ``tensor.mul`` and ``ndarray.sum`` (an array),
+#: ``ndarray.__mul__`` (a method-wrapper).
+_BUILTIN_METHODS = (types.BuiltinFunctionType, types.MethodWrapperType)
+#: A class's own functions written in C, bound to nothing (``ndarray.sum``,
+#: ``torch.Tensor.mul``): each holds only its class.
+_DESCRIPTORS = (
+    types.MethodDescriptorType,
+    types.WrapperDescriptorType,
+    types.ClassMethodDescriptorType,
+)
+
+
+def _builtin_method_key(
+    fn: types.BuiltinFunctionType | types.MethodWrapperType,
+    refs: list[Callable[[], object]],
+    depth: int,
+) -> Hashable:
+    """A function written in C: by itself where a module holds it, else by its owner.
+
+    ``w.mul`` holds the tensor ``w``: its key is its type, its name and
+    ``w``'s key (an array by library, shape and dtype; an object by weak
+    identity), never the bound method, which would keep ``w`` alive.
+    """
+    owner = fn.__self__
+    if owner is None or isinstance(owner, types.ModuleType):
+        return ("named", fn)
+    return (
+        "builtin method",
+        fn.__class__,
+        fn.__qualname__,
+        _value_key(owner, refs, depth + 1),
+    )
 
 
 def _identity(v: object, refs: list[Callable[[], object]]) -> Hashable:

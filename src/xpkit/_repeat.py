@@ -17,8 +17,10 @@ the arguments again (the same values passed those checks) or planning.
 
 A new host reading, another budget in force, anything learned or cleared
 in the plan memory, or an object the key names by identity gone ends it.
-An OOM in such a call goes to the planned path, which plans again and
-splits.
+An OOM in such a call goes to the planned path with the rows that failed
+(`Repeat.failed`): it plans again, in batches of at most half of them,
+and splits further where those run out of memory too; where half of them
+is under ``min_batch`` the error is raised at once, as a split would.
 """
 
 from __future__ import annotations
@@ -46,8 +48,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Hashable, Mapping
 
     from ._plan import BatchPlan
-    from ._request import BatchRequest
-    from ._typing import Array, UserFunction, UserResult, Value
+    from ._request import BatchCall, BatchRequest
+    from ._typing import Array, UserResult, Value
 
 __all__ = ["NO_REPEAT", "PlanState", "Repeat", "learn_repeat", "plan_state", "repeat"]
 
@@ -68,36 +70,37 @@ class Repeat(NamedTuple):
         it has none (it is never repeated).
     alive : tuple of weak references
         To the objects the key names by identity.
+    failed : int
+        Rows of the repeat's own attempt that ran out of memory (0: none
+        ran, or it did not fail): the planned path runs at most half of
+        them at once.
     """
 
     call: Hashable | None
     alive: tuple[Callable[[], object], ...] = ()
+    failed: int = 0
 
 
 #: What a call that is never repeated returns (it has no key).
 NO_REPEAT = Repeat(None)
 
 
-def repeat(
-    fn: UserFunction,
-    arrays: tuple[Array, ...],
-    whole: tuple[Array, ...] | Mapping[str, Array],
-    budget_gb: Value,
-    costs: tuple[Value, ...],
-    min_batch: Value,
-    pad: Value,
-) -> UserResult | Repeat:
-    """``fn``'s outputs when this call repeats one that ran as one batch.
+def repeat(call: BatchCall) -> UserResult | Repeat:
+    """``fn``'s outputs when ``call`` repeats one that ran as one batch.
 
-    Otherwise (or after an OOM) a `Repeat` for `learn_repeat`. ``budget_gb``,
-    ``costs`` (``bytes_per_item``, ``overhead``, ``fallback_bytes_per_item``),
-    ``min_batch`` and ``pad`` are the call's other arguments that shape its
-    plan, as given; the caller passes only calls that run here with outputs
-    on the host. Only values of the types the planned path takes as they are
-    can be part of a repeat (``min_batch`` an int, ``pad`` a bool or None,
-    the others an int, a float or None): ``True == 1 == 1.0`` would repeat
-    a call that a check refuses.
+    Otherwise (or after an OOM) a `Repeat` for `learn_repeat`. The caller
+    passes only calls that run here with outputs on the host. Only values of
+    the types the planned path takes as they are can be part of a repeat
+    (``min_batch`` an int, ``pad`` a bool or None, ``budget_gb``,
+    ``bytes_per_item``, ``overhead`` and ``fallback_bytes_per_item`` an int,
+    a float or None): ``True == 1 == 1.0`` would repeat a call that a check
+    refuses.
     """
+    fn, arrays, _, _, bytes_per_item, overhead, budget_gb, min_batch, _, _, pad = call[
+        :11
+    ]
+    whole: tuple[Array, ...] | Mapping[str, Array] = call[3]
+    fallback = call.fallback_bytes_per_item
     numbers = _NUMBERS
     if (
         min_batch.__class__ is not int
@@ -106,7 +109,6 @@ def repeat(
         or whole.__class__ not in _WHOLE
     ):
         return NO_REPEAT
-    bytes_per_item, overhead, fallback = costs
     if (
         bytes_per_item.__class__ not in numbers
         or overhead.__class__ not in numbers
@@ -134,15 +136,20 @@ def repeat(
         else:
             result = fn(*arrays, *whole)
     except BaseException as exc:
-        if not is_oom_error(exc) or isinstance(exc, UnsplittableMemoryError):
+        if (
+            not is_oom_error(exc)
+            or n // 2 < min_batch
+            or isinstance(exc, UnsplittableMemoryError)
+        ):
             raise
         traceback.clear_frames(exc.__traceback__)
         logger().info(
             "map_batches: out of memory repeating a one-batch call of %d rows; "
-            "planning it again",
+            "planning it again in batches of at most %d",
             n,
+            n // 2,
         )
-        return Repeat(key, alive)
+        return Repeat(key, alive, n)
     log = logger()
     if log.isEnabledFor(logging.INFO):
         log.info("map_batches: %d items in one batch, as the last call planned", n)

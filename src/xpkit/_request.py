@@ -22,7 +22,31 @@ if TYPE_CHECKING:
     from ._adapters._base import Adapter
     from ._typing import Array, UserFunction, Value
 
-__all__ = ["BatchRequest", "batch_request"]
+__all__ = ["BatchCall", "BatchRequest", "batch_request"]
+
+
+class BatchCall(NamedTuple):
+    """A call of `map_batches` or `plan_batches` as its caller wrote it, unchecked.
+
+    The one record the call's arguments travel in: a repeated call's key is
+    read from it (`xpkit._repeat`), and `batch_request` checks it into a
+    `BatchRequest`. The fields are `map_batches`' parameters of the same
+    names, in its order (``progress`` aside, which only the loop reads).
+    """
+
+    fn: Value
+    arrays: tuple[Array, ...]
+    backend: Value
+    whole: Value
+    bytes_per_item: Value
+    overhead: Value
+    budget_gb: Value
+    min_batch: Value
+    executor: Value
+    result_on: Value
+    pad: Value
+    fallback_bytes_per_item: Value
+    remember: Value
 
 
 class BatchRequest(NamedTuple):
@@ -63,6 +87,8 @@ class BatchRequest(NamedTuple):
     alive : tuple of weak references
         To the objects ``key`` names by identity (the plan memory checks
         they still live).
+    adapter : Adapter
+        The adapter of the library the batches run in.
     """
 
     fn: UserFunction
@@ -80,11 +106,7 @@ class BatchRequest(NamedTuple):
     pad: bool
     key: Signature | None
     alive: tuple[Callable[[], object], ...]
-
-    @property
-    def adapter(self) -> Adapter:
-        """The adapter of the library the batches run in."""
-        return get_adapter(self.owner.library)
+    adapter: Adapter
 
     @property
     def sources(self) -> tuple[Array, ...]:
@@ -95,27 +117,27 @@ class BatchRequest(NamedTuple):
         return (*self.arrays, *job.args, *job.kwargs.values())
 
 
-def batch_request(
-    fn: Value,
-    arrays: tuple[Array, ...],
-    backend: Value,
-    whole: Value,
-    bytes_per_item: Value,
-    overhead: Value,
-    budget_gb: Value,
-    min_batch: Value,
-    executor: Value,
-    result_on: Value,
-    pad: Value,
-    fallback_bytes_per_item: Value,
-    remember: Value,
-    caller: str = "map_batches",
-) -> BatchRequest:
-    """Check the arguments of a call (TypeError/ValueError naming the bad one).
+def batch_request(call: BatchCall, caller: str = "map_batches") -> BatchRequest:
+    """Check the arguments of ``call`` (TypeError/ValueError naming the bad one).
 
     Every check runs on every call; each costs little for the defaults.
     ``caller`` names the public function in messages.
     """
+    (
+        fn,
+        arrays,
+        backend,
+        whole,
+        bytes_per_item,
+        overhead,
+        budget_gb,
+        min_batch,
+        executor,
+        result_on,
+        pad,
+        fallback_bytes_per_item,
+        remember,
+    ) = call
     if not callable(fn):
         msg = f"fn must be callable, got {fn!r}"
         raise TypeError(msg)
@@ -173,6 +195,7 @@ def batch_request(
         adapter.pads_batches(fn) if pad is None else pad,
         key,
         alive,
+        adapter,
     )
 
 

@@ -14,9 +14,13 @@ import warnings
 import numpy as np
 import pytest
 from helpers import run_python
+from ooms import assert_no_failed_size_again
 
 import xpkit
-from xpkit import _memory
+from xpkit import _cost, _memory
+from xpkit._adapters import _peak, get_adapter
+from xpkit._adapters._shapes import ShapeArray
+from xpkit._plan_memory import GROW_AFTER
 from xpkit.testing import assert_equal
 
 GB = 1024**3
@@ -27,7 +31,11 @@ def row_norms(x):
 
 
 class CountingFn:
-    """Row-wise fn that records its batch sizes and fails above ``capacity`` rows."""
+    """Row-wise fn that records its batch sizes and fails above ``capacity`` rows.
+
+    What it records are the batches it ran on real rows: the plan's calls
+    on shape-only arrays (the trace) are not batches.
+    """
 
     def __init__(self, capacity: int | None = None) -> None:
         self.capacity = capacity
@@ -35,6 +43,8 @@ class CountingFn:
 
     def __call__(self, x, y):
         n = int(x.shape[0])
+        if isinstance(x, ShapeArray):
+            return x * 2.0 - y
         self.sizes.append(n)
         if self.capacity is not None and n > self.capacity:
             raise MemoryError
@@ -86,6 +96,67 @@ def test_map_batches_shrinks_after_an_oom(caplog):
     assert max(fn.sizes[fn.sizes.index(13) + 1 :]) <= 12
     assert fn.sizes.count(13) == 1
     assert any("batch size 50 -> 12" in r.getMessage() for r in caplog.records)
+
+
+def test_batches_never_grow_back_to_a_size_that_failed_in_the_call():
+    """An OOM at 1000 rows, then many batches of what fitted: none of 500 or more."""
+    a = np.arange(40_000.0)[:, None]
+    fn = CountingFn(capacity=300)
+    got = xpkit.map_batches(fn, a, a, bytes_per_item=16, budget_gb=1000 * 16 / GB)
+    assert_equal(got, a)
+    assert fn.sizes[:3] == [1000, 500, 250]
+    assert len(fn.sizes) > 2 * GROW_AFTER  # (enough batches to grow, before)
+    assert_no_failed_size_again(fn.sizes, 300)  # (it grew back to 500, which failed)
+
+
+def test_batches_grow_back_after_an_earlier_call_s_oom():
+    """What an earlier call taught is tried again after GROW_AFTER batches."""
+    a = np.arange(40_000.0)[:, None]
+    fn = CountingFn(capacity=300)
+    options = {"bytes_per_item": 16, "budget_gb": 1000 * 16 / GB}
+    xpkit.map_batches(fn, a, a, **options)  # teaches 250
+    fn.capacity, fn.sizes = None, []  # the memory is back
+    xpkit.map_batches(fn, a, a, **options)
+    assert fn.sizes[0] == 250
+    assert fn.sizes[GROW_AFTER] == 500
+    assert max(fn.sizes) == 1000
+
+
+class _RowsMeter(_peak.PeakMeter):
+    """A meter that reports 64 bytes for each row of the last call of ``fn``."""
+
+    name = "rows"
+
+    def __init__(self, sizes: list[int]) -> None:
+        self.sizes = sizes
+
+    def _measure(self, run):
+        result = run()
+        return result, 64 * self.sizes[-1]
+
+
+def test_batches_never_grow_back_to_a_size_the_probe_found_too_large(monkeypatch):
+    """The probe runs out of memory at 1024 and 512 rows: no batch of 512 after."""
+    a = np.arange(100_000.0)[:, None]
+    fn = CountingFn(capacity=300)
+    meter = _RowsMeter(fn.sizes)
+    numpy = type(get_adapter("numpy"))
+    monkeypatch.setattr(numpy, "shape_traits", lambda self, device: None)  # no trace
+    monkeypatch.setattr(_cost, "_PROFILES", {})
+    monkeypatch.setattr(numpy, "peak_meters", lambda self, device: (meter,))
+    got = xpkit.map_batches(fn, a, a, budget_gb=1.0)
+    assert_equal(got, a)
+    assert fn.sizes[:7] == [4, 16, 64, 256, 1024, 512, 256]  # the probe
+    assert len(fn.sizes) > 2 * GROW_AFTER
+    assert_no_failed_size_again(fn.sizes, 300)  # (it grew back to 512, which failed)
+
+
+def test_compute_oom_safe_never_runs_a_failed_size_again():
+    a = np.arange(1001.0)[:, None]
+    fn = CountingFn(capacity=100)
+    assert_equal(xpkit.compute_oom_safe(fn, a, a), a)
+    assert fn.sizes[:2] == [1001, 500]
+    assert_no_failed_size_again(fn.sizes, 100)
 
 
 def test_map_batches_min_batch_is_the_floor_for_recovery():
@@ -372,28 +443,36 @@ def test_outputs_that_cannot_fit_are_refused_before_any_batch(monkeypatch):
     assert plan.outputs_fit is False
     calls.clear()
     with pytest.raises(
-        MemoryError, match=r"outputs of fn=.* need 2\.98e-05 GiB on host"
+        MemoryError, match=r"outputs of fn=.* need 2\.98e-05 GiB on host.*nothing ran"
     ):
         xpkit.map_batches(fn, x, y)
     assert calls == []  # nothing ran
-    xpkit.plan_memory.clear()  # unknown outputs: the first result is checked
-    with pytest.raises(MemoryError, match=r"1000 rows of float64 \(4,\) need .* has"):
+    xpkit.plan_memory.clear()  # not remembered: the trace of fn says their size
+    with pytest.raises(MemoryError, match=r"need 2\.98e-05 GiB on host.*nothing ran"):
         xpkit.map_batches(fn, x, y)
-    assert max(calls) <= 16  # only the probe's first rows ran
+    assert calls == []  # nothing ran on real rows either
+
+
+def _reads(r):
+    """``r * 2``, after reading a value (the shape-only trace cannot follow it)."""
+    return r * 2.0 if float(r[0, 0]) > -1e300 else r
 
 
 def test_the_fallback_estimate_is_used_only_where_nothing_measures(monkeypatch):
-    from xpkit._adapters import get_adapter
-
     x = np.ones((100, 4))
-    measured = xpkit.plan_batches(lambda r: r * 2.0, x, fallback_bytes_per_item=5.0)
-    assert not measured.source.startswith("fallback") or measured.probe_rows == 0
-    monkeypatch.setattr(get_adapter("numpy"), "peak_meter", lambda device: None)
+    traced = xpkit.plan_batches(lambda r: r * 2.0, x, fallback_bytes_per_item=5.0)
+    assert traced.source == "traced by shape-only arrays"
+    measured = xpkit.plan_batches(_reads, x, fallback_bytes_per_item=5.0)
+    assert measured.source.startswith("measured by") or not get_adapter(
+        "numpy"
+    ).peak_meters("cpu")
+    monkeypatch.setattr(type(get_adapter("numpy")), "peak_meters", lambda s, d: ())
     xpkit.plan_memory.clear()
-    plan = xpkit.plan_batches(lambda r: r * 3.0, x, fallback_bytes_per_item=5.0)
+    plan = xpkit.plan_batches(_reads, x, fallback_bytes_per_item=5.0)
     assert plan.source.startswith("fallback (numpy on 'cpu' has no peak-memory meter")
+    assert "shape-only arrays could not follow fn: fn read a value" in plan.source
     assert plan.bytes_per_item == 5.0
-    guess = xpkit.plan_batches(lambda r: r * 4.0, x)
+    guess = xpkit.plan_batches(lambda r: _reads(r) * 4.0, x)
     assert guess.source.startswith("input rows")
     assert guess.bytes_per_item == 32.0
     with pytest.raises(ValueError, match="fallback_bytes_per_item must be a finite"):
@@ -560,16 +639,16 @@ def test_a_repeated_call_runs_fn_and_nothing_else_of_weight(host_reading_held):
 def test_large_host_batches_of_a_library_that_keeps_freed_memory_hand_it_back(
     library, monkeypatch
 ):
-    from xpkit import _batches
+    from xpkit import _local
     from xpkit._adapters import get_adapter
 
     if not get_adapter(library).is_installed():
         pytest.skip(f"needs {library}")
     b = xpkit.Backend(library, device="cpu")
     trims = []
-    monkeypatch.setattr(_batches, "release_freed_host_memory", lambda: trims.append(1))
+    monkeypatch.setattr(_local, "release_freed_host_memory", lambda: trims.append(1))
     x = b.asarray(np.ones((64, 4)))
-    per_row = 2 * _batches.TRIM_ABOVE_BYTES / 16  # batches of 16 rows: 2x the line
+    per_row = 2 * _local.TRIM_ABOVE_BYTES / 16  # batches of 16 rows: 2x the line
     sixteen = {"bytes_per_item": per_row, "budget_gb": 16 * per_row / 2**30}
     xpkit.map_batches(lambda r: r * 2.0, x, **sixteen)
     small = xpkit.map_batches(lambda r: r * 3.0, x, bytes_per_item=8.0)

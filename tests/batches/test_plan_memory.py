@@ -8,13 +8,17 @@ bounded, inspectable, can be cleared and switched off.
 
 from __future__ import annotations
 
+import functools
 import gc
+import math
 import types
+import weakref
 
 import numpy as np
 import pytest
 
 import xpkit
+from xpkit._adapters import get_adapter
 from xpkit._plan_memory import (
     GROW_AFTER,
     Learned,
@@ -246,9 +250,9 @@ def test_the_memory_can_be_switched_off_cleared_and_read():
         xpkit.plan_memory.enabled = True
     xpkit.map_batches(fn, x)
     entries = xpkit.plan_memory.entries()
-    if entries:  # something measured the cost
+    if entries:  # something traced or measured the cost
         (entry,) = entries
-        assert entry.source.startswith("measured by")
+        assert entry.source.startswith(("traced by", "measured by"))
         assert entry.output_row_bytes == 4 * 8
         assert entry.learned_at > 0
         assert "1 of 256 signatures, on" in repr(xpkit.plan_memory)
@@ -280,3 +284,310 @@ def test_an_oom_fit_survives_a_new_measurement():
     assert memory.recall(("k",)).fits == 100
     memory.relax_fit(("k",), 400, planned=400)
     assert memory.recall(("k",)).fits is None
+
+
+# -- numbers by value, objects by weak identity (issue #28) -------------------------
+def _costly(k):
+    """A function whose temporary is ``(rows, k)``: ``k`` sets its cost."""
+
+    def fn(x):
+        scratch = np.ones((x.shape[0], int(k)))  # (ones: its pages are touched)
+        return x[:, :1] + scratch[:, :1]
+
+    return fn
+
+
+def _wide(k, x):
+    return _costly(k)(x)
+
+
+def _key(fn, x=None):
+    return signature(fn, (_data(4) if x is None else x,), (), "here")[0]
+
+
+NUMBER_TYPES = [
+    np.int64,
+    np.int32,
+    np.uint16,
+    np.float32,
+    np.float64,
+    np.complex64,
+    lambda v: np.array(v),  # a 0-d array
+    lambda v: np.array(v, dtype=np.float32),
+]
+NUMBER_IDS = [
+    *("int64", "int32", "uint16", "float32", "float64", "complex64"),
+    *("0-d int64 array", "0-d float32 array"),
+]
+
+
+@pytest.mark.parametrize("number", NUMBER_TYPES, ids=NUMBER_IDS)
+@pytest.mark.parametrize(
+    "make", [_costly, lambda k: functools.partial(_wide, k)], ids=["closure", "partial"]
+)
+def test_a_numpy_number_is_keyed_by_its_value(make, number):
+    key = _key(make(number(8)))
+    assert key is not None
+    assert _key(make(number(8))) == key  # the same value, made again
+    assert _key(make(number(20000))) != key  # another value, another cost
+
+
+def test_a_numpy_bool_is_keyed_by_its_value():
+    def gated(flag):
+        return lambda x: x * 2.0 if flag else x
+
+    key = _key(gated(np.bool_(True)))
+    assert key is not None
+    assert _key(gated(np.bool_(True))) == key
+    assert _key(gated(np.bool_(False))) != key
+    assert _key(gated(np.array(True))) not in (key, _key(gated(np.array(False))))
+
+
+def test_equal_numbers_of_other_types_may_differ():
+    """8, np.int64(8), np.int32(8), 8.0: another type may mean another dtype downstream."""
+    keys = {_key(_costly(v)) for v in (8, np.int64(8), np.int32(8), 8.0, np.array(8))}
+    assert None not in keys
+    assert len(keys) == 5
+
+
+@pytest.mark.parametrize(
+    "nan",
+    [
+        lambda: float("nan"),
+        lambda: np.float64("nan"),
+        lambda: np.float32("nan"),
+        lambda: complex(float("nan"), 1.0),
+        lambda: np.array(float("nan")),
+    ],
+    ids=["float", "float64", "float32", "complex", "0-d array"],
+)
+def test_nan_is_one_key(nan):
+    """NaN != NaN, yet two NaN values made apart key one signature."""
+    first, second = nan(), nan()
+    assert first is not second
+    memory = PlanMemory()
+    key = _key(_costly(first))
+    assert key is not None
+    memory.learn_cost(key, Learned(8.0, 0.0, "measured by test"))
+    assert _key(_costly(second)) == key
+    assert memory.recall(_key(_costly(second))) is not None
+
+
+def test_a_numpy_number_closed_over_plans_its_own_cost():
+    """costly(np.int64(8)), then costly(np.int64(20000)): not the first one's cost."""
+    budget = 2e6 / 2**30  # 2 MB: about 12 rows of 20,000 float64 columns
+    x = _data(400)
+    cheap = xpkit.plan_batches(_costly(np.int64(8)), x, budget_gb=budget)
+    if not cheap.source.startswith("measured"):
+        pytest.skip(f"nothing measures here: {cheap.source}")
+    sizes: list[int] = []
+    costly = _costly(np.int64(20000))
+
+    def fn(rows):
+        sizes.append(int(rows.shape[0]))
+        return costly(rows)
+
+    dear = xpkit.plan_batches(_costly(np.int64(20000)), x, budget_gb=budget)
+    assert dear.remembered is False  # measured again: another signature
+    assert dear.bytes_per_item > 100 * cheap.bytes_per_item
+    assert dear.batch_size < cheap.batch_size
+    got = xpkit.map_batches(fn, x, budget_gb=budget)
+    np.testing.assert_array_equal(got, x[:, :1] + 1.0)
+    assert max(sizes) * 20000 * 8 <= 2 * budget * 2**30
+
+
+def test_a_bound_builtin_method_keeps_not_its_tensor_alive():
+    """map_batches(w.mul, X), then del w: the plan memory held w (+147 MB for eight)."""
+    torch = pytest.importorskip("torch")
+    w = torch.full((4,), 3.0)
+    x = torch.ones((64, 4))
+    owner = weakref.ref(w)
+    fn = w.mul
+    assert _key(fn, x) is not None  # remembered, by the tensor's shape and dtype
+    xpkit.map_batches(fn, x)  # measured (or estimated)
+    for _ in range(3):  # planned from a known cost, kept, repeated
+        got = xpkit.map_batches(fn, x, bytes_per_item=64.0)
+    np.testing.assert_array_equal(got, np.full((64, 4), 3.0))
+    del fn, w
+    gc.collect()
+    assert owner() is None  # nothing xpkit holds kept it
+
+
+@pytest.mark.parametrize(
+    ("method", "rows"),
+    [
+        (lambda w: w.__mul__, (64, 2, 4)),  # a method-wrapper
+        (lambda w: w.dot, (64, 4, 2)),  # a builtin method
+    ],
+    ids=["ndarray.__mul__", "ndarray.dot"],
+)
+def test_a_bound_builtin_method_of_an_array_is_keyed_by_its_owner(method, rows):
+    w = np.full((4,), 3.0)
+    x = np.ones(rows)
+    owner = weakref.ref(w)
+    key = _key(method(w), x)
+    assert key is not None
+    assert _key(method(np.zeros(4)), x) == key  # an owner of that shape and dtype
+    assert _key(method(np.zeros(5)), x) != key
+    assert _key(method(np.zeros(4, dtype=np.float32)), x) != key
+    expected = method(w)(x)
+    xpkit.map_batches(method(w), x)  # measured (or estimated)
+    for _ in range(3):  # planned from a known cost, kept, repeated
+        got = xpkit.map_batches(method(w), x, bytes_per_item=64.0)
+    np.testing.assert_array_equal(got, expected)
+    del w
+    gc.collect()
+    assert owner() is None
+
+
+class _Table(dict):
+    """An object (not an array) whose builtin methods a caller may pass."""
+
+
+def test_a_bound_builtin_method_of_an_object_lives_as_long_as_its_object():
+    table = _Table(a=1)
+    owner = weakref.ref(table)
+    memory = PlanMemory()
+    key, alive = signature(table.get, (_data(4),), (), "here")
+    assert key is not None
+    assert signature(_Table(a=1).get, (_data(4),), (), "here")[0] != key  # by identity
+    assert signature(math.sqrt, (_data(4),), (), "here")[0] is not None  # a module's
+    assert signature(np.ndarray.sum, (_data(4),), (), "here")[0] is not None  # unbound
+    memory.learn_cost(key, Learned(8.0, 0.0, "measured by test", alive=alive))
+    memory.learn_one_batch(key, "state", alive, memory.version)
+    assert memory.recall(key) is not None
+    del table, alive
+    gc.collect()
+    assert owner() is None  # neither the key nor an entry held it
+    assert memory.recall(key) is None  # and its entry is gone with it
+    assert not memory.one_batch(key, "state")
+    assert memory.entries() == []
+
+
+class _Scaler:
+    def __init__(self, w):
+        self.w = w
+
+    def scale(self, x):
+        return x * self.w[0]
+
+    def __call__(self, x):
+        return x * self.w[0]
+
+
+def _holders(w):
+    """Callables that reach the array ``w`` (and what else they hold)."""
+
+    def closure(x):
+        return x * w[0]
+
+    def defaulted(x, w=w):
+        return x * w[0]
+
+    def over(t):
+        return lambda x: x * t[0][0]
+
+    scaler = _Scaler(w)
+    return {
+        "closure": closure,
+        "closure over a tuple": over((w, 2)),
+        "default": defaulted,
+        "partial": functools.partial(lambda w, x: x * w[0], w),
+        "method of an object": scaler.scale,
+        "callable object": scaler,
+        "builtin method": w.dot,
+        "method-wrapper": w.__rmul__,
+    }
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "closure",
+        "closure over a tuple",
+        "default",
+        "partial",
+        "method of an object",
+        "callable object",
+        "builtin method",
+        "method-wrapper",
+    ],
+)
+def test_nothing_the_memory_holds_keeps_a_user_object_alive(kind):
+    w = np.full((4,), 2.0)
+    owner = weakref.ref(w)
+    fn = _holders(w)[kind]
+    x = np.ones((40, 4, 1))
+    expected = fn(x)
+    assert _key(fn, x) is not None, kind  # remembered
+    xpkit.map_batches(fn, x)  # measured (or estimated)
+    for _ in range(3):  # planned from a known cost, kept, repeated
+        np.testing.assert_array_equal(
+            xpkit.map_batches(fn, x, bytes_per_item=64.0), expected
+        )
+    del fn, w
+    gc.collect()
+    assert owner() is None, kind
+
+
+def test_a_closure_over_an_array_of_every_library_holds_nothing(xpkit_backend):
+    b = xpkit_backend
+    w = b.asarray(np.full((4,), 2.0))
+    try:
+        owner = weakref.ref(w)
+    except TypeError:
+        pytest.skip(f"{b.library}'s arrays take no weak references")
+
+    def fn(x):
+        return x * 2.0
+
+    def closing(w):
+        return lambda x: fn(x) if w.shape else x
+
+    key, alive = signature(closing(w), (_data(4),), (), "here")
+    assert key is not None
+    assert alive == ()  # an array by library, shape and dtype: nothing to watch
+    memory = PlanMemory()
+    memory.learn_cost(key, Learned(8.0, 0.0, "measured by test", alive=alive))
+    del w
+    gc.collect()
+    assert owner() is None
+    assert memory.recall(key) is not None  # (any array of that shape and dtype)
+
+
+def test_a_0d_array_is_keyed_by_value_where_its_memory_is_the_host_s(xpkit_backend):
+    b = xpkit_backend
+    adapter = get_adapter(b.library)
+
+    def made(v):
+        return _costly(b.asarray(np.asarray(v, dtype=np.int64)))
+
+    eight = b.asarray(np.asarray(8, dtype=np.int64))
+    key = _key(made(8))
+    assert key is not None
+    assert _key(made(8)) == key
+    by_value = adapter.values_at_hand(eight) and adapter.host_view(eight) is not None
+    assert (_key(made(20000)) != key) is by_value
+
+
+def test_an_entry_of_dead_objects_teaches_nothing_to_its_key_s_next_owner():
+    """An id is reused after its object dies: its fit is not the new object's."""
+    memory = PlanMemory()
+    first, second = _Scaler(None), _Scaler(None)
+    memory.learn_fit(("k",), 50, (weakref.ref(first),))
+    del first
+    gc.collect()
+    memory.learn_cost(
+        ("k",), Learned(8.0, 0.0, "measured", alive=(weakref.ref(second),))
+    )
+    entry = memory.recall(("k",))
+    assert entry is not None
+    assert entry.fits is None
+    memory.learn_fit(("k",), 70, (weakref.ref(second),))
+    del second
+    gc.collect()
+    third = _Scaler(None)
+    memory.learn_fit(("k",), 90, (weakref.ref(third),))
+    entry = memory.recall(("k",))
+    assert entry is not None
+    assert (entry.fits, entry.source) == (90, "")  # a fresh entry, not the dead one

@@ -19,6 +19,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from ooms import assert_no_failed_size_again
 
 import xpkit
 from xpkit import _batches, _memory, _repeat
@@ -330,6 +331,36 @@ def test_an_oom_in_a_repeat_is_planned_and_split_then_remembered(plans):
     fn.sizes.clear()
     xpkit.map_batches(fn, x, **GIVEN)
     assert max(fn.sizes) <= 100  # the next call starts from what fitted
+
+
+def test_an_oom_in_a_repeat_never_runs_its_size_again(plans):
+    """An OOM at n rows in a repeat: the planned path goes on at n // 2 rows."""
+    fn = Counted()
+    x = _data(1000)
+    _learned(fn, x, **GIVEN)
+    fn.fails_above = 300
+    fn.sizes.clear()
+    got = xpkit.map_batches(fn, x, **GIVEN)
+    assert_equal(got, x * 2.0)
+    assert fn.sizes[:2] == [1000, 500]  # (it was [1000, 1000, 500, ...])
+    assert_no_failed_size_again(fn.sizes, 300)
+    assert xpkit.plan_memory.entries()[-1].fits == 250  # what the OOM taught
+    fn.sizes.clear()
+    xpkit.map_batches(fn, x, **GIVEN)
+    assert max(fn.sizes) <= 250  # the next call starts from what fitted
+
+
+def test_an_oom_in_a_repeat_that_cannot_be_halved_raises_at_once(plans):
+    """Half of the rows is under min_batch: the error, not a second try."""
+    fn = Counted()
+    x = _data(200)
+    options = {**GIVEN, "min_batch": 150}
+    _learned(fn, x, **options)
+    fn.fails_above = 100
+    fn.sizes.clear()
+    with pytest.raises(MemoryError):
+        xpkit.map_batches(fn, x, **options)
+    assert fn.sizes == [200]  # (it was [200, 200])
 
 
 def test_a_device_measured_on_each_call_is_never_repeated(plans, monkeypatch):

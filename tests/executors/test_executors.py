@@ -8,15 +8,20 @@ from __future__ import annotations
 
 import logging
 import sys
+from concurrent.futures import Future
 
 import joblib
 import numpy as np
 import pool_jobs as jobs
 import pytest
 from helpers import run_python
+from ooms import assert_no_failed_size_again
 
 import xpkit
+from xpkit._executors import Pool, run_on_pool
 from xpkit._executors.dask import worker_task_budget_gb
+from xpkit._outputs import Outputs
+from xpkit._rows import Job, run_rows
 
 jobs.register_by_value()
 
@@ -181,28 +186,31 @@ class _SizedPool:
 )
 def test_pool_batches_memory_caps_cache_ceiling_yields(budget_gb, explicit, expected):
     from xpkit._adapters import HOST_BATCH_WORKING_SET_BYTES
-    from xpkit._plan import _Cost, _pool_batch
-    from xpkit._request import batch_request
+    from xpkit._cost_model import Cost
+    from xpkit._plan import _pool_batch
+    from xpkit._request import BatchCall, batch_request
 
     assert HOST_BATCH_WORKING_SET_BYTES == 16 * 2**20
     x = np.zeros((20_000, 1))
     pool = _SizedPool(slots=2, budget_gb=budget_gb)
     request = batch_request(
-        lambda r: r,
-        (x,),
-        backend=None,
-        whole=(),
-        bytes_per_item=1e5,
-        fallback_bytes_per_item=None,
-        overhead=1.0,
-        budget_gb=explicit,
-        min_batch=1,
-        executor=None,
-        result_on="host",
-        pad=None,
-        remember=False,
+        BatchCall(
+            lambda r: r,
+            (x,),
+            backend=None,
+            whole=(),
+            bytes_per_item=1e5,
+            overhead=1.0,
+            budget_gb=explicit,
+            min_batch=1,
+            executor=None,
+            result_on="host",
+            pad=None,
+            fallback_bytes_per_item=None,
+            remember=False,
+        )
     )._replace(pool=pool)
-    batch, _ = _pool_batch(pool, request, _Cost(1e5, 0.0, "given"))
+    batch, _ = _pool_batch(pool, request, Cost(1e5, 0.0, "given"))
     assert batch == expected
     # The workers' budget is asked for with what each receives: all the inputs.
     assert pool.asked_for == ([] if explicit else [x.nbytes])
@@ -222,3 +230,86 @@ def test_joblib_worker_count_follows_memory(two_cpus, caplog):
     caplog.clear()
     got = xpkit.map_batches(lambda r: r * 2, x[:10], executor="joblib")
     assert any("joblib's 2 worker processes" in r.getMessage() for r in caplog.records)
+
+
+class _HerePool(Pool):
+    """A pool that runs each task as it is submitted, here.
+
+    It records each task's rows with the smallest failed task the driver
+    had been told of (by `wait`) when it submitted that one.
+    """
+
+    where = "this thread"
+
+    def __init__(self, slots: int) -> None:
+        self.slots, self.per_slot = slots, 1
+        self.failed_seen: int | None = None
+        self.submitted: list[tuple[int, int | None]] = []
+
+    def start(self, job, arrays):
+        self.job, self.arrays = job, arrays
+
+    def submit(self, start, stop):
+        self.submitted.append((stop - start, self.failed_seen))
+        future: Future = Future()
+        try:
+            future.set_result(run_rows(self.job, start, stop, *self.arrays))
+        except Exception as exc:  # noqa: BLE001 - the task's error, for the driver
+            future.set_exception(exc)
+        return future
+
+    def wait(self, futures):
+        done = [
+            (f, None if f.exception() else f.result(), f.exception()) for f in futures
+        ]
+        for _, _, error in done:
+            if error is not None:
+                rows = int(str(error))
+                self.failed_seen = min(rows, self.failed_seen or rows)
+        return done
+
+    def lost_worker(self, exc):  # noqa: ARG002 - no worker dies here
+        return False
+
+    def close(self):
+        pass
+
+    def abandon(self, futures):
+        pass
+
+
+@pytest.mark.parametrize("slots", [1, 3])
+def test_a_pool_never_runs_a_size_that_failed_again(slots):
+    """An OOM at 1000 rows: its halves, and every queued batch, at 500 or fewer."""
+    sizes: list[int] = []
+
+    def fn(x):
+        sizes.append(int(x.shape[0]))
+        if x.shape[0] > 300:
+            raise MemoryError(x.shape[0])
+        return x * 2.0
+
+    x = np.arange(8000.0)[:, None]
+    outputs = Outputs(len(x), fn, sources=(x,))
+    pool = _HerePool(slots)
+    resubmitted = run_on_pool(
+        pool,
+        Job(fn),
+        (x,),
+        outputs,
+        first=0,
+        batch=1000,
+        min_batch=1,
+        bytes_per_row=8.0,
+        budget_bytes=1e9,
+        bar=None,
+    )
+    np.testing.assert_array_equal(outputs.value(), x * 2.0)
+    assert resubmitted > 0
+    assert pool.submitted[:slots] == [(1000, None)] * slots  # before any failure
+    if slots == 1:  # one task at a time: each sees the last one's outcome
+        assert_no_failed_size_again(sizes, 300)
+    after = [(rows, seen) for rows, seen in pool.submitted if seen is not None]
+    assert after
+    assert all(rows < seen for rows, seen in after), pool.submitted
+    assert after[0][0] <= 1000 // 2

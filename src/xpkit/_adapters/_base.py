@@ -19,7 +19,8 @@ import numpy as np
 from .._dtypes import dtype_name
 from .._typing import Array, DType, HostArray, Namespace, NativeDevice, UserFunction
 from ._device_memory import MemoryCap, MemoryInfo, MemoryProbe
-from ._peak import PeakMeter, rss_meter
+from ._peak import PeakMeter, host_meter
+from ._trace import Profile, Tracer, Traits
 
 if TYPE_CHECKING:
     import pytest
@@ -657,16 +658,86 @@ class Adapter:
     #: only then; otherwise on the host, moved to the device once at the end.
     writable_rows: ClassVar[bool] = True
 
-    def peak_meter(self, device: str) -> PeakMeter | None:
-        """How to measure the peak bytes a call allocates on ``device``.
+    #: Whether the library's arrays report NumPy's dtype objects as their
+    #: ``dtype`` (JAX, CuPy, Dask), rather than the namespace's own objects.
+    numpy_dtypes: ClassVar[bool] = False
 
-        `map_batches` probes ``fn``'s per-item cost with it. By default, on a
-        CPU device, the process's peak RSS (Linux; see `rss_meter`), and
-        None (no honest measure: the caller falls back to an estimate) on
-        accelerators and elsewhere. Adapters whose library reports its
-        allocations better override this.
+    def shape_traits(self, device: str) -> Traits | None:
+        """How the library allocates on ``device``, for a shape-only trace.
+
+        None (the default): ``fn`` is not traced on shape-only arrays for
+        this library; `map_batches` measures a real run instead.
         """
-        return None if self.is_gpu(device) else rss_meter()
+        return None
+
+    def shape_profile(self, device: str) -> Profile | None:
+        """The `Profile` a shape-only trace impersonates on ``device``, or None.
+
+        The library's dtypes held on ``device`` and its default dtypes (from
+        its inspection API), with `shape_traits`. Asked with the library
+        imported (its arrays are the inputs).
+        """
+        traits = self.shape_traits(device)
+        if traits is None:
+            return None
+        xp = self.namespace()
+        native = self.native_device(device)
+        held = self.held_dtypes(device)
+        defaults = xp.__array_namespace_info__().default_dtypes(device=native)
+        float_name = dtype_name(defaults.get("real floating")) or "float64"
+        int_name = dtype_name(defaults.get("integral")) or "int64"
+        complex_name = dtype_name(defaults.get("complex floating")) or "complex128"
+        return Profile(
+            library=self.key,
+            device=device,
+            native_device=native,
+            key=(self.key, device, self.config_token()),
+            dtypes={name: self._array_dtype(xp, name) for name in sorted(held)},
+            default_float=float_name,
+            default_int=int_name,
+            default_complex=complex_name,
+            **traits,
+        )
+
+    def _array_dtype(self, xp: Namespace, name: str) -> DType:
+        """The dtype object an array of dtype ``name`` reports (`numpy_dtypes`)."""
+        if self.numpy_dtypes:
+            try:
+                return np.dtype(name)
+            except TypeError:  # bfloat16 where ml_dtypes has not registered it
+                pass
+        return self.dtype_object(xp, name)
+
+    def library_tracer(
+        self,
+        fn: UserFunction,
+        inputs: tuple[tuple[tuple[int, ...], str], ...],
+        whole: tuple[tuple[object, ...], dict[str, object]],
+        device: str,
+    ) -> Tracer | None:
+        """The library's own account of what ``fn`` allocates, without running it.
+
+        Tried after the shape-only trace (a compiler's memory analysis of a
+        compiled ``fn``, the library's own trace of code written with its
+        functions). ``inputs`` are the batched inputs' row shapes and dtype
+        names, ``whole`` the whole operands (positional, keyword). None by
+        default: a measured run stands for ``fn``.
+        """
+        return None
+
+    def peak_meters(self, device: str) -> tuple[PeakMeter, ...]:
+        """The meters of a real run on ``device``, best first.
+
+        `map_batches` measures ``fn``'s cost with the first of them where the
+        shape-only trace cannot follow ``fn``. By default, on a CPU device,
+        the host meter (`host_meter`: the process's memory, sampled; nothing
+        reset), and none on accelerators. Adapters whose library reports its
+        allocations better put their own first.
+        """
+        if self.is_gpu(device):
+            return ()
+        meter = host_meter()
+        return () if meter is None else (meter,)
 
     def memory_info(self, device: str) -> MemoryInfo | None:
         """Free/total bytes of a device; None when it is host memory."""

@@ -1,27 +1,33 @@
-"""Measuring the peak memory a call allocates: the meters adapters choose from.
+"""Measuring the peak memory of a real run: the meters adapters choose from.
 
-`map_batches` runs ``fn`` on a few probe rows and asks the adapter of the
-backend's device for a meter (`Adapter.peak_meter`). A meter runs a callable
-and returns its result with the peak bytes allocated while it ran, above what
-was allocated before. An adapter picks the meter that sees its library's
-allocations, or writes its own (torch CUDA's allocator peak). On the host,
-that is `rss_meter`, the growth of the process's peak resident memory
-(Linux): NumPy, array-api-strict, Dask and torch CPU use it.
+Where ``fn`` cannot be traced on shape-only arrays (`xpkit._adapters._shapes`),
+`map_batches` runs it on a few real rows under a meter its backend's adapter
+offers (`Adapter.peak_meters`). A meter runs a callable and returns its
+result with the peak bytes allocated while it ran, above what was allocated
+before. Every meter is a guest in the caller's process: it reads statistics
+and resets none (no peak-RSS record, no allocator peak, no tracemalloc
+switch), so ``ru_maxrss``, VmHWM and the libraries' own peaks read what
+they would have read without xpkit.
 
-The meters read process-wide statistics, so they measure one call at a time.
-A call made inside a measurement of the same context (``fn`` itself calls
+On the host that is `host_meter`: the process's resident memory sampled
+every `SAMPLE_SECONDS` while the call runs (page-granular; a peak shorter
+than the interval can be missed, and what other threads allocate meanwhile
+is counted, the safe side), raised to the process's high-water mark
+(``ru_maxrss``) when the call set a new one; where the process already traces
+with ``tracemalloc`` (NumPy reports its buffers to it), its byte-exact count
+of allocated memory instead, sampled the same way. Off Linux the resident
+memory comes from psutil, so the meter needs no ``/proc``.
+
+A meter that reads process-wide statistics measures one call at a time
+(`PeakMeter.process_wide`): a thread whose measurement finds another
+thread's under way waits for it, at most `WAIT_SECONDS` (so a ``fn`` that
+waits on that thread cannot deadlock), then runs unmeasured. A call made
+inside a measurement of the same context (``fn`` itself calls
 `map_batches`, in its thread or in a copy of its context, such as
 ``asyncio.to_thread`` makes) runs unmeasured: the outer measurement counts
-it. A thread whose measurement finds another thread's under way waits for
-it, at most `WAIT_SECONDS` (so a ``fn`` that waits on that thread cannot
-deadlock), then runs unmeasured. Unmeasured calls report None.
-
-A meter only reads statistics: it switches nothing on or off that another
-thread may be using at the same moment. (Starting and stopping
-``tracemalloc`` around a measurement crashed CPython 3.11 while other threads
-allocated, gh-128679; and a NumPy allocator written in Python through
-ctypes, NEP 49, cannot let an exception pass through an array's
-deallocation, so it would turn the probe's MemoryError into a SystemError.)
+it. Unmeasured calls report None. Meters that follow one thread's own
+allocations (torch's dispatch mode, CuPy's memory hooks) measure in every
+thread at once.
 """
 
 from __future__ import annotations
@@ -32,23 +38,26 @@ import ctypes.util
 import os
 import sys
 import threading
+import tracemalloc
 from collections.abc import Callable
 from typing import TypeVar
 
 __all__ = [
+    "SAMPLE_SECONDS",
     "PeakMeter",
+    "host_meter",
     "release_freed_host_memory",
-    "rss_meter",
-    "warmed_rss_meter",
+    "warmed_host_meter",
 ]
 
 T = TypeVar("T")
 
-#: One measurement at a time in this process (VmHWM and the allocators'
-#: peaks are global).
+#: One process-wide measurement at a time in this process.
 _LOCK = threading.Lock()
 #: How long a measurement waits for another thread's to end.
 WAIT_SECONDS = 30.0
+#: How often the host meter reads the process's memory while a call runs.
+SAMPLE_SECONDS = 0.0005
 
 
 class _Measuring:
@@ -76,15 +85,23 @@ class PeakMeter:
     """Runs a callable and reports the peak bytes it allocated.
 
     Subclasses implement `_measure`, which runs with the process's
-    measurement lock held.
+    measurement lock held where the meter is `process_wide`.
 
     Attributes
     ----------
     name : str
         How the peak is measured, for logs and `BatchPlan.source`.
+    process_wide : bool
+        Whether it reads statistics of the whole process (one measurement at
+        a time), rather than following the calling thread's own allocations.
+    cheap : bool
+        Whether measuring costs little enough that `map_batches` measures its
+        first full batch with it too, to check the plan.
     """
 
     name: str = ""
+    process_wide: bool = True
+    cheap: bool = False
     #: Whether each new shape must run once before it is measured (its
     #: library compiles per shape, and compiling would dominate the peak).
     warm_up: bool = False
@@ -94,9 +111,12 @@ class PeakMeter:
 
         The peak is None when ``run`` ran unmeasured: inside a measurement of
         the same context, or after `WAIT_SECONDS` waiting for another
-        thread's.
+        thread's, or where the meter could not see the call's memory.
         """
-        if _inside_a_measurement() or not _LOCK.acquire(timeout=WAIT_SECONDS):
+        if _inside_a_measurement():
+            return run(), None
+        locked = self.process_wide
+        if locked and not _LOCK.acquire(timeout=WAIT_SECONDS):
             return run(), None
         measuring = _Measuring()
         token = _MEASURING.set(measuring)
@@ -105,51 +125,112 @@ class PeakMeter:
         finally:
             measuring.open = False
             _MEASURING.reset(token)
-            _LOCK.release()
+            if locked:
+                _LOCK.release()
 
-    def _measure(self, run: Callable[[], T]) -> tuple[T, int]:
-        """Measure one call (the lock is held)."""
+    def try_measure(self, run: Callable[[], T]) -> tuple[T, int | None]:
+        """`measure`, without waiting for another thread's measurement."""
+        if self.process_wide and _LOCK.locked():
+            return run(), None
+        return self.measure(run)
+
+    def _measure(self, run: Callable[[], T]) -> tuple[T, int | None]:
+        """Measure one call (the lock is held where the meter is process-wide)."""
         raise NotImplementedError
 
 
-class _PeakRss(PeakMeter):
-    """Linux: growth of the process's resident high-water mark (VmHWM).
+class _Sampler:
+    """A thread that reads ``read()`` every `SAMPLE_SECONDS` and keeps the largest.
 
-    Before the run, glibc's ``malloc_trim(0)`` hands freed heap pages back to
-    the system (so the run's allocations show up as new resident pages, not
-    as reuse of pages already counted), and writing ``5`` to
-    ``/proc/self/clear_refs`` resets VmHWM to the current RSS. The peak is
-    then VmHWM after the run minus RSS before it: page-granular, and it
-    counts what other threads allocate meanwhile (an overestimate, the safe
-    side). It resets the VmHWM that other code may read.
+    Made and running before the measurement reads its start (`begin`), so
+    that the thread's own objects are not counted.
     """
 
-    name = "peak RSS"
+    def __init__(self, read: Callable[[], int]) -> None:
+        self.top = 0
+        self._read = read
+        self._stop = threading.Event()
+        ready = threading.Event()
+        self._thread = threading.Thread(
+            target=self._loop, args=(ready,), name="xpkit-memory-sampler", daemon=True
+        )
+        self._thread.start()
+        ready.wait()
 
-    def __init__(self, trim: Callable[[int], int]) -> None:
+    def begin(self) -> int:
+        """The reading the measurement starts from (the largest so far)."""
+        self.top = self._read()
+        return self.top
+
+    def _loop(self, ready: threading.Event) -> None:
+        ready.set()
+        while not self._stop.wait(SAMPLE_SECONDS):
+            value = self._read()
+            self.top = max(self.top, value)
+
+    def stop(self) -> int:
+        """Stop sampling; the largest reading."""
+        self._stop.set()
+        self._thread.join()
+        return self.top
+
+
+class _SampledHost(PeakMeter):
+    """The host's memory, sampled while the call runs (see the module docstring)."""
+
+    def __init__(self, rss: Callable[[], int], trim: Callable[[], None]) -> None:
+        self._rss = rss
         self._trim = trim
-
-    def trim_heap(self) -> None:
-        """``malloc_trim(0)``: the heap's freed pages go back to the system."""
-        self._trim(0)
+        self.name = "sampled RSS"
 
     def _measure(self, run: Callable[[], T]) -> tuple[T, int]:
-        self._trim(0)
-        with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:
-            fh.write("5")
-        base = _status_bytes("VmRSS")
+        if tracemalloc.is_tracing():  # the caller traces: byte-exact, heap reuse seen
+            return _traced(run)
+        self._trim()  # freed heap pages back, so the call's show as new pages
+        sampler = _Sampler(self._rss)
+        high = _max_rss()
+        base = sampler.begin()
+        try:
+            result = run()
+        finally:
+            top = max(sampler.stop(), self._rss())
+        new_high = _max_rss()
+        if new_high > high:  # the call set the process's high-water mark
+            top = max(top, new_high)
+        return result, max(top - base, 0)
+
+
+def _traced(run: Callable[[], T]) -> tuple[T, int]:
+    """``run()`` measured by tracemalloc's count, which the process keeps already.
+
+    The traced peak is not reset (others read it): it is used where the call
+    raised it, else the sampled count.
+    """
+    sampler = _Sampler(lambda: tracemalloc.get_traced_memory()[0])
+    old_peak = tracemalloc.get_traced_memory()[1]
+    base = sampler.begin()
+    try:
         result = run()
-        peak = _status_bytes("VmHWM")
-        return result, max(peak - base, 0)
+    finally:
+        top = sampler.stop()
+    current, peak = tracemalloc.get_traced_memory()
+    top = max(top, current)
+    if peak > old_peak:
+        top = max(top, peak)
+    return result, max(top - base, 0)
 
 
-def _status_bytes(field: str) -> int:
-    with open("/proc/self/status", encoding="ascii") as fh:
-        for line in fh:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    msg = f"/proc/self/status has no {field}"  # pragma: no cover - every Linux has it
-    raise OSError(msg)
+def _max_rss() -> int:
+    """The process's resident high-water mark in bytes (``ru_maxrss``), read only.
+
+    0 where there is none to read (Windows has no ``resource`` module).
+    """
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - Windows
+        return 0
+    high = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(high) if sys.platform == "darwin" else int(high) * 1024
 
 
 class _Warmed(PeakMeter):
@@ -164,56 +245,93 @@ class _Warmed(PeakMeter):
     def __init__(self, inner: PeakMeter) -> None:
         self._inner = inner
         self.name = f"{inner.name} (each shape run once first)"
+        self.process_wide = inner.process_wide
 
-    def _measure(self, run: Callable[[], T]) -> tuple[T, int]:
+    def _measure(self, run: Callable[[], T]) -> tuple[T, int | None]:
         return self._inner._measure(run)
 
 
-_RSS: list[PeakMeter | None] = []
-_WARMED_RSS: list[PeakMeter | None] = []
+_HOST: list[PeakMeter | None] = []
+_WARMED_HOST: list[PeakMeter | None] = []
+_TRIM: list[Callable[[int], int] | None] = []
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    """The C library's ``malloc_trim``, or None (not glibc); found once per process."""
+    if not _TRIM:
+        trim = None
+        if sys.platform.startswith("linux"):
+            try:
+                libc = ctypes.CDLL(ctypes.util.find_library("c"))
+                trim = libc.malloc_trim
+                trim.argtypes = [ctypes.c_size_t]
+                trim.restype = ctypes.c_int
+            except (OSError, AttributeError, TypeError):  # musl has no malloc_trim
+                trim = None
+        _TRIM.append(trim)
+    return _TRIM[0]
 
 
 def release_freed_host_memory() -> None:
     """Hand the heap's freed pages back to the system (glibc's ``malloc_trim``).
 
-    A no-op where the RSS meter cannot measure (no glibc). It changes no
-    setting: it returns memory nobody holds, and glibc does it thread-safely.
+    A no-op without glibc. It changes no setting: it returns memory nobody
+    holds, and glibc does it thread-safely.
     """
-    meter = rss_meter()
-    if isinstance(meter, _PeakRss):
-        meter.trim_heap()
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
 
 
-def warmed_rss_meter() -> PeakMeter | None:
-    """`rss_meter` for libraries that compile per shape (JAX on the CPU)."""
-    if not _WARMED_RSS:
-        inner = rss_meter()
-        _WARMED_RSS.append(None if inner is None else _Warmed(inner))
-    return _WARMED_RSS[0]
+def host_meter() -> PeakMeter | None:
+    """The host meter, or None where the process's memory cannot be read."""
+    if not _HOST:
+        _HOST.append(_make_host_meter())
+    return _HOST[0]
 
 
-def rss_meter() -> PeakMeter | None:
-    """The peak-RSS meter, or None where it cannot measure honestly.
-
-    Needs Linux's ``/proc/self/clear_refs`` (writable) and ``/proc/self/status``,
-    and glibc's ``malloc_trim``; found out once per process.
-    """
-    if not _RSS:
-        _RSS.append(_make_rss_meter())
-    return _RSS[0]
+def warmed_host_meter() -> PeakMeter | None:
+    """`host_meter` for libraries that compile per shape (JAX on the CPU)."""
+    if not _WARMED_HOST:
+        inner = host_meter()
+        _WARMED_HOST.append(None if inner is None else _Warmed(inner))
+    return _WARMED_HOST[0]
 
 
-def _make_rss_meter() -> PeakMeter | None:
+def _make_host_meter() -> PeakMeter | None:
+    rss = _statm_reader() or _psutil_reader()
+    if rss is None:
+        return None
+    return _SampledHost(rss, release_freed_host_memory)
+
+
+def _statm_reader() -> Callable[[], int] | None:
+    """Linux: the resident size from ``/proc/self/statm``, through one open file."""
     if not sys.platform.startswith("linux"):
         return None
-    if not os.access("/proc/self/clear_refs", os.W_OK):
-        return None
-    name = ctypes.util.find_library("c")
     try:
-        libc = ctypes.CDLL(name)
-        trim = libc.malloc_trim
-    except (OSError, AttributeError, TypeError):  # not glibc (musl has no malloc_trim)
+        fd = os.open("/proc/self/statm", os.O_RDONLY)
+    except OSError:
         return None
-    trim.argtypes = [ctypes.c_size_t]
-    trim.restype = ctypes.c_int
-    return _PeakRss(trim)
+    page = os.sysconf("SC_PAGE_SIZE")
+
+    def read() -> int:
+        return int(os.pread(fd, 64, 0).split()[1]) * page
+
+    return read
+
+
+def _psutil_reader() -> Callable[[], int] | None:
+    """Elsewhere: psutil's resident size of this process."""
+    try:
+        import psutil
+
+        process = psutil.Process()
+        process.memory_info()
+    except Exception:  # noqa: BLE001 - no reading here: no meter
+        return None
+
+    def read() -> int:
+        return int(process.memory_info().rss)
+
+    return read

@@ -25,6 +25,7 @@ __all__ = [
     "adapter_for_array",
     "get_adapter",
     "register_adapters",
+    "register_guest",
     "to_host",
 ]
 
@@ -34,6 +35,10 @@ ADAPTERS: dict[str, Adapter] = {}
 
 #: Array type -> adapter; filled on first sight of each type.
 BY_TYPE: dict[type, Adapter] = {}
+
+#: Array type -> the adapter of an array library of xpkit's own, which is
+#: no backend (not in `ADAPTERS`): the shape-only arrays a cost trace runs.
+GUESTS: dict[type, Adapter] = {}
 
 
 def register_adapters(*adapters: Adapter) -> None:
@@ -52,6 +57,17 @@ def register_adapters(*adapters: Adapter) -> None:
     BY_TYPE.clear()
 
 
+def register_guest(array_type: type, adapter: Adapter) -> None:
+    """Find ``adapter`` for arrays of exactly ``array_type``, listing it nowhere.
+
+    For the shape-only arrays of `xpkit._adapters._shapes`: code that asks
+    which library an array is of (``Backend.from_arrays(x).xp``) reaches
+    their namespace, while `ADAPTERS` (the backends a user can name) does
+    not change.
+    """
+    GUESTS[array_type] = adapter
+
+
 def get_adapter(key: str) -> Adapter:
     """The adapter registered under ``key`` (KeyError when unknown)."""
     return ADAPTERS[key]
@@ -64,7 +80,7 @@ def adapter_for_array(x: object) -> Adapter | None:
     caches the answer per array type.
     """
     cls = type(x)
-    found = BY_TYPE.get(cls)
+    found = BY_TYPE.get(cls) or GUESTS.get(cls)
     if found is not None:
         return found
     for adapter in ADAPTERS.values():

@@ -1,4 +1,4 @@
-"""torch's CUDA and XPU memory: free bytes, caps, contexts and peaks.
+"""torch's CUDA and XPU memory: free bytes, caps and contexts.
 
 The torch adapter's memory questions for its two caching-allocator device
 kinds, ``torch.cuda`` and ``torch.xpu`` (MPS answers in the adapter). Every
@@ -16,10 +16,8 @@ from typing import TypeVar
 from ._caps import alloc_conf_fraction
 from ._device_memory import MemoryCap, MemoryInfo, MemoryProbe
 from ._nvml import NVML_HINT, nvml, nvml_memory, nvml_name
-from ._peak import PeakMeter
 
 __all__ = [
-    "AllocatorPeak",
     "accelerator_cap",
     "accelerator_memory",
     "accelerator_probe",
@@ -178,24 +176,3 @@ def accelerator_cap(
         return None
     held = int(mod.memory_allocated(index)) if mod.is_initialized() else 0
     return MemoryCap(limit=int(total() * fraction), held=held, source=source)
-
-
-class AllocatorPeak(PeakMeter):
-    """torch's caching allocator (CUDA or XPU): peak allocated bytes on one device."""
-
-    def __init__(self, kind: str, index: int) -> None:
-        self._kind = kind
-        self._index = index
-        self.name = f"torch.{kind}.max_memory_allocated"
-
-    def _measure(self, run: Callable[[], T]) -> tuple[T, int]:
-        import torch  # on first measure: naming the meter imports nothing
-
-        mod, index = _listed(torch, self._kind), self._index
-        mod.synchronize(index)
-        mod.reset_peak_memory_stats(index)
-        base = int(mod.memory_allocated(index))
-        result = run()
-        mod.synchronize(index)
-        peak = int(mod.max_memory_allocated(index))
-        return result, max(peak - base, 0)

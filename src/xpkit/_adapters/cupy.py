@@ -12,12 +12,16 @@ import numpy as np
 
 from ._base import Adapter
 from ._caps import cupy_env_limit
+from ._cupy_hooks import HookPeak
 from ._device_memory import MemoryCap, MemoryInfo, MemoryProbe
 from ._layout import Unshareable, native_layout
 from ._nvml import NVML_HINT, nvml, nvml_memory
+from ._trace import DtypeRules
 
 if TYPE_CHECKING:
     from .._typing import Array, DType, HostArray, Namespace, NativeDevice
+    from ._peak import PeakMeter
+    from ._trace import Traits
 
 __all__ = ["CupyAdapter"]
 
@@ -226,6 +230,16 @@ class CupyAdapter(Adapter):
         if env is not None and env[0] == limit:
             return MemoryCap(limit, held, env[1])
         return MemoryCap(limit, held, f"cupy MemoryPool.set_limit({limit})")
+
+    numpy_dtypes = True
+
+    def shape_traits(self, device: str) -> Traits | None:
+        """NumPy's views and promotion, in the memory pool's 512-byte blocks."""
+        return {"granule": 512, "dtype_rules": DtypeRules(numpy_tables=True)}
+
+    def peak_meters(self, device: str) -> tuple[PeakMeter, ...]:
+        """The memory pool's blocks the call's thread takes (`HookPeak`)."""
+        return (HookPeak(self._index(device)),)
 
     def empty_cache(self) -> None:
         """Free the device and pinned memory pools, only if CuPy is in use."""

@@ -13,14 +13,42 @@ import array_api_compat
 import numpy as np
 
 from ._base import Adapter, LazyTags, Replace, Tagged, patched_by_array_api_extra
-from ._peak import PeakMeter, rss_meter
+from ._trace import DtypeRules, GraphCost
 
 if TYPE_CHECKING:
     import pytest
 
     from .._typing import Array, DType, HostArray, Namespace, NativeDevice, UserFunction
+    from ._trace import Traits
 
 __all__ = ["DaskAdapter"]
+
+
+#: NumPy's tables, but ``round`` and ``positive`` claim their input's dtype,
+#: ``inv`` solves against a float64 identity, and an int beside an index
+#: array is a basic index.
+#: What a Dask graph holds besides its chunks (measured with tracemalloc on
+#: Dask 2026.8, batches of one chunk; ``benchmarks/bench_meter.py`` holds
+#: the estimate against the true peak): about 6 kB of layer and task an
+#: operation; garbage from the first operations (an elementwise operation
+#: asks ``inspect.signature`` of its function, which copies ``sys.modules``:
+#: about 38 kB in a reference cycle, freed when the cyclic collector next
+#: runs, which at its default threshold of 700 objects is after about 16
+#: operations); about 50 kB of scheduler state a compute; and the computed
+#: chunk copied into the result.
+_GRAPH = GraphCost(
+    per_operation=6_000,
+    first_operations=16,
+    first_bytes=38_000,
+    compute=50_000,
+    copies_result=True,
+)
+_DTYPE_RULES = DtypeRules(
+    numpy_tables=True,
+    keeps_dtype=frozenset({"round", "positive"}),
+    inverse_float64=True,
+    ints_advanced=False,
+)
 
 
 class DaskAdapter(Adapter):
@@ -114,13 +142,18 @@ class DaskAdapter(Adapter):
             return super().lazy_context(mode, request, xp, tagged, replace)
         return _computes_counted(request, xp, replace)
 
-    def peak_meter(self, device: str) -> PeakMeter | None:
-        """The process's peak RSS (`rss_meter`: Linux; None elsewhere).
+    numpy_dtypes = True
 
-        The chunks are NumPy arrays, computed on the host, in the threaded
-        scheduler's pool threads as well as the calling one.
-        """
-        return rss_meter()
+    def shape_traits(self, device: str) -> Traits | None:
+        """A graph of NumPy chunks, each freed after its last use."""
+        return {
+            "dtype_rules": _DTYPE_RULES,
+            "lazy": True,
+            "numpy_internals": True,
+            "array_bytes": 112,
+            "dim_bytes": 16,
+            "graph": _GRAPH,
+        }
 
     def is_oom(self, exc: BaseException) -> bool:
         """A chunk's own host-memory error."""

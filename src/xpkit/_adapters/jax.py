@@ -14,15 +14,32 @@ import numpy as np
 from ._base import Adapter, Replace, Tagged, patched_by_array_api_extra
 from ._caps import jax_arena
 from ._device_memory import MemoryCap, MemoryInfo
+from ._jax_memory import JaxprTracer, StatsPeak, XlaTracer
 from ._layout import Unshareable
-from ._peak import PeakMeter, warmed_rss_meter
+from ._peak import PeakMeter, warmed_host_meter
+from ._trace import DtypeRules
 
 if TYPE_CHECKING:
     import pytest
 
     from .._typing import Array, HostArray, Namespace, NativeDevice, UserFunction
+    from ._trace import Tracer, Traits
 
 __all__ = ["JaxAdapter"]
+
+#: JAX's dtypes where the standard leaves them open: a floating function of
+#: an integer is a float as wide as it (at least float32), a bool operand of
+#: arithmetic is int32, ``x ** <int>`` keeps the base's dtype, and so does
+#: ``cumulative_prod`` of an integer; ``searchsorted`` gives int32.
+_DTYPE_RULES = DtypeRules(
+    float_as_wide_as_int=True,
+    bool_arithmetic="int32",
+    int_power_keeps_base=True,
+    index_dtype="int32",
+    cumulative_prod_keeps_int=True,
+)
+#: Bytes a CPU array holds beyond its data (its PjRt buffer and Python object).
+_CPU_ARRAY_BYTES = 2600
 
 _ALIASES = {"cuda": "gpu", "rocm": "gpu"}
 
@@ -182,17 +199,58 @@ class JaxAdapter(Adapter):
             source=f"{jax_arena()} (memory_stats bytes_limit)",
         )
 
-    def peak_meter(self, device: str) -> PeakMeter | None:
-        """CPU: the peak RSS of a second run at each shape; GPUs: None.
+    numpy_dtypes = True
+
+    def shape_traits(self, device: str) -> Traits | None:
+        """Every operation a new buffer (no views; a row slice is a copy).
+
+        On the CPU each array also holds its PjRt buffer and Python object.
+        Dispatch is asynchronous: an array dropped while the next operation
+        is queued is freed when that one has run.
+        """
+        traits: Traits = {
+            "mixed_kinds": "float",
+            "views": False,
+            "slices_copy": True,
+            "deferred_frees": True,
+            "dtype_rules": _DTYPE_RULES,
+        }
+        if self.is_gpu(device):
+            traits["granule"] = 256
+        else:
+            traits["granule"] = 64
+            traits["array_bytes"] = _CPU_ARRAY_BYTES
+        return traits
+
+    def library_tracer(
+        self,
+        fn: UserFunction,
+        inputs: tuple[tuple[tuple[int, ...], str], ...],
+        whole: tuple[tuple[object, ...], dict[str, object]],
+        device: str,
+    ) -> Tracer | None:
+        """XLA's memory analysis of a jitted ``fn`` (one with ``lower``), else JAX's trace.
+
+        `XlaTracer` is exact for the compiled program; `JaxprTracer` stands
+        in for an eager ``fn`` written with ``jax.numpy`` directly.
+        """
+        if callable(getattr(fn, "lower", None)):
+            return XlaTracer(fn, inputs, whole, self.native_device(device))
+        return JaxprTracer(fn, inputs, whole)
+
+    def peak_meters(self, device: str) -> tuple[PeakMeter, ...]:
+        """CPU: the host meter, each shape run once first; GPUs: ``memory_stats``.
 
         XLA compiles each new shape on first use, and on the CPU the
-        compiler's memory dominates the process's peak RSS (a probe read
-        hundreds of times the arrays' bytes): each probe size runs once
-        unmeasured first (`warmed_rss_meter`), and the run after it, at the
-        same shape, reads the arrays' own peak. On a GPU, ``memory_stats``
-        keep a peak that cannot be reset: nothing is measured there.
+        compiler's memory would dominate the process's memory: each probe
+        size runs once unmeasured first (`warmed_host_meter`), and the run
+        after it, at the same shape, reads the arrays' own peak. On a GPU,
+        ``peak_bytes_in_use`` is read where a run raised it (`StatsPeak`).
         """
-        return None if self.is_gpu(device) else warmed_rss_meter()
+        if self.is_gpu(device):
+            return (StatsPeak(lambda: self.native_device(device)),)
+        meter = warmed_host_meter()
+        return () if meter is None else (meter,)
 
     test_modes = ("jit",)
 

@@ -10,15 +10,28 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ._base import Adapter, FastOps
+from ._trace import DtypeRules
 
 if TYPE_CHECKING:
     from .._typing import Array, HostArray, Namespace, NativeDevice
+    from ._trace import Traits
 
 __all__ = ["NdonnxAdapter"]
 
 #: What onnxruntime says when an allocation fails (its exceptions carry a
 #: status code in the message, not a class of their own per cause).
 _ORT_OOM_TEXT = ("failed to allocate memory", "bad allocation", "bad_alloc")
+#: ndonnx's dtypes where they are not NumPy's: an 8-bit integer with float16
+#: is float32, ``sqrt`` keeps an integer's dtype, an integer dividend makes
+#: the default float; an int beside an index array is a basic index.
+_DTYPE_RULES = DtypeRules(
+    int8_with_float16="float32",
+    keeps_dtype=frozenset({"sqrt"}),
+    int_dividend_float=True,
+    ints_advanced=False,
+)
+#: Bytes an array holds beyond its values (its ONNX graph's objects).
+_ARRAY_BYTES = 1024
 
 
 class NdonnxAdapter(Adapter):
@@ -55,6 +68,15 @@ class NdonnxAdapter(Adapter):
 
         namespace: ModuleType = ndonnx  # typed whether installed or not
         return namespace
+
+    def shape_traits(self, device: str) -> Traits | None:
+        """Every operation a new array (ONNX has no views), with its graph's objects."""
+        return {
+            "views": False,
+            "flip_views": False,
+            "array_bytes": _ARRAY_BYTES,
+            "dtype_rules": _DTYPE_RULES,
+        }
 
     def owns(self, x: object) -> bool:
         """Arrays of ndonnx."""

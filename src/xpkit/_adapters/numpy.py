@@ -12,12 +12,19 @@ import numpy as np
 
 from ._base import Adapter, FastOps
 from ._layout import Unshareable, contiguous_host_copy, host_unshareable
-from ._peak import PeakMeter, rss_meter
+from ._trace import DtypeRules
 
 if TYPE_CHECKING:
     from .._typing import Array, HostArray, Namespace, NativeDevice
+    from ._trace import Traits
 
-__all__ = ["NumpyAdapter"]
+__all__ = ["HOST_ARRAY_BYTES", "NumpyAdapter"]
+
+#: Bytes of an array's shape and strides, per axis.
+_DIM_BYTES = 16
+#: Bytes of an ndarray's own object (without its shape and data), as
+#: ``tracemalloc`` counts it.
+HOST_ARRAY_BYTES = sys.getsizeof(np.empty((0,))) - _DIM_BYTES
 
 
 class NumpyAdapter(Adapter):
@@ -137,13 +144,18 @@ class NumpyAdapter(Adapter):
         """Zero-copy: the array itself (scalars become 0-d arrays)."""
         return np.asarray(x)
 
-    def peak_meter(self, device: str) -> PeakMeter | None:
-        """The process's peak RSS (`rss_meter`: Linux; None elsewhere).
+    numpy_dtypes = True
 
-        NumPy's buffers are host memory, and nothing finer sees them without
-        switching process-wide state on and off around the call.
-        """
-        return rss_meter()
+    def shape_traits(self, device: str) -> Traits | None:
+        """Views, temporary elision, NumPy's buffers, and each array's own bytes."""
+        return {
+            "dtype_rules": DtypeRules(numpy_tables=True),
+            "elides": True,
+            "numpy_internals": True,
+            "array_bytes": HOST_ARRAY_BYTES,
+            "dim_bytes": _DIM_BYTES,
+            "view_bytes": HOST_ARRAY_BYTES,
+        }
 
     def is_oom(self, exc: BaseException) -> bool:
         """Host allocation failures (``numpy._ArrayMemoryError`` included)."""

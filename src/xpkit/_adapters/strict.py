@@ -11,14 +11,18 @@ import numpy as np
 
 from ._base import Adapter
 from ._layout import Unshareable, host_unshareable, native_layout
-from ._peak import PeakMeter, rss_meter
+from ._trace import DtypeRules
 
 if TYPE_CHECKING:
     from .._typing import Array, DType, HostArray, Namespace, NativeDevice
+    from ._trace import Traits
 
 __all__ = ["StrictAdapter"]
 
 _CPU = "CPU_DEVICE"
+#: Bytes of one of its arrays beyond the data: the NumPy array it wraps and
+#: its own object (as ``tracemalloc`` counts them).
+_WRAPPED_ARRAY_BYTES = 224
 
 
 class StrictAdapter(Adapter):
@@ -137,9 +141,15 @@ class StrictAdapter(Adapter):
         """Move to ``CPU_DEVICE``."""
         return x.to_device(self.native_device("cpu"))
 
-    def peak_meter(self, device: str) -> PeakMeter | None:
-        """The process's peak RSS (`rss_meter`): its arrays wrap NumPy buffers."""
-        return rss_meter()
+    def shape_traits(self, device: str) -> Traits | None:
+        """NumPy's allocations, each array wrapped in one of its own (no elision)."""
+        return {
+            "dtype_rules": DtypeRules(numpy_tables=True),
+            "numpy_internals": True,
+            "array_bytes": _WRAPPED_ARRAY_BYTES,
+            "dim_bytes": 16,
+            "view_bytes": _WRAPPED_ARRAY_BYTES,
+        }
 
     def is_oom(self, exc: BaseException) -> bool:
         """Host memory: a MemoryError."""

@@ -15,22 +15,25 @@ import numpy as np
 from ._base import Adapter, FastOps, Replace, Tagged
 from ._device_memory import MemoryCap, MemoryInfo, MemoryProbe
 from ._layout import Unshareable, native_layout
-from ._peak import PeakMeter, rss_meter
+from ._peak import PeakMeter, host_meter
 from ._torch_compile import compiled_whole, eager_only, is_compiling
+from ._torch_dispatch import DispatchPeak
 from ._torch_memory import (
-    AllocatorPeak,
     accelerator_cap,
     accelerator_memory,
     accelerator_probe,
     device_name,
 )
+from ._torch_shapes import torch_traits
 
 if TYPE_CHECKING:
     import pytest
 
     from .._typing import Array, DType, HostArray, Namespace, NativeDevice, UserFunction
+    from ._trace import Traits
 
 __all__ = ["TorchAdapter"]
+
 
 #: A callable that `TorchAdapter.eager_only` hands back with its signature.
 F = TypeVar("F", bound=Callable[..., object])
@@ -505,20 +508,26 @@ class TorchAdapter(Adapter):
             torch, kind, idx, lambda: accelerator_memory(torch, kind, idx).total
         )
 
-    def peak_meter(self, device: str) -> PeakMeter | None:
-        """CUDA, XPU: the caching allocator's peak; CPU: peak RSS; MPS: None.
+    def shape_traits(self, device: str) -> Traits | None:
+        """Views (``flip`` copies), sorts that make their indices, the allocator's blocks.
 
-        On CUDA and XPU, ``reset_peak_memory_stats`` then ``max_memory_allocated``
-        minus what was allocated before (it resets the peak other code
-        reads). torch's CPU allocator reports to nothing finer than the
-        process's RSS. MPS keeps no peak statistic.
+        `torch_traits`: on the CPU each tensor also holds its C++ and
+        Python objects; on an accelerator only the device's bytes count.
+        """
+        kind = self.canonical_device(device).partition(":")[0]
+        return torch_traits(kind, kind in _ALLOCATOR_KINDS)
+
+    def peak_meters(self, device: str) -> tuple[PeakMeter, ...]:
+        """The tensors torch's operations make (`DispatchPeak`); on the CPU, then the host's.
+
+        Every device has it: it follows the calling thread's aten operations
+        and resets no statistic of the allocator's.
         """
         kind, _, index = self.canonical_device(device).partition(":")
-        if kind in _ALLOCATOR_KINDS:
-            return AllocatorPeak(kind, int(index or 0))
-        if kind == "mps":
-            return None
-        return rss_meter()
+        granule = 64 if kind == "cpu" else 512 if kind in _ALLOCATOR_KINDS else 256
+        own = DispatchPeak(kind, int(index) if index else None, granule)
+        host = host_meter() if kind == "cpu" else None
+        return (own,) if host is None else (own, host)
 
     def empty_cache(self) -> None:
         """Empty the CUDA/XPU/MPS caching allocators, only where already in use."""

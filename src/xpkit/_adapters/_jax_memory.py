@@ -1,0 +1,193 @@
+"""JAX's meters: XLA's analysis of a jitted ``fn``, JAX's trace, a GPU's statistics.
+
+A ``fn`` that is itself ``jax.jit``-ed (it has ``lower``) is compiled for
+the batch's shapes without data (``jax.ShapeDtypeStruct``), and XLA's
+``memory_analysis()`` of the compiled program says what it allocates: its
+temporaries and outputs, plus the batch's input slices (slices of JAX arrays
+are copies). That is exact for the compiled program.
+
+An eager ``fn`` runs operation by operation, each result a buffer of its
+own that lives as long as Python holds it: its peak is at least the
+compiled program's (XLA fuses temporaries away). Written against the
+standard, it is traced on shape-only arrays, which follow Python's
+lifetimes. Written with ``jax.numpy`` directly, JAX's own trace of it
+(``jax.make_jaxpr``, no data) stands in (`JaxprTracer`): each operation's
+outputs live from the operation until their last use, and a jitted
+function inside (many of ``jax.numpy``'s are) holds what its own trace
+holds. Python keeps a named intermediate alive until ``fn`` returns, which
+a jaxpr does not show: for ``fn`` that names its intermediates, the eager
+peak can be higher than this (the first full batch is not checked on JAX).
+
+On a GPU, ``memory_stats()`` keeps ``peak_bytes_in_use`` for the whole
+process, which nothing may reset: a real run is measured by it only where
+the run raised that peak (else the meter says it could not see the call).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
+
+from ._peak import PeakMeter
+from ._trace import CannotFollow
+
+if TYPE_CHECKING:
+    from .._typing import NativeDevice, UserFunction, Value
+
+__all__ = ["JaxprTracer", "StatsPeak", "XlaTracer"]
+
+T = TypeVar("T")
+
+_SIZES = {"bool": 1, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "float16": 2,
+          "bfloat16": 2, "int32": 4, "uint32": 4, "float32": 4, "int64": 8,
+          "uint64": 8, "float64": 8, "complex64": 8, "complex128": 16}  # fmt: skip
+
+
+class XlaTracer:
+    """XLA's memory analysis of a jitted ``fn`` at any row count (it compiles)."""
+
+    name = "XLA's memory analysis of the compiled fn"
+
+    def __init__(
+        self,
+        fn: UserFunction,
+        inputs: tuple[tuple[tuple[int, ...], str], ...],
+        whole: tuple[tuple[Value, ...], dict[str, Value]],
+        device: NativeDevice,
+    ) -> None:
+        self._fn: Value = fn  # (a jitted function: it has lower)
+        self._inputs = inputs
+        self._args, self._kwargs = whole
+        self._device = device
+        #: Bytes of one row of ``fn``'s outputs, from the last compilation.
+        self.output_row_bytes: int | None = None
+        #: One compilation, whatever the rows.
+        self.operations = 1
+
+    def peak(self, rows: int) -> int:
+        """Temporaries and outputs of the program compiled for ``rows`` rows, and its inputs."""
+        import jax
+
+        sharding = jax.sharding.SingleDeviceSharding(self._device)
+        struct: Callable[..., Value] = jax.ShapeDtypeStruct
+        specs = [
+            struct((rows, *row), name, sharding=sharding) for row, name in self._inputs
+        ]
+        try:
+            lowered = self._fn.lower(*specs, *self._args, **self._kwargs)
+            stats = lowered.compile().memory_analysis()
+            outputs = jax.tree_util.tree_leaves(lowered.out_info)
+        except Exception as exc:  # noqa: BLE001 - the real run raises it again
+            msg = f"jax could not compile fn for {rows} rows ({type(exc).__name__}: {exc})"
+            raise CannotFollow(msg[:300]) from None
+        if stats is None:
+            msg = "XLA gave no memory analysis for this device"
+            raise CannotFollow(msg)
+        if rows:
+            made_rows = sum(math.prod(o.shape) * o.dtype.itemsize for o in outputs)
+            self.output_row_bytes = made_rows // rows
+        slices = sum(rows * math.prod(row) * _SIZES[name] for row, name in self._inputs)
+        made = int(stats.temp_size_in_bytes) + int(stats.output_size_in_bytes)
+        return made - int(stats.alias_size_in_bytes) + slices
+
+
+class JaxprTracer:
+    """JAX's trace of an eager ``fn`` (``jax.make_jaxpr``), each output live to its last use."""
+
+    name = "JAX's trace of fn (jax.make_jaxpr)"
+
+    def __init__(
+        self,
+        fn: UserFunction,
+        inputs: tuple[tuple[tuple[int, ...], str], ...],
+        whole: tuple[tuple[Value, ...], dict[str, Value]],
+    ) -> None:
+        self._fn = fn
+        self._inputs = inputs
+        self._args, self._kwargs = whole
+        #: Bytes of one row of ``fn``'s outputs, from the last trace.
+        self.output_row_bytes: int | None = None
+        #: The equations of the last trace.
+        self.operations = 1
+
+    def peak(self, rows: int) -> int:
+        """The most bytes live at once in ``fn``'s jaxpr for ``rows`` rows, and its inputs."""
+        import jax
+
+        struct: Callable[..., Value] = jax.ShapeDtypeStruct
+        specs = [struct((rows, *row), name) for row, name in self._inputs]
+        kwargs = self._kwargs
+        try:
+            closed = jax.make_jaxpr(lambda *a: self._fn(*a, **kwargs))(
+                *specs, *self._args
+            )
+        except Exception as exc:  # noqa: BLE001 - the real run raises it again
+            msg = (
+                f"jax could not trace fn for {rows} rows ({type(exc).__name__}: {exc})"
+            )
+            raise CannotFollow(msg[:300]) from None
+        jaxpr = closed.jaxpr
+        self.operations = max(len(jaxpr.eqns), 1)
+        if rows:
+            self.output_row_bytes = sum(_bytes(v.aval) for v in jaxpr.outvars) // rows
+        slices = sum(rows * math.prod(row) * _SIZES[name] for row, name in self._inputs)
+        return slices + _jaxpr_peak(jaxpr)
+
+
+def _bytes(aval: Value) -> int:
+    shape, dtype = getattr(aval, "shape", None), getattr(aval, "dtype", None)
+    if shape is None or dtype is None:
+        return 0
+    return int(math.prod(shape)) * int(dtype.itemsize)
+
+
+def _jaxpr_peak(jaxpr: Value) -> int:
+    """The most bytes the equations' outputs hold at once, each freed after its last use."""
+    eqns = list(jaxpr.eqns)
+    made = {id(v) for eqn in eqns for v in eqn.outvars}
+    last: dict[int, int] = {}
+    for step, eqn in enumerate(eqns):
+        for v in eqn.invars:
+            last[id(v)] = step
+    for v in jaxpr.outvars:
+        last[id(v)] = len(eqns)
+    live = peak = 0
+    for step, eqn in enumerate(eqns):
+        out = sum(_bytes(v.aval) for v in eqn.outvars)
+        inner = max((_jaxpr_peak(j) for j in _inner_jaxprs(eqn)), default=0)
+        peak = max(peak, live + max(out, inner))
+        live += out
+        for v in (*eqn.invars, *eqn.outvars):
+            if id(v) in made and last.get(id(v), step) == step:
+                live -= _bytes(v.aval)
+                made.discard(id(v))
+    return peak
+
+
+def _inner_jaxprs(eqn: Value) -> list[Value]:
+    """The jaxprs an equation runs inside it (``jit``, ``custom_jvp_call``, ...)."""
+    found = []
+    for value in eqn.params.values():
+        inner = getattr(value, "jaxpr", value)
+        if hasattr(inner, "eqns") and hasattr(inner, "outvars"):
+            found.append(inner)
+    return found
+
+
+class StatsPeak(PeakMeter):
+    """A JAX GPU's ``peak_bytes_in_use``, where a run raised it (never reset)."""
+
+    def __init__(self, device: Callable[[], NativeDevice]) -> None:
+        self._device = device
+        self.name = "memory_stats peak_bytes_in_use (where the run raised it)"
+
+    def _measure(self, run: Callable[[], T]) -> tuple[T, int | None]:
+        device = self._device()
+        before = device.memory_stats() or {}
+        result = run()
+        after = device.memory_stats() or {}
+        old, new = before.get("peak_bytes_in_use"), after.get("peak_bytes_in_use")
+        if old is None or new is None or new <= old:
+            return result, None  # the run stayed under an older peak: not seen
+        return result, max(int(new) - int(before.get("bytes_in_use", 0)), 0)

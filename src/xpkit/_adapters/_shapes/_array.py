@@ -1,0 +1,596 @@
+"""`ShapeArray`: a shape, a dtype and a device, and the bytes it would hold.
+
+An operation on shape-only arrays computes its result's shape and dtype by
+the rules of `xpkit._adapters._shapes._rules` and charges the result's bytes
+to the trace (`Trace.charge`); the bytes are released when Python frees the
+array, as the library frees its own. A view (where the library makes views)
+charges nothing and keeps its base alive; under NumPy's temporary elision
+(`Profile.elides`) an operator whose operand is a temporary writes into it.
+
+What a shape-only array cannot stand in for raises `CannotFollow`: reading a
+value, a shape that depends on values, a conversion to a host array.
+Functions of a library's own (``np.tanh``, ``torch.matmul``) reach the
+handlers the package registers (`PROTOCOLS`), and `__array_namespace__`
+returns the namespace it registers (`NAMESPACE`).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, NoReturn
+
+import numpy as np
+
+from . import _rules as rules
+
+if TYPE_CHECKING:
+    from ..._typing import DType, NativeDevice, Value
+    from .._trace import Trace
+
+__all__ = [
+    "MIN_ELIDE_BYTES",
+    "NAMESPACE",
+    "PROTOCOLS",
+    "ShapeArray",
+    "astype",
+    "binary",
+    "copy_of",
+    "given",
+    "lift",
+    "made",
+    "matmul",
+    "permuted",
+    "reduction",
+    "reshape",
+    "unary",
+    "view_of",
+]
+
+#: NumPy elides a temporary of at least this many bytes (NPY_MIN_ELIDE_BYTES).
+MIN_ELIDE_BYTES = 256 * 1024
+
+#: The namespace `ShapeArray.__array_namespace__` returns (the package's).
+NAMESPACE: list[object] = []
+#: Handlers of the libraries' own functions: ``"ufunc"``, ``"function"``
+#: (NumPy's protocols) and ``"foreign"`` (another library's functions).
+PROTOCOLS: dict[str, Callable[..., object]] = {}
+
+#: Python scalars: weak operands.
+_SCALARS = (bool, int, float, complex)
+
+#: A binary operator's method: ``(self, other) -> result``.
+_Operator = Callable[["ShapeArray", "Value"], "ShapeArray"]
+
+
+def _left(op: str) -> _Operator:
+    """``self <op> other``, reading whether ``self`` is a temporary."""
+
+    def operator(self: ShapeArray, other: Value) -> ShapeArray:
+        refs = sys.getrefcount(self)
+        return binary(op, self, other, (refs <= rules.TEMP_REFS, False))
+
+    return operator
+
+
+def _right(op: str, *, commutative: bool = False) -> _Operator:
+    """``other <op> self`` (``self`` on the right: a temporary only counts if commutative)."""
+
+    def operator(self: ShapeArray, other: Value) -> ShapeArray:
+        refs = sys.getrefcount(self)
+        return binary(op, other, self, (False, commutative and refs <= rules.TEMP_REFS))
+
+    return operator
+
+
+def _unary(func: str) -> Callable[[ShapeArray], ShapeArray]:
+    """``-self``, ``+self``, ``~self`` or ``abs(self)``: the standard's ``func``."""
+
+    def operator(self: ShapeArray) -> ShapeArray:
+        refs = sys.getrefcount(self)
+        name = rules.unary_dtype(self._trace, func, self._name)
+        return unary(self, name, refs <= rules.TEMP_REFS)
+
+    return operator
+
+
+def _reducing(rule: str) -> Callable[..., ShapeArray]:
+    """A reduction method, NumPy's (``x.sum(1)``) and torch's (``x.sum(dim=1)``).
+
+    ``rule`` names the result's dtype (`reduction`).
+    """
+
+    def method(
+        self: ShapeArray, axis: Value = None, dtype: Value = None, **kw: Value
+    ) -> ShapeArray:
+        axis = kw.pop("dim", axis)
+        keepdims = bool(kw.pop("keepdims", kw.pop("keepdim", False)))
+        if kw.get("out") is not None:
+            msg = "a reduction into out="
+            raise self._trace.refuse(msg)
+        name = rules.dtype_name_of(self._trace, dtype)
+        return reduction(self, rule, axis, keepdims, name)
+
+    return method
+
+
+def _refusing(reason: str) -> Callable[..., NoReturn]:
+    """A method that refuses, for ``reason``: a shape-only array cannot do it."""
+
+    def method(self: ShapeArray, *args: Value, **kwargs: Value) -> NoReturn:
+        raise self._trace.refuse(reason)
+
+    return method
+
+
+class ShapeArray:
+    """An array with a shape and a dtype but no values, charged to a trace.
+
+    Made by the operations of the shape-only namespace, never by hand.
+
+    Attributes
+    ----------
+    shape : tuple of int
+        Its shape.
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_base",
+        "_charged",
+        "_contiguous",
+        "_name",
+        "_node",
+        "_trace",
+        "shape",
+    )
+
+    __array_priority__ = 1000.0  # NumPy defers its operators to ours
+    __hash__ = None  # type: ignore[assignment]  # (== makes arrays)
+
+    def __init__(
+        self,
+        trace: Trace,
+        shape: rules.Shape,
+        name: str,
+        charged: int,
+        node: int,
+        base: ShapeArray | None = None,
+        contiguous: bool = True,
+    ) -> None:
+        self._trace = trace
+        self.shape = shape
+        self._name = name
+        self._charged = charged
+        self._node = node
+        self._base = base
+        self._contiguous = contiguous
+
+    def __del__(self) -> None:
+        if self._charged:
+            self._trace.release(self._charged)
+
+    # -- attributes -----------------------------------------------------------
+    @property
+    def dtype(self) -> DType:
+        """The library's dtype object."""
+        return self._trace.profile.dtype(self._name)
+
+    @property
+    def device(self) -> NativeDevice:
+        """The library's device object the array stands on."""
+        return self._trace.profile.native_device
+
+    @property
+    def ndim(self) -> int:
+        """Number of axes."""
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of its data."""
+        return rules.nbytes(self.shape, self._name)
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes of one element."""
+        return rules.itemsize(self._name)
+
+    @property
+    def mT(self) -> ShapeArray:
+        """The last two axes swapped."""
+        if self.ndim < 2:
+            msg = f"mT of a {self.ndim}-d array"
+            raise self._trace.refuse(msg)
+        order = (*range(self.ndim - 2), self.ndim - 1, self.ndim - 2)
+        return permuted(self, order)
+
+    @property
+    def T(self) -> ShapeArray:
+        """The axes reversed."""
+        return permuted(self, tuple(reversed(range(self.ndim))))
+
+    def __repr__(self) -> str:
+        return f"ShapeArray(shape={self.shape}, dtype={self._name})"
+
+    def __len__(self) -> int:
+        if not self.shape:
+            msg = "len() of a 0-d array"
+            raise TypeError(msg)
+        return self.shape[0]
+
+    def __iter__(self) -> Iterator[ShapeArray]:
+        for i in range(len(self)):
+            yield self[i]
+
+    def __array_namespace__(self, *, api_version: str | None = None) -> object:
+        """The shape-only namespace."""
+        return NAMESPACE[0]
+
+    def to_device(self, device: Value, /, *, stream: Value = None) -> ShapeArray:
+        """Itself: a copy on another device is not this device's memory."""
+        return self
+
+    # -- what a shape-only array cannot do -------------------------------------
+    __bool__ = _refusing("fn read a value (bool() of an array)")
+    __int__ = _refusing("fn read a value (int() of an array)")
+    __float__ = _refusing("fn read a value (float() of an array)")
+    __complex__ = _refusing("fn read a value (complex() of an array)")
+    __index__ = _refusing("fn read a value (an array as an index)")
+    item = _refusing("fn read a value (item() of an array)")
+    tolist = _refusing("fn read the values (tolist() of an array)")
+    __array__ = _refusing("fn converted an array to a host array")
+    __dlpack__ = _refusing("fn exported an array by DLPack")
+
+    # -- protocols of the libraries' own functions -----------------------------
+    def __array_ufunc__(
+        self, ufunc: Value, method: str, *inputs: Value, **kwargs: Value
+    ) -> object:
+        return PROTOCOLS["ufunc"](ufunc, method, inputs, kwargs)
+
+    def __array_function__(
+        self, func: Value, types: Value, args: Value, kwargs: Value
+    ) -> object:
+        return PROTOCOLS["function"](func, args, kwargs)
+
+    @classmethod
+    def __torch_function__(
+        cls, func: Value, types: Value, args: Value = (), kwargs: Value = None
+    ) -> object:
+        return PROTOCOLS["foreign"](func, args, kwargs or {})
+
+    # -- indexing ---------------------------------------------------------------
+    def __getitem__(self, key: Value) -> ShapeArray:
+        items = key if isinstance(key, tuple) else (key,)
+        parts = [_index_item(self._trace, item) for item in items]
+        ints = rules.ints_advanced(self._trace.profile)
+        shape, copies, contiguous = rules.indexed(self.shape, parts, ints)
+        if copies:
+            return made(self._trace, shape, self._name, (self,))
+        return view_of(self, shape, contiguous=self._contiguous and contiguous)
+
+    def __setitem__(self, key: Value, value: Value) -> None:
+        return  # written in place: nothing is allocated
+
+    # -- operators (each left operand's temporariness read where it runs) -------
+    __add__ = _left("+")
+    __radd__ = _right("+", commutative=True)
+    __sub__ = _left("-")
+    __rsub__ = _right("-")
+    __mul__ = _left("*")
+    __rmul__ = _right("*", commutative=True)
+    __truediv__ = _left("/")
+    __rtruediv__ = _right("/")
+    __floordiv__ = _left("//")
+    __rfloordiv__ = _right("//")
+    __mod__ = _left("%")
+    __rmod__ = _right("%")
+    __pow__ = _left("**")
+    __rpow__ = _right("**")
+    __and__ = _left("&")
+    __rand__ = _right("&", commutative=True)
+    __or__ = _left("|")
+    __ror__ = _right("|", commutative=True)
+    __xor__ = _left("^")
+    __rxor__ = _right("^", commutative=True)
+    __lshift__ = _left("<<")
+    __rlshift__ = _right("<<")
+    __rshift__ = _left(">>")
+    __rrshift__ = _right(">>")
+    __lt__ = _left("<")
+    __le__ = _left("<=")
+    __gt__ = _left(">")
+    __ge__ = _left(">=")
+    __eq__ = _left("==")  # type: ignore[assignment]
+    __ne__ = _left("!=")  # type: ignore[assignment]
+    __neg__ = _unary("negative")
+    __pos__ = _unary("positive")
+    __abs__ = _unary("abs")
+    __invert__ = _unary("bitwise_invert")
+
+    def __matmul__(self, other: Value) -> ShapeArray:
+        return matmul(self, other)
+
+    def __rmatmul__(self, other: Value) -> ShapeArray:
+        return matmul(other, self)
+
+    def _in_place(self, other: Value) -> ShapeArray:
+        _operand(self._trace, other)  # (an operand it cannot read is refused)
+        return self
+
+    __iadd__ = __isub__ = __imul__ = __itruediv__ = __ifloordiv__ = _in_place
+    __imod__ = __ipow__ = __iand__ = __ior__ = __ixor__ = _in_place
+    __ilshift__ = __irshift__ = __imatmul__ = _in_place
+
+    # -- methods NumPy's and torch's arrays have --------------------------------
+    def astype(self, dtype: DType, copy: bool = True, **_: Value) -> ShapeArray:
+        """A copy in ``dtype``."""
+        return astype(self, rules.dtype_name_of(self._trace, dtype), copy=copy)
+
+    def copy(self) -> ShapeArray:
+        """An independent copy."""
+        return copy_of(self)
+
+    def reshape(self, *shape: Value, **_: Value) -> ShapeArray:
+        """``shape`` (one int per axis, or one sequence)."""
+        target = shape[0] if len(shape) == 1 else shape
+        return reshape(self, target)
+
+    def transpose(self, *axes: Value) -> ShapeArray:
+        """The axes in ``axes`` order (reversed without them)."""
+        order = axes[0] if len(axes) == 1 else axes
+        if not order:
+            return self.T
+        return permuted(self, tuple(rules.axes_of(a, self.ndim)[0] for a in order))
+
+    def ravel(self) -> ShapeArray:
+        """One axis (a view of a contiguous array)."""
+        return reshape(self, (-1,))
+
+    def flatten(self) -> ShapeArray:
+        """One axis, copied."""
+        return copy_of(reshape(self, (-1,)))
+
+    sum = prod = _reducing("sum")
+    mean = _reducing("mean")
+    std = var = _reducing("spread")
+    max = min = _reducing("max")
+    any = all = _reducing("any")
+    argmax = argmin = _reducing("arg")
+
+    def cumsum(self, axis: Value = None, dtype: Value = None, **_: Value) -> ShapeArray:
+        """Cumulative sums along ``axis``."""
+        trace = self._trace
+        base = self if axis is not None else reshape(self, (-1,))
+        name = rules.dtype_name_of(trace, dtype) or rules.sum_dtype(
+            trace.profile, self._name
+        )
+        return made(trace, base.shape, name, (base,))
+
+    def squeeze(self, axis: Value = None) -> ShapeArray:
+        """Without the axes of length 1 (``axis``: only those)."""
+        drop = [i for i, d in enumerate(self.shape) if d == 1]
+        if axis is not None:
+            drop = list(rules.axes_of(axis, self.ndim))
+        shape = tuple(d for i, d in enumerate(self.shape) if i not in drop)
+        return view_of(self, shape, contiguous=self._contiguous)
+
+    def swapaxes(self, a: int, b: int) -> ShapeArray:
+        """Axes ``a`` and ``b`` swapped."""
+        order = list(range(self.ndim))
+        (a,), (b,) = rules.axes_of(a, self.ndim), rules.axes_of(b, self.ndim)
+        order[a], order[b] = order[b], order[a]
+        return permuted(self, tuple(order))
+
+    def dot(self, other: Value) -> ShapeArray:
+        """``self @ other``."""
+        return matmul(self, other)
+
+    def argsort(self, axis: int = -1, **_: Value) -> ShapeArray:
+        """Indices that sort along ``axis``."""
+        return made(self._trace, self.shape, "int64", (self,))
+
+    def _elementwise(self, *args: Value, **kwargs: Value) -> ShapeArray:
+        """A new array of its shape and dtype (``clip``, ``round``, ``conj``)."""
+        return unary(self, self._name)
+
+    def _written(self, *args: Value, **kwargs: Value) -> None:
+        """Written in place: nothing is allocated (``sort``, ``fill``)."""
+        return
+
+    clip = round = conj = _elementwise
+    sort = fill = _written
+
+
+# -- making arrays -----------------------------------------------------------
+def made(
+    trace: Trace, shape: rules.Shape, name: str, inputs: tuple[Value, ...] = ()
+) -> ShapeArray:
+    """A new array, charged to ``trace``, made from ``inputs`` (for the tape)."""
+    if name not in trace.profile.dtypes:
+        msg = f"{trace.profile.library} has no {name} on this device"
+        raise trace.refuse(msg)
+    nodes: tuple[int, ...] = ()  # (the tape's inputs: only a graph's peak reads them)
+    if trace.profile.lazy:
+        nodes = tuple(i._node for i in inputs if isinstance(i, ShapeArray) and i._node)
+    charged, node = trace.charge(rules.nbytes(shape, name), len(shape), nodes)
+    return ShapeArray(trace, shape, name, charged, node)
+
+
+def given(trace: Trace, shape: rules.Shape, name: str) -> ShapeArray:
+    """An array that exists already (an input): charged nothing."""
+    return ShapeArray(trace, shape, name, 0, 0)
+
+
+def view_of(base: ShapeArray, shape: rules.Shape, *, contiguous: bool) -> ShapeArray:
+    """A view of ``base`` with ``shape``, or a copy where the library makes none."""
+    trace = base._trace
+    if not trace.profile.views:
+        return made(trace, shape, base._name, (base,))
+    owner = base if base._base is None else base._base
+    profile = trace.profile
+    charged = trace.hold(profile.view_bytes + profile.dim_bytes * len(shape))
+    return ShapeArray(trace, shape, base._name, charged, owner._node, owner, contiguous)
+
+
+def copy_of(x: ShapeArray) -> ShapeArray:
+    """An independent copy of ``x``."""
+    return made(x._trace, x.shape, x._name, (x,))
+
+
+def astype(x: ShapeArray, name: str | None, *, copy: bool = True) -> ShapeArray:
+    """``x`` in dtype ``name`` (itself when it has it and ``copy`` is False)."""
+    if name is None or (name == x._name and not copy):
+        return x
+    return made(x._trace, x.shape, name, (x,))
+
+
+def reshape(x: ShapeArray, new: Value) -> ShapeArray:
+    """``x`` reshaped: a view of a contiguous array, else a copy."""
+    shape = rules.reshaped(x.shape, new)
+    if x._contiguous:
+        return view_of(x, shape, contiguous=True)
+    return made(x._trace, shape, x._name, (x,))
+
+
+def permuted(x: ShapeArray, order: tuple[int, ...]) -> ShapeArray:
+    """``x`` with its axes in ``order`` (a view)."""
+    if sorted(order) != list(range(x.ndim)):
+        msg = f"axes {order} for a {x.ndim}-d array"
+        raise x._trace.refuse(msg)
+    shape = tuple(x.shape[i] for i in order)
+    keeps = order == tuple(range(x.ndim))
+    return view_of(x, shape, contiguous=x._contiguous and keeps)
+
+
+def lift(trace: Trace, x: Value) -> ShapeArray:
+    """An operand as a shape-only array: an array of a library is an input."""
+    if isinstance(x, ShapeArray):
+        return x
+    shape, dtype = getattr(x, "shape", None), getattr(x, "dtype", None)
+    if shape is None or dtype is None or isinstance(x, type):
+        msg = f"an operand of type {type(x).__qualname__}"
+        raise trace.refuse(msg)
+    return given(
+        trace, rules.as_shape(tuple(shape)), rules.dtype_name_of(trace, dtype) or ""
+    )
+
+
+def _operand(trace: Trace, x: Value) -> tuple[rules.Shape, str | None, Value]:
+    """``(shape, dtype name, the array)`` of an operand; a scalar: ``((), None, it)``."""
+    if isinstance(x, _SCALARS):
+        return (), None, x
+    a = lift(trace, x)
+    return a.shape, a._name, a
+
+
+def _index_item(trace: Trace, item: Value) -> object:
+    """One item of an index as `rules.indexed` reads it."""
+    if item is None or item is Ellipsis or isinstance(item, slice):
+        return item
+    if isinstance(item, int | np.integer) and not isinstance(item, bool):
+        return int(item)
+    if isinstance(item, list):
+        return tuple(np.shape(item))
+    if isinstance(item, bool):
+        msg = "an index of a Python bool"
+        raise trace.refuse(msg)
+    a = lift(trace, item)
+    if a._name == "bool":
+        msg = "a boolean mask (its result's shape depends on values)"
+        raise trace.refuse(msg)
+    return a.shape
+
+
+# -- elementwise -----------------------------------------------------------------
+def binary(
+    op: str, a: Value, b: Value, temps: tuple[bool, bool] = (False, False)
+) -> ShapeArray:
+    """``a <op> b`` elementwise: ``op`` an operator or the standard's function.
+
+    ``temps``: which operand is a temporary.
+    """
+    trace = a._trace if isinstance(a, ShapeArray) else b._trace
+    sa, na, av = _operand(trace, a)
+    sb, nb, bv = _operand(trace, b)
+    zero_d = (not sa and na is not None, not sb and nb is not None)
+    name = rules.result_dtype(trace, op, na, nb, av, bv, zero_d)
+    shape = rules.broadcast(sa, sb)
+    result = None
+    if trace.profile.elides and op not in rules.COMPARE:
+        for temp, mine, other in ((temps[0], av, bv), (temps[1], bv, av)):
+            if result is None and temp and (mine is av or op in rules.COMMUTATIVE):
+                result = _elide(mine, other, shape, name)
+    if result is None:
+        result = made(trace, shape, name, (av, bv))
+    if trace.profile.numpy_internals:  # (held with the result: after it)
+        rules.buffer_operands(trace, shape, name, ((sa, na), (sb, nb)))
+    return result
+
+
+def _elide(
+    temp: Value, other: Value, shape: rules.Shape, name: str
+) -> ShapeArray | None:
+    """``temp`` reused for the result, where NumPy's temporary elision would."""
+    if not isinstance(temp, ShapeArray) or temp._base is not None or not temp._charged:
+        return None
+    if temp._name != name or temp.shape != shape or temp.nbytes < MIN_ELIDE_BYTES:
+        return None
+    if temp._name == "bool":
+        return None
+    if isinstance(other, ShapeArray) and (
+        other.shape not in ((), shape) or not np.can_cast(other._name, name)
+    ):
+        return None
+    result = ShapeArray(temp._trace, shape, name, temp._charged, temp._node)
+    temp._charged = 0
+    return result
+
+
+def unary(x: ShapeArray, name: str, temp: bool = False) -> ShapeArray:
+    """A new array of ``x``'s shape in dtype ``name`` (``temp``: elidable)."""
+    if temp and x._trace.profile.elides:
+        reused = _elide(x, None, x.shape, name)
+        if reused is not None:
+            return reused
+    return made(x._trace, x.shape, name, (x,))
+
+
+def matmul(a: Value, b: Value) -> ShapeArray:
+    """``a @ b``."""
+    trace = a._trace if isinstance(a, ShapeArray) else b._trace
+    x, y = lift(trace, a), lift(trace, b)
+    shape = rules.matmul_shape(x.shape, y.shape)
+    return made(trace, shape, rules.promote(trace.profile, x._name, y._name), (x, y))
+
+
+def reduction(
+    x: ShapeArray, rule: str, axis: Value, keepdims: bool, dtype: str | None
+) -> ShapeArray:
+    """A reduction of ``x`` over ``axis``: ``rule`` names its dtype's rule.
+
+    ``"sum"`` (integers widen), ``"mean"`` (floating), ``"max"`` (its own),
+    ``"any"`` (bool), ``"arg"`` (the index dtype); ``"spread"`` (``var``,
+    ``std``: floating, and a centred copy of ``x`` held while it runs where
+    the library computes it so, `Profile.numpy_internals`).
+    """
+    profile = x._trace.profile
+    shape = rules.reduced(x.shape, axis, keepdims)
+    if profile.numpy_internals:  # its iterator
+        x._trace.release(x._trace.hold(rules.ITERATOR_BYTES))
+    if rule == "spread":  # (of a complex array: real)
+        dtype, rule = dtype or rules.REDUCED_DTYPES["spread"](profile, x._name), "mean"
+        if profile.numpy_internals:
+            centred = made(x._trace, x.shape, rules.float_of(profile, x._name), (x,))
+            result = reduction(x, rule, axis, keepdims, dtype)
+            del centred
+            return result
+    if dtype is None:
+        dtype = rules.REDUCED_DTYPES[rule](profile, x._name)
+    return made(x._trace, shape, dtype, (x,))

@@ -1,0 +1,174 @@
+"""Another library's own functions on shape-only arrays (``__torch_function__``).
+
+``torch.tanh(x)``, ``torch.sum(x, dim=1)`` or a tensor's operator with a
+shape-only operand reach `foreign_call` through torch's function protocol.
+A function of the standard's name (or a known alias) runs the standard's,
+with torch's keywords renamed (``dim`` -> ``axis``, ``keepdim`` ->
+``keepdims``); another is refused, naming it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from .._trace import active_trace
+from . import _namespace as namespace
+from . import _rules as rules
+from ._array import ShapeArray, binary, lift, made
+
+if TYPE_CHECKING:
+    from ..._typing import Value
+    from .._trace import Trace
+
+__all__ = ["foreign_call"]
+
+#: torch's names for the standard's functions.
+_ALIASES = {
+    "mul": "multiply",
+    "sub": "subtract",
+    "div": "divide",
+    "true_divide": "divide",
+    "clamp": "clip",
+    "cat": "concat",
+    "concatenate": "concat",
+    "permute": "permute_dims",
+    "unsqueeze": "expand_dims",
+    "mm": "matmul",
+    "bmm": "matmul",
+    "amax": "max",
+    "amin": "min",
+    "topk": "top_k",
+    "absolute": "abs",
+    "arccos": "acos",
+    "arcsin": "asin",
+    "arctan": "atan",
+    "ge": "greater_equal",
+    "gt": "greater",
+    "le": "less_equal",
+    "lt": "less",
+    "eq": "equal",
+    "ne": "not_equal",
+}
+
+#: A tensor's operators, by their method names.
+_OPERATORS = {
+    "__add__": "+",
+    "__sub__": "-",
+    "__mul__": "*",
+    "__truediv__": "/",
+    "__floordiv__": "//",
+    "__mod__": "%",
+    "__pow__": "**",
+    "__and__": "&",
+    "__or__": "|",
+    "__xor__": "^",
+    "__lt__": "<",
+    "__le__": "<=",
+    "__gt__": ">",
+    "__ge__": ">=",
+    "__eq__": "==",
+    "__ne__": "!=",
+}
+
+#: torch's keywords, as the standard spells them.
+_KEYWORDS = {"dim": "axis", "keepdim": "keepdims", "input": None}
+
+
+def _keywords(kwargs: dict[str, Value]) -> dict[str, Value]:
+    renamed: dict[str, Value] = {}
+    for given, v in kwargs.items():
+        k = _KEYWORDS.get(given, given) or given
+        if k != "out":
+            renamed[k] = v
+    if kwargs.get("out") is not None:
+        msg = "a function writing into out="
+        raise active_trace().refuse(msg)
+    return renamed
+
+
+def _operator(symbol: str, reflected: bool) -> Callable[..., ShapeArray]:
+    def apply(a: Value, b: Value) -> ShapeArray:
+        return binary(symbol, b, a) if reflected else binary(symbol, a, b)
+
+    return apply
+
+
+#: torch's functions that also return indices: ``torch.sort``, ``torch.max(x, dim)``.
+_WITH_INDICES = frozenset({"sort", "max", "min"})
+
+
+def _with_indices(
+    trace: Trace, name: str, args: list[Value], kw: dict[str, Value]
+) -> object:
+    """The ``(values, indices)`` of torch's ``sort``, and of ``max``/``min`` along a dim.
+
+    ``max(a, b)`` of two arrays is the elementwise maximum; ``max(x)`` (no
+    dim) one value: None, for the standard's function.
+    """
+    if name != "sort" and len(args) > 1 and hasattr(args[1], "shape"):
+        return binary("maximum" if name == "max" else "minimum", args[0], args[1])
+    axis = args[1] if len(args) > 1 else kw.get("axis", -1 if name == "sort" else None)
+    if axis is None:
+        return None
+    x = lift(trace, args[0])
+    keep = bool(kw.get("keepdims", False)) and name != "sort"
+    shape = x.shape if name == "sort" else rules.reduced(x.shape, axis, keep)
+    values = made(trace, shape, x._name, (x,))
+    return values, made(trace, shape, "int64", (x,))
+
+
+def foreign_call(
+    func: Value, args: tuple[Value, ...], kwargs: dict[str, Value]
+) -> object:
+    """``func(*args, **kwargs)`` of another library, on shape-only arrays."""
+    trace = (
+        next((a._trace for a in args if isinstance(a, ShapeArray)), None)
+        or active_trace()
+    )
+    name = getattr(func, "__name__", "")
+    if name in _OPERATORS or name.replace("__r", "__", 1) in _OPERATORS:
+        reflected = name not in _OPERATORS
+        symbol = _OPERATORS[name.replace("__r", "__", 1) if reflected else name]
+        return _operator(symbol, reflected)(*args)
+    if name == "__matmul__":
+        return namespace.matmul(*args)
+    if name in ("__getitem__",) and args:
+        return lift(trace, args[0])[args[1]]
+    standard = _ALIASES.get(name, name)
+    handler = (
+        getattr(namespace, standard, None) if standard in namespace.__all__ else None
+    )
+    if handler is None or not callable(handler):
+        module = getattr(func, "__module__", None) or "a library"
+        msg = f"{module}.{name} has no shape rule"
+        raise trace.refuse(msg)
+    positional = list(args)
+    kw = _keywords(kwargs)
+    if name in _WITH_INDICES:  # (torch's own names: amax has no indices)
+        paired = _with_indices(trace, name, positional, kw)
+        if paired is not None:
+            return paired
+    if (
+        standard
+        in (
+            "sum",
+            "prod",
+            "mean",
+            "max",
+            "min",
+            "all",
+            "any",
+            "argmax",
+            "argmin",
+            "var",
+            "std",
+        )
+        and len(positional) > 1
+    ):
+        kw.setdefault("axis", positional.pop(1))
+    if standard in ("concat", "stack", "expand_dims", "flip") and len(positional) > 1:
+        kw.setdefault("axis", positional.pop(1))
+    if standard == "permute_dims" and len(positional) > 2:
+        positional = [positional[0], tuple(positional[1:])]
+    return handler(*positional, **kw)

@@ -1,0 +1,285 @@
+"""The standard's linear algebra on shape-only arrays, and its ``linalg`` extension.
+
+This module is the namespace's ``linalg`` attribute. A decomposition or a
+solve makes its outputs and holds a copy of its input while it runs (LAPACK
+works on a copy in its own layout); products make their result only.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._trace import active_trace
+from . import _rules as rules
+from ._array import ShapeArray, lift, made, reduction
+from ._array import matmul as _matmul
+from ._manipulation import matrix_transpose
+
+if TYPE_CHECKING:
+    from ..._typing import Value
+
+__all__ = [
+    "cholesky",
+    "cross",
+    "det",
+    "diagonal",
+    "eigh",
+    "eigvalsh",
+    "einsum",
+    "inv",
+    "matmul",
+    "matrix_norm",
+    "matrix_power",
+    "matrix_rank",
+    "matrix_transpose",
+    "outer",
+    "pinv",
+    "qr",
+    "slogdet",
+    "solve",
+    "svd",
+    "svdvals",
+    "tensordot",
+    "trace",
+    "vecdot",
+    "vector_norm",
+]
+
+
+def _array(x: Value) -> ShapeArray:
+    return lift(active_trace(), x)
+
+
+def _square(x: Value) -> ShapeArray:
+    a = _array(x)
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        msg = f"a square matrix was expected, got shape {a.shape}"
+        raise a._trace.refuse(msg)
+    return a
+
+
+def _inexact(a: ShapeArray) -> str:
+    """The dtype LAPACK computes ``a`` in: an integer array's becomes floating."""
+    return rules.float_of(a._trace.profile, a._name)
+
+
+def _decomposed(
+    a: ShapeArray, shapes: list[tuple[tuple[int, ...], str]]
+) -> list[ShapeArray]:
+    """The outputs of a LAPACK routine on ``a``, with its working copy held meanwhile."""
+    working = made(a._trace, a.shape, a._name, (a,))
+    outputs = [made(a._trace, shape, name, (a,)) for shape, name in shapes]
+    del working
+    return outputs
+
+
+def matmul(x1: Value, x2: Value, /) -> ShapeArray:
+    """``x1 @ x2``."""
+    return _matmul(x1 if isinstance(x1, ShapeArray) else _array(x1), x2)
+
+
+def tensordot(x1: Value, x2: Value, /, *, axes: Value = 2) -> ShapeArray:
+    """Contraction of ``x1`` and ``x2`` over ``axes``."""
+    a, b = _array(x1), _array(x2)
+    shape = rules.tensordot_shape(a.shape, b.shape, axes)
+    return made(
+        a._trace, shape, rules.promote(a._trace.profile, a._name, b._name), (a, b)
+    )
+
+
+def vecdot(x1: Value, x2: Value, /, *, axis: int = -1) -> ShapeArray:
+    """Dot products of vectors along ``axis``."""
+    a, b = _array(x1), _array(x2)
+    shape = rules.broadcast(a.shape, b.shape)
+    (ax,) = rules.axes_of(axis, len(shape))
+    out = tuple(d for i, d in enumerate(shape) if i != ax)
+    return made(
+        a._trace, out, rules.promote(a._trace.profile, a._name, b._name), (a, b)
+    )
+
+
+def einsum(subscripts: str, /, *operands: Value, **_: Value) -> ShapeArray:
+    """Einstein summation (NumPy's ``einsum``)."""
+    parts = [_array(o) for o in operands]
+    shape = rules.einsum_shape(subscripts, [p.shape for p in parts])
+    name = parts[0]._name
+    for p in parts[1:]:
+        name = rules.promote(p._trace.profile, name, p._name)
+    return made(parts[0]._trace, shape, name, tuple(parts))
+
+
+def outer(x1: Value, x2: Value, /) -> ShapeArray:
+    """The outer product of two vectors."""
+    a, b = _array(x1), _array(x2)
+    trace = a._trace
+    name = rules.promote(trace.profile, a._name, b._name)
+    shape = (a.size, b.size)
+    result = made(trace, shape, name, (a, b))
+    if trace.profile.numpy_internals:  # a column times a row, broadcast
+        rules.buffer_operands(
+            trace, shape, name, (((a.size, 1), a._name), ((1, b.size), b._name))
+        )
+    return result
+
+
+def cross(x1: Value, x2: Value, /, *, axis: int = -1) -> ShapeArray:
+    """The cross product of 3-vectors."""
+    a, b = _array(x1), _array(x2)
+    name = rules.promote(a._trace.profile, a._name, b._name)
+    return made(a._trace, rules.broadcast(a.shape, b.shape), name, (a, b))
+
+
+def cholesky(x: Value, /, *, upper: bool = False) -> ShapeArray:
+    """The Cholesky factor."""
+    a = _square(x)
+    return _decomposed(a, [(a.shape, _inexact(a))])[0]
+
+
+def det(x: Value, /) -> ShapeArray:
+    """Determinants of the matrices."""
+    a = _square(x)
+    return _decomposed(a, [(a.shape[:-2], _inexact(a))])[0]
+
+
+def slogdet(x: Value, /) -> tuple[ShapeArray, ShapeArray]:
+    """Signs and log-determinants of the matrices."""
+    a = _square(x)
+    name = _inexact(a)  # (the sign complex, the logarithm real)
+    sign, log = _decomposed(a, [(a.shape[:-2], name), (a.shape[:-2], _real(name))])
+    return sign, log
+
+
+def diagonal(x: Value, /, *, offset: int = 0) -> ShapeArray:
+    """The diagonals of the matrices (a new array)."""
+    a = _array(x)
+    size = max(min(a.shape[-2] - max(-offset, 0), a.shape[-1] - max(offset, 0)), 0)
+    return made(a._trace, (*a.shape[:-2], size), a._name, (a,))
+
+
+def trace(x: Value, /, *, offset: int = 0, dtype: Value = None) -> ShapeArray:
+    """Sums of the diagonals."""
+    a = _array(x)
+    return reduction(a, "sum", (-2, -1), False, None)
+
+
+def eigh(x: Value, /) -> tuple[ShapeArray, ShapeArray]:
+    """Eigenvalues and eigenvectors of symmetric matrices."""
+    a = _square(x)
+    name = _inexact(a)
+    values, vectors = _decomposed(a, [(a.shape[:-1], _real(name)), (a.shape, name)])
+    return values, vectors
+
+
+def eigvalsh(x: Value, /) -> ShapeArray:
+    """Eigenvalues of symmetric matrices."""
+    a = _square(x)
+    return _decomposed(a, [(a.shape[:-1], _real(_inexact(a)))])[0]
+
+
+def _real(name: str) -> str:
+    return rules.REAL.get(name, name)
+
+
+def inv(x: Value, /) -> ShapeArray:
+    """Inverses of the matrices (Dask's solve against a float64 identity)."""
+    a = _square(x)
+    name = _inexact(a)
+    profile = a._trace.profile
+    if profile.dtype_rules.inverse_float64 and "float64" in profile.dtypes:
+        name = rules.promote(a._trace.profile, name, "float64")
+    return _decomposed(a, [(a.shape, name)])[0]
+
+
+def pinv(x: Value, /, *, rtol: Value = None) -> ShapeArray:
+    """Pseudo-inverses of the matrices."""
+    a = _array(x)
+    m, n = a.shape[-2:]
+    k, name = min(m, n), _inexact(a)
+    shapes = [((*a.shape[:-2], m, k), name), ((*a.shape[:-2], k, n), name)]
+    working = _decomposed(a, shapes)  # the SVD it is computed from
+    result = made(a._trace, (*a.shape[:-2], n, m), name, (a,))
+    del working
+    return result
+
+
+def matrix_power(x: Value, n: int, /) -> ShapeArray:
+    """The ``n``-th power of square matrices."""
+    a = _square(x)
+    return _decomposed(a, [(a.shape, a._name)])[0]
+
+
+def matrix_rank(x: Value, /, *, rtol: Value = None) -> ShapeArray:
+    """Ranks of the matrices."""
+    a = _array(x)
+    return _decomposed(a, [(a.shape[:-2], a._trace.profile.default_int)])[0]
+
+
+def matrix_norm(
+    x: Value, /, *, keepdims: bool = False, ord: Value = "fro"
+) -> ShapeArray:
+    """Norms of the matrices."""
+    a = _array(x)
+    return reduction(a, "mean", (-2, -1), keepdims, _real(_inexact(a)))
+
+
+def vector_norm(
+    x: Value,
+    /,
+    *,
+    axis: Value = None,
+    keepdims: bool = False,
+    ord: Value = 2,
+) -> ShapeArray:
+    """Norms of the vectors along ``axis``."""
+    a = _array(x)
+    squares = made(a._trace, a.shape, _real(_inexact(a)), (a,))  # |x| ** ord, summed
+    result = reduction(squares, "mean", axis, keepdims, None)
+    del squares
+    return result
+
+
+def solve(x1: Value, x2: Value, /) -> ShapeArray:
+    """Solutions of ``x1 @ x = x2``."""
+    a, b = _square(x1), _array(x2)
+    name = rules.float_of(
+        a._trace.profile, rules.promote(a._trace.profile, a._name, b._name)
+    )
+    return _decomposed(a, [(b.shape, name)])[0]
+
+
+def qr(x: Value, /, *, mode: str = "reduced") -> tuple[ShapeArray, ShapeArray]:
+    """The QR decomposition."""
+    a = _array(x)
+    m, n = a.shape[-2:]
+    k, name = min(m, n) if mode == "reduced" else m, _inexact(a)
+    q, r = _decomposed(
+        a, [((*a.shape[:-2], m, k), name), ((*a.shape[:-2], k, n), name)]
+    )
+    return q, r
+
+
+def svd(
+    x: Value, /, *, full_matrices: bool = True
+) -> tuple[ShapeArray, ShapeArray, ShapeArray]:
+    """The singular value decomposition."""
+    a = _array(x)
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    lead = a.shape[:-2]
+    u_cols, v_rows = (m, n) if full_matrices else (k, k)
+    name = _inexact(a)
+    u, s, vh = _decomposed(
+        a,
+        [
+            ((*lead, m, u_cols), name),
+            ((*lead, k), _real(name)),
+            ((*lead, v_rows, n), name),
+        ],
+    )
+    return u, s, vh
+
+
+def svdvals(x: Value, /) -> ShapeArray:
+    """The singular values."""
+    a = _array(x)
+    return _decomposed(a, [((*a.shape[:-2], min(a.shape[-2:])), _real(_inexact(a)))])[0]

@@ -1,0 +1,130 @@
+"""Running ``fn`` on shape-only arrays: the peak bytes of a call at any row count.
+
+`ShapeTracer` stands in for `map_batches`' batches: for a row count it makes
+shape-only inputs (the batch's row slices; the whole operands as they are),
+runs ``fn`` under a new `Trace` and returns the peak bytes the trace
+counted: the eager peak (Python's lifetimes), or for a library that runs
+graphs the lazy one (`Trace.lazy_peak`). Nothing is computed and nothing of
+the size of the data is allocated, so a tracer can be asked at the planned
+batch size itself. What ``fn`` does that a shape-only array cannot stand in
+for raises `CannotFollow`, as does any exception ``fn`` raises here (the
+real run raises it again, where it belongs).
+
+The package ``xpkit._adapters._shapes`` registers the namespace and the
+protocol handlers before any of its modules run (a package runs first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from .._trace import CannotFollow, Profile, Trace, tracing
+from . import _rules as rules
+from ._array import ShapeArray, given, made
+
+if TYPE_CHECKING:
+    from ..._typing import Array, UserFunction, Value
+
+__all__ = ["CannotFollow", "InputSpec", "ShapeTracer"]
+
+#: One batched input: its row shape and the standard's name of its dtype.
+InputSpec = tuple[tuple[int, ...], str]
+
+
+class ShapeTracer:
+    """``fn`` on shape-only inputs of any row count, impersonating ``profile``.
+
+    Parameters
+    ----------
+    profile : Profile
+        The library and device the batches run on.
+    fn : callable
+        ``fn(*rows, *args, **kwargs)``.
+    inputs : tuple of (row shape, dtype name)
+        The batched inputs.
+    args, kwargs
+        The whole operands (arrays of the library stand in as inputs; other
+        values are passed as they are).
+    charge_inputs : bool
+        Whether a batch's row slices are copies (counted in the peak).
+    """
+
+    name = "shape-only arrays"
+
+    def __init__(
+        self,
+        profile: Profile,
+        fn: UserFunction,
+        inputs: tuple[InputSpec, ...],
+        args: tuple[Value, ...] = (),
+        kwargs: Mapping[str, Value] | None = None,
+        *,
+        charge_inputs: bool = False,
+    ) -> None:
+        self.profile = profile
+        self.fn = fn
+        self.inputs = inputs
+        self.args = args
+        self.kwargs = dict(kwargs or {})
+        self.charge_inputs = charge_inputs
+        #: Bytes of one row of ``fn``'s outputs, from the last trace.
+        self.output_row_bytes: int | None = None
+        #: The operations ``fn`` made in the last trace (arrays and views).
+        self.operations = 1
+
+    def peak(self, rows: int) -> int:
+        """The peak bytes of ``fn`` on ``rows`` rows (CannotFollow if it cannot say)."""
+        trace = Trace(self.profile)
+        try:
+            kept = tracing(trace, lambda: self._run(trace, rows))
+        except CannotFollow as exc:
+            raise CannotFollow(trace.failure or str(exc)) from None
+        except Exception as exc:  # noqa: BLE001 - the real run raises it again
+            reason = trace.failure or f"fn raised {type(exc).__name__}: {exc}"
+            raise CannotFollow(reason[:300]) from None
+        self.operations = max(trace.nodes + trace.views, 1)
+        if trace.failure is not None:  # refused, though fn caught it
+            raise CannotFollow(trace.failure)
+        if self.profile.lazy:
+            return trace.lazy_peak(kept)  # type: ignore[arg-type]
+        return trace.peak
+
+    def _run(self, trace: Trace, rows: int) -> tuple[int, ...]:
+        make = made if self.charge_inputs else given
+        xs = tuple(make(trace, (rows, *row), name) for row, name in self.inputs)
+        args = tuple(_operand(trace, v) for v in self.args)
+        kwargs = {k: _operand(trace, v) for k, v in self.kwargs.items()}
+        result = self.fn(*xs, *args, **kwargs)
+        leaves = _leaves(trace, result)
+        for leaf in leaves:
+            if not leaf.shape or leaf.shape[0] != rows:
+                msg = f"fn's result has shape {leaf.shape} for {rows} rows"
+                raise trace.refuse(msg)
+        if rows:
+            self.output_row_bytes = sum(leaf.nbytes for leaf in leaves) // rows
+        return tuple(leaf._node for leaf in leaves)
+
+
+def _operand(trace: Trace, v: Value) -> Value:
+    """A whole operand: an array stands in as a shape-only input."""
+    shape, dtype = getattr(v, "shape", None), getattr(v, "dtype", None)
+    if shape is None or dtype is None or isinstance(v, type | ShapeArray):
+        return v
+    try:
+        name = rules.dtype_name_of(trace, dtype)
+    except CannotFollow:
+        return v
+    return given(trace, tuple(int(d) for d in shape), name or "")
+
+
+def _leaves(trace: Trace, result: Array) -> list[ShapeArray]:
+    if isinstance(result, ShapeArray):
+        return [result]
+    values = result.values() if isinstance(result, Mapping) else result
+    if isinstance(values, tuple | list) or isinstance(result, Mapping):
+        leaves = list(values)
+        if leaves and all(isinstance(v, ShapeArray) for v in leaves):
+            return leaves
+    msg = f"fn returned {type(result).__qualname__}, not shape-only arrays"
+    raise trace.refuse(msg)

@@ -1,0 +1,265 @@
+"""The standard's reductions, sorting, searching and set functions on shape-only arrays.
+
+A reduction makes the reduced shape; ``var`` and ``std`` also hold a centred
+copy of their input while they run where the library computes them so
+(`Profile.numpy_internals`; `xpkit._adapters._shapes._array.reduction`). Sorting makes the sorted shape (and the
+indices alongside, `Profile.sort_indices`: torch). Functions whose result's
+shape depends on the values (``nonzero``, the ``unique_*`` family) are
+refused.
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import TYPE_CHECKING
+
+from .._trace import active_trace
+from . import _rules as rules
+from ._array import ShapeArray, lift, made, reduction
+
+if TYPE_CHECKING:
+    from ..._typing import Value
+
+__all__ = [
+    "all",
+    "any",
+    "argmax",
+    "argmin",
+    "argsort",
+    "count_nonzero",
+    "cumulative_prod",
+    "cumulative_sum",
+    "diff",
+    "max",
+    "mean",
+    "min",
+    "nonzero",
+    "prod",
+    "searchsorted",
+    "sort",
+    "std",
+    "sum",
+    "top_k",
+    "unique_all",
+    "unique_counts",
+    "unique_inverse",
+    "unique_values",
+    "var",
+]
+
+
+def _array(x: Value) -> ShapeArray:
+    return lift(active_trace(), x)
+
+
+def _reduce(
+    x: Value, rule: str, axis: Value, keepdims: bool, dtype: Value = None
+) -> ShapeArray:
+    a = _array(x)
+    return reduction(a, rule, axis, keepdims, rules.dtype_name_of(a._trace, dtype))
+
+
+def sum(
+    x: Value, /, *, axis: Value = None, dtype: Value = None, keepdims: bool = False
+) -> ShapeArray:
+    """The sum over ``axis``."""
+    return _reduce(x, "sum", axis, keepdims, dtype)
+
+
+def prod(
+    x: Value, /, *, axis: Value = None, dtype: Value = None, keepdims: bool = False
+) -> ShapeArray:
+    """The product over ``axis``."""
+    return _reduce(x, "sum", axis, keepdims, dtype)
+
+
+def mean(x: Value, /, *, axis: Value = None, keepdims: bool = False) -> ShapeArray:
+    """The mean over ``axis``."""
+    return _reduce(x, "mean", axis, keepdims)
+
+
+def var(
+    x: Value, /, *, axis: Value = None, correction: float = 0.0, keepdims: bool = False
+) -> ShapeArray:
+    """The variance over ``axis``."""
+    return _reduce(x, "spread", axis, keepdims)
+
+
+def std(
+    x: Value, /, *, axis: Value = None, correction: float = 0.0, keepdims: bool = False
+) -> ShapeArray:
+    """The standard deviation over ``axis``."""
+    return _reduce(x, "spread", axis, keepdims)
+
+
+def max(x: Value, /, *, axis: Value = None, keepdims: bool = False) -> ShapeArray:
+    """The maximum over ``axis``."""
+    return _reduce(x, "max", axis, keepdims)
+
+
+def min(x: Value, /, *, axis: Value = None, keepdims: bool = False) -> ShapeArray:
+    """The minimum over ``axis``."""
+    return _reduce(x, "max", axis, keepdims)
+
+
+def all(x: Value, /, *, axis: Value = None, keepdims: bool = False) -> ShapeArray:
+    """Whether every element over ``axis`` is true."""
+    return _reduce(x, "any", axis, keepdims)
+
+
+def any(x: Value, /, *, axis: Value = None, keepdims: bool = False) -> ShapeArray:
+    """Whether any element over ``axis`` is true."""
+    return _reduce(x, "any", axis, keepdims)
+
+
+def argmax(
+    x: Value, /, *, axis: int | None = None, keepdims: bool = False
+) -> ShapeArray:
+    """Indices of the maxima over ``axis``."""
+    return _reduce(x, "arg", axis, keepdims)
+
+
+def argmin(
+    x: Value, /, *, axis: int | None = None, keepdims: bool = False
+) -> ShapeArray:
+    """Indices of the minima over ``axis``."""
+    return _reduce(x, "arg", axis, keepdims)
+
+
+def count_nonzero(
+    x: Value, /, *, axis: Value = None, keepdims: bool = False
+) -> ShapeArray:
+    """How many elements over ``axis`` are not zero."""
+    return _reduce(x, "arg", axis, keepdims)
+
+
+def _cumulative(
+    x: Value, axis: Value, dtype: Value, include_initial: bool, product: bool = False
+) -> ShapeArray:
+    a = _array(x)
+    if axis is None and a.ndim != 1:
+        msg = "a cumulative function of a multi-dimensional array needs an axis"
+        raise a._trace.refuse(msg)
+    (ax,) = rules.axes_of(0 if axis is None else axis, a.ndim)
+    shape = tuple(d + include_initial if i == ax else d for i, d in enumerate(a.shape))
+    name = rules.dtype_name_of(a._trace, dtype) or rules.sum_dtype(
+        a._trace.profile, a._name
+    )
+    if (
+        product
+        and dtype is None
+        and a._trace.profile.dtype_rules.cumulative_prod_keeps_int
+        and a._name != "bool"
+    ):
+        name = a._name  # (JAX's cumulative_prod keeps an integer's dtype)
+    return made(a._trace, shape, name, (a,))
+
+
+def cumulative_sum(
+    x: Value,
+    /,
+    *,
+    axis: Value = None,
+    dtype: Value = None,
+    include_initial: bool = False,
+) -> ShapeArray:
+    """Cumulative sums along ``axis``."""
+    return _cumulative(x, axis, dtype, include_initial)
+
+
+def cumulative_prod(
+    x: Value,
+    /,
+    *,
+    axis: Value = None,
+    dtype: Value = None,
+    include_initial: bool = False,
+) -> ShapeArray:
+    """Cumulative products along ``axis``."""
+    return _cumulative(x, axis, dtype, include_initial, product=True)
+
+
+def diff(x: Value, /, *, axis: int = -1, n: int = 1, **_: Value) -> ShapeArray:
+    """The ``n``-th differences along ``axis``."""
+    a = _array(x)
+    (ax,) = rules.axes_of(axis, a.ndim)
+    shape = tuple(
+        builtins.max(d - n, 0) if i == ax else d for i, d in enumerate(a.shape)
+    )
+    return made(a._trace, shape, a._name, (a,))
+
+
+def sort(
+    x: Value, /, *, axis: int = -1, descending: bool = False, stable: bool = True
+) -> ShapeArray:
+    """``x`` sorted along ``axis``."""
+    a = _array(x)
+    indices = None
+    if a._trace.profile.sort_indices:  # computed alongside, then dropped
+        indices = made(a._trace, a.shape, "int64", (a,))
+    result = made(a._trace, a.shape, a._name, (a,))
+    del indices
+    return result
+
+
+def argsort(
+    x: Value, /, *, axis: int = -1, descending: bool = False, stable: bool = True
+) -> ShapeArray:
+    """The indices that sort ``x`` along ``axis``."""
+    a = _array(x)
+    values = None
+    if a._trace.profile.sort_indices:  # the sorted values, computed alongside
+        values = made(a._trace, a.shape, a._name, (a,))
+    result = made(a._trace, a.shape, "int64", (a,))
+    del values
+    return result
+
+
+def top_k(
+    x: Value, k: int, /, *, axis: int = -1, mode: str = "largest"
+) -> tuple[ShapeArray, ShapeArray]:
+    """The ``k`` largest (or smallest) values along ``axis`` and their indices."""
+    a = _array(x)
+    (ax,) = rules.axes_of(axis, a.ndim)
+    shape = tuple(k if i == ax else d for i, d in enumerate(a.shape))
+    return made(a._trace, shape, a._name, (a,)), made(a._trace, shape, "int64", (a,))
+
+
+def searchsorted(
+    x1: Value, x2: Value, /, *, side: str = "left", sorter: Value = None
+) -> ShapeArray:
+    """Where ``x2``'s elements would go in the sorted ``x1``."""
+    trace = active_trace()
+    sorted_values, values = lift(trace, x1), lift(trace, x2)
+    name = trace.profile.dtype_rules.index_dtype or trace.profile.default_int
+    return made(trace, values.shape, name, (sorted_values, values))  # (JAX: int32)
+
+
+def _refused(x: Value, name: str) -> ShapeArray:
+    msg = f"{name}() (its result's shape depends on values)"
+    raise active_trace().refuse(msg)
+
+
+def nonzero(x: Value, /) -> ShapeArray:
+    """Refused: the result's shape depends on the values."""
+    return _refused(x, "nonzero")
+
+
+def unique_all(x: Value, /) -> ShapeArray:
+    """Refused: the result's shape depends on the values."""
+    return _refused(x, "unique_all")
+
+
+def unique_counts(x: Value, /) -> ShapeArray:
+    """Refused: the result's shape depends on the values."""
+    return _refused(x, "unique_counts")
+
+
+def unique_inverse(x: Value, /) -> ShapeArray:
+    """Refused: the result's shape depends on the values."""
+    return _refused(x, "unique_inverse")
+
+
+def unique_values(x: Value, /) -> ShapeArray:
+    """Refused: the result's shape depends on the values."""
+    return _refused(x, "unique_values")

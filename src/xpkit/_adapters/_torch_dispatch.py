@@ -1,0 +1,130 @@
+"""torch's meter: the live bytes of the tensors a call's operations make, per thread.
+
+Every aten operation of the calling thread passes through a
+``TorchDispatchMode`` for the call's duration (torch keeps modes per thread:
+other threads run as they do). Each tensor an operation returns whose
+storage is new (not one of the operation's inputs', not seen before) on the
+measured device is counted, rounded up to the allocator's block; a storage is
+released when torch frees it (a weak reference to it expires). The peak is
+the most bytes live at once, factories (``torch.zeros``) and moves included.
+
+It sees what the operations return, not the workspace a kernel takes and
+gives back within one operation (cuBLAS's, a sort's), nor memory other
+threads allocate; it resets nothing (``max_memory_allocated`` and
+``memory_stats`` read what they would have read without it). A ``fn``
+compiled by ``torch.compile`` runs its compiled code as it would, and what
+that code's operations return is counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
+
+from ._peak import PeakMeter
+
+if TYPE_CHECKING:
+    from .._typing import Value
+
+__all__ = ["DispatchPeak"]
+
+T = TypeVar("T")
+
+#: The ``TorchDispatchMode`` subclass, made on first use (torch imported).
+_MODE: list[type] = []
+
+
+class _Live:
+    """Storages made during one call: their weak references and sizes."""
+
+    def __init__(self, device_type: str, index: int | None, granule: int) -> None:
+        self.device_type = device_type
+        self.index = index
+        self.granule = granule
+        self.storages: dict[int, tuple[Value, int]] = {}
+        self.live = 0
+        self.peak = 0
+
+    def expire(self) -> None:
+        """Release the storages torch has freed since the last operation."""
+        gone = [key for key, (ref, _) in self.storages.items() if ref.expired()]
+        for key in gone:
+            self.live -= self.storages.pop(key)[1]
+
+    def add(
+        self, tensors: list[Value], inputs: set[int], weak_ref: Callable[[Value], Value]
+    ) -> None:
+        """Count the new storages among ``tensors`` (an operation's outputs)."""
+        for t in tensors:
+            device = t.device
+            if device.type != self.device_type or (
+                self.index is not None and device.index not in (None, self.index)
+            ):
+                continue
+            storage = t.untyped_storage()
+            key = storage._cdata
+            if key in inputs or key in self.storages:
+                continue
+            size = -(-int(storage.nbytes()) // self.granule) * self.granule
+            self.storages[key] = (weak_ref(storage), size)
+            self.live += size
+        self.peak = max(self.peak, self.live)
+
+
+def _mode_type() -> type:
+    """A ``TorchDispatchMode`` that feeds each operation's outputs to a `_Live`."""
+    if not _MODE:
+        import torch
+        from torch.multiprocessing.reductions import StorageWeakRef
+        from torch.utils._python_dispatch import TorchDispatchMode
+        from torch.utils._pytree import tree_flatten
+
+        def storages_of(values: Value) -> list[Value]:
+            leaves, _ = tree_flatten(values)
+            return [v for v in leaves if isinstance(v, torch.Tensor)]
+
+        base_init: Callable[[Value], None] = TorchDispatchMode.__init__
+
+        def init(self: Value, live: _Live) -> None:
+            base_init(self)
+            self.live = live
+
+        def dispatch(
+            self: Value,
+            func: Value,
+            _types: Value,
+            args: Value = (),
+            kwargs: Value = None,
+        ) -> Value:
+            live = self.live
+            live.expire()
+            inputs = {t.untyped_storage()._cdata for t in storages_of((args, kwargs))}
+            out = func(*args, **(kwargs or {}))
+            live.add(storages_of(out), inputs, StorageWeakRef)
+            return out
+
+        # (made with type(): the class exists only once torch is imported)
+        mode = type(
+            "CountingMode",
+            (TorchDispatchMode,),
+            {"__init__": init, "__torch_dispatch__": dispatch},
+        )
+        _MODE.append(mode)
+    return _MODE[0]
+
+
+class DispatchPeak(PeakMeter):
+    """The live bytes of what a call's torch operations return on one device."""
+
+    process_wide = False
+    cheap = True
+
+    def __init__(self, device_type: str, index: int | None, granule: int) -> None:
+        self._device = (device_type, index, granule)
+        self.name = "torch dispatch (live tensors)"
+
+    def _measure(self, run: Callable[[], T]) -> tuple[T, int]:
+        live = _Live(*self._device)
+        with _mode_type()(live):
+            result = run()
+        return result, live.peak

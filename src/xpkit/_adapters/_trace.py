@@ -1,0 +1,421 @@
+"""One shape-only trace: the profile it impersonates, and the bytes it counts.
+
+A trace runs ``fn`` on arrays that have a shape and a dtype but no values
+(`xpkit._adapters._shapes.ShapeArray`). Every array an operation makes is
+charged to the trace when it is made and released when Python frees it, as
+the library's own array would be: the *eager* peak is the most bytes live at
+once. Where the library runs graphs (`Profile.lazy`), every operation is
+also written on a tape (its output and inputs), from
+which the *lazy* peak is computed, as a library that runs a graph frees each
+array after its last use (`Trace.lazy_peak`). The `Profile` says which
+library and device the arrays stand in for, and how that library allocates.
+
+Nothing here is shared between traces but immutable tables: a trace is a
+plain object of one call, so traces in several threads never wait for each
+other.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, NamedTuple, Protocol, TypedDict
+
+if TYPE_CHECKING:
+    from .._typing import DType, NativeDevice
+
+__all__ = [
+    "CannotFollow",
+    "DtypeRules",
+    "GraphCost",
+    "Profile",
+    "Trace",
+    "Tracer",
+    "Traits",
+    "active_trace",
+    "tracing",
+]
+
+
+class CannotFollow(Exception):
+    """``fn`` did something a shape-only array cannot stand in for.
+
+    Reading a value (``bool(x)``, ``float(x)``), a shape that depends on
+    values (a boolean mask, ``nonzero``), a conversion to a host array, a
+    function without a shape rule. The message says which; the next meter
+    takes over.
+    """
+
+
+class Tracer(Protocol):
+    """What ``fn`` would allocate at any row count, without running it for real.
+
+    The shape-only trace (`xpkit._adapters._shapes.ShapeTracer`), or a
+    compiler's own memory analysis (a jitted JAX ``fn``).
+    """
+
+    @property
+    def name(self) -> str:
+        """How the peak is found, for `BatchPlan.source`."""
+        ...
+
+    @property
+    def output_row_bytes(self) -> int | None:
+        """Bytes of one row of ``fn``'s outputs, once a peak was found (else None)."""
+        ...
+
+    @property
+    def operations(self) -> int:
+        """How much work the last peak was: the operations ``fn`` made (at least 1)."""
+        ...
+
+    def peak(self, rows: int) -> int:
+        """The peak bytes of one call on ``rows`` rows (`CannotFollow` if unknown)."""
+        ...
+
+
+class DtypeRules(NamedTuple):
+    """Where a library's dtypes leave the standard's tables (which leave them open).
+
+    Each adapter says its own; the defaults are the standard's choices.
+
+    Attributes
+    ----------
+    numpy_tables : bool
+        Elementwise functions are typed by NumPy's own ufunc tables (NumPy,
+        Dask, array-api-strict: ``sqrt(int8)`` is float16).
+    int8_with_float16 : str or None
+        The dtype of an 8-bit integer with float16 (ndonnx: float32), where
+        it is not NumPy's.
+    float_as_wide_as_int : bool
+        A floating function of an integer is a float as wide as it, at least
+        float32 (JAX), not the default float.
+    bool_arithmetic : str or None
+        What a bool operand of arithmetic makes (JAX: int32; torch keeps a
+        bool: ``"bool"``); None: the default integer.
+    uint_sum_widens : bool
+        ``sum`` of an unsigned integer is uint64 (torch's: the default int).
+    keeps_dtype : frozenset of str
+        Functions whose result keeps their input's dtype (Dask's ``round``
+        and ``positive``, ndonnx's ``sqrt`` of an integer).
+    zero_d_as_scalar : bool
+        A 0-d operand of an operator beside a dimensioned one is a scalar
+        (torch).
+    int_power_keeps_base : bool
+        ``x ** <Python int>`` is in the base's dtype (JAX).
+    int_dividend_float : bool
+        An integer dividend makes the default float whatever the divisor
+        (ndonnx).
+    inverse_float64 : bool
+        ``inv`` is float64 (Dask solves against a float64 identity).
+    ints_advanced : bool
+        An int beside an integer index array is an advanced index too
+        (NumPy's rule: NumPy, CuPy, JAX); torch and Dask take it as basic.
+    index_dtype : str or None
+        The dtype of ``searchsorted``'s indices (JAX: int32); None: the
+        default integer.
+    cumulative_prod_keeps_int : bool
+        ``cumulative_prod`` of an integer keeps its dtype (JAX).
+    """
+
+    numpy_tables: bool = False
+    int8_with_float16: str | None = None
+    float_as_wide_as_int: bool = False
+    bool_arithmetic: str | None = None
+    uint_sum_widens: bool = True
+    keeps_dtype: frozenset[str] = frozenset()
+    zero_d_as_scalar: bool = False
+    int_power_keeps_base: bool = False
+    int_dividend_float: bool = False
+    inverse_float64: bool = False
+    ints_advanced: bool = True
+    index_dtype: str | None = None
+    cumulative_prod_keeps_int: bool = False
+
+
+@dataclass(frozen=True)
+class GraphCost:
+    """What a graph-running library holds besides its arrays, for `Trace.lazy_peak`.
+
+    A graph is built before it is computed, so what each operation adds to
+    it is held through the whole compute. Measured, not derived: an
+    adapter calibrates these against the library's own allocations
+    (``benchmarks/bench_meter.py`` measures the true peak beside the
+    estimate).
+
+    Attributes
+    ----------
+    per_operation : int
+        Bytes each operation's part of the graph holds until the graph is
+        computed (its layer and task).
+    first_operations : int
+        How many of a graph's first array-making operations (not views)
+        leave garbage of ``first_bytes`` each that the cyclic garbage
+        collector frees only later (in a long graph it runs between
+        operations, so only the first ones count).
+    first_bytes : int
+        Bytes of that garbage each.
+    compute : int
+        Bytes one compute holds besides the graph and its arrays (the
+        scheduler's state).
+    copies_result : bool
+        Computing copies the result once more, while the graph's peak is
+        still held: the result's bytes are added to the peak.
+    """
+
+    per_operation: int = 0
+    first_operations: int = 0
+    first_bytes: int = 0
+    compute: int = 0
+    copies_result: bool = False
+
+    def bytes(self, arrays: int, views: int) -> int:
+        """The graph's bytes for operations making ``arrays`` and ``views``, with the compute's."""
+        first = min(arrays, self.first_operations) * self.first_bytes
+        return self.compute + first + (arrays + views) * self.per_operation
+
+
+class Traits(TypedDict, total=False):
+    """How a library allocates: the `Profile` fields an adapter sets."""
+
+    mixed_kinds: str
+    views: bool
+    flip_views: bool
+    elides: bool
+    lazy: bool
+    numpy_internals: bool
+    array_bytes: int
+    dim_bytes: int
+    view_bytes: int
+    granule: int
+    slices_copy: bool
+    sort_indices: bool
+    deferred_frees: bool
+    graph: GraphCost | None
+    dtype_rules: DtypeRules
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The library and device a trace's arrays impersonate, and how it allocates.
+
+    Attributes
+    ----------
+    library : str
+        The adapter key of the library (``"numpy"``, ``"torch"``, ...).
+    device : str
+        The device string the arrays live on.
+    native_device : object
+        The library's own device object (what ``x.device`` returns).
+    dtypes : mapping of str to dtype
+        Standard name -> the library's dtype object, for every dtype the
+        device holds.
+    default_float, default_int, default_complex : str
+        The library's default dtypes (``__array_namespace_info__``).
+    mixed_kinds : {"numpy", "float"}
+        How an integer and a floating array promote: NumPy's table
+        (``int64 + float32 -> float64``) or to the floating operand's dtype
+        (torch, JAX).
+    views : bool
+        Basic slices, transposes, ``reshape`` of contiguous arrays,
+        ``expand_dims`` and ``broadcast_to`` share memory (NumPy, torch,
+        CuPy, array-api-strict); False: every operation copies (JAX).
+    flip_views : bool
+        ``flip`` is a view (NumPy, CuPy); torch copies.
+    elides : bool
+        NumPy's temporary elision: ``a * 2 + 1`` computes ``+ 1`` in the
+        buffer of the temporary ``a * 2`` when it is large enough.
+    lazy : bool
+        The library runs a graph and frees each array after its last use
+        (Dask, ndonnx): the trace reports `Trace.lazy_peak`.
+    numpy_internals : bool
+        The library computes with NumPy's own functions (NumPy,
+        array-api-strict, Dask's chunks): a ufunc buffers an operand it
+        broadcasts or casts (``min(8192, size)`` elements), ``var`` and
+        ``std`` hold a centred copy, ``stack`` makes a view of each input.
+    array_bytes : int
+        Bytes an array costs beyond its data (the host object).
+    dim_bytes : int
+        Bytes each axis adds to an array's or a view's cost (its shape and
+        strides).
+    view_bytes : int
+        Bytes a view costs (it has no data of its own).
+    granule : int
+        Allocations are rounded up to a multiple of this (torch's CUDA
+        caching allocator: 512).
+    slices_copy : bool
+        A row slice of an input is a copy (JAX): the batch's input slices
+        count as allocated.
+    sort_indices : bool
+        Sorting allocates the indices alongside the values (``torch.sort``).
+    deferred_frees : bool
+        A freed array's memory returns only once the operations dispatched
+        before it are done (JAX's asynchronous dispatch): the trace counts
+        a freed array until the next allocation.
+    graph : GraphCost or None
+        What a lazy library's graph and compute hold besides the arrays
+        (Dask); None: nothing counted.
+    dtype_rules : DtypeRules
+        Where its dtypes leave the standard's tables.
+    """
+
+    library: str
+    device: str
+    native_device: NativeDevice
+    #: What tells this profile from another: the library, the device and the
+    #: library's settings (`Adapter.config_token`); equal keys, equal profiles.
+    key: Hashable
+    dtypes: Mapping[str, DType]
+    default_float: str = "float64"
+    default_int: str = "int64"
+    default_complex: str = "complex128"
+    mixed_kinds: str = "numpy"
+    views: bool = True
+    flip_views: bool = True
+    elides: bool = False
+    lazy: bool = False
+    numpy_internals: bool = False
+    array_bytes: int = 0
+    dim_bytes: int = 0
+    view_bytes: int = 0
+    granule: int = 1
+    slices_copy: bool = False
+    sort_indices: bool = False
+    deferred_frees: bool = False
+    graph: GraphCost | None = None
+    dtype_rules: DtypeRules = field(default_factory=DtypeRules)
+
+    def dtype(self, name: str) -> DType:
+        """The library's dtype object named ``name`` (CannotFollow if not held)."""
+        try:
+            return self.dtypes[name]
+        except KeyError:
+            msg = f"{self.library} on {self.device!r} has no dtype {name}"
+            raise CannotFollow(msg) from None
+
+
+@dataclass(eq=False)
+class Trace:
+    """The bytes one shape-only run of ``fn`` allocates.
+
+    ``live`` and ``peak`` follow Python's lifetimes of the arrays (eager);
+    ``tape`` holds ``(node, inputs, bytes)`` per allocation, in order, for
+    `lazy_peak`. ``failure`` is the first `CannotFollow` raised, even if
+    ``fn`` caught it.
+    """
+
+    profile: Profile
+    live: int = 0
+    peak: int = 0
+    failure: str | None = None
+    tape: list[tuple[int, tuple[int, ...], int]] = field(default_factory=list)
+    nodes: int = 0
+    views: int = 0
+    #: Bytes freed but still held until the next allocation (`deferred_frees`).
+    pending: int = 0
+
+    def charge(
+        self, nbytes: int, ndim: int, inputs: tuple[int, ...]
+    ) -> tuple[int, int]:
+        """Charge an array of ``nbytes`` and ``ndim`` axes made from ``inputs``.
+
+        ``inputs`` are tape nodes. Returns ``(charged bytes, node)``: the
+        bytes rounded to the profile's granule plus the array's own cost, and
+        the tape node of the array.
+        """
+        profile = self.profile
+        granule = profile.granule
+        charged = -(-nbytes // granule) * granule
+        charged += profile.array_bytes + profile.dim_bytes * ndim
+        self.live += charged
+        self.peak = max(self.peak, self.live)
+        if self.pending:
+            self.live -= self.pending
+            self.pending = 0
+        self.nodes += 1
+        node = self.nodes
+        if profile.lazy:  # (only a graph's peak reads the tape)
+            self.tape.append((node, inputs, charged))
+        return charged, node
+
+    def release(self, charged: int) -> None:
+        """An array charged ``charged`` bytes was freed."""
+        if self.profile.deferred_frees:
+            self.pending += charged
+        else:
+            self.live -= charged
+
+    def hold(self, nbytes: int) -> int:
+        """Charge ``nbytes`` the library holds outside any array (a view, a buffer).
+
+        Returns them, for `release` (a buffer is released at once: it
+        counts only in the peak).
+        """
+        self.views += 1
+        self.live += nbytes
+        self.peak = max(self.peak, self.live)
+        return nbytes
+
+    def refuse(self, reason: str) -> CannotFollow:
+        """A `CannotFollow` for ``reason``, remembered as the trace's failure."""
+        if self.failure is None:
+            self.failure = reason
+        return CannotFollow(reason)
+
+    def lazy_peak(self, kept: tuple[int, ...]) -> int:
+        """The peak when each array is freed after its last use on the tape.
+
+        What a graph-running library holds: an array lives from the operation
+        that makes it to the last one that reads it; the nodes in ``kept``
+        (the result) live to the end. The profile's `GraphCost` adds what
+        the graph itself holds (the trace's operations) and, where the
+        compute copies the result, the result's bytes.
+        """
+        last: dict[int, int] = {}
+        for step, (_, inputs, _) in enumerate(self.tape):
+            for node in inputs:
+                last[node] = step
+        end = len(self.tape)
+        for node in kept:
+            last[node] = end
+        frees: dict[int, int] = {}  # step -> bytes freed after it
+        sizes = {node: size for node, _, size in self.tape}
+        for step, (node, _, _) in enumerate(self.tape):
+            after = last.get(node, step)
+            frees[after] = frees.get(after, 0) + sizes[node]
+        live = peak = 0
+        for step, (_, _, size) in enumerate(self.tape):
+            live += size
+            peak = max(peak, live)
+            live -= frees.get(step, 0)
+        graph = self.profile.graph
+        if graph is None:
+            return peak
+        if graph.copies_result:
+            peak += sum(sizes.get(node, 0) for node in set(kept))
+        return peak + graph.bytes(self.nodes, self.views)
+
+
+#: The trace the current context runs (None outside one).
+_ACTIVE: contextvars.ContextVar[Trace | None] = contextvars.ContextVar(
+    "xpkit_shape_trace", default=None
+)
+
+
+def active_trace() -> Trace:
+    """The trace the current context runs (CannotFollow outside one)."""
+    trace = _ACTIVE.get()
+    if trace is None:
+        msg = "a shape-only array was made outside its trace"
+        raise CannotFollow(msg)
+    return trace
+
+
+def tracing(trace: Trace, run: Callable[[], object]) -> object:
+    """``run()`` with ``trace`` active in the current context."""
+    token = _ACTIVE.set(trace)
+    try:
+        return run()
+    finally:
+        _ACTIVE.reset(token)

@@ -1,0 +1,457 @@
+"""The cost stage of `map_batches`: what ``fn`` costs, from the first source that knows.
+
+1. The caller's ``bytes_per_item``.
+2. The plan memory (`xpkit.plan_memory`): what a trace or probe found for a
+   call with the same signature.
+3. A tracer, which says what ``fn`` would allocate at any row count without
+   running it for real: the shape-only trace, ``fn`` on arrays that have
+   shapes and dtypes but no values, impersonating the backend's library and
+   device (`xpkit._adapters._shapes`); then the library's own
+   (`Adapter.library_tracer`: XLA's memory analysis of a jitted ``fn``, JAX's
+   trace of one written with ``jax.numpy``). One trace at `TRACE_FIRST_ROWS` rows guesses
+   the batch; three traces around the guess fit the cost's curve
+   (`xpkit._cost_model.fit`), and the plan checks its batch size against
+   the tracer itself (`Cost.exact`). Tracing computes nothing, allocates
+   nothing of the data's size and touches nothing outside the call.
+4. The probe, where no tracer can follow ``fn`` (it reads values, or calls
+   what has no shape rule): ``fn`` runs on a few real rows under the first
+   meter of the backend's adapter (`Adapter.peak_meters`), then on four
+   times as many, and so on, each probe's rows part of the result. The next
+   probe is never larger than the cost measured so far predicts to fit an
+   eighth of the budget (from three probes on, through a quadratic), and
+   the last three probes fit the curve. A meter whose library compiles per
+   shape is warmed first: each probe size runs once unmeasured.
+5. The caller's ``fallback_bytes_per_item``, where nothing measures; else
+   the bytes of one row of every input.
+
+The cost's ``source`` (`BatchPlan.source`) names what found it, and why the
+tracers before it could not follow ``fn``.
+"""
+
+from __future__ import annotations
+
+import math
+import traceback
+from collections.abc import Hashable
+from typing import TYPE_CHECKING
+
+from ._adapters._shapes._run import ShapeTracer
+from ._adapters._trace import CannotFollow, Profile, Tracer
+from ._cost_model import Cost, fit
+from ._dtypes import dtype_name, narrowed
+from ._log import logger
+from ._memory import array_nbytes
+from ._oom import UnsplittableMemoryError, is_oom_error, release_after_oom
+from ._plan_memory import Learned, PlanMemory
+
+if TYPE_CHECKING:
+    from ._adapters._base import Adapter
+    from ._adapters._peak import PeakMeter
+    from ._outputs import Outputs
+    from ._request import BatchRequest
+    from ._rows import Rows
+
+__all__ = [
+    "PROBE_BUDGET_SHARE",
+    "PROBE_FIRST_ROWS",
+    "PROBE_MAX_CALLS",
+    "TRACES",
+    "TRACE_FIRST_ROWS",
+    "TRACE_OPERATIONS",
+    "TRACE_OPERATION_BYTES",
+    "cost_of",
+]
+
+#: Rows of the first probe (or ``min_batch``, if larger).
+PROBE_FIRST_ROWS = 4
+#: Most measured probe calls; each has at most four times the rows of the one before.
+PROBE_MAX_CALLS = 6
+#: A probe is never predicted to need more than this share of the budget.
+PROBE_BUDGET_SHARE = 1 / 8
+#: With an executor, the probe (run in this process) takes at most 1/8 of the rows.
+PROBE_POOL_SHARE = 8
+#: Rows of the first trace (or ``min_batch``, if larger).
+TRACE_FIRST_ROWS = 16
+#: Most operations one trace may be predicted to make (a ``fn`` that loops
+#: over its rows makes more with more rows; about 100,000 take a second):
+#: larger row counts are left to the fitted curve.
+TRACE_OPERATIONS = 50_000
+#: Bytes a trace holds of its own per operation ``fn`` makes, at most: a
+#: shape-only array that stays alive holds about 280 (its object, shape and
+#: charge, as tracemalloc counts them for a loop of small arrays), with room
+#: for Python's free lists. A trace whose operations would not fit the
+#: budget at this rate is not made: its row count is left to the curve.
+TRACE_OPERATION_BYTES = 384
+#: Most traces of one plan (a compiler's analysis compiles ``fn`` for each).
+TRACES = 12
+
+#: (library, device, settings) -> the profile its traces impersonate.
+_PROFILES: dict[tuple[str, str, Hashable], Profile | None] = {}
+
+
+def cost_of(
+    request: BatchRequest,
+    outputs: Outputs,
+    learned: Learned | None,
+    budget_bytes: float,
+    memory: PlanMemory,
+) -> Cost:
+    """The cost of ``request``'s ``fn``, from the first source that has one.
+
+    A probe writes its rows into ``outputs``; a cost traced or measured now
+    is taught to ``memory``.
+    """
+    if request.bytes_per_item is not None:
+        return Cost(request.bytes_per_item, 0.0, "given")
+    if learned is not None and learned.source:  # (a fit alone has no cost)
+        return Cost(
+            learned.bytes_per_item,
+            learned.fixed_bytes,
+            learned.recalled_as,
+            squared=learned.squared_bytes,
+            remembered=True,
+            output_row_bytes=learned.output_row_bytes,
+        )
+    if request.n == 0:
+        return _input_rows(request, "no rows to probe")
+    reasons: list[str] = []
+    cost = _traced(request, budget_bytes, reasons)
+    if cost is None:
+        cost = _probe(request, outputs, budget_bytes, reasons)
+        cost.output_row_bytes = outputs.row_bytes if cost.probe_rows else None
+    if cost.source.startswith(("traced", "measured")):
+        memory.learn_cost(
+            request.key,
+            Learned(
+                bytes_per_item=cost.per_item,
+                fixed_bytes=cost.fixed,
+                source=cost.source,
+                output_row_bytes=cost.output_row_bytes,
+                alive=request.alive,
+                squared_bytes=cost.squared,
+            ),
+        )
+        if cost.limit is not None:
+            memory.learn_fit(request.key, cost.limit, request.alive)
+    return cost
+
+
+# -- tracers --------------------------------------------------------------------
+def _traced(
+    request: BatchRequest, budget_bytes: float, reasons: list[str]
+) -> Cost | None:
+    """The cost from the first tracer that follows ``fn`` (None: none does)."""
+    for tracer in _tracers(request):
+        try:
+            return _trace_cost(tracer, request, budget_bytes)
+        except CannotFollow as exc:
+            reasons.append(f"{tracer.name} could not follow fn: {exc}")
+            logger().info("map_batches: %s", reasons[-1])
+    return None
+
+
+def _tracers(request: BatchRequest) -> list[Tracer]:
+    """The tracers of ``fn`` on the request's device: the shape-only trace, then the library's."""
+    adapter, device = request.adapter, request.owner.device
+    specs = _input_specs(request)
+    if specs is None:
+        return []
+    job = request.job
+    found: list[Tracer] = []
+    profile = _profile(adapter, device)
+    if profile is not None:
+        copies = profile.slices_copy or (
+            request.owner.is_gpu and job.backend is not None
+        )  # (a move to a device copies the rows there)
+        found.append(
+            ShapeTracer(
+                profile, request.fn, specs, job.args, job.kwargs, charge_inputs=copies
+            )
+        )
+    own = adapter.library_tracer(request.fn, specs, (job.args, job.kwargs), device)
+    if own is not None:
+        found.append(own)
+    return found
+
+
+def _profile(adapter: Adapter, device: str) -> Profile | None:
+    """The profile of ``adapter``'s library on ``device`` (cached; None: no trace)."""
+    key = (adapter.key, device, adapter.config_token())
+    if key not in _PROFILES:
+        try:
+            _PROFILES[key] = adapter.shape_profile(device)
+        except Exception:  # noqa: BLE001 - no trace for this library: measure instead
+            logger().debug("no shape-only profile of %s", adapter.label, exc_info=True)
+            _PROFILES[key] = None
+    return _PROFILES[key]
+
+
+def _input_specs(
+    request: BatchRequest,
+) -> tuple[tuple[tuple[int, ...], str], ...] | None:
+    """Each input's row shape and dtype name, as ``fn`` sees it on the device.
+
+    None where a row shape is not known (a lazy array's unknown chunks) or a
+    dtype has no standard name: nothing traces such inputs.
+    """
+    held = request.adapter.held_dtypes(request.owner.device)
+    specs = []
+    for a in request.arrays:
+        row = tuple(a.shape[1:])
+        if not all(isinstance(d, int) for d in row):
+            return None
+        try:
+            name = dtype_name(a.dtype) or "float64"
+        except TypeError:
+            return None
+        specs.append((row, narrowed(name, held)))
+    return tuple(specs)
+
+
+class _Exact:
+    """A tracer's peaks at any row count, remembered, within a bound of work.
+
+    How much work a trace is grows with the operations ``fn`` makes, which
+    the tracer counts (`Tracer.operations`): a ``fn`` that loops over its rows
+    makes more with more rows, one that does not makes as many whatever the
+    rows (a compiler's analysis counts one). The count at a row count is
+    extrapolated from the traces so far, and a trace of more than
+    `TRACE_OPERATIONS` operations is not made (None), nor one whose own
+    objects (`TRACE_OPERATION_BYTES` an operation) would not fit
+    ``budget_bytes`` (the plan stays within the budget it plans for), nor
+    more than `TRACES` traces in all: what the plan traces depends on
+    ``fn``, the rows and the budget, never on how busy the machine is.
+    """
+
+    def __init__(self, tracer: Tracer, budget_bytes: float) -> None:
+        self._tracer = tracer
+        self._most_operations = min(
+            TRACE_OPERATIONS, budget_bytes / TRACE_OPERATION_BYTES
+        )
+        self._seen: dict[int, int] = {}
+        self._unknown: set[int] = set()
+        self._operations: list[tuple[int, int]] = []
+
+    def __call__(self, rows: int) -> int | None:
+        """The peak of ``fn`` on ``rows`` rows; None where it is not known.
+
+        Not known: the trace would be too much work, or the tracer could not
+        follow ``fn`` at that row count (``fn`` may behave otherwise at
+        other sizes; the real run shows what it does).
+        """
+        found = self._seen.get(rows)
+        if found is not None or rows in self._unknown:
+            return found
+        if self.operations(rows) > self._most_operations or len(self._seen) >= TRACES:
+            return None
+        try:
+            return self.first(rows)
+        except CannotFollow:
+            self._unknown.add(rows)
+            return None
+
+    def first(self, rows: int) -> int:
+        """A trace at ``rows`` rows (`CannotFollow` where it cannot follow fn)."""
+        peak = self._tracer.peak(rows)
+        self._operations.append((rows, self._tracer.operations))
+        self._seen[rows] = peak
+        return peak
+
+    def operations(self, rows: int) -> float:
+        """The operations a trace of ``rows`` rows is predicted to make."""
+        if not self._operations:
+            return 0.0
+        if len(self._operations) == 1:  # per row, the cautious guess, until a second
+            k, ops = self._operations[0]
+            return ops * max(rows / max(k, 1), 1.0) if rows > 2 * k else ops
+        ranked = sorted(self._operations)
+        (k1, o1), (k2, o2) = ranked[0], ranked[-1]
+        per_row = max((o2 - o1) / (k2 - k1), 0.0) if k2 > k1 else 0.0
+        return max(o1 - per_row * k1, 0.0) + per_row * rows
+
+
+def _trace_cost(tracer: Tracer, request: BatchRequest, budget_bytes: float) -> Cost:
+    """The cost curve through three traces around the batch the budget allows."""
+    n, floor = request.n, request.min_batch
+    exact = _Exact(tracer, budget_bytes)
+    first = min(n, max(floor, TRACE_FIRST_ROWS))
+    peak = exact.first(first)
+    points = [(first, float(peak))]
+    second = exact(min(n, 2 * first))  # (and how its time grows with the rows)
+    if second is not None:
+        points.append((min(n, 2 * first), float(second)))
+    guess = int(budget_bytes / request.overhead / max(peak / first, 1.0))
+    guess = min(max(guess, floor), n)
+    for rows in sorted({max(guess // 4, 1), max(guess // 2, 1), guess} - {first}):
+        found = exact(rows)
+        if found is not None:
+            points.append((rows, float(found)))
+    fixed, per_item, squared = fit(points)
+    logger().info(
+        "map_batches: traced by %s: %.4g bytes per item + %.4g fixed + %.4g per "
+        "item squared, from traces of %s rows",
+        tracer.name,
+        per_item,
+        fixed,
+        squared,
+        sorted(k for k, _ in points),
+    )
+    return Cost(
+        per_item,
+        fixed,
+        f"traced by {tracer.name}",
+        squared=squared,
+        exact=exact,
+        output_row_bytes=tracer.output_row_bytes,
+    )
+
+
+# -- the probe ------------------------------------------------------------------
+def _input_rows(request: BatchRequest, why: str) -> Cost:
+    """The caller's fallback estimate, else the bytes of one row of every input."""
+    if request.fallback_bytes_per_item is not None:
+        return Cost(request.fallback_bytes_per_item, 0.0, f"fallback ({why})")
+    total = sum(array_nbytes(a) for a in request.arrays)
+    per_item = max(total / max(request.n, 1), 1.0)
+    return Cost(per_item, 0.0, f"input rows ({why})")
+
+
+def _unfollowed(reasons: list[str]) -> str:
+    """Why no tracer stands behind a measured cost, for its source."""
+    return f" ({reasons[0][:160]})" if reasons else ""
+
+
+def _next_rows(points: list[tuple[int, int]], rows: int, share_bytes: float) -> int:
+    """The next probe's rows: four times as many, unless the cost so far says it won't fit.
+
+    The prediction is the fitted curve from three points on; before, a power
+    law through the last two (or proportional to the rows after one).
+    """
+    grown = 4 * rows
+    if len(points) >= 3:
+        fixed, per_item, squared = fit(points)
+        affordable = Cost(per_item, fixed, "", squared=squared).rows_within(
+            share_bytes, 1.0
+        )
+    else:
+        k2, p2 = points[-1]
+        exponent = 1.0
+        if len(points) == 2:
+            k1, p1 = points[-2]
+            if p1 > 0 and p2 > p1 and k2 > k1:
+                exponent = max(1.0, math.log(p2 / p1) / math.log(k2 / k1))
+        per = max(p2, 1) / k2**exponent
+        affordable = int((share_bytes / per) ** (1 / exponent))
+    return max(min(grown, affordable), rows + 1)
+
+
+def _probe(
+    request: BatchRequest, outputs: Outputs, budget_bytes: float, reasons: list[str]
+) -> Cost:
+    """Run ``fn`` on growing row ranges from row 0 under the device's first meter.
+
+    At most an eighth of the rows on a pool (but always one probe). A meter
+    that asks for warming runs each size once unmeasured, then measures it.
+    """
+    owner, n = request.owner, request.n
+    meters = request.adapter.peak_meters(owner.device)
+    if not meters:
+        why = f"{owner.name} on {owner.device!r} has no peak-memory meter"
+        if reasons:
+            why += f", and {reasons[0][:160]}"
+        cost = _input_rows(request, why)
+        logger().info("map_batches: per-item cost from the %s", cost.source)
+        return cost
+    meter = meters[0]
+    share = budget_bytes * PROBE_BUDGET_SHARE
+    most = n if request.pool is None else max(n // PROBE_POOL_SHARE, 1)
+    points: list[tuple[int, int]] = []  # (rows, peak bytes)
+    start, rows, limit = 0, max(min(PROBE_FIRST_ROWS, most), request.min_batch), None
+    while start < n and len(points) < PROBE_MAX_CALLS:
+        if points and start + rows > most:
+            rows = most - start
+            if rows < request.min_batch or rows < 1:
+                break
+        stop = min(start + rows, n)
+        if meter.warm_up and start + 2 * (stop - start) > most:
+            break  # no rows left to run this shape twice
+        try:
+            if meter.warm_up:  # run this shape once unmeasured: it compiles
+                _run_probe(request, outputs, start, stop, None)
+                start, stop = stop, 2 * stop - start
+            peak = _run_probe(request, outputs, start, stop, meter)
+        except BaseException as exc:
+            if (
+                not is_oom_error(exc)
+                or (stop - start) // 2 < request.min_batch
+                or isinstance(exc, UnsplittableMemoryError)
+            ):
+                raise
+            traceback.clear_frames(exc.__traceback__)
+            failed = True
+        else:
+            failed = False
+        if failed:
+            release_after_oom()
+            logger().info(
+                "map_batches: out of memory probing rows %d:%d; probing half",
+                start,
+                stop,
+            )
+            limit = max((stop - start) // 2, request.min_batch)
+            rows = limit
+            continue
+        if peak is None:  # measured by an enclosing probe, or another thread's
+            start = stop
+            if points:
+                break  # fit what was measured
+            why = "another peak measurement was under way"
+            cost = _input_rows(request, why)
+            logger().info("map_batches: per-item cost from the %s", cost.source)
+            cost.probe_rows, cost.limit = stop, limit
+            return cost
+        points.append((stop - start, peak))
+        start = stop
+        if limit is not None or (len(points) >= 3 and peak >= share):
+            break
+        rows = _next_rows(points, points[-1][0], share)
+    if not points:
+        cost = _input_rows(request, f"too few rows to measure with {meter.name}")
+        cost.probe_rows = start
+        return cost
+    fixed, per_item, squared = fit(points)
+    source = f"measured by {meter.name}{_unfollowed(reasons)}"
+    logger().info(
+        "map_batches: %s: %.4g bytes per item + %.4g fixed + %.4g per item squared, "
+        "from probes of %s rows",
+        source,
+        per_item,
+        fixed,
+        squared,
+        [r for r, _ in points],
+    )
+    return Cost(per_item, fixed, source, squared=squared, probe_rows=start, limit=limit)
+
+
+def _run_probe(
+    request: BatchRequest,
+    outputs: Outputs,
+    start: int,
+    stop: int,
+    meter: PeakMeter | None,
+) -> int | None:
+    """Rows ``start:stop`` into ``outputs``; their peak bytes under ``meter``.
+
+    Without a meter (a warming run) the peak is None.
+    """
+    job, arrays, n = request.job, request.arrays, request.n
+
+    def attempt() -> Rows:
+        return outputs.take(job.run(arrays, start, stop, n), start, stop)
+
+    if meter is None:
+        result, peak = attempt(), None
+    else:
+        result, peak = meter.measure(attempt)
+    outputs.put(start, stop, result)
+    return peak

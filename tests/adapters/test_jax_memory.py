@@ -1,0 +1,131 @@
+"""JAX's meters: XLA's memory analysis of a jitted fn, and a GPU's statistics (issue #28)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+jnp = pytest.importorskip("jax.numpy")
+
+import xpkit
+from xpkit._adapters import get_adapter
+from xpkit._adapters._jax_memory import JaxprTracer, StatsPeak, XlaTracer
+from xpkit._adapters._trace import CannotFollow
+
+
+@jax.jit
+def _pairwise(x):
+    """Each row's five nearest rows of the batch (a rows x rows matrix, sorted)."""
+    d = jnp.sum((x[:, None, :] - x[None, :, :]) ** 2, axis=2)
+    return jnp.sort(d, axis=1)[:, :5]
+
+
+def _cpu() -> object:
+    return jax.devices("cpu")[0]
+
+
+def test_only_a_jitted_fn_gets_xla_s_analysis():
+    adapter = get_adapter("jax")
+    specs = (((8,), "float32"),)
+    eager = adapter.library_tracer(lambda x: x * 2, specs, ((), {}), "cpu")
+    assert isinstance(eager, JaxprTracer)
+    tracer = adapter.library_tracer(_pairwise, specs, ((), {}), "cpu")
+    assert isinstance(tracer, XlaTracer)
+
+
+def test_xla_s_analysis_is_the_compiled_programs_own():
+    tracer = XlaTracer(_pairwise, (((8,), "float32"),), ((), {}), _cpu())
+    rows = 64
+    spec = jax.ShapeDtypeStruct((rows, 8), "float32")
+    stats = _pairwise.lower(spec).compile().memory_analysis()
+    made = stats.temp_size_in_bytes + stats.output_size_in_bytes
+    expected = made - stats.alias_size_in_bytes + rows * 8 * 4  # and the row slice
+    assert tracer.peak(rows) == expected
+    assert tracer.output_row_bytes == 5 * 4  # five float32 per row
+
+
+def test_the_analysis_grows_with_the_rows_squared():
+    tracer = XlaTracer(_pairwise, (((8,), "float32"),), ((), {}), _cpu())
+    small, large = tracer.peak(64), tracer.peak(256)
+    assert large > 8 * small  # (a straight line would give 4x)
+
+
+def test_a_fn_xla_cannot_compile_is_not_followed():
+    @jax.jit
+    def reads(x):
+        return x * 2 if float(x[0, 0]) > 0 else x  # a value read under jit
+
+    tracer = XlaTracer(reads, (((8,), "float32"),), ((), {}), _cpu())
+    with pytest.raises(CannotFollow, match="could not compile"):
+        tracer.peak(16)
+
+
+def test_map_batches_plans_a_jitted_fn_by_xla_s_analysis():
+    x = jnp.asarray(np.random.default_rng(0).standard_normal((2048, 8)), "float32")
+    budget = 2**20
+    plan = xpkit.plan_batches(_pairwise, x, budget_gb=budget / 2**30)
+    assert plan.source == "traced by XLA's memory analysis of the compiled fn"
+    assert plan.probe_rows == 0
+    tracer = XlaTracer(_pairwise, (((8,), "float32"),), ((), {}), _cpu())
+    assert tracer.peak(plan.batch_size) <= budget  # the batch's own program fits
+    assert tracer.peak(2 * plan.batch_size) > budget  # and not far under it
+    got = xpkit.map_batches(_pairwise, x, budget_gb=budget / 2**30)
+    assert got.shape == (2048, 5)
+
+
+def test_an_eager_fn_of_the_standard_is_traced_on_shape_only_arrays():
+    x = jnp.ones((256, 8), "float32")
+
+    def fn(r):
+        xp = xpkit.Backend.from_arrays(r).xp
+        return xp.tanh(r) * 3
+
+    plan = xpkit.plan_batches(fn, x, budget_gb=1e-4)
+    assert plan.source == "traced by shape-only arrays"
+
+
+def test_an_eager_fn_of_jax_numpy_is_traced_by_jax():
+    x = jnp.ones((4096, 8), "float32")
+
+    def fn(r):  # jax.numpy directly: no shape-only array reaches it
+        t = jnp.tanh(r) * 3
+        return jnp.sort(t - r**2, axis=1)
+
+    budget = 2**20
+    plan = xpkit.plan_batches(fn, x, budget_gb=budget / 2**30)
+    assert plan.source.startswith("traced by JAX's trace of fn")
+    assert "shape-only arrays could not follow fn" not in plan.source
+    tracer = JaxprTracer(fn, (((8,), "float32"),), ((), {}))
+    per_row = tracer.peak(1000) / 1000
+    assert 4 * 32 <= per_row <= 5 * 32  # the input, and 3 of tanh, *3, r**2, -, sort
+    assert 0.5 * budget <= tracer.peak(plan.batch_size) <= budget
+
+
+class _Gpu:
+    def __init__(self, stats):
+        self.stats = stats
+
+    def memory_stats(self):
+        return self.stats
+
+
+def test_the_gpu_meter_reads_a_peak_the_run_raised():
+    gpu = _Gpu({"bytes_in_use": 1000, "peak_bytes_in_use": 5000})
+
+    def run():
+        gpu.stats = {"bytes_in_use": 1200, "peak_bytes_in_use": 9000}
+        return "done"
+
+    assert StatsPeak(lambda: gpu).measure(run) == ("done", 8000)
+
+
+def test_the_gpu_meter_says_it_did_not_see_a_run_under_an_older_peak():
+    gpu = _Gpu({"bytes_in_use": 1000, "peak_bytes_in_use": 50_000})
+
+    def run():
+        gpu.stats = {"bytes_in_use": 1000, "peak_bytes_in_use": 50_000}
+        return 3
+
+    assert StatsPeak(lambda: gpu).measure(run) == (3, None)
+    assert StatsPeak(lambda: _Gpu(None)).measure(lambda: 4) == (4, None)

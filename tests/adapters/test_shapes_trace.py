@@ -1,0 +1,328 @@
+"""Shape-only arrays: what they refuse, what they charge, and who finds their namespace.
+
+A shape-only array cannot stand in for a value (`CannotFollow`); its
+operations charge the bytes the impersonated library would allocate (views,
+copies, NumPy's temporary elision, a lazy library's last uses); code that
+asks for an array's namespace reaches the shape-only one; traces in several
+threads do not disturb each other.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import tracemalloc
+from concurrent.futures import ThreadPoolExecutor
+
+import array_api_compat
+import numpy as np
+import pytest
+from shape_twins import profile_of, twin_mismatches
+
+import xpkit
+from xpkit._adapters._registry import get_adapter
+from xpkit._adapters._shapes import CannotFollow, ShapeArray, ShapeTracer, _namespace
+from xpkit._adapters._shapes._array import given
+from xpkit._adapters._trace import GraphCost, Trace, tracing
+from xpkit._dtypes import dtype_name
+
+
+def _in_trace(profile, run):
+    """``run(trace)`` inside a new trace of ``profile``; returns ``(result, trace)``."""
+    trace = Trace(profile)
+    return tracing(trace, lambda: run(trace)), trace
+
+
+# -- the comparison itself ------------------------------------------------------
+def test_a_shape_only_result_that_differs_is_reported(xpkit_backend, xp):
+    """`twin_mismatches` can fail: a case that answers otherwise is a mismatch."""
+
+    def lying(xp, x):
+        return xp.sum(x, axis=0, keepdims=isinstance(x, ShapeArray))
+
+    def refusing(xp, x):
+        if isinstance(x, ShapeArray):
+            bool(x)
+        return x
+
+    cases = [
+        ("sum", [((2, 3), "float32")], lying),
+        ("refuses", [((2, 3), "float32")], refusing),
+    ]
+    compared, wrong = twin_mismatches(xpkit_backend, xp, cases)
+    assert compared == 2
+    assert [w.split(":")[0] for w in wrong] == ["sum", "refuses"]
+    assert "CannotFollow" in wrong[1]
+
+
+# -- refusals ---------------------------------------------------------------------
+REFUSALS = {
+    "bool()": lambda xp, x: bool(x),
+    "float()": lambda xp, x: float(x),
+    "int()": lambda xp, x: int(x),
+    "a boolean mask": lambda xp, x: x[x > 0],
+    "nonzero": lambda xp, x: xp.nonzero(x),
+    "unique_values": lambda xp, x: xp.unique_values(x),
+    "np.asarray": lambda xp, x: np.asarray(x),
+    ".item()": lambda xp, x: x.item(),
+    "an array as an index": lambda xp, x: [1, 2, 3][xp.sum(xp.astype(x, xp.int64))],
+    "np.nonzero": lambda xp, x: np.nonzero(x),
+    "np.unique": lambda xp, x: np.unique(x),
+}
+
+
+@pytest.mark.parametrize("what", list(REFUSALS))
+def test_reading_values_is_refused(xpkit_backend, what):
+    profile = profile_of(xpkit_backend)
+
+    def run(trace):
+        x = given(trace, (3,), "float32")
+        return REFUSALS[what](x.__array_namespace__(), x)
+
+    with pytest.raises(CannotFollow):
+        _in_trace(profile, run)
+
+
+@pytest.mark.parametrize("catch", [CannotFollow, Exception])
+def test_a_refusal_fn_catches_still_fails_the_trace(xpkit_backend, catch):
+    def fn(x):
+        try:
+            if x[0] > 0:
+                x = x + 1
+        except catch:
+            pass  # fn goes on as if the value were known
+        return x * 2
+
+    tracer = ShapeTracer(profile_of(xpkit_backend), fn, (((3,), "float32"),))
+    with pytest.raises(CannotFollow, match="bool"):
+        tracer.peak(10)
+    clean = ShapeTracer(
+        profile_of(xpkit_backend), lambda x: x * 2, (((3,), "float32"),)
+    )
+    assert clean.peak(10) > 0  # (without the refusal the same trace answers)
+
+
+# -- views and charges (NumPy) ----------------------------------------------------
+@pytest.fixture(scope="module")
+def numpy_profile():
+    return get_adapter("numpy").shape_profile("cpu")
+
+
+def _array_cost(profile, shape, name="float64"):
+    """What one array of ``shape`` is charged on ``profile`` (data and object)."""
+    data = int(np.prod(shape)) * np.dtype(name).itemsize
+    granule = profile.granule
+    return (
+        -(-data // granule) * granule
+        + profile.array_bytes
+        + profile.dim_bytes * len(shape)
+    )
+
+
+def _charged(profile, shape, op):
+    """Bytes ``op(x)`` adds to the live count (what the result holds), and the peak rise."""
+
+    def run(trace):
+        x = given(trace, shape, "float64")
+        before = trace.live
+        result = op(x)
+        return trace.live - before, trace.peak - before, result.shape
+
+    (live, peak, _), _ = _in_trace(profile, run)
+    return live, peak
+
+
+def test_a_basic_slice_charges_only_its_view(numpy_profile):
+    live, peak = _charged(numpy_profile, (1000, 100), lambda x: x[10:20, ::2])
+    view = numpy_profile.view_bytes + numpy_profile.dim_bytes * 2
+    assert (live, peak) == (view, view)
+    assert view < 1000  # (not the 8 MB of data)
+    copy, _ = _charged(numpy_profile, (1000, 100), lambda x: x[[1, 2, 3]])
+    assert copy == _array_cost(numpy_profile, (3, 100))  # an integer index copies
+
+
+def test_reshape_of_a_transpose_copies(numpy_profile):
+    view = numpy_profile.view_bytes + numpy_profile.dim_bytes
+    contiguous, _ = _charged(numpy_profile, (300, 400), lambda x: x.reshape(-1))
+    assert contiguous == view
+    transposed, _ = _charged(numpy_profile, (300, 400), lambda x: x.T.reshape(-1))
+    assert transposed == _array_cost(numpy_profile, (120000,))
+    sliced, _ = _charged(numpy_profile, (300, 400), lambda x: x[:, :10].reshape(-1))
+    assert sliced == _array_cost(
+        numpy_profile, (3000,)
+    )  # (a column slice is not C order)
+
+
+def _real_peak(fn, x):
+    """The bytes NumPy itself allocates at most while ``fn(x)`` runs (tracemalloc)."""
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        result = fn(x)
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    del result
+    return peak
+
+
+def _operators(a):
+    return a * 2 + 1
+
+
+def _functions(a):
+    return np.add(np.multiply(a, 2), 1)
+
+
+@pytest.mark.parametrize(("fn", "arrays"), [(_operators, 1), (_functions, 2)])
+def test_temporary_elision_as_numpy_does_it(numpy_profile, fn, arrays):
+    """``a * 2 + 1`` adds into the large temporary ``a * 2``; NumPy's functions do not."""
+    shape = (1000, 500)  # 4 MB: above NumPy's 256 KiB elision threshold
+    peak = ShapeTracer(numpy_profile, fn, ((shape[1:], "float64"),)).peak(shape[0])
+    assert peak == arrays * _array_cost(numpy_profile, shape)
+    real = _real_peak(fn, np.ones(shape))
+    assert real == pytest.approx(arrays * 4e6, rel=0.01)  # (NumPy agrees)
+
+
+def test_no_elision_of_a_small_temporary(numpy_profile):
+    peak = ShapeTracer(numpy_profile, _operators, (((8,), "float64"),)).peak(100)
+    assert peak == 2 * _array_cost(
+        numpy_profile, (100, 8)
+    )  # 6.4 kB: below the threshold
+
+
+def _chain(x):
+    a = x + 1
+    b = a * 2  # (``a`` is still named: Python holds it to the end)
+    return b - 3
+
+
+def _arrays_only(profile):
+    """``profile`` without what its graph holds besides the arrays."""
+    return dataclasses.replace(profile, graph=None)
+
+
+def test_a_lazy_library_frees_each_array_after_its_last_use():
+    dask_profile = _arrays_only(get_adapter("dask").shape_profile("cpu"))
+    each = _array_cost(dask_profile, (1000, 100))
+    lazy = ShapeTracer(dask_profile, _chain, (((100,), "float64"),)).peak(1000)
+    assert lazy == 2 * each  # ``a`` dies once ``b`` is made
+    eager_profile = dataclasses.replace(dask_profile, lazy=False)
+    eager = ShapeTracer(eager_profile, _chain, (((100,), "float64"),)).peak(1000)
+    assert eager == 3 * each  # Python's lifetimes: ``a``, ``b`` and the result
+
+
+def test_the_lazy_peak_keeps_the_results_to_the_end():
+    dask_profile = _arrays_only(get_adapter("dask").shape_profile("cpu"))
+    each = _array_cost(dask_profile, (1000, 100))
+
+    def two_results(x):
+        first = x + 1
+        return first, ((first * 2) * 3) * 4  # ``first`` is kept: a result
+
+    lazy = ShapeTracer(dask_profile, two_results, (((100,), "float64"),)).peak(1000)
+    assert lazy == 3 * each  # ``first``, and two of the chain at a time
+
+
+def test_a_graph_adds_its_operations_its_compute_and_a_copy_of_the_result():
+    graph = GraphCost(
+        per_operation=100,
+        first_operations=2,
+        first_bytes=1000,
+        compute=5000,
+        copies_result=True,
+    )
+    profile = dataclasses.replace(get_adapter("dask").shape_profile("cpu"), graph=graph)
+    each = _array_cost(profile, (1000, 100))
+    peak = ShapeTracer(profile, _chain, (((100,), "float64"),)).peak(1000)
+    # two arrays of the chain at a time, the result copied, three operations
+    # (two of them leaving garbage), and the compute's own bytes
+    assert peak == 2 * each + each + 3 * 100 + 2 * 1000 + 5000
+    kept = dataclasses.replace(graph, copies_result=False)
+    alone = ShapeTracer(
+        dataclasses.replace(profile, graph=kept), _chain, (((100,), "float64"),)
+    ).peak(1000)
+    assert alone == peak - each
+
+
+def test_deferred_frees_hold_a_dropped_array_until_the_next_allocation():
+    numpy_profile = get_adapter("numpy").shape_profile("cpu")
+    eager = dataclasses.replace(numpy_profile, elides=False)
+    deferred = dataclasses.replace(eager, deferred_frees=True)
+    each = _array_cost(eager, (1000, 100))
+    spec = (((100,), "float64"),)
+
+    # ``(x + 1) * 2 - 3``: ``x + 1`` is dropped once ``* 2`` is made, so the
+    # eager peak holds two arrays; deferred, it is still held while ``- 3``
+    # is made: three
+    def unnamed(x):
+        return (x + 1) * 2 - 3
+
+    assert ShapeTracer(eager, unnamed, spec).peak(1000) == 2 * each
+    assert ShapeTracer(deferred, unnamed, spec).peak(1000) == 3 * each
+
+
+# -- the namespace ---------------------------------------------------------------
+def test_every_way_to_the_namespace_finds_the_shape_only_one(xpkit_backend):
+    def run(trace):
+        x = given(trace, (3, 4), "float32")
+        return (
+            x.__array_namespace__(),
+            array_api_compat.array_namespace(x),
+            array_api_compat.array_namespace(x, x + 1),
+            xpkit.Backend.from_arrays(x).xp,
+            xpkit.Backend.from_arrays(x, 2.0).xp,
+        )
+
+    found, _ = _in_trace(profile_of(xpkit_backend), run)
+    assert all(ns is _namespace for ns in found), found
+
+
+def test_the_namespace_speaks_for_the_impersonated_library(xpkit_backend, xp):
+    """Its dtypes and device are the library's own objects, as a real array's are."""
+    profile = profile_of(xpkit_backend)
+    real = xpkit_backend.asarray(np.ones((3, 4), dtype=np.float32))
+
+    def run(trace):
+        x = given(trace, (3, 4), "float32")
+        ns = xpkit.Backend.from_arrays(x).xp
+        info = ns.__array_namespace_info__()
+        return x.dtype, ns.float32, x.device, info.default_dtypes()
+
+    (dtype, float32, device, defaults), _ = _in_trace(profile, run)
+    assert dtype is float32
+    assert dtype == real.dtype
+    assert device == profile.native_device == xpkit_backend.native_device
+    info = xp.__array_namespace_info__()
+    wanted = info.default_dtypes(device=xpkit_backend.native_device)
+    assert {k: dtype_name(v) for k, v in defaults.items()} == {
+        k: dtype_name(v) for k, v in wanted.items()
+    }
+
+
+# -- threads --------------------------------------------------------------------------
+def _work(x):
+    xp = x.__array_namespace__()  # (its functions find their trace by context)
+    y = x * 2 + 1
+    z = np.tanh(y) @ np.ones((x.shape[1], 16))
+    w = (z[:, :8] - z[:, 8:].mean(axis=0)).T
+    pad = xp.zeros((x.shape[0], 4 + x.shape[0] % 5))
+    return xp.concat([w.T.reshape(x.shape[0], -1) * 3, pad], axis=1)
+
+
+def test_tracers_in_threads_at_once_each_see_their_own_peak(numpy_profile):
+    rows = [100, 2000, 50_000, 7, 300, 4096, 1, 900]
+    tracer = ShapeTracer(numpy_profile, _work, (((64,), "float64"),))
+    alone = [tracer.peak(r) for r in rows]
+    assert len(set(alone)) == len(rows)  # (each row count its own peak)
+    start = threading.Barrier(len(rows))
+
+    def run(i):
+        mine = ShapeTracer(numpy_profile, _work, (((64,), "float64"),))
+        start.wait()
+        return [mine.peak(rows[i]) for _ in range(30)]
+
+    with ThreadPoolExecutor(len(rows)) as pool:
+        seen = list(pool.map(run, range(len(rows))))
+    assert seen == [[p] * 30 for p in alone]

@@ -1,0 +1,183 @@
+"""Shape-only arrays tell the truth: one-argument functions, Python scalars, casts.
+
+As `test_shapes.py`: each case runs on the backend's real arrays and on
+shape-only arrays impersonating it (`shape_twins`), and the shapes and
+dtypes must be equal wherever the library answers.
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+
+import pytest
+from shape_twins import ALL_DTYPES, PAIRED, SCALARS, SOME_PAIRS, assert_twins
+
+#: Dtypes of a one-argument function's cases.
+SINGLE = ALL_DTYPES
+
+
+SCALAR_OPS = (
+    operator.add,
+    operator.sub,
+    operator.mul,
+    operator.truediv,
+    operator.floordiv,
+    operator.pow,
+    operator.lt,
+    operator.and_,
+)
+
+
+@pytest.mark.parametrize("op", SCALAR_OPS, ids=lambda op: op.__name__)
+def test_python_scalars_are_weak_as_in_the_library(xpkit_backend, xp, op):
+    cases = []
+    for name, scalar in itertools.product(PAIRED, SCALARS):
+        cases.append(
+            (
+                f"{name} {op.__name__} {scalar!r}",
+                [((2, 3), name)],
+                lambda xp, x, s=scalar: op(x, s),
+            )
+        )
+        cases.append(
+            (
+                f"{scalar!r} {op.__name__} {name}",
+                [((2, 3), name)],
+                lambda xp, x, s=scalar: op(s, x),
+            )
+        )
+    assert_twins(xpkit_backend, xp, cases)
+
+
+@pytest.mark.parametrize("name", ["add", "multiply", "divide", "equal", "maximum"])
+def test_python_scalars_in_functions(xpkit_backend, xp, name):
+    cases = [
+        (
+            f"{name}({a}, {s!r})",
+            [((2, 3), a)],
+            lambda xp, x, s=s, name=name: getattr(xp, name)(x, s),
+        )
+        for a, s in itertools.product(PAIRED, SCALARS)
+    ]
+    assert_twins(xpkit_backend, xp, cases)
+
+
+UNARY = [
+    "abs",
+    "acos",
+    "acosh",
+    "asin",
+    "asinh",
+    "atan",
+    "atanh",
+    "bitwise_invert",
+    "ceil",
+    "conj",
+    "cos",
+    "cosh",
+    "exp",
+    "expm1",
+    "floor",
+    "imag",
+    "isfinite",
+    "isinf",
+    "isnan",
+    "log",
+    "log1p",
+    "log2",
+    "log10",
+    "logical_not",
+    "negative",
+    "positive",
+    "real",
+    "reciprocal",
+    "round",
+    "sign",
+    "signbit",
+    "sin",
+    "sinh",
+    "sqrt",
+    "square",
+    "tan",
+    "tanh",
+    "trunc",
+]
+
+
+@pytest.mark.parametrize("name", UNARY)
+def test_unary_functions(xpkit_backend, xp, name):
+    cases = [
+        (f"{name}({a})", [((2, 3), a)], lambda xp, x, name=name: getattr(xp, name)(x))
+        for a in SINGLE
+    ]
+    assert_twins(xpkit_backend, xp, cases)
+
+
+@pytest.mark.parametrize(
+    "op", [operator.neg, operator.pos, operator.abs, operator.invert], ids=str
+)
+def test_unary_operators(xpkit_backend, xp, op):
+    cases = [
+        (f"{op.__name__}({a})", [((2, 3), a)], lambda xp, x: op(x)) for a in SINGLE
+    ]
+    assert_twins(xpkit_backend, xp, cases)
+
+
+def test_astype(xpkit_backend, xp):
+    cases = [
+        (
+            f"astype({a}, {b})",
+            [((2, 3), a)],
+            lambda xp, x, b=b: xp.astype(x, getattr(xp, b)),
+        )
+        for a, b in itertools.product(ALL_DTYPES, ALL_DTYPES)
+    ]
+    assert_twins(xpkit_backend, xp, cases)
+
+
+def test_where(xpkit_backend, xp):
+    cases = [
+        (
+            f"where(bool, {a}, {b})",
+            [((3, 1), "bool"), ((4,), a), ((2, 1, 1), b)],
+            lambda xp, c, x, y: xp.where(c, x, y),
+        )
+        for a, b in [*SOME_PAIRS, ("int64", "float32"), ("uint64", "int64")]
+    ]
+    for a, s in itertools.product(PAIRED, SCALARS):
+        cases.append(
+            (
+                f"where(bool, {a}, {s!r})",
+                [((3, 1), "bool"), ((4,), a)],
+                lambda xp, c, x, s=s: xp.where(c, x, s),
+            )
+        )
+        cases.append(
+            (
+                f"where(bool, {s!r}, {a})",
+                [((3, 1), "bool"), ((4,), a)],
+                lambda xp, c, x, s=s: xp.where(c, s, x),
+            )
+        )
+    assert_twins(xpkit_backend, xp, cases)
+
+
+def test_clip(xpkit_backend, xp):
+    cases = []
+    for a in PAIRED:
+        cases += [
+            (f"clip({a}, 0, 2)", [((2, 3), a)], lambda xp, x: xp.clip(x, 0, 2)),
+            (f"clip({a}, 0.5)", [((2, 3), a)], lambda xp, x: xp.clip(x, 0.5)),
+            (
+                f"clip({a}, max=array)",
+                [((2, 3), a), ((3,), a)],
+                lambda xp, x, m: xp.clip(x, max=m),
+            ),
+            (
+                f"clip({a}, (4, 1, 1) array)",
+                [((2, 3), a), ((4, 1, 1), a)],
+                lambda xp, x, m: xp.clip(x, m, None),
+            ),
+        ]
+    assert_twins(xpkit_backend, xp, cases)

@@ -1,0 +1,133 @@
+"""torch's meter: the live bytes of the tensors a call's operations make (issue #28).
+
+It follows the calling thread's aten operations (a dispatch mode), counts
+each new storage on the measured device, rounded to the allocator's block,
+and resets no allocator statistic. The CUDA path is checked on torch's
+``meta`` device (storages with sizes and no data) and with the allocator's
+statistics made to fail if they are touched.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from xpkit._adapters import get_adapter
+from xpkit._adapters._torch_dispatch import DispatchPeak
+
+MIB = 2**20
+
+
+def _cpu_meter() -> DispatchPeak:
+    (meter, *_) = get_adapter("torch").peak_meters("cpu")
+    assert isinstance(meter, DispatchPeak)
+    return meter
+
+
+def test_it_counts_what_the_operations_make_and_frees():
+    x = torch.ones(MIB // 4)  # 1 MiB of float32, made before: not counted
+
+    def fn():
+        a = x * 2  # 1 MiB
+        b = torch.zeros(2 * MIB // 4)  # a factory: 2 MiB
+        del a  # freed before the next allocation
+        c = b + 1  # 2 MiB, with b alive: 4 MiB at once
+        return c.sum()
+
+    result, peak = _cpu_meter().measure(fn)
+    assert float(result) == 2 * MIB // 4
+    assert 4 * MIB <= peak < 4 * MIB + 4096
+
+
+def test_views_and_in_place_operations_make_nothing():
+    x = torch.ones(1024, 256)
+
+    def fn():
+        v = x[10:20].T  # views of an input
+        x.mul_(1.0)  # in place
+        out = torch.empty(1024, 256)
+        torch.add(x, 1, out=out)  # into a buffer it made
+        return v[:3], out
+
+    _, peak = _cpu_meter().measure(fn)
+    assert peak == 1024 * 256 * 4  # the one empty() buffer
+
+
+def test_a_result_moved_to_another_device_is_not_counted():
+    meter = DispatchPeak("meta", None, 512)
+
+    def fn():
+        on_meta = torch.empty(1000, device="meta")  # 4000 bytes -> 4096 in blocks
+        host = torch.ones(10_000)  # the CPU's: not the measured device
+        return on_meta, host
+
+    _, peak = meter.measure(fn)
+    assert peak == 4096
+
+
+def test_the_allocator_block_rounds_every_storage():
+    meter = DispatchPeak("meta", None, 512)
+    _, peak = meter.measure(lambda: [torch.empty(1, device="meta") for _ in range(3)])
+    assert peak == 3 * 512
+
+
+def test_another_threads_tensors_are_not_counted():
+    started, release = threading.Event(), threading.Event()
+    held: list[object] = []
+
+    def other():
+        started.set()
+        held.append(torch.ones(8 * MIB // 4))  # 8 MiB in another thread
+        release.wait(10)
+
+    worker = threading.Thread(target=other)
+    worker.start()
+    started.wait(10)
+    try:
+        _, peak = _cpu_meter().measure(lambda: torch.ones(MIB // 4) * 3)
+    finally:
+        release.set()
+        worker.join(10)
+    assert MIB <= peak < 3 * MIB  # its own 2 MiB, never the other thread's 8
+
+
+def test_it_never_touches_the_allocators_statistics(monkeypatch):
+    def touched(*args, **kwargs):
+        msg = "an allocator statistic was read or reset"
+        raise AssertionError(msg)
+
+    for name in (
+        "reset_peak_memory_stats",
+        "max_memory_allocated",
+        "memory_allocated",
+        "memory_stats",
+        "reset_accumulated_memory_stats",
+    ):
+        monkeypatch.setattr(torch.cuda, name, touched)
+    meters = get_adapter("torch").peak_meters("cuda:0")
+    _, peak = meters[0].measure(lambda: torch.ones(1000) * 2)  # CPU work: 0 on cuda
+    assert peak == 0
+    _, peak = DispatchPeak("meta", None, 512).measure(
+        lambda: torch.empty(10_000, device="meta") + 1
+    )
+    assert peak == 2 * 40_448  # two storages of 40,000 bytes in 512-byte blocks
+
+
+def test_threads_measure_at_once_without_waiting():
+    barrier = threading.Barrier(4)
+    peaks: list[int] = []
+
+    def work(k):
+        barrier.wait(10)
+        _, peak = _cpu_meter().measure(lambda: torch.ones(k * MIB // 4) + 0)
+        peaks.append((k, peak))
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in (1, 2, 3, 4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert sorted(peaks) == [(k, 2 * k * MIB) for k in (1, 2, 3, 4)]
