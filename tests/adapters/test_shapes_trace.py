@@ -198,13 +198,18 @@ def _chain(x):
     return b - 3
 
 
+def _dask_profile():
+    pytest.importorskip("dask.array")
+    return get_adapter("dask").shape_profile("cpu")
+
+
 def _arrays_only(profile):
     """``profile`` without what its graph holds besides the arrays."""
     return dataclasses.replace(profile, graph=None)
 
 
 def test_a_lazy_library_frees_each_array_after_its_last_use():
-    dask_profile = _arrays_only(get_adapter("dask").shape_profile("cpu"))
+    dask_profile = _arrays_only(_dask_profile())
     each = _array_cost(dask_profile, (1000, 100))
     lazy = ShapeTracer(dask_profile, _chain, (((100,), "float64"),)).peak(1000)
     assert lazy == 2 * each  # ``a`` dies once ``b`` is made
@@ -214,7 +219,7 @@ def test_a_lazy_library_frees_each_array_after_its_last_use():
 
 
 def test_the_lazy_peak_keeps_the_results_to_the_end():
-    dask_profile = _arrays_only(get_adapter("dask").shape_profile("cpu"))
+    dask_profile = _arrays_only(_dask_profile())
     each = _array_cost(dask_profile, (1000, 100))
 
     def two_results(x):
@@ -233,7 +238,7 @@ def test_a_graph_adds_its_operations_its_compute_and_a_copy_of_the_result():
         compute=5000,
         copies_result=True,
     )
-    profile = dataclasses.replace(get_adapter("dask").shape_profile("cpu"), graph=graph)
+    profile = dataclasses.replace(_dask_profile(), graph=graph)
     each = _array_cost(profile, (1000, 100))
     peak = ShapeTracer(profile, _chain, (((100,), "float64"),)).peak(1000)
     # two arrays of the chain at a time, the result copied, three operations
