@@ -36,7 +36,12 @@ pytestmark = pytest.mark.skipif(
 )
 
 TESTS = Path(__file__).resolve().parents[1]  # tests/, where pool_jobs is
+#: The child, with Python's own Ctrl-C handler whatever the suite inherited: a
+#: suite started in the background by a shell without job control (``cmd &``
+#: in a script, CI) inherits SIGINT ignored, and so would the child, which
+#: then never meets a Ctrl-C (every test here failed so).
 CHILD = (
+    "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
     "import sys; sys.path.insert(0, sys.argv[1]); import pool_jobs; "
     "pool_jobs.interrupted_run(*sys.argv[2:])"
 )
@@ -298,6 +303,15 @@ def test_ctrl_c_on_a_dask_cluster(start, way):
 
 
 # -- holding a Ctrl-C, in this process ------------------------------------------
+@pytest.fixture(autouse=True)
+def _python_ctrl_c():
+    """Python's own Ctrl-C handler for the test (a suite started without job
+    control inherits SIGINT ignored), the inherited one back after it."""
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, inherited)
+
+
 def _ctrl_c() -> None:
     signal.raise_signal(signal.SIGINT)
     time.sleep(0.01)  # the handler runs between bytecodes, here
