@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ._adapters._base import Adapter
 from ._adapters._registry import ADAPTERS, adapter_for_array, to_host
+from ._args import refuse_lossy
 
 if TYPE_CHECKING:
     from ._backend import Backend
@@ -59,8 +60,15 @@ _ONE_ARRAY = ("array",)
 
 
 def rows_of(result: UserResult) -> Rows | None:
-    """``fn``'s result as `Rows`; None when it is not arrays (`split_result` says why)."""
-    if adapter_for_array(result) is not None:
+    """``fn``'s result as `Rows`; None when it is not arrays (`split_result` says why).
+
+    Arrays whose conversion would drop information (a masked array, a
+    sparse tensor) are not taken either.
+    """
+    adapter = adapter_for_array(result)
+    if adapter is not None:
+        if adapter.lost_in_conversion(result) is not None:
+            return None
         return Rows(_ONE_ARRAY, [result])
     if isinstance(result, (tuple, list)) and result:
         leaves = list(result)
@@ -71,7 +79,8 @@ def rows_of(result: UserResult) -> Rows | None:
     else:
         return None
     for leaf in leaves:
-        if adapter_for_array(leaf) is None:
+        adapter = adapter_for_array(leaf)
+        if adapter is None or adapter.lost_in_conversion(leaf) is not None:
             return None
     return Rows(spec, leaves)
 
@@ -81,6 +90,9 @@ def split_result(result: UserResult, fn: UserFunction, where: str) -> Rows:
     rows = rows_of(result)
     if rows is not None:
         return rows
+    adapter = adapter_for_array(result)
+    if adapter is not None:  # (an array rows_of does not take)
+        refuse_lossy(adapter, result, f"fn={fn!r}'s result for {where}")
     if isinstance(result, (tuple, list)) and result:
         named = [(f"[{i}]", v) for i, v in enumerate(result)]
     elif isinstance(result, Mapping) and result:
@@ -91,6 +103,10 @@ def split_result(result: UserResult, fn: UserFunction, where: str) -> Rows:
             f"of arrays; for {where} it returned {type(result).__qualname__}"
         )
         raise TypeError(msg)
+    for label, leaf in named:
+        adapter = adapter_for_array(leaf)
+        if adapter is not None:
+            refuse_lossy(adapter, leaf, f"fn={fn!r}'s result{label} for {where}")
     label, leaf = next((k, v) for k, v in named if adapter_for_array(v) is None)
     msg = (
         f"fn={fn!r} returned a non-array at {label} for {where}: "
@@ -129,18 +145,31 @@ def common_rows(arrays: tuple[Array, ...]) -> int:
 
 
 def refuse_traced(arrays: tuple[Array, ...], whole: Value, caller: str) -> None:
-    """RuntimeError when a compiler traces an input: ``caller`` needs values.
+    """Refuse inputs ``caller`` cannot take as they are.
 
-    Only the libraries whose adapter can tell a traced array (JAX) are asked.
+    TypeError for an input whose conversion would drop information (a NumPy
+    masked array's mask, a sparse tensor's layout:
+    `Adapter.lost_in_conversion`), naming it; RuntimeError when a compiler
+    traces an input (``caller`` needs values; only the libraries whose
+    adapter can tell a traced array, JAX, are asked).
     """
-    operands = whole if isinstance(whole, (tuple, list)) else tuple(whole.values())
-    for i, a in enumerate((*arrays, *operands)):
+    if isinstance(whole, (tuple, list)):
+        named: list[tuple[str, Array]] = [
+            (f"whole[{j}]", v) for j, v in enumerate(whole)
+        ]
+    else:
+        named = [(f"whole[{k!r}]", v) for k, v in whole.items()]
+    for i, a in enumerate(arrays):
+        named.insert(i, (f"arrays[{i}]", a))
+    for name, a in named:
         adapter = adapter_for_array(a)
-        if adapter is None or adapter not in TRACING_ADAPTERS:
+        if adapter is None:
+            continue
+        refuse_lossy(adapter, a, name)
+        if adapter not in TRACING_ADAPTERS:
             continue
         mode = adapter.traced_by(a)
         if mode is not None:
-            name = f"arrays[{i}]" if i < len(arrays) else "a whole operand"
             msg = (
                 f"{caller} cannot run inside {mode}: {name} is traced, and "
                 f"{caller} is an eager loop on the host that sizes batches "

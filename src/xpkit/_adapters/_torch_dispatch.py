@@ -61,7 +61,10 @@ class _Live:
                 self.index is not None and device.index not in (None, self.index)
             ):
                 continue
-            storage = t.untyped_storage()
+            try:
+                storage = t.untyped_storage()
+            except (NotImplementedError, RuntimeError):
+                continue  # (a sparse tensor has no storage of its own: not counted)
             key = storage._cdata
             if key in inputs or key in self.storages:
                 continue

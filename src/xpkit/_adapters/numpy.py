@@ -59,8 +59,11 @@ class NumpyAdapter(Adapter):
         return None
 
     def input_key(self, x: Array) -> Hashable:
-        """By shape and dtype: one device, no settings (`Adapter.input_key`)."""
-        return (self.key, x.shape, x.dtype)
+        """By class, shape and dtype: one device, no settings (`Adapter.input_key`).
+
+        The class tells a masked array (refused) from a plain one.
+        """
+        return (self.key, x.__class__, x.shape, x.dtype)
 
     def fast_ops(self, xp: Namespace) -> FastOps:
         """NumPy's own functions where they follow the standard for ndarrays."""
@@ -104,6 +107,8 @@ class NumpyAdapter(Adapter):
 
     def lost_in_conversion(self, x: Array) -> str | None:
         """A masked array: converting it would silently drop its mask."""
+        if type(x) is np.ndarray:
+            return None
         ma = sys.modules.get("numpy.ma")
         if ma is not None and isinstance(x, ma.MaskedArray):
             return (

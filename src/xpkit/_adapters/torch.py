@@ -226,13 +226,23 @@ class TorchAdapter(Adapter):
     _strided: object = None
 
     def lost_in_conversion(self, x: Array) -> str | None:
-        """A meta tensor: it has a shape and a dtype, but no values to convert."""
+        """A meta tensor (no values to convert) or a sparse one (never densified)."""
         if x.is_meta:
             return (
                 "a meta tensor: it has a shape and a dtype but no values, so it "
                 "cannot be converted or moved to a device that holds values"
             )
+        if x.layout is not self._strided_layout():
+            return (
+                f"a sparse tensor (layout {x.layout}), which xpkit does not "
+                "densify: pass x.to_dense() if the dense array fits, or map "
+                "fn over its values"
+            )
         return None
+
+    def input_key(self, x: Array) -> Hashable:
+        """`Adapter.input_key` and the layout (a sparse tensor is refused)."""
+        return (super().input_key(x), x.layout)
 
     def _strided_layout(self) -> object:
         strided = self._strided

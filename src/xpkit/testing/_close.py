@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .._adapters._registry import ADAPTERS, adapter_for_array, to_host
+from .._args import refuse_lossy
 from .._dtypes import dtype_name, narrowed
 from ._running import RunningVariant, running_variant
 
@@ -232,6 +233,9 @@ def _compare_meta(
             msg = f"{name} must be a bool, got {flag!r}"
             raise TypeError(msg)
     lib_a, lib_d = adapter_for_array(actual), adapter_for_array(desired)
+    for name, lib, x in (("actual", lib_a, actual), ("desired", lib_d, desired)):
+        if lib is not None:
+            refuse_lossy(lib, x, name)
     running = running_variant()
     # Inside a test of the plugin, a NumPy array may be the reference for a
     # result of the variant's library.
