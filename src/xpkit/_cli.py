@@ -11,9 +11,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
 from ._check import run_checks
-from ._demo import each_backend, nothing_ran_message, run_demo
+from ._demo import MIN_SAMPLES, each_backend, nothing_ran_message, run_demo
 from ._dtypes import PrecisionWarning
-from ._info import collect_info, print_info
+from ._info import collect_info, print_info, scheduler_problem
 from ._select import backend_inventory
 from ._version import __version__
 from .testing import capabilities_table, statements_of
@@ -123,7 +123,10 @@ def _parser() -> argparse.ArgumentParser:
         help="permutations to run (default: 5000)",
     )
     demo.add_argument(
-        "--samples", type=_positive_int, default=400, help="samples (default: 400)"
+        "--samples",
+        type=_samples,
+        default=400,
+        help="samples, at least 2 (default: 400)",
     )
     demo.add_argument(
         "--features", type=_positive_int, default=500, help="features (default: 500)"
@@ -174,7 +177,18 @@ def _names(text: str) -> list[str]:
 
 
 def _info_command(args: argparse.Namespace, out: TextIO) -> int:
-    """Print what xpkit finds; 1 when the cluster's scheduler is not reachable."""
+    """Print what xpkit finds; 1 when the cluster's scheduler is not reachable.
+
+    A ``--scheduler`` that cannot answer is told first, on stderr, and
+    nothing else is gathered.
+    """
+    if args.scheduler is not None:
+        why = scheduler_problem(args.scheduler)
+        if why is not None:
+            sys.stderr.write(
+                f"xpkit info: the scheduler {args.scheduler} is not reachable: {why}\n"
+            )
+            return 1
     info = collect_info(args.scheduler)
     if args.json:
         out.write(json.dumps(info, indent=2) + "\n")
@@ -183,9 +197,9 @@ def _info_command(args: argparse.Namespace, out: TextIO) -> int:
     cluster = info["cluster"]
     if cluster is not None and "error" in cluster:
         if not args.json:
-            out.write(
-                f"\nexit status 1: the scheduler {cluster['scheduler']} "
-                "is not reachable\n"
+            sys.stderr.write(
+                f"xpkit info: exit status 1: the scheduler {cluster['scheduler']} "
+                f"is not reachable ({cluster['error']})\n"
             )
         return 1
     return 0
@@ -211,10 +225,13 @@ def _capabilities_command(args: argparse.Namespace, out: TextIO) -> int:
     try:
         found = statements_of(args.module)
     except ImportError as exc:
-        out.write(f"cannot import {args.module!r}: {exc}\n")
+        sys.stderr.write(f"xpkit capabilities: cannot import {args.module!r}: {exc}\n")
         return 2
     if not found:
-        out.write(f"no function with a @capabilities statement in {args.module!r}\n")
+        sys.stderr.write(
+            "xpkit capabilities: no function with a @capabilities statement in "
+            f"{args.module!r}\n"
+        )
         return 1
     if args.json:
         rows = {name: dataclasses.asdict(stated) for name, stated in found.items()}
@@ -242,6 +259,21 @@ def _positive_int(text: str) -> int:
         value = 0
     if value < 1:
         msg = f"must be a positive integer, got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def _samples(text: str) -> int:
+    """A sample count the demo's correlations can be computed from (>= 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < MIN_SAMPLES:
+        msg = (
+            f"must be an integer of at least {MIN_SAMPLES} (a correlation "
+            f"needs two samples), got {text!r}"
+        )
         raise argparse.ArgumentTypeError(msg)
     return value
 

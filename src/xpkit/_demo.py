@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ._typing import Array, HostArray, JSONObject
 
 __all__ = [
+    "MIN_SAMPLES",
     "demo_data",
     "each_backend",
     "max_correlation_null",
@@ -125,6 +126,10 @@ def permutation_null_fn(
     return batch, (2 * n + 2 * Xd.shape[1]) * 8
 
 
+#: The fewest samples the demo's correlations can be computed from.
+MIN_SAMPLES = 2
+
+
 def demo_data(
     n_perm: int, n_samples: int, n_features: int
 ) -> tuple[HostArray, HostArray, HostArray]:
@@ -146,7 +151,14 @@ def run_demo(
     only: list[str] | None = None,
     as_json: bool = False,
 ) -> int:
-    """The permutation test on every available backend (or ``only`` those), against NumPy."""
+    """The permutation test on every available backend (or ``only`` those), against NumPy.
+
+    Raises ValueError where ``n_samples`` is under `MIN_SAMPLES` (a
+    standardised sample of one is 0 / 0).
+    """
+    if n_samples < MIN_SAMPLES:
+        msg = f"n_samples must be at least {MIN_SAMPLES}, got {n_samples!r}"
+        raise ValueError(msg)
     X, y, perms = demo_data(n_perm, n_samples, n_features)
     # A progress bar where tqdm is installed and a person watches stderr.
     has_tqdm = importlib.util.find_spec("tqdm") is not None

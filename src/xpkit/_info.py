@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, TextIO
 from ._adapters._registry import ADAPTERS, get_adapter
 from ._backend import Backend
 from ._device_budget import device_memory_budget
-from ._executors import cluster_info
+from ._executors import cluster_info, unreachable_scheduler
 from ._host_memory import cgroup_available_bytes
 from ._memory import BATCH_WORKING_SET_CEILING_GB, BYTES_PER_GB, host_available_bytes
 from ._resolve import find_gpus
@@ -25,7 +25,10 @@ if TYPE_CHECKING:
     from ._adapters._base import Adapter
     from ._typing import DaskClient, JSONObject
 
-__all__ = ["collect_info", "print_info"]
+__all__ = ["CONNECT_S", "collect_info", "print_info", "scheduler_problem"]
+
+#: Seconds ``xpkit info`` waits for a scheduler to answer.
+CONNECT_S = 3.0
 
 
 def collect_info(scheduler: str | None = None) -> JSONObject:
@@ -57,6 +60,14 @@ def collect_info(scheduler: str | None = None) -> JSONObject:
     return info
 
 
+def scheduler_problem(address: str) -> str | None:
+    """Why no dask scheduler can answer at ``address`` (within `CONNECT_S`); None: one may."""
+    try:
+        return unreachable_scheduler(address, CONNECT_S)
+    except ImportError as exc:
+        return f"{type(exc).__name__}: {exc} (pip install 'xpkit[distributed]')"
+
+
 def _cluster(address: str | None) -> JSONObject | None:
     distributed = sys.modules.get("distributed")
     if address is None and distributed is not None:
@@ -76,7 +87,10 @@ def _cluster(address: str | None) -> JSONObject | None:
         import importlib
 
         client_class: type[DaskClient] = importlib.import_module("distributed").Client
-        with client_class(address, timeout=10, set_as_default=False) as client:
+        why = scheduler_problem(address)
+        if why is not None:
+            return {"scheduler": address, "error": why}
+        with client_class(address, timeout=CONNECT_S, set_as_default=False) as client:
             return cluster_info(client)
     except Exception as exc:  # noqa: BLE001 - report, don't crash
         return {"scheduler": address, "error": f"{type(exc).__name__}: {exc}"}

@@ -13,6 +13,7 @@ from helpers import run_xpkit
 
 import xpkit
 from xpkit._cli import main
+from xpkit._demo import run_demo
 
 
 def run(*argv: str) -> tuple[int, str]:
@@ -110,8 +111,58 @@ def test_info_exits_non_zero_when_the_scheduler_is_unreachable():
     pytest.importorskip("distributed")
     proc = run_xpkit("info", "--scheduler", "tcp://127.0.0.1:1", timeout=120)
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert "not reachable" in proc.stdout
-    assert "the scheduler tcp://127.0.0.1:1 is not reachable" in proc.stdout
+    assert proc.stdout == ""
+    assert proc.stderr.startswith(
+        "xpkit info: the scheduler tcp://127.0.0.1:1 is not reachable: "
+        "ConnectionRefusedError"
+    ), proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("address", "why"),
+    [
+        ("nonsense", "ValueError: missing port number in address 'nonsense'"),
+        ("tcp://[::1", "ValueError: invalid address '[::1'"),
+        ("tcp://127.0.0.1:1", "ConnectionRefusedError"),
+    ],
+)
+def test_info_tells_a_bad_scheduler_address_without_making_a_client(
+    address, why, monkeypatch, capsys
+):
+    """A Client made for it took 24 s and left a traceback from ``Client.__del__``."""
+    distributed = pytest.importorskip("distributed")
+
+    def no_client(*args, **kwargs):
+        raise AssertionError("a Client was made for a scheduler that cannot answer")
+
+    monkeypatch.setattr(distributed, "Client", no_client)
+    out = io.StringIO()
+    assert main(["info", "--scheduler", address], out=out) == 1
+    assert out.getvalue() == ""
+    err = capsys.readouterr().err
+    assert err.startswith(
+        f"xpkit info: the scheduler {address} is not reachable: {why}"
+    )
+
+
+def test_info_without_distributed_says_what_to_install(monkeypatch, capsys):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def without_distributed(name, *args, **kwargs):
+        if name == "distributed" or name.startswith("distributed."):
+            raise ModuleNotFoundError(f"No module named {name!r}")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", without_distributed)
+    for name in [
+        m for m in sys.modules if m == "distributed" or m.startswith("distributed.")
+    ]:
+        monkeypatch.delitem(sys.modules, name)
+    assert main(["info", "--scheduler", "tcp://127.0.0.1:1"], out=io.StringIO()) == 1
+    assert "pip install 'xpkit[distributed]'" in capsys.readouterr().err
 
 
 def test_check_fails_on_a_mismatch(monkeypatch):
@@ -189,6 +240,30 @@ def test_bad_arguments_exit_2(argv):
     with pytest.raises(SystemExit) as info:
         main(argv)
     assert info.value.code == 2
+
+
+@pytest.mark.parametrize("samples", ["1", "0", "-3", "two"])
+def test_the_demo_refuses_a_sample_count_it_cannot_compute_with(samples, capsys):
+    """One sample standardises to 0 / 0: it printed ``observed max |r| = nan`` and exit 0."""
+    with pytest.raises(SystemExit) as info:
+        main(["demo", "--samples", samples])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert (
+        f"--samples: must be an integer of at least 2 (a correlation needs two samples), got '{samples}'"
+        in err
+    )
+
+
+def test_run_demo_refuses_one_sample_and_runs_two():
+    with pytest.raises(ValueError, match=r"^n_samples must be at least 2, got 1$"):
+        run_demo(io.StringIO(), n_perm=5, n_samples=1, n_features=3, budget_gb=None)
+    out = io.StringIO()
+    code = run_demo(
+        out, n_perm=5, n_samples=2, n_features=3, budget_gb=None, only=["numpy"]
+    )
+    assert code == 0
+    assert "nan" not in out.getvalue()
 
 
 @pytest.mark.parametrize("bad", ["-1", "nan", "inf", "abc"])

@@ -17,13 +17,26 @@ from typing import TYPE_CHECKING
 from .._memory import array_nbytes, n_jobs_for_item_bytes
 from ._base import EXECUTORS, Pool
 from ._driver import run_on_pool
-from .dask import DaskPool, cluster_info, current_client, usable_client
+from .dask import (
+    DaskPool,
+    cluster_info,
+    current_client,
+    unreachable_scheduler,
+    usable_client,
+)
 from .joblib import JoblibPool
 
 if TYPE_CHECKING:
     from .._typing import Array, DaskClient
 
-__all__ = ["EXECUTORS", "Pool", "cluster_info", "pool_for", "run_on_pool"]
+__all__ = [
+    "EXECUTORS",
+    "Pool",
+    "cluster_info",
+    "pool_for",
+    "run_on_pool",
+    "unreachable_scheduler",
+]
 
 
 def pool_for(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
+import socket
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -21,9 +23,33 @@ __all__ = [
     "DaskPool",
     "cluster_info",
     "current_client",
+    "unreachable_scheduler",
     "usable_client",
     "worker_task_budget_gb",
 ]
+
+
+def unreachable_scheduler(address: str, timeout: float) -> str | None:
+    """Why no scheduler can answer at ``address``, found within ``timeout`` s; None: one may.
+
+    A malformed address is told at once, and a TCP or TLS address whose
+    port does not accept a connection within ``timeout`` seconds: a
+    ``Client`` made for either takes its own timeout to fail and then up to
+    20 s more to close.
+    """
+    addressing = importlib.import_module("distributed.comm.addressing")
+    try:
+        scheme, location = addressing.parse_address(address)
+        if scheme not in ("tcp", "tls"):
+            return None
+        host, port = addressing.parse_host_port(location)
+    except ValueError as exc:
+        return f"ValueError: {exc}"
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
 
 
 def worker_task_budget_gb(workers: dict[str, JSONObject], input_bytes: int) -> float:
