@@ -1,5 +1,8 @@
 """The code blocks of the README and the docs pages, run as a reader runs them.
 
+A block followed by "It prints:" and a ``text`` block must print exactly
+that (`printed_as_stated`).
+
 A reader copies a block into a file and runs it, so each Python block runs
 as a saved script in a fresh process (``python example.py``, in an empty
 folder): it may not use a name from an earlier block, and a block that
@@ -20,7 +23,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FENCE = re.compile(
-    r"^(?P<exec>% xpkit: exec\n)?```(?P<lang>[\w-]+)\n(?P<code>.*?)^```$",
+    r"^(?P<exec>% xpkit: exec\n)?```(?P<lang>[\w-]+)\n(?P<code>.*?)^```$"
+    r"(?:\n\nIt prints:\n\n```text\n(?P<prints>.*?)\n```$)?",
     flags=re.DOTALL | re.MULTILINE,
 )
 #: Array libraries a block names with Backend("...") -> the module it needs.
@@ -44,6 +48,9 @@ class Block:
     code: str
     #: Preceded by ``% xpkit: exec``: the docs build runs it too.
     executed_by_build: bool
+    #: What the text says the block prints (an "It prints:" text block right
+    #: after it), or None where it says nothing.
+    prints: str | None = None
 
     @property
     def id(self) -> str:
@@ -58,7 +65,7 @@ def blocks(path: Path, lang: str = "python") -> list[Block]:
     """The ``lang`` blocks of the Markdown file ``path``, in order."""
     text = path.read_text(encoding="utf-8")
     found = [
-        Block(path, i, m["lang"], m["code"], bool(m["exec"]))
+        Block(path, i, m["lang"], m["code"], bool(m["exec"]), m["prints"])
         for i, m in enumerate(FENCE.finditer(text))
     ]
     return [b for b in found if b.lang == lang]
@@ -99,3 +106,10 @@ def run_block(
         timeout=timeout,
         check=False,
     )
+
+
+def printed_as_stated(block: Block, stdout: str) -> str | None:
+    """Where ``stdout`` differs from what the text says ``block`` prints; None: it agrees."""
+    if block.prints is None or stdout.rstrip("\n") == block.prints:
+        return None
+    return f"the text says it prints:\n{block.prints}\nit printed:\n{stdout.rstrip()}"

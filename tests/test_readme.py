@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 import pytest
-from code_blocks import Block, blocks, missing_modules, run_block
+from code_blocks import Block, blocks, missing_modules, printed_as_stated, run_block
 from helpers import run_xpkit
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,6 +65,8 @@ def test_python_blocks_run_as_saved_scripts(block: Block, tmp_path):
         pytest.skip(f"needs {', '.join(missing)}: pip install -e '.[all]'")
     proc = run_block(block, tmp_path)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    wrong = printed_as_stated(block, proc.stdout)
+    assert wrong is None, wrong
     if block.is_test_file:
         assert re.search(r"\d+ passed", proc.stdout), proc.stdout
         assert "failed" not in proc.stdout, proc.stdout

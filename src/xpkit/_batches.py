@@ -172,7 +172,10 @@ def map_batches(
     -------
     array, or a tuple, list or dict of arrays
         ``fn``'s results for all rows, in the structure ``fn`` returns. Never
-        an input or a buffer ``fn`` returned.
+        an input, a whole operand or memory shared with one. Where one call
+        of ``fn`` covers every row, its own host result is returned as it is
+        (not copied); a ``fn`` that returns the same buffer on every call
+        then gets that buffer back (see the memory guide).
 
     Raises
     ------

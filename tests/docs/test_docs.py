@@ -43,7 +43,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
-from code_blocks import blocks, missing_modules, run_block
+from code_blocks import Block, blocks, missing_modules, printed_as_stated, run_block
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS_TOOLS = ("sphinx", "pydata_sphinx_theme", "numpydoc", "myst_parser")
@@ -520,6 +520,23 @@ def test_the_docs_have_code_blocks_and_the_build_runs_the_marked_ones():
     assert {b.path.name for b in executed} >= {"nltools.md", "errors.md"}
 
 
+def test_a_block_that_prints_other_than_its_text_says_is_caught(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text(
+        "```python\nprint(1 + 1)\n```\n\nIt prints:\n\n```text\n3\n```\n"
+        "\n```python\nprint(2)\n```\n",
+        encoding="utf-8",
+    )
+    stated, silent = blocks(page)
+    assert (stated.prints, silent.prints) == ("3", None)
+    assert printed_as_stated(stated, "2\n") == (
+        "the text says it prints:\n3\nit printed:\n2"
+    )
+    assert printed_as_stated(stated, "3\n") is None
+    assert printed_as_stated(silent, "anything") is None
+    assert isinstance(stated, Block)
+
+
 @pytest.mark.parametrize("block", DOC_BLOCKS, ids=lambda b: b.id)
 def test_every_docs_code_block_runs_as_a_saved_script(block, tmp_path):
     missing = missing_modules(block.code)
@@ -527,3 +544,5 @@ def test_every_docs_code_block_runs_as_a_saved_script(block, tmp_path):
         pytest.skip(f"needs {', '.join(missing)}: pip install -e '.[all]'")
     proc = run_block(block, tmp_path)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    wrong = printed_as_stated(block, proc.stdout)
+    assert wrong is None, wrong
