@@ -34,6 +34,13 @@ def client():
         yield c
 
 
+@pytest.fixture(autouse=True)
+def _all_workers_back(client):
+    """Each test starts with the cluster's two workers (a test before it may
+    have had one killed; the nanny restarts it): a wait for the condition."""
+    client.wait_for_workers(2, timeout=180)
+
+
 @pytest.fixture
 def data():
     return jobs.make_data()

@@ -37,6 +37,15 @@ def client():
         yield c
 
 
+@pytest.fixture(autouse=True)
+def _all_workers_back(client):
+    """Each test starts with the cluster's two workers: a test before it may
+    have killed some, and the nanny's restart takes long on a busy machine
+    (the next test found none: "No valid workers found"). A wait for the
+    condition, not for seconds."""
+    client.wait_for_workers(2, timeout=180)
+
+
 @pytest.fixture
 def data():
     return jobs.make_data()
