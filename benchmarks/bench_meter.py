@@ -690,24 +690,37 @@ def _notes(cell: Cell) -> str:
         notes.append(f"true peak {fmt_bytes(min(peaks))}-{fmt_bytes(max(peaks))}")
     if plan.get("squared"):
         notes.append(f"{plan['squared']:.4g} B/row^2")
+    if plan.get("probe_rows"):
+        notes.append(f"probe rows {plan['probe_rows']:,}")
+    if plan and plan["batch"] >= cell.n:
+        notes.append(f"all {cell.n:,} rows")
     if lowers_hwm(cell):
         notes.append("lowers VmHWM")
     return "; ".join(notes)
 
 
 TABLE_HEAD = (
-    "| library | fn | budget | rows | batch | estimate | true peak | est / true "
-    "| true / budget | probe peak | probe / budget | plan alone | probe rows "
-    "| probe (s) | source | verdict | notes |\n"
-    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|"
+    "| library | fn | budget | batch | estimate | true peak | est / true "
+    "| true / budget | probe peak | probe (s) | source | verdict | notes |\n"
+    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|"
 )
+
+
+def short_source(source: str) -> str:
+    """``plan.source`` in a word, for the table: *trace* for the shape-only
+    trace, *probe* for a measured probe, else its words up to a parenthesis."""
+    if source.startswith("traced by shape-only arrays"):
+        return "trace"
+    if source.startswith("measured by"):
+        return "probe"
+    return source.split(" (", maxsplit=1)[0]
 
 
 def table_row(cell: Cell, label: str | None = None) -> str:
     name = label or cell.fn
-    head = f"| {cell.lib} | {name} | {fmt_bytes(cell.budget)} | {cell.n:,} "
+    head = f"| {cell.lib} | {name} | {fmt_bytes(cell.budget)} "
     if cell.error:
-        return head + f"| | | | | | | | | | | | **error** | {cell.error} |"
+        return head + f"| | | | | | | | | **error** | {cell.error} |"
     plan, true = cell.plan, cell.true["peak"]
     ratio = plan["estimate"] / true if true > 0 else math.inf
     fails = [
@@ -718,8 +731,7 @@ def table_row(cell: Cell, label: str | None = None) -> str:
         head
         + f"| {plan['batch']:,} | {fmt_bytes(plan['estimate'])} | {fmt_bytes(true)} "
         f"| {ratio:.2f} | {true / cell.budget:.2f} | {fmt_bytes(plan['probe_peak'])} "
-        f"| {plan['probe_peak'] / cell.budget:.2f} | {fmt_bytes(plan['plan_alone'])} "
-        f"| {plan['probe_rows']:,} | {plan['seconds']:.3f} | {plan['source']} "
+        f"| {plan['seconds']:.3f} | {short_source(plan['source'])} "
         f"| {verdict_text} | {_notes(cell)} |"
     )
 
@@ -762,6 +774,11 @@ def summary(cells: list[Cell]) -> str:
                 )
             )
             + "."
+        )
+        alone = [c.plan["plan_alone"] for c in counted]
+        lines.append(
+            "Planning alone (the same call with `bytes_per_item` given, no trace "
+            f"or probe) allocated {fmt_bytes(min(alone))}-{fmt_bytes(max(alone))}."
         )
     return "\n\n".join(lines)
 
@@ -874,8 +891,8 @@ def header(command: str, run: Run, seconds: float | None = None) -> str:
 HOW = """\
 How each figure is measured, per cell, in two fresh child processes (`benchmarks/bench_meter.py`, meters in `benchmarks/_true_peak.py`):
 
-- *batch*, *estimate*: `plan_batches(fn, *rows, whole=..., budget_gb=budget / 2**30, remember=False)` in a child that first planned another `fn` on 64 rows (imports, first calls): `plan.batch_size` and `plan.batch_peak_bytes`. *probe (s)*: `perf_counter` around that call; *probe rows*: `plan.probe_rows`; *source*: `plan.source`.
-- *probe peak*: the same call again, in the same child, under the independent meter (below): the most bytes in use above the call's start. (A second call, so that tracing cannot change the timed plan; where the traced plan differs, the notes say so. For JAX, the probe's shapes are compiled by then, unless the traced plan probes others: then XLA's compiler is in its peak.) *plan alone*: the same again with `bytes_per_item` given (no probe): what planning itself allocates.
+- *batch*, *estimate*: `plan_batches(fn, *rows, whole=..., budget_gb=budget / 2**30, remember=False)` in a child that first planned another `fn` on 64 rows (imports, first calls): `plan.batch_size` and `plan.batch_peak_bytes`. *probe (s)*: `perf_counter` around that call; *source*: `plan.source` in a word (*trace*: "traced by shape-only arrays"; *probe*: "measured by ..."); the notes give `plan.probe_rows` where a probe ran rows.
+- *probe peak*: the same call again, in the same child, under the independent meter (below): the most bytes in use above the call's start. (A second call, so that tracing cannot change the timed plan; where the traced plan differs, the notes say so. For JAX, the probe's shapes are compiled by then, unless the traced plan probes others: then XLA's compiler is in its peak.) *plan alone*: the same again with `bytes_per_item` given (no probe): what planning itself allocates (its range under each table).
 - *true peak*: a second child builds the same inputs (seeded), runs slice of the planned batch + `fn` + the result to the host (`np.asarray`, `.numpy()`, `np.from_dlpack`; on JAX the slice is a copy) once unmeasured, then measures the same again, three times: the most bytes in use above the start of a run, the most of the three (the notes give the range where they differ by over 10%: JAX's async dispatch frees temporaries when the computation reading them ends).
 - Independent meters: **tracemalloc** for NumPy, array-api-strict and Dask (`reset_peak`, `get_traced_memory`; every Python object, NumPy's buffers, every thread); for torch CPU and JAX CPU, whose allocators tracemalloc does not see, a **counting malloc** preloaded into the child (`LD_PRELOAD`; it forwards to glibc's malloc and keeps the peak of `malloc_usable_size` in use, in every thread; the child runs with `PYTHONMALLOC=malloc`, so that Python's small objects are malloc'ed and counted too). It reads what glibc's **mtrace** reads (the section "The independent meters" compares them), which resolves each call's caller with `dladdr`: about 1 ms a free called from `libtorch_cpu.so`, 32 s for one torch `sort` of 18,750 rows. Each child first checks that its meter sees an 8 MiB array of its library, else falls back to its own VmHWM (noted).
 - Verdict (issue #28's acceptance): *over*: true > 1.15 x budget + 4096 B (*over (1 row)*: at a batch of one row, which no plan can keep); *under*: true < 0.3 x budget where the budget bounds the batch (4 <= batch < rows left after the probe); *est*: estimate / true outside 0.9-2.0; *probe*: probe peak > budget + 4096 B. *lowers VmHWM*: VmHWM after the timed plan below VmHWM before it (a 128 MiB buffer freed just before; issue #28, "What was seen" 2)."""
@@ -983,7 +1000,8 @@ def main() -> None:
             ]
             done = _measure_all(cells, run, args.jobs)
             totals.append(("issue cases", done))
-            rows = "\n".join(table_row(c, label=WORKLOADS[c.fn].label) for c in done)
+            number = {name: i for i, (name, *_) in enumerate(ISSUE_CASES, 1)}
+            rows = "\n".join(table_row(c, label=f"case {number[c.fn]}") for c in done)
             seen = "\n".join(
                 f"{i}. {WORKLOADS[name].label} on {n:,} rows, budget "
                 f"{fmt_bytes(budget)}: the issue saw {saw}."
