@@ -657,7 +657,10 @@ CLI: dict[str, tuple[list[str], str]] = {
     ),
     "demo samples 0": (
         ["demo", "--samples", "0"],
-        "--samples: must be a positive integer, got '0'",
+        (
+            r"--samples: must be an integer of at least 2 \(a correlation needs "
+            r"two samples\), got '0'"
+        ),
     ),
     "demo features text": (
         ["demo", "--features", "x"],
