@@ -29,6 +29,10 @@ __all__ = [
 ]
 
 
+#: Seconds `DaskPool` waits for a worker to ship the inputs to again.
+WORKERS_BACK_S = 60.0
+
+
 def unreachable_scheduler(address: str, timeout: float) -> str | None:
     """Why no scheduler can answer at ``address``, found within ``timeout`` s; None: one may.
 
@@ -121,10 +125,28 @@ class DaskPool(Pool):
     def submit(self, start: int, stop: int) -> TaskFuture:
         if any(f.status != "finished" for f in self._shipped):
             logger().info("map_batches: inputs lost with a worker; shipping them again")
+            self._await_a_worker(start, stop)
             self._ship()
         return self._client.submit(
             run_rows, self._shipped[0], start, stop, *self._shipped[1:], pure=False
         )
+
+    def _await_a_worker(self, start: int, stop: int) -> None:
+        """A worker to ship the inputs to again, within `WORKERS_BACK_S`.
+
+        Where every worker died (a nanny restarts them, slowly on a busy
+        machine, or not at all), the scatter raised dask's "No valid workers
+        found"; this says what happened instead, naming the rows.
+        """
+        try:
+            self._client.wait_for_workers(1, timeout=WORKERS_BACK_S)
+        except TimeoutError:
+            msg = (
+                f"map_batches: {self.where} has no worker left to run rows "
+                f"{start}:{stop} on: its workers died and none came back within "
+                f"{WORKERS_BACK_S:g} s; see the workers' logs"
+            )
+            raise RuntimeError(msg) from None
 
     def wait(self, futures: list[TaskFuture]) -> list[Finished]:
         from concurrent.futures import CancelledError
