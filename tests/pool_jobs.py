@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -185,6 +186,19 @@ def kill_above(rows: int):
 def interrupt(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Raises KeyboardInterrupt (which takes a dask worker process down)."""
     raise KeyboardInterrupt
+
+
+class Unsendable(Exception):
+    """An exception that cannot be pickled (it holds a lock)."""
+
+    def __init__(self) -> None:
+        super().__init__("fn failed holding a lock")
+        self.lock = threading.Lock()
+
+
+def raise_unsendable(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Raises an exception a worker cannot send back."""
+    raise Unsendable
 
 
 def always_exit(x: np.ndarray) -> np.ndarray:

@@ -10,6 +10,7 @@ goes to `xpkit._outputs.Outputs` (or, from a worker, to the host first:
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -287,6 +288,30 @@ class Job:
 
 
 def run_rows(job: Job, start: int, stop: int, *arrays: Array) -> Rows:
-    """An executor's task: ``fn`` on rows ``start:stop``, its arrays on the host."""
-    result = job.run(arrays, start, stop, common_rows(arrays))
+    """An executor's task: ``fn`` on rows ``start:stop``, its arrays on the host.
+
+    An exception of ``fn`` that cannot be pickled cannot travel back from a
+    worker process (joblib's workers then died, read as a memory death): it
+    becomes a RuntimeError that names its type, its message and the rows.
+    """
+    try:
+        result = job.run(arrays, start, stop, common_rows(arrays))
+    except Exception as exc:
+        if _travels(exc):
+            raise
+        msg = (
+            f"fn raised {type(exc).__module__}.{type(exc).__qualname__} on rows "
+            f"{start}:{stop}, which cannot be pickled to travel back from the "
+            f"worker: {str(exc)[:500]}"
+        )
+        raise RuntimeError(msg) from None
     return host_rows(result, job.fn, f"rows {start}:{stop}")
+
+
+def _travels(exc: BaseException) -> bool:
+    """Whether ``exc`` survives pickling (how a worker sends it back)."""
+    try:
+        pickle.loads(pickle.dumps(exc))
+    except Exception:  # noqa: BLE001 - any failure: it cannot travel
+        return False
+    return True

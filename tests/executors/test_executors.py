@@ -313,3 +313,28 @@ def test_a_pool_never_runs_a_size_that_failed_again(slots):
     assert after
     assert all(rows < seen for rows, seen in after), pool.submitted
     assert after[0][0] <= 1000 // 2
+
+
+def test_an_exception_that_cannot_travel_back_is_named_not_a_death(data, two_cpus):
+    """It read "its worker died, possibly killed for memory", 10 workers dying."""
+    x, y = data
+    with pytest.raises(
+        RuntimeError,
+        match=r"^fn raised pool_jobs\.Unsendable on rows \d+:\d+, which cannot be "
+        r"pickled to travel back from the worker: fn failed holding a lock$",
+    ):
+        xpkit.map_batches(
+            jobs.raise_unsendable, x, y, executor="joblib", **jobs.BATCHES_OF_64
+        )
+
+
+def test_a_task_passes_an_exception_that_travels_as_it_is():
+    from xpkit._rows import Job, run_rows
+
+    def fails(x):
+        raise ValueError("plain")
+
+    with pytest.raises(ValueError, match="^plain$"):
+        run_rows(Job(fails), 0, 2, np.ones((4, 2)))
+    with pytest.raises(RuntimeError, match=r"Unsendable on rows 0:2, which cannot"):
+        run_rows(Job(jobs.raise_unsendable), 0, 2, np.ones((4, 2)), np.ones((4, 2)))
