@@ -95,7 +95,7 @@ def test_recovery_is_exact(xpkit_backend, kind, n, cols, capacity, seed):
     a, c = rng.standard_normal((n, cols)), rng.standard_normal((n, cols))
     fn = Capacity(capacity, FACTORIES[kind])
     got = xpkit.compute_oom_safe(fn, b.asarray(a), b.asarray(c))
-    assert_equal(got, a * c + 1.0)
+    assert_equal(got, a * c + 1.0, check_namespace=False)
     assert fn.rows_done == n  # no row lost or computed twice
 
 

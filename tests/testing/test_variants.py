@@ -72,7 +72,18 @@ DEVICES = textwrap.dedent(
 
     def test_sum_reference(xpkit_backend, xp):
         x = xpkit_backend.asarray([1.0, 2.0, 3.0])
+        assert_close(xp.sum(x), np.asarray(6.0))
+
+
+    def test_host_copy(xpkit_backend, xp):  # the result left the variant's library
+        x = xpkit_backend.asarray([1.0, 2.0, 3.0])
         assert_close(xpkit_backend.to_numpy(xp.sum(x)), np.asarray(6.0))
+
+
+    def test_host_copy_on_purpose(xpkit_backend, xp):
+        x = xpkit_backend.asarray([1.0, 2.0, 3.0])
+        got = xpkit_backend.to_numpy(xp.sum(x))
+        assert_close(got, np.asarray(6.0), check_namespace=False)
 
 
     def test_sum_reference_off_by_more_than_float32(xpkit_backend, xp):
@@ -103,6 +114,9 @@ def test_device_slips_and_references_across_every_variant(pytester):
     for v in usable:
         assert got[f"test_center_fixed[{v}]"] == "PASSED", v
         assert got[f"test_sum_reference[{v}]"] == "PASSED", v
+        assert got[f"test_host_copy_on_purpose[{v}]"] == "PASSED", v
+        host = "PASSED" if v == "numpy" else "FAILED"
+        assert got[f"test_host_copy[{v}]"] == host, v
         expected = "FAILED" if v in off_device else "PASSED"
         assert got[f"test_center[{v}]"] == expected, v
         assert got[f"test_offsets[{v}]"] == expected, v
@@ -116,6 +130,12 @@ def test_device_slips_and_references_across_every_variant(pytester):
     assert (
         "devices differ: actual on 'cpu', but the test runs on "
         "array_api_strict-device1 (device 'device1')" in slipped
+    )
+    left = _failure(result, "test_host_copy[array_api_strict-device1]")
+    assert (
+        "actual is NumPy, but the test runs on array_api_strict-device1 "
+        "(array-api-strict): the result left the variant's library (compare host "
+        "copies on purpose with check_namespace=False)" in left
     )
     # The narrowed reference is compared at float32's tolerance, not excused.
     far = _failure(

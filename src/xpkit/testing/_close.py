@@ -88,8 +88,11 @@ def assert_close(
     its index and both values.
 
     Inside a test the xpkit pytest plugin runs on a backend variant,
-    ``desired`` may be a NumPy reference for an ``actual`` of that backend's
-    library: ``actual`` must then be on the variant's device (a result that
+    ``actual`` must be an array of that variant's library (a NumPy copy of
+    the result, from ``to_numpy`` or a function that returns host arrays,
+    fails unless ``check_namespace=False`` says the host copies are compared
+    on purpose), and ``desired`` may be a NumPy reference for it:
+    ``actual`` must then be on the variant's device (a result that
     slipped to another device fails), and where the device narrowed a
     64-bit dtype by its rule (float64 to float32 on JAX without x64, MPS,
     array-api-strict's ``no_float64``), a reference of the wider dtype is
@@ -245,6 +248,14 @@ def _compare_meta(
         msg = (
             f"namespaces differ: actual is {_describe(lib_a, actual)}, "
             f"desired is {_describe(lib_d, desired)}"
+        )
+        raise AssertionError(msg)
+    if check_namespace and running is not None and not own:
+        library = ADAPTERS[running.backend.library]
+        msg = (
+            f"actual is {_describe(lib_a, actual)}, but the test runs on "
+            f"{running.ident} ({library.label}): the result left the variant's "
+            "library (compare host copies on purpose with check_namespace=False)"
         )
         raise AssertionError(msg)
     a = to_host(actual)
