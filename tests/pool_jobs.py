@@ -188,6 +188,17 @@ def interrupt(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     raise KeyboardInterrupt
 
 
+def sigkill(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """SIGKILLs its worker process at every size."""
+    os.kill(os.getpid(), 9)
+    return x
+
+
+def exits(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Ends its worker process with ``os._exit(3)`` at every size."""
+    os._exit(3)
+
+
 class Unsendable(Exception):
     """An exception that cannot be pickled (it holds a lock)."""
 
