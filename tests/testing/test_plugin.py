@@ -17,6 +17,19 @@ def test_sum(xpkit_backend, xp):
 """
 
 
+HYPOTHESIS_TEST = """
+from hypothesis import given, settings, strategies as st
+from xpkit.testing import assert_close
+
+class TestShift:  # a new instance per variant: Hypothesis's differing_executors
+    @settings(deadline=None, max_examples=10)  # (no timing: the first call compiles)
+    @given(v=st.integers(-10, 10))  # (exact in float32 too)
+    def test_shift(self, xpkit_backend, v):
+        x = xpkit_backend.asarray([v / 2, 1.0])
+        assert_close(x + 1.0, xpkit_backend.asarray([v / 2 + 1.0, 2.0]))
+"""
+
+
 def expected_cpu_ids() -> set[str]:
     ids = {"numpy"}
     if importlib.util.find_spec("torch"):
@@ -40,9 +53,13 @@ def passed_ids(result: pytest.RunResult) -> set[str]:
 
 
 def test_runs_once_per_available_backend(pytester):
-    pytester.makepyfile(test_user=USER_TEST)
+    pytester.makepyfile(test_user=USER_TEST, test_hypothesis=HYPOTHESIS_TEST)
     result = pytester.runpytest_subprocess("-v", "-p", "no:cacheprovider", "-rs")
     assert expected_cpu_ids() <= passed_ids(result)
+    # A Hypothesis test of a class passes on every variant (it failed the
+    # differing_executors health check after the first: issue #30).
+    given = re.findall(r"test_shift\[([\w-]+)\] PASSED", result.stdout.str())
+    assert expected_cpu_ids() <= set(given)
     outcomes = result.parseoutcomes()
     assert outcomes.get("failed", 0) == 0
     if not importlib.util.find_spec("cupy"):  # (a plain substring: [cupy] is no glob)
@@ -117,6 +134,72 @@ def test_skip_and_xfail_markers(pytester):
         assert "not on torch" in text
     if importlib.util.find_spec("dask"):
         assert "test_marked[dask] PASSED" in text
+
+
+def test_markers_name_backends_as_the_option_does_and_apply_on_a_param(pytester):
+    """``array_api_strict`` is that variant alone, a pattern every id it
+    matches; a marker on a ``pytest.param`` applies (it was ignored)."""
+    needs_strict = pytest.importorskip("array_api_strict")
+    assert needs_strict
+    pytester.makepyfile(
+        test_user="""
+        import pytest
+
+        @pytest.mark.xpkit_skip(["array_api_strict"], reason="the plain one")
+        def test_plain(xpkit_backend):
+            pass
+
+        @pytest.mark.xpkit_skip(["array_api_strict*"], reason="every strict one")
+        def test_pattern(xpkit_backend):
+            pass
+
+        @pytest.mark.parametrize("n", [
+            pytest.param(1, id="one"),
+            pytest.param(2, id="two", marks=pytest.mark.xpkit_skip(
+                ["numpy"], reason="not two on numpy")),
+            pytest.param(3, id="three", marks=pytest.mark.xpkit_xfail(
+                ["numpy"], reason="three fails on numpy")),
+        ])
+        def test_param(xpkit_backend, n):
+            assert not (n == 3 and xpkit_backend.library == "numpy")
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        "-v",
+        "-rsx",
+        "-p",
+        "no:cacheprovider",
+        "--xpkit-backends=numpy,array_api_strict*",
+    )
+    got = dict(
+        re.findall(
+            r"::(test_\w+\[[\w-]+\]) (PASSED|SKIPPED|XFAIL|FAILED)", result.stdout.str()
+        )
+    )
+    strict = [
+        "array_api_strict",
+        "array_api_strict-strictest",
+        "array_api_strict-device1",
+    ]
+    assert got["test_plain[array_api_strict]"] == "SKIPPED"
+    assert got["test_plain[array_api_strict-strictest]"] == "PASSED"
+    assert got["test_plain[array_api_strict-device1]"] == "PASSED"
+    assert {got[f"test_pattern[{v}]"] for v in strict} == {"SKIPPED"}
+    assert got["test_pattern[numpy]"] == "PASSED"
+
+    def param(variant: str, n: str) -> str:  # (either order of the ids)
+        return (
+            got.get(f"test_param[{variant}-{n}]") or got[f"test_param[{n}-{variant}]"]
+        )
+
+    assert [param("numpy", n) for n in ("one", "two", "three")] == [
+        "PASSED",
+        "SKIPPED",
+        "XFAIL",
+    ]
+    assert {param(v, n) for v in strict for n in ("one", "two", "three")} == {"PASSED"}
+    assert "not two on numpy" in result.stdout.str()
+    assert result.parseoutcomes().get("failed", 0) == 0
 
 
 def test_marker_without_reason_is_an_error(pytester):

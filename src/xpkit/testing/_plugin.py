@@ -42,14 +42,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .._adapters._base import CAPABILITIES, Adapter, LazyTags
 from .._adapters._registry import ADAPTERS
-from .._backend import Backend
 from .._dtypes import collected_narrowings, collecting_narrowings
-from .._resolve import is_backend_name
 from ._capabilities import uncovered_statements
 from ._host_copies import counted_host_copies
 from ._lazy import has_lazy_functions, replaced_functions, tagged
+from ._markers import MARKER_LINES, mark_parametrized, marks_for, param_marks
 from ._running import running_on
 from ._variants import (
     FLOATING,
@@ -58,9 +56,12 @@ from ._variants import (
     libraries_named,
     matches,
     selected,
+    variant_backend,
 )
 
 if TYPE_CHECKING:
+    from .._adapters._base import Adapter, LazyTags
+    from .._backend import Backend
     from .._typing import DType, Namespace, UserFunction
 
 __all__ = ["BackendParam", "available_backend_params"]
@@ -125,20 +126,7 @@ def pytest_configure(config: pytest.Config) -> None:
                 f"available here: {', '.join(known)}"
             )
             raise pytest.UsageError(msg)
-    for line in (
-        "xpkit_skip(backends, reason): skip on these backends (library keys or ids)",
-        "xpkit_xfail(backends, reason): expect failure (strictly) on these backends",
-        (
-            "xpkit_requires(*capabilities): skip on backends without these "
-            "(linalg, data_dependent_shapes, float64)"
-        ),
-        "xpkit_cpu_only(reason): skip on GPU backends",
-        (
-            "xpkit_shapes_only: the test needs shapes and dtypes only; it also "
-            "runs on devices whose arrays have no values"
-        ),
-        "xpkit_covers(func): the test covers func's @capabilities statement",
-    ):
+    for line in MARKER_LINES:
         config.addinivalue_line("markers", line)
 
 
@@ -148,26 +136,29 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     wanted = _selected(metafunc.config)
     if wanted is None:
-        params = available_backend_params()
+        params = everything = available_backend_params()
     else:  # only the libraries named are imported
-        params = selected(available_backend_params(libraries_named(wanted)), wanted)
+        everything = available_backend_params(libraries_named(wanted))
+        params = selected(everything, wanted)
+    ids = frozenset(p.id for p in everything)  # what a marker's names mean
+    written = list(metafunc.definition.iter_markers())
     if not has_lazy_functions(metafunc.module):  # the lazy variants would be copies
         params = tuple(p for p in params if not p.lazy)
     if metafunc.definition.get_closest_marker("xpkit_shapes_only") is None:
         params = tuple(p for p in params if not p.shape_only)
     if "xpkit_dtype" not in metafunc.fixturenames:
         values = [
-            pytest.param(p, id=p.id, marks=_marks_for(metafunc, p)) for p in params
+            pytest.param(p, id=p.id, marks=marks_for(written, p, ids)) for p in params
         ]
         metafunc.parametrize("xpkit_backend", values, indirect=True, scope="session")
         return
     pairs = []
     for p in params:
-        marks = _marks_for(metafunc, p)
+        marks = marks_for(written, p, ids)
         if p.skip:
             pairs.append(pytest.param(p, None, id=p.id, marks=marks))
             continue
-        held = _backend(p.key, p.device).dtypes
+        held = variant_backend(p.key, p.device).dtypes
         pairs += [
             pytest.param(p, name, id=f"{p.id}-{name}", marks=marks)
             for name in FLOATING
@@ -176,87 +167,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize(
         ("xpkit_backend", "xpkit_dtype"), pairs, indirect=True, scope="session"
     )
-
-
-def _marks_for(
-    metafunc: pytest.Metafunc, param: BackendParam
-) -> list[pytest.MarkDecorator]:
-    marks: list[pytest.MarkDecorator] = []
-    if param.skip:
-        marks.append(pytest.mark.skip(reason=param.skip))
-    for mark in metafunc.definition.iter_markers("xpkit_skip"):
-        if _matches(mark, param):
-            marks.append(pytest.mark.skip(reason=_reason(mark, "xpkit_skip")))
-    for mark in metafunc.definition.iter_markers("xpkit_cpu_only"):
-        if param.device is not None and ADAPTERS[param.key].is_gpu(param.device):
-            reason = mark.kwargs.get("reason") or (mark.args[0] if mark.args else "")
-            if not reason:
-                msg = "@pytest.mark.xpkit_cpu_only needs a reason"
-                raise pytest.UsageError(msg)
-            marks.append(pytest.mark.skip(reason=f"{param.id}: {reason}"))
-    for mark in metafunc.definition.iter_markers("xpkit_requires"):
-        missing = _missing(mark, param)
-        if missing:
-            marks.append(
-                pytest.mark.skip(reason=f"{param.id} has no {' and no '.join(missing)}")
-            )
-    for mark in metafunc.definition.iter_markers("xpkit_xfail"):
-        if _matches(mark, param):
-            marks.append(
-                pytest.mark.xfail(reason=_reason(mark, "xpkit_xfail"), strict=True)
-            )
-    return marks
-
-
-def _missing(mark: pytest.Mark, param: BackendParam) -> list[str]:
-    """What ``xpkit_requires`` names that ``param``'s variant lacks.
-
-    Library capabilities (`CAPABILITIES`), and ``"float64"``: a device that
-    holds it (not JAX without x64, MPS, array-api-strict's ``no_float64``).
-    """
-    known = (*CAPABILITIES, "float64")
-    unknown = [c for c in mark.args if c not in known]
-    if unknown or not mark.args:
-        msg = (
-            f"@pytest.mark.xpkit_requires names {unknown or 'nothing'}; capabilities: "
-            f"{', '.join(known)}"
-        )
-        raise pytest.UsageError(msg)
-    has = set(param.capabilities)
-    if not param.skip and "float64" in _backend(param.key, param.device).dtypes:
-        has.add("float64")
-    return [c for c in mark.args if c not in has]
-
-
-def _matches(mark: pytest.Mark, param: BackendParam) -> bool:
-    backends = mark.args[0] if mark.args else mark.kwargs.get("backends", ())
-    if isinstance(backends, str):
-        backends = [backends]
-    for name in backends:
-        key = next((k for k in ADAPTERS if name == k or name.startswith(f"{k}-")), None)
-        if key is None:
-            msg = (
-                f"@pytest.mark.{mark.name} names unknown backend {name!r}; use library "
-                f"keys ({', '.join(ADAPTERS)}) or backend ids (<key>-<device>)"
-            )
-            raise pytest.UsageError(msg)
-    return any(b in (param.key, param.id) for b in backends)
-
-
-def _reason(mark: pytest.Mark, name: str) -> str:
-    reason = mark.kwargs.get("reason") or (mark.args[1] if len(mark.args) > 1 else "")
-    if not reason:
-        msg = f"@pytest.mark.{name} needs a reason"
-        raise pytest.UsageError(msg)
-    return str(reason)
-
-
-@functools.cache
-def _backend(key: str, device: str | None) -> Backend:
-    if not is_backend_name(key):  # registry keys always are
-        msg = f"{key!r} is not a backend name"
-        raise ValueError(msg)
-    return Backend(key, device=device)
 
 
 def _narrowing_lines() -> list[str]:
@@ -270,6 +180,15 @@ def _narrowing_lines() -> list[str]:
             f"xpkit: {where} has no {wide}: tests that requested {them} got {shown}"
         )
     return lines
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Markers on a ``pytest.param`` apply; parametrized tests say they are.
+
+    See `param_marks` and `mark_parametrized`.
+    """
+    param_marks(items)
+    mark_parametrized(items)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -331,8 +250,8 @@ def xpkit_backend(request: pytest.FixtureRequest) -> Backend:
     """The `Backend` this test instance runs on (NumPy when not parametrized)."""
     param = getattr(request, "param", None)
     if param is None:
-        return _backend("numpy", None)
-    return _backend(param.key, param.device)
+        return variant_backend("numpy", None)
+    return variant_backend(param.key, param.device)
 
 
 @pytest.fixture(scope="session")
@@ -360,7 +279,7 @@ def _xpkit_mode(request: pytest.FixtureRequest) -> Iterator[None]:
     if not isinstance(param, BackendParam):
         yield
         return
-    backend = _backend(param.key, param.device)
+    backend = variant_backend(param.key, param.device)
     adapter = ADAPTERS[param.key]
     with contextlib.ExitStack() as stack:
         stack.enter_context(running_on(backend, param.id))

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .._adapters._registry import ADAPTERS
+from .._backend import Backend
+from .._resolve import is_backend_name
 
 if TYPE_CHECKING:
     from .._adapters._base import Adapter
@@ -25,6 +27,7 @@ __all__ = [
     "libraries_named",
     "matches",
     "selected",
+    "variant_backend",
 ]
 
 #: The variants that change how the test module's declared functions run.
@@ -194,3 +197,12 @@ def selected(
     """
     ids = frozenset(p.id for p in params)
     return tuple(p for p in params if any(matches(n, p, ids) for n in names))
+
+
+@functools.cache
+def variant_backend(key: str, device: str | None) -> Backend:
+    """The `Backend` of a variant, made once per session."""
+    if not is_backend_name(key):  # registry keys always are
+        msg = f"{key!r} is not a backend name"
+        raise ValueError(msg)
+    return Backend(key, device=device)

@@ -1,0 +1,176 @@
+"""The plugin's markers: what each means for a variant, and where it is written.
+
+A marker names backends as ``--xpkit-backends`` does (`matches`): a variant
+id that variant alone (``array_api_strict`` is not also its ``-strictest``
+and ``-device1`` siblings; ``dask`` is eager Dask), a pattern the ids it
+matches (``array_api_strict*``), and a library key that is no variant's id
+(``torch``, ``jax``) every variant of that library. It applies where it is
+written: on the test, its class or module, or on one ``pytest.param`` of
+the test's own parametrization (`param_marks`).
+
+The plugin parametrizes ``xpkit_backend`` in ``pytest_generate_tests``, not
+with a ``parametrize`` marker. Plugins that treat parametrized tests apart
+look for that marker: Hypothesis gives each parametrized test its own
+database key and turns its ``differing_executors`` health check off for it
+(a ``@given`` method of a test class runs on a new instance per variant), so
+without the marker every variant after the first failed that check.
+`mark_parametrized` adds the marker that says, truthfully, how the test was
+parametrized.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from .._adapters._base import CAPABILITIES
+from .._adapters._registry import ADAPTERS
+from ._variants import (
+    BackendParam,
+    available_backend_params,
+    matches,
+    variant_backend,
+)
+
+__all__ = ["MARKER_LINES", "mark_parametrized", "marks_for", "param_marks"]
+
+#: The markers that skip or xfail a test on some variants.
+_PER_VARIANT = frozenset(
+    {"xpkit_skip", "xpkit_xfail", "xpkit_requires", "xpkit_cpu_only"}
+)
+
+#: ``config.addinivalue_line("markers", line)`` for each of the plugin's markers.
+MARKER_LINES = (
+    "xpkit_skip(backends, reason): skip on these backends (library keys or ids)",
+    "xpkit_xfail(backends, reason): expect failure (strictly) on these backends",
+    (
+        "xpkit_requires(*capabilities): skip on backends without these "
+        "(linalg, data_dependent_shapes, float64)"
+    ),
+    "xpkit_cpu_only(reason): skip on GPU backends",
+    (
+        "xpkit_shapes_only: the test needs shapes and dtypes only; it also "
+        "runs on devices whose arrays have no values"
+    ),
+    "xpkit_covers(func): the test covers func's @capabilities statement",
+)
+
+
+def mark_parametrized(items: list[pytest.Item]) -> None:
+    """Give each item parametrized by the plugin a ``parametrize`` marker saying so."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is None or "xpkit_backend" not in callspec.params:
+            continue
+        if item.get_closest_marker("parametrize") is not None:
+            continue  # already seen as parametrized
+        names = [n for n in ("xpkit_backend", "xpkit_dtype") if n in callspec.params]
+        values = tuple(callspec.params[n] for n in names)
+        item.add_marker(
+            pytest.mark.parametrize(
+                names, [values if len(values) > 1 else values[0]], indirect=True
+            )
+        )
+
+
+def marks_for(
+    written: Sequence[pytest.Mark], param: BackendParam, ids: frozenset[str]
+) -> list[pytest.MarkDecorator]:
+    """The skips and xfails the ``written`` markers make of ``param``'s variant.
+
+    ``ids``: every variant id of the libraries in play (what a name means).
+    """
+    marks: list[pytest.MarkDecorator] = []
+    if param.skip:
+        marks.append(pytest.mark.skip(reason=param.skip))
+    for mark in written:
+        if mark.name == "xpkit_skip" and _matches(mark, param, ids):
+            marks.append(pytest.mark.skip(reason=_reason(mark, "xpkit_skip")))
+        elif mark.name == "xpkit_cpu_only" and _on_gpu(param):
+            reason = mark.kwargs.get("reason") or (mark.args[0] if mark.args else "")
+            if not reason:
+                msg = "@pytest.mark.xpkit_cpu_only needs a reason"
+                raise pytest.UsageError(msg)
+            marks.append(pytest.mark.skip(reason=f"{param.id}: {reason}"))
+        elif mark.name == "xpkit_requires":
+            missing = _missing(mark, param)
+            if missing:
+                reason = f"{param.id} has no {' and no '.join(missing)}"
+                marks.append(pytest.mark.skip(reason=reason))
+        elif mark.name == "xpkit_xfail" and _matches(mark, param, ids):
+            reason = _reason(mark, "xpkit_xfail")
+            marks.append(pytest.mark.xfail(reason=reason, strict=True))
+    return marks
+
+
+def param_marks(items: list[pytest.Item]) -> None:
+    """Apply the plugin's markers written on a ``pytest.param`` to its items.
+
+    pytest puts a ``pytest.param``'s marks on the items it makes, after the
+    plugin parametrized ``xpkit_backend`` from the test's own markers; they
+    were silently ignored.
+    """
+    ids_of: dict[str, frozenset[str]] = {}
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is None:
+            continue
+        param = callspec.params.get("xpkit_backend")
+        written = [m for m in callspec.marks if m.name in _PER_VARIANT]
+        if not isinstance(param, BackendParam) or param.skip or not written:
+            continue  # (a variant skipped for its library is skipped already)
+        if param.key not in ids_of:
+            found = available_backend_params(frozenset({param.key}))
+            ids_of[param.key] = frozenset(p.id for p in found)
+        for mark in marks_for(written, param, ids_of[param.key]):
+            item.add_marker(mark)
+
+
+def _on_gpu(param: BackendParam) -> bool:
+    return param.device is not None and ADAPTERS[param.key].is_gpu(param.device)
+
+
+def _missing(mark: pytest.Mark, param: BackendParam) -> list[str]:
+    """What ``xpkit_requires`` names that ``param``'s variant lacks.
+
+    Library capabilities (`CAPABILITIES`), and ``"float64"``: a device that
+    holds it (not JAX without x64, MPS, array-api-strict's ``no_float64``).
+    """
+    known = (*CAPABILITIES, "float64")
+    unknown = [c for c in mark.args if c not in known]
+    if unknown or not mark.args:
+        msg = (
+            f"@pytest.mark.xpkit_requires names {unknown or 'nothing'}; capabilities: "
+            f"{', '.join(known)}"
+        )
+        raise pytest.UsageError(msg)
+    has = set(param.capabilities)
+    if not param.skip and "float64" in variant_backend(param.key, param.device).dtypes:
+        has.add("float64")
+    return [c for c in mark.args if c not in has]
+
+
+def _matches(mark: pytest.Mark, param: BackendParam, ids: frozenset[str]) -> bool:
+    """Whether ``mark`` names ``param``'s variant (the rule of `matches`)."""
+    backends = mark.args[0] if mark.args else mark.kwargs.get("backends", ())
+    if isinstance(backends, str):
+        backends = [backends]
+    for name in backends:
+        known = any(name == k or name.startswith(f"{k}-") for k in ADAPTERS)
+        if not (known or any(c in name for c in "*?[")):
+            msg = (
+                f"@pytest.mark.{mark.name} names unknown backend {name!r}; use library "
+                f"keys ({', '.join(ADAPTERS)}), variant ids (<key>-<device>[-<mode>]) "
+                "or patterns of them (<key>*)"
+            )
+            raise pytest.UsageError(msg)
+    return any(matches(name, param, ids) for name in backends)
+
+
+def _reason(mark: pytest.Mark, name: str) -> str:
+    reason = mark.kwargs.get("reason") or (mark.args[1] if len(mark.args) > 1 else "")
+    if not reason:
+        msg = f"@pytest.mark.{name} needs a reason"
+        raise pytest.UsageError(msg)
+    return str(reason)
