@@ -38,7 +38,7 @@ import contextlib
 import functools
 import os
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -51,6 +51,7 @@ from ._markers import MARKER_LINES, mark_parametrized, marks_for, param_marks
 from ._running import running_on
 from ._variants import (
     FLOATING,
+    IMPORT_WARNINGS,
     BackendParam,
     available_backend_params,
     libraries_named,
@@ -216,8 +217,33 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 _UNCOVERED = pytest.StashKey[list[str]]()
 
 
+def _import_lines() -> list[str]:
+    return [
+        f"xpkit: importing {key} warned (recorded, not raised): {line}"
+        for key, found in sorted(IMPORT_WARNINGS.items())
+        for line in found
+    ]
+
+
+_FROM_WORKERS = pytest.StashKey[list[str]]()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:  # noqa: ARG001 - xdist's
+    """pytest-xdist: keep a worker's summary lines for the controller's summary."""
+    lines = getattr(node, "workeroutput", {}).get("xpkit_lines", [])
+    node.config.stash.setdefault(_FROM_WORKERS, []).extend(lines)
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """A session with uncovered statements (``--xpkit-uncovered``) fails."""
+    """Uncovered statements fail the session; a worker hands its lines on.
+
+    With ``--xpkit-uncovered``, a session with statements no test covers
+    fails; a pytest-xdist worker hands its summary lines to the controller.
+    """
+    output = getattr(session.config, "workeroutput", None)
+    if isinstance(output, dict):
+        output["xpkit_lines"] = [*_narrowing_lines(), *_import_lines()]
     if session.config.stash.get(_UNCOVERED, []) and session.exitstatus in (
         pytest.ExitCode.OK,
         pytest.ExitCode.NO_TESTS_COLLECTED,
@@ -226,8 +252,15 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """The narrowings tests met; the statements no test covers."""
-    for line in _narrowing_lines():
+    """The narrowings tests met, the libraries' import warnings, and more.
+
+    Also the statements no test covers (``--xpkit-uncovered``).
+    """
+    lines = [*_narrowing_lines(), *_import_lines()]
+    for line in terminalreporter.config.stash.get(_FROM_WORKERS, []):
+        if line not in lines:  # (pytest-xdist: what the workers met)
+            lines.append(line)
+    for line in lines:
         terminalreporter.write_line(line)
     left = terminalreporter.config.stash.get(_UNCOVERED, None)
     if left is None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -199,10 +200,32 @@ def selected(
     return tuple(p for p in params if any(matches(n, p, ids) for n in names))
 
 
+#: What a library warned while a variant's `Backend` was first made (it is
+#: imported then): library key -> "Category: message" lines, for the summary.
+IMPORT_WARNINGS: dict[str, list[str]] = {}
+
+
 @functools.cache
 def variant_backend(key: str, device: str | None) -> Backend:
-    """The `Backend` of a variant, made once per session."""
+    """The `Backend` of a variant, made once per session.
+
+    A warning the library raises meanwhile (ndonnx without onnxruntime
+    warns at import) is recorded in `IMPORT_WARNINGS`, not raised: under
+    ``filterwarnings = error`` it failed every test of the library, in the
+    session fixture whose error pytest keeps for them all, and it is no
+    test's doing.
+    """
     if not is_backend_name(key):  # registry keys always are
         msg = f"{key!r} is not a backend name"
         raise ValueError(msg)
-    return Backend(key, device=device)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        backend = Backend(key, device=device)
+    lines = IMPORT_WARNINGS.setdefault(key, [])
+    for w in seen:
+        line = f"{w.category.__name__}: {w.message}"
+        if line not in lines:
+            lines.append(line)
+    if not lines:
+        del IMPORT_WARNINGS[key]
+    return backend
