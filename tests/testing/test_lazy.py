@@ -147,3 +147,53 @@ def test_narrowing_is_reported_once_in_the_summary(pytester):
             "float32"
         )
     ]
+
+
+A_SUITE = textwrap.dedent(
+    """
+    import pytest
+    from xpkit.testing import lazy_xp_function
+
+
+    def total(x, axis, k=1):
+        if k < 0:
+            raise ValueError(f"k must be >= 0, got {k}")
+        return x.sum(axis) * k
+
+
+    lazy_xp_function(total)
+
+
+    @pytest.mark.parametrize("rank", range(1, 11))
+    def test_total(xpkit_backend, xp, rank):
+        x = xp.ones((2,) * rank)
+        assert float(total(x, tuple(range(rank)))) == 2.0**rank
+
+
+    @pytest.mark.parametrize("k", [-1, -2])
+    def test_a_bad_k_raises_its_own_error(xpkit_backend, xp, k):
+        with pytest.raises(ValueError, match=f"k must be >= 0, got {k}"):
+            total(xp.ones(2), 0, k=k)
+    """
+)
+
+
+def test_the_compile_variant_across_a_suite(pytester):
+    """Ten tests of one function with new shapes each; its own errors reach raises.
+
+    Dynamo's recompile limit (8) counts on the function's code object,
+    across tests: the ninth and tenth failed ``FailOnRecompileLimitHit``.
+    A function's own ValueError came as Dynamo's "Observed exception".
+    """
+    needs("torch")
+    pytester.makeini("[pytest]\nfilterwarnings = error\n")
+    pytester.makepyfile(test_user=A_SUITE)
+    result = pytester.runpytest_subprocess(
+        "-v", "-p", "no:cacheprovider", "--xpkit-backends=torch-cpu-compile"
+    )
+    expected = {f"test_total[torch-cpu-compile-{r}]": "PASSED" for r in range(1, 11)}
+    expected |= {
+        f"test_a_bad_k_raises_its_own_error[torch-cpu-compile-{k}]": "PASSED"
+        for k in (-1, -2)
+    }
+    assert outcomes(result) == expected

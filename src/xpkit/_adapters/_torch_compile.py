@@ -8,6 +8,7 @@ loops out of a graph (`Adapter.compiling`, `Adapter.eager_only`).
 from __future__ import annotations
 
 import functools
+import types
 import warnings
 from collections.abc import Callable
 from types import ModuleType
@@ -64,15 +65,66 @@ def compiled_whole(func: UserFunction, tags: LazyTags) -> UserFunction | None:
     ``.item()``) is then an error naming its cause. The ``aot_eager``
     backend captures the whole graph through AOTAutograd without generating
     kernels, so a test pays the capture, not a build.
+
+    Across a suite: Dynamo keeps its compiled graphs, and counts them
+    against its recompile limit (8), on the function's code object, which
+    outlives each test, so the ninth test that called ``func`` with new
+    shapes or arguments failed ``FailOnRecompileLimitHit``. At that limit
+    ``func`` is compiled afresh from a copy of its code (a code object
+    with no cache: nothing process-wide is reset) and the call retried.
+    Where ``func`` raises (a check of its input), Dynamo raised its own
+    error instead ("Observed exception"); see `_own_exceptions`.
     """
     if not tags.compiled:
         return None
     import torch
 
-    compiled: UserFunction = torch.compile(func, fullgraph=True, backend="aot_eager")
+    if func not in _COMPILED:
+        _COMPILED[func] = _compile(func)
 
     @functools.wraps(func)
     def run(*args: object, **kwargs: object) -> object:
+        try:
+            return _own_exceptions(func, _COMPILED[func], args, kwargs)
+        except torch._dynamo.exc.FailOnRecompileLimitHit:
+            fresh = _fresh_code(func)
+            if fresh is None:  # (not a Python function: nothing to copy)
+                raise
+            _COMPILED[func] = _compile(fresh)
+        return _own_exceptions(func, _COMPILED[func], args, kwargs)
+
+    return run
+
+
+#: Each declared function's compiled version, kept across tests (its cache
+#: is Dynamo's, on the code object compiled).
+_COMPILED: dict[UserFunction, UserFunction] = {}
+
+
+def _compile(func: UserFunction) -> UserFunction:
+    import torch
+
+    compiled: UserFunction = torch.compile(func, fullgraph=True, backend="aot_eager")
+    return compiled
+
+
+def _own_exceptions(
+    func: UserFunction,
+    compiled: UserFunction,
+    args: tuple[object, ...],
+    kwargs: dict[str, object],
+) -> object:
+    """``compiled(*args, **kwargs)``, or the exception ``func`` raises eagerly.
+
+    Where Dynamo cannot trace a call (``func`` raises: "Observed
+    exception", or an f-string of a traced number in its message), the
+    call runs eagerly: the function's own exception, type and message,
+    reaches the test. Where the eager call returns, Dynamo's error is
+    raised: a graph break the variant is there to report.
+    """
+    import torch
+
+    try:
         # Dynamo's advisory on tracing through array_api_compat's
         # lru_cache-d type checks (is_torch_array, ...): correct here, and an
         # error under a test suite's filterwarnings = error.
@@ -83,5 +135,25 @@ def compiled_whole(func: UserFunction, tags: LazyTags) -> UserFunction | None:
                 category=UserWarning,
             )
             return compiled(*args, **kwargs)
+    except torch._dynamo.exc.TorchDynamoException as exc:
+        refused = exc
+    func(*args, **kwargs)
+    raise refused
 
-    return run
+
+def _fresh_code(func: UserFunction) -> UserFunction | None:
+    """A copy of Python function ``func`` on a copy of its code object (no Dynamo cache)."""
+    if not isinstance(func, types.FunctionType):
+        return None
+    fresh = types.FunctionType(
+        func.__code__.replace(),
+        func.__globals__,
+        func.__name__,
+        func.__defaults__,
+        func.__closure__,
+    )
+    fresh.__kwdefaults__ = func.__kwdefaults__
+    fresh.__qualname__ = func.__qualname__
+    fresh.__module__ = func.__module__
+    fresh.__dict__.update(func.__dict__)
+    return fresh
