@@ -6,6 +6,7 @@ import importlib.util
 import re
 
 import pytest
+from plugin_runs import needs, outcomes
 
 USER_TEST = """
 import xpkit
@@ -200,6 +201,85 @@ def test_markers_name_backends_as_the_option_does_and_apply_on_a_param(pytester)
     assert {param(v, n) for v in strict for n in ("one", "two", "three")} == {"PASSED"}
     assert "not two on numpy" in result.stdout.str()
     assert result.parseoutcomes().get("failed", 0) == 0
+
+
+FIXTURES_AND_MARKERS = """
+import pytest
+
+
+@pytest.mark.xpkit_only(["numpy", "torch"], reason="a feature of the two")
+def test_only(xpkit_backend):
+    pass
+
+
+@pytest.mark.xpkit_xfail(["numpy"], reason="may pass", strict=False)
+def test_loose_passes(xpkit_backend):
+    pass
+
+
+@pytest.mark.xpkit_xfail(["numpy"], reason="fails on numpy", strict=False)
+def test_loose_fails(xpkit_backend):
+    assert xpkit_backend.library != "numpy"
+
+
+def test_variant(xpkit_variant, xp, xpkit_device):
+    x = xp.asarray([1.0], device=xpkit_device)
+    v = xpkit_variant
+    print(f"VARIANT {v.id}|{v.key}|{v.mode}|{x.device!r}")
+"""
+
+
+def test_leaving_out_only_on_loose_xfail_and_the_variant_and_device_fixtures(
+    pytester,
+):
+    """``-<name>`` in the option, ``xpkit_only``, ``xpkit_xfail(strict=False)``,
+    and what ``xpkit_variant`` and ``xpkit_device`` hand a test."""
+    needs("torch", "array_api_strict")
+    pytester.makeini("[pytest]\nfilterwarnings = error\nxfail_strict = true\n")
+    pytester.makepyfile(test_user=FIXTURES_AND_MARKERS)
+    result = pytester.runpytest_subprocess(
+        "-v",
+        "-s",
+        "-rs",
+        "-p",
+        "no:cacheprovider",
+        "--xpkit-backends=numpy,torch-cpu,array_api_strict*,-array_api_strict-no_float64",
+    )
+    variants = [
+        "numpy",
+        "torch-cpu",
+        "array_api_strict",
+        "array_api_strict-strictest",
+        "array_api_strict-device1",
+    ]
+    expected = {}
+    for v in variants:
+        expected[f"test_only[{v}]"] = (
+            "PASSED" if v in ("numpy", "torch-cpu") else "SKIPPED"
+        )
+        expected[f"test_loose_fails[{v}]"] = "XFAIL" if v == "numpy" else "PASSED"
+        if v != "numpy":  # (numpy: XPASS, a loose xfail that passes fails nothing)
+            expected[f"test_loose_passes[{v}]"] = "PASSED"
+    got = outcomes(result)
+    assert {k: got[k] for k in expected} == expected
+    assert set(got) - set(expected) == set()  # (test_variant's lines print first)
+    result.assert_outcomes(passed=15, skipped=3, xfailed=1, xpassed=1)
+    reason = "array_api_strict: only on ['numpy', 'torch']: a feature of the two"
+    assert any(line.endswith(reason) for line in result.stdout.lines)
+    seen = dict(
+        re.findall(r"VARIANT ([^|\s]+)\|(.*)$", result.stdout.str(), re.MULTILINE)
+    )
+    assert seen == {
+        "numpy": "numpy||'cpu'",
+        "torch-cpu": "torch||device(type='meta')",
+        "array_api_strict": "array_api_strict||array_api_strict.Device('device1')",
+        "array_api_strict-strictest": (
+            "array_api_strict|strictest|array_api_strict.Device('device1')"
+        ),
+        "array_api_strict-device1": (
+            "array_api_strict||array_api_strict.Device('CPU_DEVICE')"
+        ),
+    }
 
 
 def test_marker_without_reason_is_an_error(pytester):

@@ -23,7 +23,12 @@ import pytest
 from plugin_runs import needs, outcomes
 
 from xpkit._adapters import ADAPTERS
-from xpkit.testing._variants import available_backend_params, selected
+from xpkit.testing._variants import (
+    available_backend_params,
+    libraries_named,
+    selected,
+    unmatched,
+)
 
 
 def _failure(result: pytest.RunResult, test_id: str) -> str:
@@ -332,6 +337,32 @@ def test_a_variant_id_selects_that_variant_alone():
             "array_api_strict-no_float64",
         }
     assert chosen("tensorflow") == set()
+
+
+def test_all_and_names_that_leave_out():
+    """``all`` is every variant, ``-<name>`` leaves out what ``<name>`` selects."""
+    params = available_backend_params()
+    ids = {p.id for p in params}
+
+    def chosen(*names: str) -> set[str]:
+        return {p.id for p in selected(params, names)}
+
+    assert chosen("all") == ids
+    for ident in ids:
+        assert chosen("all", f"-{ident}") == ids - {ident}
+        assert chosen(f"-{ident}") == ids - {ident}  # (leaving out starts from all)
+        assert chosen(ident, f"-{ident}") == set()
+    torch_ids = {i for i in ids if i.startswith("torch-")}
+    assert chosen("-torch") == ids - torch_ids
+    assert chosen("all", "-*-compile") == {i for i in ids if not i.endswith("-compile")}
+    # every library may be in play once a name only leaves out, or says all
+    assert libraries_named(["-ndonnx"]) is None
+    assert libraries_named(["all", "-ndonnx"]) is None
+    assert libraries_named(["numpy", "-numpy-x"]) == frozenset({"numpy"})
+    assert unmatched(params, ["all", "-numpy", "-tensorflow", "numpy", "cupy-x"]) == [
+        "-tensorflow",
+        "cupy-x",
+    ]
 
 
 MYLIB = textwrap.dedent(

@@ -61,8 +61,9 @@ def _check_reasons(
     return out
 
 
-def _is_backend(name: str) -> bool:
-    return any(name == k or name.startswith(f"{k}-") for k in ADAPTERS)
+def is_backend(name: str) -> bool:
+    """Whether ``name`` is a library key or a variant id of one (``<key>-...``)."""
+    return name.split("-", 1)[0] in ADAPTERS
 
 
 def _known(param: str) -> str:
@@ -175,8 +176,8 @@ def checked_statement(
         raise ValueError(msg)
     return Capabilities(
         requires=requires,
-        skip=_check_reasons("skip", skip or {}, _is_backend),
-        xfail=_check_reasons("xfail", xfail or {}, _is_backend),
+        skip=_check_reasons("skip", skip or {}, is_backend),
+        xfail=_check_reasons("xfail", xfail or {}, is_backend),
         cpu_only=cpu_only,
         modes=_check_reasons("modes", modes or {}, lambda m: m in MODES),
         computes=computes,

@@ -26,6 +26,7 @@ import pytest
 
 from .._adapters._base import CAPABILITIES
 from .._adapters._registry import ADAPTERS
+from ._capabilities import is_backend
 from ._variants import (
     BackendParam,
     available_backend_params,
@@ -37,13 +38,21 @@ __all__ = ["MARKER_LINES", "mark_parametrized", "marks_for", "param_marks"]
 
 #: The markers that skip or xfail a test on some variants.
 _PER_VARIANT = frozenset(
-    {"xpkit_skip", "xpkit_xfail", "xpkit_requires", "xpkit_cpu_only"}
+    {"xpkit_skip", "xpkit_xfail", "xpkit_only", "xpkit_requires", "xpkit_cpu_only"}
 )
 
 #: ``config.addinivalue_line("markers", line)`` for each of the plugin's markers.
 MARKER_LINES = (
-    "xpkit_skip(backends, reason): skip on these backends (library keys or ids)",
-    "xpkit_xfail(backends, reason): expect failure (strictly) on these backends",
+    (
+        "xpkit_skip(backends, reason): skip on these backends, named as "
+        "--xpkit-backends names them (a variant id that variant alone, a pattern "
+        "with *, a library key that is no variant's id all of its variants)"
+    ),
+    (
+        "xpkit_xfail(backends, reason, strict=True): expect failure on these "
+        "backends (strict=False: a pass is no failure)"
+    ),
+    "xpkit_only(backends, reason=''): skip on every backend but these",
     (
         "xpkit_requires(*capabilities): skip on backends without these "
         "(linalg, data_dependent_shapes, float64)"
@@ -98,9 +107,20 @@ def marks_for(
             if missing:
                 reason = f"{param.id} has no {' and no '.join(missing)}"
                 marks.append(pytest.mark.skip(reason=reason))
+        elif mark.name == "xpkit_only" and not _matches(mark, param, ids):
+            names = mark.args[0] if mark.args else mark.kwargs.get("backends", ())
+            why = mark.kwargs.get("reason") or (
+                mark.args[1] if len(mark.args) > 1 else ""
+            )
+            reason = f"{param.id}: only on {names}" + (f": {why}" if why else "")
+            marks.append(pytest.mark.skip(reason=reason))
         elif mark.name == "xpkit_xfail" and _matches(mark, param, ids):
             reason = _reason(mark, "xpkit_xfail")
-            marks.append(pytest.mark.xfail(reason=reason, strict=True))
+            strict = mark.kwargs.get("strict", True)
+            if not isinstance(strict, bool):
+                msg = f"@pytest.mark.xpkit_xfail strict= takes True or False, not {strict!r}"
+                raise pytest.UsageError(msg)
+            marks.append(pytest.mark.xfail(reason=reason, strict=strict))
     return marks
 
 
@@ -157,8 +177,7 @@ def _matches(mark: pytest.Mark, param: BackendParam, ids: frozenset[str]) -> boo
     if isinstance(backends, str):
         backends = [backends]
     for name in backends:
-        known = any(name == k or name.startswith(f"{k}-") for k in ADAPTERS)
-        if not (known or any(c in name for c in "*?[")):
+        if not (is_backend(name) or any(c in name for c in "*?[")):
             msg = (
                 f"@pytest.mark.{mark.name} names unknown backend {name!r}; use library "
                 f"keys ({', '.join(ADAPTERS)}), variant ids (<key>-<device>[-<mode>]) "

@@ -14,10 +14,17 @@ and ``xpkit_dtype`` (each floating dtype the variant's device holds).
   test modules that declare functions with `xpkit.testing.lazy_xp_function`.
 - Choose with ``--xpkit-backends`` or ``XPKIT_BACKENDS``: variant ids
   (``dask`` is eager Dask alone), patterns (``dask*``, ``*-compile``), or
-  library keys that are no variant's id (``torch``: all of torch's).
+  library keys that are no variant's id (``torch``: all of torch's);
+  ``all`` is every variant and ``-<name>`` leaves out what ``<name>``
+  selects (``all,-ndonnx``; ``-ndonnx`` alone means the same).
+- Fixtures beside ``xpkit_backend`` and ``xp``: ``xpkit_variant`` (the
+  variant: ``.id``, library ``.key``, ``.device``, ``.mode``) and
+  ``xpkit_device`` (a native device of the variant's library other than the
+  one it runs on, where the library has one).
 - ``@pytest.mark.xpkit_skip(backends, reason=...)`` and
-  ``@pytest.mark.xpkit_xfail(backends, reason=...)`` skip or (strictly)
-  xfail a test on some backends; ``xpkit_requires``, ``xpkit_cpu_only``.
+  ``@pytest.mark.xpkit_xfail(backends, reason=..., strict=True)`` skip or
+  xfail a test on some backends, ``xpkit_only(backends)`` skips it on every
+  other; ``xpkit_requires``, ``xpkit_cpu_only``.
 - Inside a test, `assert_close` compares a result with a NumPy reference
   on the variant's terms (its device; its narrowed dtypes). Narrowing
   (float64 to float32 where the device has none) is reported once, in the
@@ -44,7 +51,7 @@ import pytest
 
 from .._adapters._registry import ADAPTERS
 from .._dtypes import collected_narrowings, collecting_narrowings
-from ._capabilities import uncovered_statements
+from ._capabilities import is_backend, uncovered_statements
 from ._host_copies import counted_host_copies
 from ._lazy import has_lazy_functions, replaced_functions, tagged
 from ._markers import MARKER_LINES, mark_parametrized, marks_for, param_marks
@@ -55,15 +62,16 @@ from ._variants import (
     BackendParam,
     available_backend_params,
     libraries_named,
-    matches,
+    other_device,
     selected,
+    unmatched,
     variant_backend,
 )
 
 if TYPE_CHECKING:
     from .._adapters._base import Adapter, LazyTags
     from .._backend import Backend
-    from .._typing import DType, Namespace, UserFunction
+    from .._typing import DType, Namespace, NativeDevice, UserFunction
 
 __all__ = ["BackendParam", "available_backend_params"]
 
@@ -87,7 +95,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             "comma-separated variants for the xpkit_backend fixture: ids as the "
             "test ids show them (<key>-<device>[-<mode>]), patterns with * "
             f"(*-{'{mode}'}), or library keys ({','.join(ADAPTERS)}) that are no "
-            f"variant's id (all of the library's variants); env var {ENV_VAR}"
+            "variant's id (all of the library's variants); all: every variant; "
+            f"-<name> leaves out what <name> selects (all,-<key>); env var {ENV_VAR}"
         ),
     )
     group.addoption(
@@ -106,15 +115,13 @@ def pytest_configure(config: pytest.Config) -> None:
     """Register the markers; reject names in ``--xpkit-backends`` that select nothing."""
     wanted = _selected(config)
     if wanted is not None:
-        params = available_backend_params(libraries_named(wanted))
-        ids = frozenset(p.id for p in params)
-        missing = [w for w in wanted if not any(matches(w, p, ids) for p in params)]
+        missing = unmatched(available_backend_params(libraries_named(wanted)), wanted)
         if missing:
             params = available_backend_params()  # what is here, to say so
             ids = frozenset(p.id for p in params)
             # "torch-cuda" on a host without CUDA: a library xpkit knows, on a
             # device this machine lacks; anything else is not a backend at all.
-            absent = [w for w in missing if w.split("-", 1)[0] in ADAPTERS]
+            absent = [w for w in missing if is_backend(w.removeprefix("-"))]
             unknown = [w for w in missing if w not in absent]
             parts = []
             if absent:
@@ -291,6 +298,40 @@ def xpkit_backend(request: pytest.FixtureRequest) -> Backend:
 def xp(xpkit_backend: Backend) -> Namespace:
     """The Array API namespace of ``xpkit_backend``."""
     return xpkit_backend.xp
+
+
+@pytest.fixture
+def xpkit_variant(
+    request: pytest.FixtureRequest, xpkit_backend: Backend
+) -> BackendParam:
+    """The variant this test instance runs on (`BackendParam`).
+
+    ``.id`` as the test id shows it (``array_api_strict-strictest``), the
+    library ``.key``, ``.device`` (None: the library's default) and
+    ``.mode`` (``""``, ``"strictest"``, ``"jit"``, ``"lazy"``,
+    ``"compile"``): what tells ``array_api_strict`` from its ``-strictest``
+    and ``-device1`` siblings, or ``jax-cpu`` from ``jax-cpu-jit``.
+    """
+    callspec = getattr(request.node, "callspec", None)
+    param = callspec.params.get("xpkit_backend") if callspec is not None else None
+    if isinstance(param, BackendParam):
+        return param
+    return BackendParam(xpkit_backend.library, None, xpkit_backend.library)
+
+
+@pytest.fixture
+def xpkit_device(xpkit_variant: BackendParam, xpkit_backend: Backend) -> NativeDevice:
+    """A native device of the variant's library other than the one it runs on.
+
+    Where the library has one: array-api-strict's ``device1`` from its CPU,
+    torch's ``meta`` from the CPU, the CPU from a GPU or an emulated device
+    (`other_device`); else the variant's own device. For tests that an
+    array made on a device stays there (array-api-extra's ``device``).
+    """
+    name = other_device(xpkit_variant)
+    if name is None:
+        return xpkit_backend.native_device
+    return ADAPTERS[xpkit_variant.key].native_device(name)
 
 
 @pytest.fixture(scope="session")

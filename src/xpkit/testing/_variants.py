@@ -27,7 +27,9 @@ __all__ = [
     "available_backend_params",
     "libraries_named",
     "matches",
+    "other_device",
     "selected",
+    "unmatched",
     "variant_backend",
 ]
 
@@ -141,18 +143,20 @@ def _backends_of(adapter: Adapter) -> list[tuple[str | None, str, str]]:
 def libraries_named(names: Sequence[str]) -> frozenset[str] | None:
     """The libraries ``--xpkit-backends`` names can select; None: any of them.
 
-    A pattern may match any library; an id or key names its library
+    A pattern, ``all``, or names that only leave out (``-ndonnx``) may
+    select any library; an id or key names its library
     (``array_api_strict-device1``: ``array_api_strict``); a name of no
     library selects nothing.
     """
     keys = set()
-    for name in names:
-        if any(c in name for c in "*?["):
+    taken = [n for n in names if not n.startswith("-")]
+    for name in taken:
+        if name == "all" or any(c in name for c in "*?["):
             return None
         key = name.split("-", 1)[0]
         if key in ADAPTERS:
             keys.add(key)
-    return frozenset(keys)
+    return frozenset(keys) if taken else None
 
 
 def _device_params(key: str) -> list[BackendParam]:
@@ -192,12 +196,55 @@ def matches(name: str, param: BackendParam, ids: frozenset[str]) -> bool:
 def selected(
     params: Sequence[BackendParam], names: Sequence[str]
 ) -> tuple[BackendParam, ...]:
-    """The variants of ``params`` that any of ``names`` selects (see `matches`).
+    """The variants of ``params`` that ``names`` select (see `matches`).
 
-    ``params`` holds every variant of each library it holds any of.
+    ``all`` selects every variant; ``-<name>`` leaves out what ``<name>``
+    selects (``all,-ndonnx``, ``torch,-*-compile``); names that only leave
+    out start from every variant. ``params`` holds every variant of each
+    library it holds any of.
     """
     ids = frozenset(p.id for p in params)
-    return tuple(p for p in params if any(matches(n, p, ids) for n in names))
+    taken = [n for n in names if not n.startswith("-")] or ["all"]
+    left_out = [n[1:] for n in names if n.startswith("-")]
+    return tuple(
+        p
+        for p in params
+        if any(_picks(n, p, ids) for n in taken)
+        and not any(_picks(n, p, ids) for n in left_out)
+    )
+
+
+def unmatched(params: Sequence[BackendParam], names: Sequence[str]) -> list[str]:
+    """The names of ``names`` that select no variant of ``params`` (nor leave one out)."""
+    ids = frozenset(p.id for p in params)
+    return [
+        n for n in names if not any(_picks(n.removeprefix("-"), p, ids) for p in params)
+    ]
+
+
+def _picks(name: str, param: BackendParam, ids: frozenset[str]) -> bool:
+    return name == "all" or matches(name, param, ids)
+
+
+def other_device(param: BackendParam) -> str | None:
+    """A device of ``param``'s library other than the one it runs on; None: none.
+
+    From the CPU, an emulated device (array-api-strict's ``device1``), then
+    one without values (torch's ``meta``); from any other device (a GPU, an
+    emulated one, meta), the library's first device.
+    """
+    if param.skip:
+        return None
+    adapter = ADAPTERS[param.key]
+    listed = [adapter.canonical_device(d) for d in adapter.devices()]
+    own = adapter.canonical_device(param.device) if param.device else listed[0]
+    extra = [*adapter.test_devices, *adapter.shape_only_devices]
+    order = [*extra, *listed] if own == listed[0] else [*listed, *extra]
+    for device in order:
+        name = adapter.canonical_device(device)
+        if name != own and (name in listed or device in adapter.shape_only_devices):
+            return device
+    return None
 
 
 #: What a library warned while a variant's `Backend` was first made (it is
