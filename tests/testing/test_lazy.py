@@ -8,10 +8,15 @@ under ``torch.compile`` (``torch-cpu-compile``).
 
 from __future__ import annotations
 
+import re
 import textwrap
+import types
 
 import pytest
 from plugin_runs import needs, outcomes
+
+from xpkit.testing import lazy_xp_function
+from xpkit.testing._lazy import has_lazy_functions, replaced_functions, tagged
 
 pytest.importorskip(
     "array_api_extra", reason="needs array-api-extra: pip install 'xpkit[test]'"
@@ -197,3 +202,118 @@ def test_the_compile_variant_across_a_suite(pytester):
         for k in (-1, -2)
     }
     assert outcomes(result) == expected
+
+
+METHODS = textwrap.dedent(
+    """
+    from xpkit.testing import lazy_xp_function
+
+
+    def _clip(x, xp):
+        if xp.any(x < 0):  # a Python `if` on an array value
+            x = xp.where(x < 0, xp.zeros_like(x), x)
+        return x
+
+
+    class Clipper:
+        def clip(self, x, xp):
+            return _clip(x, xp)
+
+        @staticmethod
+        def static_clip(x, xp):
+            return _clip(x, xp)
+
+        @classmethod
+        def class_clip(cls, x, xp):
+            return _clip(x, xp)
+
+
+    for name in ("clip", "static_clip", "class_clip"):
+        lazy_xp_function((Clipper, name))
+
+
+    def test_method(xpkit_backend, xp):
+        x = xpkit_backend.asarray([-1.0, 2.0])
+        assert xpkit_backend.to_numpy(Clipper().clip(x, xp)).tolist() == [0.0, 2.0]
+
+
+    def test_static(xpkit_backend, xp):
+        x = xpkit_backend.asarray([-1.0, 2.0])
+        assert xpkit_backend.to_numpy(Clipper.static_clip(x, xp)).tolist() == [0, 2]
+
+
+    def test_class(xpkit_backend, xp):
+        x = xpkit_backend.asarray([-1.0, 2.0])
+        assert xpkit_backend.to_numpy(Clipper.class_clip(x, xp)).tolist() == [0, 2]
+    """
+)
+
+
+def test_declared_methods_run_jitted_lazily_and_compiled(pytester):
+    """``(cls, "name")``: a method, a static and a class method, in every mode."""
+    needs("torch", "jax", "dask")
+    pytester.makeini("[pytest]\nfilterwarnings = error\n")
+    pytester.makepyfile(test_user=METHODS)
+    eager = ["torch-cpu", "jax-cpu", "dask"]
+    lazy = ["torch-cpu-compile", "jax-cpu-jit", "dask-lazy"]
+    result = pytester.runpytest_subprocess(
+        "-v", "-p", "no:cacheprovider", f"--xpkit-backends={','.join(eager + lazy)}"
+    )
+    assert outcomes(result) == {
+        f"test_{kind}[{v}]": "PASSED" if v in eager else "FAILED"
+        for kind in ("method", "static", "class")
+        for v in eager + lazy
+    }
+
+
+def test_a_method_is_declared_on_its_class_and_a_ufunc_is_held():
+    """An inherited method is cloned into the class named, its parent untouched;
+    a callable with no weak reference (a NumPy ufunc) is declared too."""
+    np = pytest.importorskip("numpy")
+
+    class Parent:
+        def scale(self, x):
+            return x * 2
+
+    class Child(Parent):
+        pass
+
+    module = types.ModuleType("user_module")
+    module.Child = Child
+    module.add = np.add
+    assert not has_lazy_functions(module)
+    lazy_xp_function((Child, "scale"), host_copies=0)
+    lazy_xp_function(np.add, jit=False)
+    assert "scale" in vars(Child)
+    assert Child.scale is not Parent.scale
+    declared = dict(tagged(module))
+    assert set(declared) == {(Child, "scale"), np.add}
+    assert declared[(Child, "scale")].host_copies == 0
+    assert declared[np.add].jit is False
+
+    def doubled(func, tags):
+        return lambda *args: 2 * func(*args)
+
+    with replaced_functions(module, doubled):
+        assert Child().scale(3) == 12
+        assert Parent().scale(3) == 6
+        assert module.add(1, 2) == 6
+    assert Child().scale(3) == 6
+    assert module.add is np.add
+
+
+@pytest.mark.parametrize(
+    ("declared", "message"),
+    [
+        ((int, "no_such_method"), "int.no_such_method, which does not exist"),
+        (
+            (1, "real"),
+            "func must be callable or (class, 'method name'), got (1, 'real')",
+        ),
+        ((int, "real"), "int.real, which is not a method"),
+        ((int,), "func must be callable or (class, 'method name'), got"),
+    ],
+)
+def test_a_method_declaration_that_names_no_method_is_refused(declared, message):
+    with pytest.raises(TypeError, match=re.escape(message)):
+        lazy_xp_function(declared)

@@ -87,8 +87,9 @@ class LazyKeywords(TypedDict, total=False):
     jax_jit: bool
 
 
-#: A test module's declared functions, each with its `LazyTags`.
-Tagged = list[tuple[UserFunction, LazyTags]]
+#: A test module's declared functions, each with its `LazyTags`; a method as
+#: ``(cls, "name")`` (array-api-extra's ``lazy_xp_function`` form).
+Tagged = list[tuple[UserFunction | tuple[type, str], LazyTags]]
 #: ``replace(wrap)``: a context in which each declared function ``f`` of the
 #: test module is ``wrap(f, tags)`` (where that is not None).
 Replace = Callable[

@@ -140,7 +140,7 @@ class DaskAdapter(Adapter):
         """
         if mode != "lazy":
             return super().lazy_context(mode, request, xp, tagged, replace)
-        return _computes_counted(request, xp, replace)
+        return _computes_counted(request, xp, tagged, replace)
 
     numpy_dtypes = True
 
@@ -166,13 +166,15 @@ _REFUSAL = "Called `dask.compute()` or `dask.persist()`"
 
 @contextlib.contextmanager
 def _computes_counted(
-    request: pytest.FixtureRequest, xp: Namespace, replace: Replace
+    request: pytest.FixtureRequest, xp: Namespace, tagged: Tagged, replace: Replace
 ) -> Iterator[None]:
     """array-api-extra's patch around each declared function, refusals reworded.
 
     array-api-extra's refusal tells the user to pass ``allow_dask_compute``,
     its own keyword; the declared function is first wrapped so that the
-    refusal names xpkit's ``computes=`` instead.
+    refusal names xpkit's ``computes=`` instead. A method, ``(cls,
+    "name")``, is declared to array-api-extra as such: it patches what is
+    then on the class, the wrapped method.
     """
     wrapped: Tagged = []
 
@@ -181,13 +183,12 @@ def _computes_counted(
         wrapped.append((named, tags))
         return named
 
-    with (
-        replace(wrap),
-        patched_by_array_api_extra(
+    with replace(wrap):
+        wrapped += [(d, tags) for d, tags in tagged if isinstance(d, tuple)]
+        with patched_by_array_api_extra(
             request, xp, wrapped, lambda tags: {"allow_dask_compute": tags.computes}
-        ),
-    ):
-        yield
+        ):
+            yield
 
 
 def _refusal_in_xpkit_terms(func: UserFunction, allowed: int) -> UserFunction:

@@ -12,10 +12,12 @@ beyond the allowance) or replaced by a compiled version (`replaced_functions`).
 from __future__ import annotations
 
 import contextlib
+import inspect
+import types
 import weakref
 from collections.abc import Callable, Iterator
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from .._adapters._base import LazyTags
 from .._statement import check_host_copies, statement_of
@@ -23,14 +25,22 @@ from .._statement import check_host_copies, statement_of
 if TYPE_CHECKING:
     from .._typing import UserFunction
 
+    #: A declared function, or a method as ``(cls, "name")``.
+    Declared = UserFunction | tuple[type, str]
+
 __all__ = ["has_lazy_functions", "lazy_xp_function", "replaced_functions", "tagged"]
 
 #: Tagged function -> how it runs in each mode.
 _TAGS: weakref.WeakKeyDictionary[UserFunction, LazyTags] = weakref.WeakKeyDictionary()
+#: Tagged callables that cannot be weakly referenced (NumPy's ufuncs and
+#: array functions, ``scipy.special.erf``): held for the session.
+_HELD_TAGS: dict[object, LazyTags] = {}
+#: Tagged methods, ``(cls, "name")``: declared on that class, by name.
+_METHOD_TAGS: dict[tuple[type, str], LazyTags] = {}
 
 
 def lazy_xp_function(
-    func: UserFunction,
+    func: Declared,
     *,
     jit: bool | None = None,
     compiled: bool | None = None,
@@ -52,8 +62,13 @@ def lazy_xp_function(
 
     Parameters
     ----------
-    func : callable
-        A module-level function of the code under test.
+    func : callable or (class, str)
+        A module-level function of the code under test (a ufunc or another
+        callable that cannot be weakly referenced included), or a method as
+        ``(cls, "name")``: the class as the test module (or a module of its
+        ``lazy_xp_modules``) names it, and the method's name (a plain,
+        static or class method; an inherited one is declared on ``cls``
+        alone).
     jit : bool, optional
         False: run it eagerly in the ``*-jit`` variants. By default True,
         unless its statement names the ``jit`` mode.
@@ -72,7 +87,8 @@ def lazy_xp_function(
     Raises
     ------
     TypeError
-        ``func`` is not callable, or a keyword has the wrong type.
+        ``func`` is not callable (nor a class and the name of its method),
+        or a keyword has the wrong type.
     ValueError
         ``host_copies`` is negative.
 
@@ -87,7 +103,8 @@ def lazy_xp_function(
     ...     return x * 2
     >>> lazy_xp_function(double, host_copies=0)
     """
-    if not callable(func):
+    method = _method(func) if isinstance(func, tuple) else None
+    if method is None and not callable(func):
         msg = f"func must be callable, got {type(func).__qualname__}"
         raise TypeError(msg)
     for name, value in (("jit", jit), ("compiled", compiled)):
@@ -98,51 +115,119 @@ def lazy_xp_function(
         msg = f"computes must be a bool or a non-negative int, got {computes!r}"
         raise TypeError(msg)
     check_host_copies(host_copies)
-    stated = statement_of(func)
+    stated = statement_of(method if method is not None else func)
     if stated is not None:
         jit = "jit" not in stated.modes if jit is None else jit
         compiled = "compile" not in stated.modes if compiled is None else compiled
         computes = stated.computes if computes is None else computes
         host_copies = stated.host_copies if host_copies is None else host_copies
     allowed = 1_000_000 if computes is True else int(computes or 0)
-    _TAGS[func] = LazyTags(
+    tags = LazyTags(
         jit=True if jit is None else jit,
         compiled=True if compiled is None else compiled,
         computes=allowed,
         host_copies=host_copies,
     )
+    if isinstance(func, tuple):
+        _METHOD_TAGS[func] = tags
+    else:
+        try:
+            _TAGS[func] = tags
+        except TypeError:  # (no weak reference to it)
+            _HELD_TAGS[func] = tags
+
+
+def _method(declared: tuple[object, ...]) -> UserFunction:
+    """The function of method ``(cls, "name")``, made ``cls``'s own.
+
+    An inherited method is cloned into ``cls``, so that replacing it there
+    leaves the class it came from as it is.
+    """
+    cls, name = (*declared, None, None)[:2]
+    pair = len(declared) == 2
+    if not (pair and isinstance(cls, type) and isinstance(name, str)):
+        msg = f"func must be callable or (class, 'method name'), got {declared!r}"
+        raise TypeError(msg)
+    try:
+        raw = inspect.getattr_static(cls, name)
+    except AttributeError:
+        msg = f"func names {cls.__qualname__}.{name}, which does not exist"
+        raise TypeError(msg) from None
+    func = _unwrapped(raw)
+    if not isinstance(func, types.FunctionType):
+        msg = f"func names {cls.__qualname__}.{name}, which is not a method"
+        raise TypeError(msg)
+    if name not in vars(cls):
+        own = types.FunctionType(
+            func.__code__, func.__globals__, name, func.__defaults__, func.__closure__
+        )
+        own.__kwdefaults__ = func.__kwdefaults__
+        own.__dict__.update(func.__dict__)
+        own.__qualname__ = f"{cls.__qualname__}.{name}"
+        setattr(cls, name, _rewrapped(raw, own))
+        func = own
+    return func
+
+
+def _unwrapped(raw: object) -> object:
+    """The function of a class attribute (a static or class method's own)."""
+    if isinstance(raw, (staticmethod, classmethod)):
+        return raw.__func__
+    return raw
+
+
+def _rewrapped(raw: object, func: UserFunction) -> object:
+    """``func`` as the kind of class attribute ``raw`` is."""
+    if isinstance(raw, staticmethod):
+        return staticmethod(func)
+    if isinstance(raw, classmethod):
+        return classmethod(func)
+    return func
 
 
 def _search_targets(module: ModuleType) -> list[ModuleType]:
     return [module, *getattr(module, "lazy_xp_modules", [])]
 
 
+def _declared_in(module: ModuleType) -> list[tuple[object, str, Declared, LazyTags]]:
+    """(owner, attribute, declared, tags) of each declaration a test module sees.
+
+    Functions of the module and its ``lazy_xp_modules``, and the declared
+    methods of the classes they hold.
+    """
+    found: list[tuple[object, str, Declared, LazyTags]] = []
+    classes: set[type] = set()
+    for target in _search_targets(module):
+        for name, value in list(vars(target).items()):
+            tags = _tags_of(value)
+            if tags is not None:
+                found.append((target, name, value, tags))
+            elif isinstance(value, type):
+                classes.add(value)
+    for (cls, name), tags in _METHOD_TAGS.items():
+        if cls in classes:
+            found.append((cls, name, (cls, name), tags))
+    return found
+
+
+def _tags_of(value: object) -> LazyTags | None:
+    if not callable(value):
+        return None
+    try:
+        held = _HELD_TAGS.get(value)
+        return held if held is not None else _TAGS.get(value)
+    except TypeError:  # unhashable, or no weak reference to it
+        return None
+
+
 def has_lazy_functions(module: ModuleType | None) -> bool:
     """Whether a test module (or its ``lazy_xp_modules``) declares lazy functions."""
-    if module is None:
-        return False
-    return any(
-        _is_tagged(value)
-        for target in _search_targets(module)
-        for value in list(vars(target).values())
-    )
+    return module is not None and bool(_declared_in(module))
 
 
-def _is_tagged(value: object) -> bool:
-    try:
-        return value in _TAGS
-    except TypeError:  # unhashable module attributes
-        return False
-
-
-def tagged(module: ModuleType) -> list[tuple[UserFunction, LazyTags]]:
-    """The tagged functions of a test module and its ``lazy_xp_modules``."""
-    return [
-        (value, _TAGS[value])
-        for target in _search_targets(module)
-        for value in list(vars(target).values())
-        if _is_tagged(value)
-    ]
+def tagged(module: ModuleType) -> list[tuple[Declared, LazyTags]]:
+    """The declared functions and methods of a test module and its ``lazy_xp_modules``."""
+    return [(declared, tags) for _, _, declared, tags in _declared_in(module)]
 
 
 @contextlib.contextmanager
@@ -150,22 +235,22 @@ def replaced_functions(
     module: ModuleType,
     wrap: Callable[[UserFunction, LazyTags], UserFunction | None],
 ) -> Iterator[None]:
-    """Within the block, each tagged function ``f`` of ``module`` is ``wrap(f, tags)``.
+    """Within the block, each declared function ``f`` of ``module`` is ``wrap(f, tags)``.
 
-    Where ``wrap`` returns None the function is left as it is; every
-    replaced one is restored on exit.
+    A declared method is replaced on its class (as the static or class
+    method it is). Where ``wrap`` returns None the function is left as it
+    is; every replaced one is restored on exit.
     """
-    replaced: list[tuple[ModuleType, str, object]] = []
+    replaced: list[tuple[object, str, object]] = []
     try:
-        for target in _search_targets(module):
-            for name, value in list(vars(target).items()):
-                if not _is_tagged(value):
-                    continue
-                wrapped = wrap(value, _TAGS[value])
-                if wrapped is not None:
-                    replaced.append((target, name, value))
-                    setattr(target, name, wrapped)
+        for owner, name, _, tags in _declared_in(module):
+            raw = vars(owner)[name]
+            func = _unwrapped(raw)
+            wrapped = wrap(cast("UserFunction", func), tags)
+            if wrapped is not None:
+                replaced.append((owner, name, raw))
+                setattr(owner, name, _rewrapped(raw, wrapped))
         yield
     finally:
-        for target, name, value in reversed(replaced):
-            setattr(target, name, value)
+        for owner, name, raw in reversed(replaced):
+            setattr(owner, name, raw)
