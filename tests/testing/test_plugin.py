@@ -424,3 +424,67 @@ def test_a_library_that_warns_at_import_fails_no_test(pytester, onnxruntime):
         assert warned == [expected]
     else:
         assert warned == []
+
+
+def test_variants_that_replace_functions_are_marked_thread_unsafe(pytester):
+    """Where pytest-run-parallel registers ``thread_unsafe`` (its registration
+    injected here by a conftest), the variants that replace a module's
+    declared functions carry it: compiled ones, and those counting copies."""
+    needs("torch")
+    pytester.makeconftest(
+        """
+        def pytest_configure(config):
+            config.addinivalue_line("markers", "thread_unsafe: run in one thread")
+
+
+        def pytest_collection_finish(session):
+            for item in session.items:
+                mark = item.get_closest_marker("thread_unsafe")
+                reason = mark.kwargs["reason"] if mark else "-"
+                print(f"MARK {item.name} {reason}")
+        """
+    )
+    pytester.makepyfile(
+        test_declared="""
+        from xpkit.testing import lazy_xp_function
+
+        def double(x):
+            return x * 2
+
+        lazy_xp_function(double)
+
+        def test_double(xp):
+            assert double(xp.asarray(1.0)) == 2.0
+        """,
+        test_counted="""
+        from xpkit.testing import lazy_xp_function
+
+        def triple(x):
+            return x * 3
+
+        lazy_xp_function(triple, host_copies=0)
+
+        def test_triple(xp):
+            assert triple(xp.asarray(1.0)) == 3.0
+        """,
+        test_plain="""
+        def test_plain(xp):
+            pass
+        """,
+    )
+    result = pytester.runpytest_subprocess(
+        "-s", "-p", "no:cacheprovider", "--xpkit-backends=numpy,torch*"
+    )
+    result.assert_outcomes(passed=8)
+    marks = dict(re.findall(r"^MARK (\S+) (.*)$", result.stdout.str(), re.MULTILINE))
+    unsafe = "{} replaces the module's declared functions"
+    assert marks == {
+        "test_double[numpy]": "-",
+        "test_double[torch-cpu]": "-",
+        "test_double[torch-cpu-compile]": unsafe.format("torch-cpu-compile"),
+        "test_triple[numpy]": "-",
+        "test_triple[torch-cpu]": unsafe.format("torch-cpu"),
+        "test_triple[torch-cpu-compile]": unsafe.format("torch-cpu-compile"),
+        "test_plain[numpy]": "-",
+        "test_plain[torch-cpu]": "-",
+    }

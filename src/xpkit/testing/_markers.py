@@ -27,6 +27,7 @@ import pytest
 from .._adapters._base import CAPABILITIES
 from .._adapters._registry import ADAPTERS
 from ._capabilities import is_backend
+from ._lazy import tagged
 from ._variants import (
     BackendParam,
     available_backend_params,
@@ -34,7 +35,13 @@ from ._variants import (
     variant_backend,
 )
 
-__all__ = ["MARKER_LINES", "mark_parametrized", "marks_for", "param_marks"]
+__all__ = [
+    "MARKER_LINES",
+    "mark_parametrized",
+    "mark_thread_unsafe",
+    "marks_for",
+    "param_marks",
+]
 
 #: The markers that skip or xfail a test on some variants.
 _PER_VARIANT = frozenset(
@@ -81,6 +88,36 @@ def mark_parametrized(items: list[pytest.Item]) -> None:
                 names, [values if len(values) > 1 else values[0]], indirect=True
             )
         )
+
+
+def mark_thread_unsafe(items: list[pytest.Item], config: pytest.Config) -> None:
+    """Mark ``thread_unsafe`` the tests whose variant replaces declared functions.
+
+    Where pytest-run-parallel is in play (its ``thread_unsafe`` marker is
+    registered): the lazy variants (``-jit``, ``-lazy``, ``-compile``) and
+    the variants that count host copies replace the test module's declared
+    functions around the test and count calls in shared state, so the
+    threads of one test would count each other's computes and copies
+    (array-api-extra asks the same of its lazy backends).
+    """
+    registered = any(
+        line.split("(")[0].split(":")[0].strip() == "thread_unsafe"
+        for line in config.getini("markers")
+    )
+    if not registered:
+        return
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        param = callspec.params.get("xpkit_backend") if callspec is not None else None
+        module = getattr(item, "module", None)
+        if not isinstance(param, BackendParam) or param.skip or module is None:
+            continue
+        declared = tagged(module)
+        counted = any(tags.host_copies is not None for _, tags in declared)
+        # (host copies are counted on every eager variant but NumPy's)
+        if declared and (param.lazy or (counted and param.key != "numpy")):
+            reason = f"{param.id} replaces the module's declared functions"
+            item.add_marker(pytest.mark.thread_unsafe(reason=reason))
 
 
 def marks_for(

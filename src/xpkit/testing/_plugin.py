@@ -54,7 +54,13 @@ from .._dtypes import collected_narrowings, collecting_narrowings
 from ._capabilities import is_backend, uncovered_statements
 from ._host_copies import counted_host_copies
 from ._lazy import has_lazy_functions, replaced_functions, tagged
-from ._markers import MARKER_LINES, mark_parametrized, marks_for, param_marks
+from ._markers import (
+    MARKER_LINES,
+    mark_parametrized,
+    mark_thread_unsafe,
+    marks_for,
+    param_marks,
+)
 from ._running import running_on
 from ._variants import (
     FLOATING,
@@ -190,13 +196,16 @@ def _narrowing_lines() -> list[str]:
     return lines
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(
+    config: pytest.Config, items: list[pytest.Item]
+) -> None:
     """Markers on a ``pytest.param`` apply; parametrized tests say they are.
 
-    See `param_marks` and `mark_parametrized`.
+    See `param_marks`, `mark_parametrized` and `mark_thread_unsafe`.
     """
     param_marks(items)
     mark_parametrized(items)
+    mark_thread_unsafe(items, config)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
