@@ -126,6 +126,7 @@ def bench(session: nox.Session) -> None:
     session.run(
         "python", "benchmarks/bench_oom.py", "--out", "benchmarks/results/oom.md"
     )
+    session.run("python", "benchmarks/bench_top_k.py")
 
 
 #: uv's --python-platform, and pip's --platform tags (pip does not widen

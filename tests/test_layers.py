@@ -50,6 +50,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "xpkit._creation",
             "xpkit._moves",
             "xpkit._operations",
+            "xpkit._top_k",
             "xpkit._inputs",
             "xpkit._resolve",
             "xpkit._memory",

@@ -214,9 +214,9 @@ def check_positive(param: str, value: Value, *, allow_zero: bool = False) -> flo
     return float(value)
 
 
-def check_count(param: str, value: Value) -> int:
-    """``value`` as an int of at least 1 (bools refused)."""
-    if value.__class__ is int and value >= 1:  # the common case, at once
+def check_count(param: str, value: Value, minimum: int = 1) -> int:
+    """``value`` as an int of at least ``minimum``, 1 or 0 (bools refused)."""
+    if value.__class__ is int and value >= minimum:  # the common case, at once
         return int(value)
     if isinstance(value, bool):
         msg = f"{param} must be an int, got {value!r}"
@@ -227,8 +227,9 @@ def check_count(param: str, value: Value) -> int:
         except TypeError:
             msg = f"{param} must be an int, got {value!r}"
             raise TypeError(msg) from None
-    if value < 1:
-        msg = f"{param} must be a positive int, got {value!r}"
+    if value < minimum:
+        kind = "a positive" if minimum == 1 else "a non-negative"
+        msg = f"{param} must be {kind} int, got {value!r}"
         raise ValueError(msg)
     return int(value)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Generic, TypeVar, cast, overload
 
-from . import _convert, _creation, _inputs, _moves, _operations
+from . import _convert, _creation, _inputs, _moves, _operations, _top_k
 from ._adapters._registry import ADAPTERS
 from ._args import check_axis, check_scalar, raise_if_axis_out_of_range
 from ._cast_checks import check_fill_fits
@@ -518,12 +518,8 @@ class Backend(Generic[ArrayT]):
             for host data).
         """
         check_scalar(fill_value)
-        if (
-            shape is None
-            and dtype is None
-            and device is None
-            and self._is_own_like(array)
-        ):
+        # (all three None: the library's own *_like, without a check)
+        if shape is dtype is device is None and self._is_own_like(array):
             check_fill_fits(fill_value, array.dtype)
             return self._full_like(array, fill_value)
         return _creation.full_like(self._facts, array, fill_value, shape, dtype, device)
@@ -536,12 +532,8 @@ class Backend(Generic[ArrayT]):
         device: Device = None,
     ) -> ArrayT:
         """Create a ones array like ``array``, optionally of another shape."""
-        if (
-            shape is None
-            and dtype is None
-            and device is None
-            and self._is_own_like(array)
-        ):
+        # (all three None: the library's own *_like, without a check)
+        if shape is dtype is device is None and self._is_own_like(array):
             return self._ones_like(array)
         return _creation.ones_like(self._facts, array, shape, dtype, device)
 
@@ -553,12 +545,8 @@ class Backend(Generic[ArrayT]):
         device: Device = None,
     ) -> ArrayT:
         """Create a zeros array like ``array``, optionally of another shape."""
-        if (
-            shape is None
-            and dtype is None
-            and device is None
-            and self._is_own_like(array)
-        ):
+        # (all three None: the library's own *_like, without a check)
+        if shape is dtype is device is None and self._is_own_like(array):
             return self._zeros_like(array)
         return _creation.zeros_like(self._facts, array, shape, dtype, device)
 
@@ -844,6 +832,59 @@ class Backend(Generic[ArrayT]):
         except self._bad_args:
             _operations.explain_sort(self._facts, array, axis)
             raise
+
+    def top_k(
+        self, x: ArrayT, k: int, /, *, axis: int = -1, mode: str = "largest"
+    ) -> tuple[ArrayT, ArrayT]:
+        """The ``k`` largest (or smallest) values along ``axis``, and their indices.
+
+        The standard's ``top_k`` (data-apis/array-api#722), on every backend
+        through its library's fastest path: ``torch.topk``,
+        ``jax.lax.top_k``, NumPy's ``top_k`` or ``argpartition`` and a sort of
+        the k, ``dask.array.argtopk``, and a stable sort elsewhere.
+
+        Parameters
+        ----------
+        x : array
+            An array of this backend's library, of an integer or real
+            floating dtype.
+        k : int
+            How many values, ``0 <= k <= x.shape[axis]``.
+        axis : int, default -1
+            The axis to search along.
+        mode : {"largest", "smallest"}, default "largest"
+            The largest values, in descending order, or the smallest, in
+            ascending order.
+
+        Returns
+        -------
+        tuple
+            ``(values, indices)``, each of ``x``'s shape with ``k`` along
+            ``axis``: the values, sorted, and where they are in ``x``
+            (``take_along_axis(x, indices, axis) == values``). Among equal
+            values, which indices come, and in which order, is the
+            library's; the values are the same on every backend. NaN counts
+            as the largest value on NumPy, torch, JAX and Dask.
+
+        Raises
+        ------
+        TypeError
+            ``x`` is not an array of this library or has a boolean or
+            complex dtype; ``k`` or ``axis`` is not an int.
+        ValueError
+            ``k`` is negative or more than ``x.shape[axis]``; ``axis`` is out
+            of range; ``mode`` is neither ``"largest"`` nor ``"smallest"``.
+
+        Examples
+        --------
+        >>> import xpkit
+        >>> b = xpkit.Backend("numpy")
+        >>> values, indices = b.top_k(b.asarray([3, 1, 4, 1, 5]), 2)
+        >>> values.tolist(), indices.tolist()
+        ([5, 4], [4, 2])
+        """
+        _operations.check_operand(self._facts, x, "x")
+        return _top_k.top_k(self._facts, x, k, axis, mode)
 
     def svd(
         self, X: ArrayT, full_matrices: bool = False

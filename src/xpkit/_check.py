@@ -139,6 +139,16 @@ CHECKS: tuple[Check, ...] = (
         needs=("linalg",),
     ),
     Check("svd (U s Vt)", _svd_rebuilt, lambda: A, needs=("linalg",)),
+    Check(
+        "top_k",
+        lambda b: b.top_k(b.asarray(A), 2, axis=0)[0],
+        lambda: np.sort(A, axis=0)[::-1][:2],
+    ),
+    Check(
+        "top_k (indices)",
+        lambda b: b.top_k(b.asarray(A), 2, mode="smallest")[1],
+        lambda: np.argsort(A, axis=-1)[:, :2],
+    ),
     Check("to_cpu", lambda b: b.to_cpu(b.asarray(A)), lambda: A, on_backend=False),
     Check("to_device", lambda b: b.to_device(A), lambda: A),
     Check(

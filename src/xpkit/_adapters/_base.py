@@ -20,12 +20,14 @@ from .._dtypes import dtype_name
 from .._typing import Array, DType, HostArray, Namespace, NativeDevice, UserFunction
 from ._device_memory import MemoryCap, MemoryInfo, MemoryProbe
 from ._peak import PeakMeter, host_meter
+from ._top_k import sorted_top_k
 from ._trace import Profile, Tracer, Traits
 
 if TYPE_CHECKING:
     import pytest
 
     from ._layout import Unshareable
+    from ._top_k import TopK
 
 __all__ = [
     "CAPABILITIES",
@@ -465,6 +467,23 @@ class Adapter:
         converts ``x`` its usual way.
         """
         return None
+
+    def top_k(
+        self, xp: Namespace, x: Array, k: int, axis: int, *, largest: bool
+    ) -> TopK:
+        """The ``k`` largest (or smallest) values along ``axis``, sorted, and their indices.
+
+        Arguments checked by the facade (``axis`` non-negative, ``0 <= k``
+        ``<= x.shape[axis]``, a real dtype). Default: the namespace's own
+        ``top_k`` where it has one (the standard's, data-apis/array-api#722),
+        else a stable sort of the axis (`sorted_top_k`).
+        """
+        own = getattr(xp, "top_k", None)
+        if own is not None:
+            mode = "largest" if largest else "smallest"
+            values, indices = own(x, k, axis=axis, mode=mode)
+            return values, indices
+        return sorted_top_k(xp, x, k, axis, largest=largest)
 
     def fast_ops(self, xp: Namespace) -> FastOps:
         """The hot-path functions `Backend` binds once.

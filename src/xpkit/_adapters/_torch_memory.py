@@ -9,6 +9,7 @@ it.
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable
 from types import ModuleType
 from typing import TypeVar
@@ -23,6 +24,7 @@ __all__ = [
     "accelerator_probe",
     "device_name",
     "has_context",
+    "is_torch_oom",
 ]
 
 T = TypeVar("T")
@@ -176,3 +178,33 @@ def accelerator_cap(
         return None
     held = int(mod.memory_allocated(index)) if mod.is_initialized() else 0
     return MemoryCap(limit=int(total() * fraction), held=held, source=source)
+
+
+#: Messages of RuntimeErrors (incl. ``torch.AcceleratorError``) that mean OOM.
+_OOM_MESSAGES = (
+    "cuda out of memory",
+    "cuda error: out of memory",
+    "cublas_status_alloc_failed",
+    "cusolver_status_alloc_failed",
+    "cufft_alloc_failed",
+    "hip out of memory",
+    "hip error: out of memory",
+    "defaultcpuallocator: can't allocate memory",
+    "mps backend out of memory",
+    "xpu out of memory",
+    "ur_result_error_out_of_device_memory",
+)
+
+
+def is_torch_oom(exc: BaseException) -> bool:
+    """``torch.OutOfMemoryError``, or a RuntimeError whose message means OOM."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    oom_type = getattr(torch, "OutOfMemoryError", None)
+    if oom_type is not None and isinstance(exc, oom_type):
+        return True
+    if not isinstance(exc, RuntimeError):
+        return False
+    text = str(exc).lower()
+    return any(m in text for m in _OOM_MESSAGES)

@@ -16,11 +16,13 @@ from ._cupy_hooks import HookPeak
 from ._device_memory import MemoryCap, MemoryInfo, MemoryProbe
 from ._layout import Unshareable, native_layout
 from ._nvml import NVML_HINT, nvml, nvml_memory
+from ._top_k import partitioned_top_k
 from ._trace import DtypeRules
 
 if TYPE_CHECKING:
     from .._typing import Array, DType, HostArray, Namespace, NativeDevice
     from ._peak import PeakMeter
+    from ._top_k import TopK
     from ._trace import Traits
 
 __all__ = ["CupyAdapter"]
@@ -135,6 +137,14 @@ class CupyAdapter(Adapter):
     def device_key(self, x: Array) -> Hashable:
         """The device's index: ``cupy.cuda.Device`` objects are not hashable."""
         return int(x.device.id)
+
+    def top_k(
+        self, xp: Namespace, x: Array, k: int, axis: int, *, largest: bool
+    ) -> TopK:
+        """``cupy.argpartition`` and a sort of the k (as NumPy without ``top_k``)."""
+        import cupy
+
+        return partitioned_top_k(cupy, xp, x, k, axis, largest=largest)
 
     def native_device_key(self, native: NativeDevice) -> Hashable:
         """The device's index, as `device_key` gives it for its arrays."""

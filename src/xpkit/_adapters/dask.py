@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from contextlib import AbstractContextManager
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -13,12 +13,14 @@ import array_api_compat
 import numpy as np
 
 from ._base import Adapter, LazyTags, Replace, Tagged, patched_by_array_api_extra
+from ._top_k import along
 from ._trace import DtypeRules, GraphCost
 
 if TYPE_CHECKING:
     import pytest
 
     from .._typing import Array, DType, HostArray, Namespace, NativeDevice, UserFunction
+    from ._top_k import TopK
     from ._trace import Traits
 
 __all__ = ["DaskAdapter"]
@@ -154,6 +156,24 @@ class DaskAdapter(Adapter):
             "dim_bytes": 16,
             "graph": _GRAPH,
         }
+
+    def top_k(
+        self, xp: Namespace, x: Array, k: int, axis: int, *, largest: bool
+    ) -> TopK:
+        """``dask.array.topk`` and ``argtopk``: reductions chunk by chunk.
+
+        Their negative ``k`` is the smallest, ascending. Both sort by value,
+        so the values at the indices are the values (ties are equal).
+        """
+        import dask.array as da
+
+        if k == 0:  # (no k there: none of either, int64 as argtopk's)
+            empty = x[along(axis, slice(0, 0))]
+            return empty, xp.astype(empty, xp.int64)
+        signed = k if largest else -k
+        topk: Callable[..., Array] = da.topk  # (dask's are not annotated)
+        argtopk: Callable[..., Array] = da.argtopk
+        return topk(x, signed, axis=axis), argtopk(x, signed, axis=axis)
 
     def is_oom(self, exc: BaseException) -> bool:
         """A chunk's own host-memory error."""

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     import pytest
 
     from .._typing import Array, HostArray, Namespace, NativeDevice, UserFunction
+    from ._top_k import TopK
     from ._trace import Tracer, Traits
 
 __all__ = ["JaxAdapter"]
@@ -287,6 +288,29 @@ class JaxAdapter(Adapter):
         return patched_by_array_api_extra(
             request, xp, tagged, lambda tags: {"jax_jit": tags.jit}
         )
+
+    def top_k(
+        self, xp: Namespace, x: Array, k: int, axis: int, *, largest: bool
+    ) -> TopK:
+        """``jax.lax.top_k`` along the last axis (moved there and back).
+
+        The smallest integers are the largest of ``~x`` (no overflow, signed
+        or not); the smallest floats go by the stable sort, where NaN sorts
+        last (``-x`` would keep NaN the largest).
+        """
+        import jax
+
+        floating = xp.isdtype(x.dtype, "real floating")
+        if not largest and floating:
+            return super().top_k(xp, x, k, axis, largest=largest)
+        last = x.ndim - 1
+        moved = x if axis == last else xp.moveaxis(x, axis, -1)
+        _, indices = jax.lax.top_k(moved if largest else ~moved, k)
+        values = xp.take_along_axis(moved, indices, axis=-1)
+        if axis != last:
+            values = xp.moveaxis(values, -1, axis)
+            indices = xp.moveaxis(indices, -1, axis)
+        return values, indices
 
     def is_oom(self, exc: BaseException) -> bool:
         """XLA's ``RESOURCE_EXHAUSTED`` status, as ``JaxRuntimeError``."""

@@ -12,10 +12,12 @@ import numpy as np
 
 from ._base import Adapter, FastOps
 from ._layout import Unshareable, contiguous_host_copy, host_unshareable
+from ._top_k import partitioned_top_k
 from ._trace import DtypeRules
 
 if TYPE_CHECKING:
     from .._typing import Array, HostArray, Namespace, NativeDevice
+    from ._top_k import TopK
     from ._trace import Traits
 
 __all__ = ["HOST_ARRAY_BYTES", "NumpyAdapter"]
@@ -76,6 +78,16 @@ class NumpyAdapter(Adapter):
             ones_like=np.ones_like,
             full_like=np.full_like,
         )
+
+    def top_k(
+        self, xp: Namespace, x: Array, k: int, axis: int, *, largest: bool
+    ) -> TopK:
+        """``np.top_k`` (NumPy 2.5+), else ``argpartition`` and a sort of the k."""
+        own = getattr(np, "top_k", None)
+        if own is not None:
+            values, indices = own(x, k, axis=axis, largest=largest, sorted=True)
+            return values, indices
+        return partitioned_top_k(np, xp, x, k, axis, largest=largest)
 
     def native_device_key(self, native: NativeDevice) -> Hashable:
         """NumPy arrays all live on the CPU."""

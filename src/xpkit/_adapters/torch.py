@@ -23,13 +23,16 @@ from ._torch_memory import (
     accelerator_memory,
     accelerator_probe,
     device_name,
+    is_torch_oom,
 )
+from ._torch_ops import torch_top_k
 from ._torch_shapes import torch_traits
 
 if TYPE_CHECKING:
     import pytest
 
     from .._typing import Array, DType, HostArray, Namespace, NativeDevice, UserFunction
+    from ._top_k import TopK
     from ._trace import Traits
 
 __all__ = ["TorchAdapter"]
@@ -37,21 +40,6 @@ __all__ = ["TorchAdapter"]
 
 #: A callable that `TorchAdapter.eager_only` hands back with its signature.
 F = TypeVar("F", bound=Callable[..., object])
-
-#: Messages of RuntimeErrors (incl. ``torch.AcceleratorError``) that mean OOM.
-_OOM_MESSAGES = (
-    "cuda out of memory",
-    "cuda error: out of memory",
-    "cublas_status_alloc_failed",
-    "cusolver_status_alloc_failed",
-    "cufft_alloc_failed",
-    "hip out of memory",
-    "hip error: out of memory",
-    "defaultcpuallocator: can't allocate memory",
-    "mps backend out of memory",
-    "xpu out of memory",
-    "ur_result_error_out_of_device_memory",
-)
 
 #: Device kinds with a caching allocator this adapter asks about memory.
 _ALLOCATOR_KINDS = ("cuda", "xpu")
@@ -171,6 +159,12 @@ class TorchAdapter(Adapter):
             ones_like=torch.ones_like,
             full_like=torch.full_like,
         )
+
+    def top_k(
+        self, xp: Namespace, x: Array, k: int, axis: int, *, largest: bool
+    ) -> TopK:
+        """``torch.topk`` (sorted) on every device; a stable sort where it has no kernel."""
+        return torch_top_k(xp, x, k, axis, largest=largest)
 
     def native_device_key(self, native: NativeDevice) -> Hashable:
         """``torch.device("cuda")`` means device 0, as tensors report it."""
@@ -608,13 +602,4 @@ class TorchAdapter(Adapter):
         Zero runtime's ``UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY``), MPS and the
         CPU allocator.
         """
-        torch = sys.modules.get("torch")
-        if torch is None:
-            return False
-        oom_type = getattr(torch, "OutOfMemoryError", None)
-        if oom_type is not None and isinstance(exc, oom_type):
-            return True
-        if not isinstance(exc, RuntimeError):
-            return False
-        text = str(exc).lower()
-        return any(m in text for m in _OOM_MESSAGES)
+        return is_torch_oom(exc)

@@ -17,7 +17,7 @@ from ._capabilities import checked_statement
 
 __all__ = ["declare_facade", "facade_capabilities"]
 
-#: The facade methods a statement covers (the seed's array methods and `move`).
+#: The facade methods a statement covers (the seed's array methods, `move`, `top_k`).
 METHODS = (
     "asarray",
     "asarray_like",
@@ -38,6 +38,7 @@ METHODS = (
     "to_device",
     "to_gpu",
     "to_numpy",
+    "top_k",
     "zeros_like",
 )
 

@@ -1,0 +1,153 @@
+"""`Backend.top_k`: the k largest or smallest values and their indices, on every backend.
+
+The reference is NumPy's stable argsort of the same host data: the values
+must be its first k exactly; the indices must be k distinct positions
+holding those values (which of several equal values come is the
+library's, as the standard allows).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import xpkit
+from xpkit.testing import strategies
+
+#: Few distinct values: ties in most draws.
+TIED = st.integers(-3, 3)
+
+
+def reference(a: np.ndarray, k: int, axis: int, mode: str) -> np.ndarray:
+    """The k largest (descending) or smallest (ascending) of ``a`` along ``axis``."""
+    wide = a.astype(np.float64)
+    order = np.argsort(-wide if mode == "largest" else wide, axis=axis, kind="stable")
+    first = np.take(order, np.arange(k), axis=axis)
+    return np.take_along_axis(a, first, axis=axis)
+
+
+def check(b: xpkit.Backend, a: np.ndarray, k: int, axis: int, mode: str) -> None:
+    values, indices = b.top_k(b.asarray(a), k, axis=axis, mode=mode)
+    assert xpkit.Backend.from_arrays(values, indices) == b
+    got, where = b.to_numpy(values), b.to_numpy(indices)
+    expected = reference(a, k, axis, mode)
+    assert got.dtype == a.dtype
+    assert where.dtype.kind == "i"
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(np.take_along_axis(a, where, axis=axis), expected)
+    ordered = np.sort(where, axis=axis)  # k distinct positions along the axis
+    assert (np.diff(ordered, axis=axis) > 0).all()
+
+
+@given(data=st.data())
+def test_top_k_agrees_with_a_stable_sort(xpkit_backend, data):
+    b = xpkit_backend
+    name = data.draw(
+        st.sampled_from(["int32", *strategies.dtype_names(b, "real floating")])
+    )
+    a = data.draw(
+        hnp.arrays(
+            np.dtype(name),
+            hnp.array_shapes(min_dims=1, max_dims=3, max_side=6),
+            elements=TIED,
+        )
+    )
+    axis = data.draw(st.integers(-a.ndim, a.ndim - 1))
+    k = data.draw(st.integers(0, a.shape[axis]))
+    mode = data.draw(st.sampled_from(["largest", "smallest"]))
+    check(b, a, k, axis, mode)
+
+
+@pytest.mark.parametrize("mode", ["largest", "smallest"])
+def test_top_k_on_a_row_of_ties_and_the_whole_axis(xpkit_backend, mode):
+    b = xpkit_backend
+    a = np.array([[2, 2, 2, 2], [4, 1, 4, 1]], dtype=np.int32)
+    for k in (0, 1, 3, 4):
+        check(b, a, k, -1, mode)
+    check(b, a, 2, 0, mode)
+
+
+def test_unsigned_and_narrow_integers(xpkit_backend):
+    """``~x`` orders unsigned integers as well as signed ones (JAX's path)."""
+    b = xpkit_backend
+    for name in ("uint8", "int8", "uint16", "int64"):
+        if name not in b.dtypes:
+            continue
+        info = np.iinfo(name)
+        a = np.array([info.max, info.min, 0, 1, info.max], dtype=name)
+        for mode in ("largest", "smallest"):
+            check(b, a, 3, 0, mode)
+
+
+@pytest.mark.xpkit_only(["numpy", "torch", "jax", "dask"], reason="stated for them")
+@pytest.mark.parametrize("mode", ["largest", "smallest"])
+def test_nan_counts_as_the_largest(xpkit_backend, mode):
+    b = xpkit_backend
+    values, _ = b.top_k(b.asarray([1.0, float("nan"), 3.0, 2.0]), 2, mode=mode)
+    got = b.to_numpy(values).tolist()
+    if mode == "largest":
+        assert np.isnan(got[0])
+        assert got[1] == 3.0
+    else:
+        assert got == [1.0, 2.0]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"k": 5}, ValueError, "k=5 is out of range: x has 4 elements along axis 1"),
+        ({"k": -1}, ValueError, "k must be a non-negative int, got -1"),
+        ({"k": True}, TypeError, "k must be an int, got True"),
+        ({"k": 1.0}, TypeError, "k must be an int, got 1.0"),
+        ({"k": 1, "axis": 2}, ValueError, "axis=2 is out of range for x of shape"),
+        ({"k": 1, "axis": 1.0}, TypeError, "axis must be an int, got 1.0"),
+        (
+            {"k": 1, "mode": "max"},
+            ValueError,
+            "mode must be 'largest' or 'smallest', got 'max'",
+        ),
+    ],
+)
+def test_bad_arguments_are_named(xpkit_backend, kwargs, error, message):
+    b = xpkit_backend
+    x = b.asarray(np.zeros((2, 4), dtype=np.float32))
+    rest = {name: v for name, v in kwargs.items() if name != "k"}
+    with pytest.raises(error, match=message.replace("(", r"\(")):
+        b.top_k(x, kwargs["k"], **rest)
+
+
+def test_what_top_k_does_not_order_is_refused(xpkit_backend):
+    b = xpkit_backend
+    with pytest.raises(
+        TypeError, match="x has dtype bool, but top_k orders real numbers"
+    ):
+        b.top_k(b.asarray([True, False]), 1)
+    with pytest.raises(ValueError, match="a 0-dimensional array has no axes"):
+        b.top_k(b.asarray(1.0), 1)
+    with pytest.raises(TypeError, match="x"):
+        b.top_k([3, 1, 2], 1)
+    if "complex64" in b.dtypes:
+        with pytest.raises(TypeError, match="x has dtype complex64"):
+            b.top_k(b.asarray(np.ones(3, dtype=np.complex64)), 1)
+
+
+def test_k_may_be_a_numpy_integer(xpkit_backend):
+    b = xpkit_backend
+    check(b, np.array([4, 1, 3], dtype=np.int32), np.int64(2), 0, "largest")
+
+
+def test_torch_takes_topk_and_a_sort_where_topk_has_no_kernel(monkeypatch):
+    torch = pytest.importorskip("torch")
+    b = xpkit.Backend("torch")
+    calls = []
+    real = torch.topk
+    monkeypatch.setattr(
+        torch, "topk", lambda *a, **kw: calls.append(a) or real(*a, **kw)
+    )
+    check(b, np.array([[3, 1, 2], [0, 5, 4]], dtype=np.int32), 2, 1, "largest")
+    assert len(calls) == 1
+    if "uint16" in b.dtypes:  # torch 2.13's CPU topk has no uint16 kernel
+        check(b, np.array([7, 1, 9, 3], dtype=np.uint16), 2, 0, "smallest")
