@@ -312,3 +312,18 @@ def interrupted_run(
             raise
         msg = "map_batches finished before the test interrupted it"
         raise AssertionError(msg)
+
+
+def rows_and_checked_values(x: np.ndarray) -> np.ndarray:
+    """Each row's position as `xpkit.current_rows` says it, checked against ``x``.
+
+    ``x[:, 0]`` holds each row's own position: a range that named other
+    rows than the batch holds fails here, in the worker.
+    """
+    import xpkit
+
+    rows = xpkit.current_rows()
+    assert rows is not None, "current_rows() is None inside fn"
+    held = np.asarray(x[:, 0], dtype=np.int64)
+    assert held.tolist() == list(rows)[: len(held)], (rows, held[:3])
+    return np.arange(rows.start, rows.stop, dtype=np.int64)

@@ -39,6 +39,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "xpkit._host_memory",
             "xpkit._executors._interrupts",
             "xpkit._statement",
+            "xpkit._current_rows",
         ),
     ),
     ("adapters", ("xpkit._adapters*",)),

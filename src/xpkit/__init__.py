@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._adapters._types import BackendName
 from ._backend import BACKEND_NAMES, Backend
+from ._current_rows import current_rows
 from ._dtypes import PrecisionWarning
 from ._operations import At
 from ._version import __version__
@@ -72,6 +73,7 @@ __all__ = [
     "auto_select_backend",
     "check_gpu_available",
     "compute_oom_safe",
+    "current_rows",
     "device_memory_budget",
     "empty_device_cache",
     "gb_to_bytes",

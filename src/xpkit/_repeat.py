@@ -30,6 +30,7 @@ import traceback
 from typing import TYPE_CHECKING, NamedTuple
 
 from ._adapters._registry import adapter_for_array
+from ._current_rows import ROWS
 from ._log import logger
 from ._memory import (
     TRIM_ABOVE_BYTES,
@@ -130,6 +131,7 @@ def repeat(call: BatchCall) -> UserResult | Repeat:
     if whole or adapter_for_array(arrays[0]) in TRACING_ADAPTERS:
         refuse_traced(arrays, whole, "map_batches")
     n = arrays[0].shape[0]
+    token = ROWS.set(range(n))  # what `current_rows` says: every row
     try:
         if whole.__class__ is dict:
             result = fn(*arrays, **whole)
@@ -150,6 +152,8 @@ def repeat(call: BatchCall) -> UserResult | Repeat:
             n // 2,
         )
         return Repeat(key, alive, n)
+    finally:
+        ROWS.reset(token)
     log = logger()
     if log.isEnabledFor(logging.INFO):
         log.info("map_batches: %d items in one batch, as the last call planned", n)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ._adapters._base import Adapter
 from ._adapters._registry import ADAPTERS, adapter_for_array, to_host
 from ._args import refuse_lossy
+from ._current_rows import ROWS
 
 if TYPE_CHECKING:
     from ._backend import Backend
@@ -275,10 +276,14 @@ class Job:
         if self.backend is not None:
             rows = tuple(self.backend.asarray(r) for r in rows)
         size = stop - start
-        if pad and stop == n and 0 < size < self.pad_to:
-            rows = tuple(pad_rows(r, self.pad_to) for r in rows)
-            return trim_rows(self.fn(*rows, *self.args, **self.kwargs), size)
-        return self.fn(*rows, *self.args, **self.kwargs)
+        token = ROWS.set(range(start, stop))  # what `current_rows` says
+        try:
+            if pad and stop == n and 0 < size < self.pad_to:
+                rows = tuple(pad_rows(r, self.pad_to) for r in rows)
+                return trim_rows(self.fn(*rows, *self.args, **self.kwargs), size)
+            return self.fn(*rows, *self.args, **self.kwargs)
+        finally:
+            ROWS.reset(token)
 
     def __getstate__(self) -> _JobState:
         return (self.fn, self.args, self.kwargs, self.backend, self.pad_to)

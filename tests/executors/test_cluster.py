@@ -292,3 +292,17 @@ def test_a_cluster_without_workers_is_refused():
         pytest.raises(ValueError, match="has no workers"),
     ):
         xpkit.map_batches(jobs.work, np.ones((4, 8)), np.ones(4), executor=empty)
+
+
+def test_each_batch_knows_its_rows_on_the_cluster(client):
+    """`xpkit.current_rows` in the cluster's workers (fn checks it there)."""
+    x = np.zeros((24, 8))
+    x[:, 0] = np.arange(24)
+    got = xpkit.map_batches(
+        jobs.rows_and_checked_values,
+        x,
+        executor=client,
+        bytes_per_item=1000.0,
+        budget_gb=4.5e-6,
+    )
+    np.testing.assert_array_equal(got, np.arange(24))

@@ -29,6 +29,7 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
+from .._current_rows import ROWS
 from ._peak import PeakMeter
 from ._trace import CannotFollow
 
@@ -118,6 +119,7 @@ class JaxprTracer:
         struct: Callable[..., Value] = jax.ShapeDtypeStruct
         specs = [struct((rows, *row), name) for row, name in self._inputs]
         kwargs = self._kwargs
+        token = ROWS.set(range(rows))  # what `current_rows` says while traced
         try:
             closed = jax.make_jaxpr(lambda *a: self._fn(*a, **kwargs))(
                 *specs, *self._args
@@ -127,6 +129,8 @@ class JaxprTracer:
                 f"jax could not trace fn for {rows} rows ({type(exc).__name__}: {exc})"
             )
             raise CannotFollow(msg[:300]) from None
+        finally:
+            ROWS.reset(token)
         jaxpr = closed.jaxpr
         self.operations = max(len(jaxpr.eqns), 1)
         if rows:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from ..._current_rows import ROWS
 from .._trace import CannotFollow, Profile, Trace, tracing
 from . import _rules as rules
 from ._array import ShapeArray, given, made
@@ -95,7 +96,11 @@ class ShapeTracer:
         xs = tuple(make(trace, (rows, *row), name) for row, name in self.inputs)
         args = tuple(_operand(trace, v) for v in self.args)
         kwargs = {k: _operand(trace, v) for k, v in self.kwargs.items()}
-        result = self.fn(*xs, *args, **kwargs)
+        token = ROWS.set(range(rows))  # what `current_rows` says while traced
+        try:
+            result = self.fn(*xs, *args, **kwargs)
+        finally:
+            ROWS.reset(token)
         leaves = _leaves(trace, result)
         for leaf in leaves:
             if not leaf.shape or leaf.shape[0] != rows:

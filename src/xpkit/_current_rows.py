@@ -1,0 +1,56 @@
+"""Which input rows ``fn`` is computing: `current_rows`.
+
+`map_batches`, `plan_batches`' probe and `compute_oom_safe` set it around
+each call of ``fn`` (`ROWS`), on every executor: in this thread, in a worker
+thread, in a worker process. A context variable: each thread, and each
+asyncio task, sees its own call's rows.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+
+__all__ = ["ROWS", "current_rows"]
+
+#: The rows of the call of ``fn`` running in this context (None: none runs).
+ROWS: ContextVar[range | None] = ContextVar("xpkit_current_rows", default=None)
+
+
+def current_rows() -> range | None:
+    """The input rows of the batch ``fn`` is computing: ``range(start, stop)``.
+
+    Inside ``fn`` of `map_batches` (and `compute_oom_safe`), on every
+    executor and every backend: the positions, in the whole input, of the
+    rows ``fn`` was given, as ``fn`` itself cannot tell from a slice. While
+    the probe measures or traces ``fn`` it is the rows it runs on
+    (``range(0, m)``); after an OOM split, each half's own. Outside ``fn``
+    (and in code ``fn`` hands to other threads) it is None.
+
+    With ``pad=True`` the last batch's ``fn`` is given more rows than the
+    range holds (the last row repeated, see `map_batches`): the range holds
+    the real ones, ``len(current_rows())`` of them.
+
+    Returns
+    -------
+    range or None
+        ``range(start, stop)`` of the rows being computed, or None.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import xpkit
+    >>> seen = []
+    >>> def own_index(x):
+    ...     rows = xpkit.current_rows()
+    ...     seen.append(rows)
+    ...     return np.arange(rows.start, rows.stop)
+    >>> xpkit.map_batches(
+    ...     own_index, np.zeros((5, 2)), bytes_per_item=1000, budget_gb=2.5e-6
+    ... ).tolist()
+    [0, 1, 2, 3, 4]
+    >>> seen
+    [range(0, 2), range(2, 4), range(4, 5)]
+    >>> print(xpkit.current_rows())
+    None
+    """
+    return ROWS.get()
