@@ -166,9 +166,13 @@ def _parser() -> argparse.ArgumentParser:
 
 def _names(text: str) -> list[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
-    known = {e.key for e in backend_inventory()} | {e.name for e in backend_inventory()}
-    unknown = [n for n in names if n not in known]
+    named = backend_inventory({n.split("-", 1)[0] for n in names})  # (those imported)
+    unknown = [
+        n for n in names if n not in {e.key for e in named} | {e.name for e in named}
+    ]
     if not names or unknown:
+        everything = backend_inventory()
+        known = {e.key for e in everything} | {e.name for e in everything}
         msg = f"names no backend known here: {unknown or text!r}; known: " + ", ".join(
             sorted(known)
         )

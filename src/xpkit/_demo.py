@@ -42,7 +42,8 @@ def each_backend(
     A library that is missing gives its reason; one whose Backend fails to
     start gives the error, and the others still run.
     """
-    for entry in backend_inventory():
+    keys = None if only is None else {name.split("-", 1)[0] for name in only}
+    for entry in backend_inventory(keys):  # (only the libraries named imported)
         if only is not None and entry.key not in only and entry.name not in only:
             continue
         if entry.reason:

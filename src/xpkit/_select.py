@@ -13,6 +13,8 @@ from ._backend import Backend, coerce_backend
 from ._resolve import find_gpus, key_of
 
 if TYPE_CHECKING:
+    from collections.abc import Collection
+
     from ._adapters._base import Adapter
     from ._adapters._types import BackendName
     from ._typing import JSONObject, Value
@@ -47,16 +49,19 @@ class InventoryEntry(NamedTuple):
     reason: str = ""
 
 
-def backend_inventory() -> list[InventoryEntry]:
+def backend_inventory(keys: Collection[str] | None = None) -> list[InventoryEntry]:
     """Every library in the registry: one entry per backend name it has here.
 
     A library's CPU device and each kind of GPU (``torch-cpu``, ``torch-cuda``,
     ``torch-mps``, ...), first device of each; a library that is not installed
     or sees no device gives one entry with the reason. Imports the installed
-    libraries to ask them.
+    libraries to ask them; ``keys``: only those libraries (the others are
+    neither imported nor listed).
     """
     entries: list[InventoryEntry] = []
     for adapter in ADAPTERS.values():
+        if keys is not None and adapter.key not in keys:
+            continue
         if not adapter.is_installed():
             reason = f"{adapter.label} is not installed (pip install 'xpkit[{adapter.extra}]')"
             entries.append(InventoryEntry(key_of(adapter), None, adapter.key, reason))

@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 import pytest
-from helpers import run_xpkit
+from helpers import run_python, run_xpkit
 
 import xpkit
 from xpkit._cli import main
@@ -324,3 +324,20 @@ def test_check_skips_what_a_library_lacks(monkeypatch):
     assert rows["flatnonzero"]["ok"] is True
     code, text = run("check", "--backends", "numpy")
     assert "svd (values)       skipped: numpy has no linalg" in text
+
+
+_ONLY_NUMPY = """
+import io, sys
+from xpkit._cli import main
+libraries = ("torch", "jax", "dask", "array_api_strict", "ndonnx", "cupy")
+for argv in (["check", "--backends", "numpy"], ["demo", "--backends", "numpy"]):
+    status = main(argv, io.StringIO())
+    print(argv[0], status, sorted(m for m in libraries if m in sys.modules))
+"""
+
+
+def test_check_and_demo_on_numpy_import_no_other_library():
+    """`--backends numpy` imports numpy's adapter alone (#31: it imported all)."""
+    done = run_python(_ONLY_NUMPY)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == ["check 0 []", "demo 0 []"]
