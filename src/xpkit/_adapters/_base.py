@@ -577,9 +577,10 @@ class Adapter:
         for candidate in listed:
             if self.canonical_device(candidate) == canon:
                 return candidate
+        devices = self.devices()  # (not the shape-only ones: nothing runs there)
         msg = (
             f"device={device!r} does not exist for backend {self.key!r} on this "
-            f"machine; available devices: {', '.join(listed) or 'none'}"
+            f"machine; available devices: {', '.join(devices) or 'none'}"
         )
         raise ValueError(msg)
 
