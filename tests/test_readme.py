@@ -87,9 +87,15 @@ def test_the_quickstart_command_runs():
 
 
 def test_the_test_command_is_what_ci_runs():
-    (command,) = [c for c in SHELL if "pytest" in c]
+    """The block's last line is the test command; a line before it is a step
+    .ci/run takes first (the torch pin), in that order."""
+    (block,) = [c for c in SHELL if "pytest" in c]
+    *steps, command = block.splitlines()
     assert command == 'pip install -e ".[all]" && python -m pytest'
     install, _, tests = command.partition(" && ")
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
-    assert f"python -m {install}" in [line.replace(" --quiet", "") for line in ci]
+    plain = [line.replace(" --quiet", "") for line in ci]
+    where = [plain.index(f"python -m {s.split('#')[0].strip()}") for s in steps]
+    assert where == sorted(where)
+    assert all(i < plain.index(f"python -m {install}") for i in where)
     assert ci[-1] == tests

@@ -223,11 +223,11 @@ def print_info(info: JSONObject, out: TextIO) -> None:
     )
     w(
         f"Batch working-set ceiling: {info['batch_ceiling_gb']:.1f} GB on GPUs; "
-        "map_batches' per-batch budget on each device in the 'batches' column "
+        "map_batches' per-batch budget on each device in the 'batch GB' column "
         "(device_memory_budget(b, cap_for_batching=True))\n\n"
     )
     w(
-        f"{'backend':<20} {'device':<10} {'budget GB':>10} {'batches':>8}"
+        f"{'backend':<20} {'device':<10} {'budget GB':>10} {'batch GB':>8}"
         "  float64  name\n"
     )
     for b in info["backends"]:

@@ -304,7 +304,7 @@ def test_demo_p_value_is_never_printed_as_zero(monkeypatch):
         "demo", "--permutations", "20000", "--samples", "40", "--features", "3"
     )
     assert code == 0
-    printed = text.rsplit("permutation p = ", 1)[1].strip()
+    printed = text.rsplit("permutation p = ", 1)[1].split()[0]
     assert float(printed) == pytest.approx(1 / 20001, rel=1e-3)
 
 
@@ -341,3 +341,22 @@ def test_check_and_demo_on_numpy_import_no_other_library():
     done = run_python(_ONLY_NUMPY)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.splitlines() == ["check 0 []", "demo 0 []"]
+
+
+def test_the_demo_says_what_its_data_and_columns_are():
+    """Issue #31: the planted signal, p's floor, and what the deviation column
+    compares when NumPy alone ran."""
+    out = io.StringIO()
+    assert main(["demo", "--backends", "numpy"], out) == 0
+    text = out.getvalue()
+    assert "a planted signal: y depends on the first feature" in text
+    assert "NumPy alone ran, so it is 0 by construction" in text
+    p = float(text.split("permutation p = ")[1].split()[0])
+    assert p == pytest.approx(1 / 5001, rel=1e-3)  # every permutation below it
+    assert "(the smallest p it can give: 1 / (1 + permutations))" in text
+
+
+def test_info_gives_the_batch_columns_unit():
+    out = io.StringIO()
+    main(["info"], out)
+    assert " budget GB batch GB " in out.getvalue()
