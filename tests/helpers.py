@@ -6,10 +6,13 @@ JAX's first configuration is), and runs the command line as a user does.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
 from collections.abc import Mapping
+from pathlib import Path
+from types import ModuleType
 
 
 def _run(
@@ -52,3 +55,13 @@ def run_xpkit(
 ) -> subprocess.CompletedProcess[str]:
     """``python -m xpkit *argv`` in this interpreter, as :func:`run_python`."""
     return _run(["-m", "xpkit", *argv], timeout=timeout, check=check, extra_env=None)
+
+
+def load_script(path: Path, name: str) -> ModuleType:
+    """The script at ``path`` (an example) imported as module ``name``."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

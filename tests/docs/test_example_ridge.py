@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+from helpers import load_script
 
 from xpkit.testing import assert_close
 
@@ -13,12 +13,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ridge.py"
 
 
 def _load_example():
-    spec = importlib.util.spec_from_file_location("xpkit_example_ridge", EXAMPLE)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(EXAMPLE, "xpkit_example_ridge")
 
 
 @pytest.mark.xpkit_requires("float64")  # scikit-learn's float64 to 1e-9

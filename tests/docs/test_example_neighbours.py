@@ -1,0 +1,57 @@
+"""``examples/nearest_neighbours.py``: exact neighbours on every backend, and the script runs."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+from helpers import load_script
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "nearest_neighbours.py"
+
+
+def _load_example():
+    return load_script(EXAMPLE, "xpkit_example_neighbours")
+
+
+def _reference(points: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Brute force in float64: every distance, itself left out, a stable sort."""
+    d = ((points[:, None, :] - points[None, :, :]) ** 2).sum(axis=-1)
+    np.fill_diagonal(d, np.inf)
+    return np.argsort(d, axis=1, kind="stable")[:, :k], np.sort(d, axis=1)[:, :k]
+
+
+def test_the_neighbours_are_exact_on_every_backend(xpkit_backend):
+    b = xpkit_backend
+    points = np.random.default_rng(1).standard_normal((150, 6))
+    k = 4
+    got = b.to_numpy(_load_example().nearest(points, k, b))
+    indices, distances = _reference(points, k)
+    assert got.shape == (150, k)
+    assert (got != np.arange(150)[:, None]).all()  # never itself
+    rows = np.arange(150)[:, None]
+    theirs = ((points[rows] - points[got]) ** 2).sum(axis=-1)
+    tol = 1e-9 if "float64" in b.dtypes else 1e-4  # (narrowed to float32)
+    np.testing.assert_allclose(theirs, distances, rtol=tol, atol=tol)
+    if "float64" in b.dtypes:
+        assert (got == indices).mean() > 0.99  # ties of distance aside
+
+
+def test_the_script_runs_and_agrees():
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLE), "--n", "600", "--d", "8", "--k", "3"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("numpy ")]
+    assert rows, proc.stdout
+    assert rows[0].endswith("yes"), proc.stdout
+    assert " NO" not in proc.stdout, proc.stdout
+    if importlib.util.find_spec("sklearn") is not None:
+        assert "indices agree with xpkit's: yes" in proc.stdout
