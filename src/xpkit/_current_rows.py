@@ -35,6 +35,10 @@ def current_rows() -> range | None:
     range or None
         ``range(start, stop)`` of the rows being computed, or None.
 
+    Raises
+    ------
+    Nothing: it reads the calling context.
+
     Examples
     --------
     >>> import numpy as np
