@@ -352,7 +352,7 @@ def test_all_and_names_that_leave_out():
         assert chosen("all", f"-{ident}") == ids - {ident}
         assert chosen(f"-{ident}") == ids - {ident}  # (leaving out starts from all)
         assert chosen(ident, f"-{ident}") == set()
-    torch_ids = {i for i in ids if i.startswith("torch-")}
+    torch_ids = {p.id for p in params if p.key == "torch"}
     assert chosen("-torch") == ids - torch_ids
     assert chosen("all", "-*-compile") == {i for i in ids if not i.endswith("-compile")}
     # every library may be in play once a name only leaves out, or says all
