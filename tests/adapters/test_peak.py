@@ -66,12 +66,15 @@ def allocate(mib):  # hold mib MiB at once (pages touched), return a small resul
     scratch = np.ones(mib * MIB // 8)
     return scratch[:4].copy()
 
+# Each call above the process's high-water mark so far, but for "1 after 64":
+# the meter then reads the mark the call set (ru_maxrss), exact, where its
+# sampling thread alone may miss a short peak on a loaded machine.
 seen = {}
+_, seen["32 warmed"] = _peak.warmed_host_meter().measure(lambda: allocate(32))
 _, seen["64"] = _peak.host_meter().measure(lambda: allocate(64))
 _, seen["1 after 64"] = _peak.host_meter().measure(lambda: allocate(1))
-_, seen["32 warmed"] = _peak.warmed_host_meter().measure(lambda: allocate(32))
 _peak._statm_reader = lambda: None  # psutil's reading, as off Linux
-_, seen["64 psutil"] = _peak._make_host_meter().measure(lambda: allocate(64))
+_, seen["96 psutil"] = _peak._make_host_meter().measure(lambda: allocate(96))
 print(json.dumps(seen))
 """
 
@@ -85,10 +88,8 @@ def test_host_meter_sees_touched_pages():
     seen = {k: v / MIB for k, v in json.loads(done.stdout).items()}
     assert 60 <= seen["64"] < 80, seen
     assert seen["1 after 64"] < 8, seen  # the 64 MiB of the last call not again
-    # (the warmed meter reads the heap's pages already held against the call:
-    # 28-32 MiB seen here in a quiet child, so at least 0.8x of 32 MiB)
-    assert 26 <= seen["32 warmed"] < 40, seen
-    assert 56 <= seen["64 psutil"] < 90, seen
+    assert 30 <= seen["32 warmed"] < 40, seen
+    assert 90 <= seen["96 psutil"] < 130, seen
 
 
 _STATISTICS = """
