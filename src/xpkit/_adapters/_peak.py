@@ -10,13 +10,16 @@ switch), so ``ru_maxrss``, VmHWM and the libraries' own peaks read what
 they would have read without xpkit.
 
 On the host that is `host_meter`: the process's resident memory sampled
-every `SAMPLE_SECONDS` while the call runs (page-granular; a peak shorter
-than the interval can be missed, and what other threads allocate meanwhile
-is counted, the safe side), raised to the process's high-water mark
-(``ru_maxrss``) when the call set a new one; where the process already traces
-with ``tracemalloc`` (NumPy reports its buffers to it), its byte-exact count
-of allocated memory instead, sampled the same way. Off Linux the resident
-memory comes from psutil, so the meter needs no ``/proc``.
+every `SAMPLE_SECONDS` while the call runs (on Linux its anonymous part,
+where buffers live, so that file pages the kernel evicts meanwhile do not
+read as frees; page-granular; a peak shorter than the interval can be
+missed, and what other threads allocate meanwhile is counted, the safe
+side), raised to the process's high-water mark (VmHWM on Linux, else
+``ru_maxrss``) when the call set a new one; where the process already
+traces with ``tracemalloc`` (NumPy reports its buffers to it), its
+byte-exact count of allocated memory instead, sampled the same way. Off
+Linux the resident memory comes from psutil, so the meter needs no
+``/proc``.
 
 A meter that reads process-wide statistics measures one call at a time
 (`PeakMeter.process_wide`): a thread whose measurement finds another
@@ -178,8 +181,8 @@ class _Sampler:
 class _SampledHost(PeakMeter):
     """The host's memory, sampled while the call runs (see the module docstring)."""
 
-    def __init__(self, rss: Callable[[], int], trim: Callable[[], None]) -> None:
-        self._rss = rss
+    def __init__(self, reader: _Reader, trim: Callable[[], None]) -> None:
+        self._own, self._resident = reader
         self._trim = trim
         self.name = "sampled RSS"
 
@@ -187,17 +190,19 @@ class _SampledHost(PeakMeter):
         if tracemalloc.is_tracing():  # the caller traces: byte-exact, heap reuse seen
             return _traced(run)
         self._trim()  # freed heap pages back, so the call's show as new pages
-        sampler = _Sampler(self._rss)
+        sampler = _Sampler(self._own)
         high = _max_rss()
+        resident = self._resident()
         base = sampler.begin()
         try:
             result = run()
         finally:
-            top = max(sampler.stop(), self._rss())
+            top = max(sampler.stop(), self._own())
+        grown = top - base
         new_high = _max_rss()
         if new_high > high:  # the call set the process's high-water mark
-            top = max(top, new_high)
-        return result, max(top - base, 0)
+            grown = max(grown, new_high - resident)
+        return result, max(grown, 0)
 
 
 def _traced(run: Callable[[], T]) -> tuple[T, int]:
@@ -221,10 +226,21 @@ def _traced(run: Callable[[], T]) -> tuple[T, int]:
 
 
 def _max_rss() -> int:
-    """The process's resident high-water mark in bytes (``ru_maxrss``), read only.
+    """The process's resident high-water mark in bytes, read only; 0 if none.
 
-    0 where there is none to read (Windows has no ``resource`` module).
+    On Linux VmHWM, this address space's own mark: ``ru_maxrss`` also holds
+    the mark of the program the process ran before ``exec``, so in a child
+    started by a large process it stays above anything the child does.
+    Elsewhere ``ru_maxrss`` (Windows has neither).
     """
+    if sys.platform.startswith("linux"):
+        try:
+            with open("/proc/self/status", "rb") as fh:
+                for line in fh:
+                    if line.startswith(b"VmHWM:"):
+                        return int(line.split()[1]) * 1024
+        except OSError:
+            pass
     try:
         import resource
     except ImportError:  # pragma: no cover - Windows
@@ -299,14 +315,25 @@ def warmed_host_meter() -> PeakMeter | None:
 
 
 def _make_host_meter() -> PeakMeter | None:
-    rss = _statm_reader() or _psutil_reader()
-    if rss is None:
+    reader = _statm_reader() or _psutil_reader()
+    if reader is None:
         return None
-    return _SampledHost(rss, release_freed_host_memory)
+    return _SampledHost(reader, release_freed_host_memory)
 
 
-def _statm_reader() -> Callable[[], int] | None:
-    """Linux: the resident size from ``/proc/self/statm``, through one open file."""
+#: A host reading: the process's own memory, sampled while a call runs, and
+#: its whole resident size, which ``ru_maxrss`` is the high-water mark of.
+_Reader = tuple[Callable[[], int], Callable[[], int]]
+
+
+def _statm_reader() -> _Reader | None:
+    """Linux: ``/proc/self/statm``, through one open file.
+
+    The sampled figure is the anonymous resident memory (resident less
+    shared), where every buffer ``fn`` allocates lives: pages of mapped files
+    (the libraries' code) that the kernel evicts under memory pressure while
+    the call runs would otherwise read as the call freeing memory.
+    """
     if not sys.platform.startswith("linux"):
         return None
     try:
@@ -315,14 +342,18 @@ def _statm_reader() -> Callable[[], int] | None:
         return None
     page = os.sysconf("SC_PAGE_SIZE")
 
-    def read() -> int:
+    def own() -> int:
+        fields = os.pread(fd, 64, 0).split()
+        return (int(fields[1]) - int(fields[2])) * page
+
+    def resident() -> int:
         return int(os.pread(fd, 64, 0).split()[1]) * page
 
-    return read
+    return own, resident
 
 
-def _psutil_reader() -> Callable[[], int] | None:
-    """Elsewhere: psutil's resident size of this process."""
+def _psutil_reader() -> _Reader | None:
+    """Elsewhere: psutil's resident size of this process, for both readings."""
     try:
         import psutil
 
@@ -334,4 +365,4 @@ def _psutil_reader() -> Callable[[], int] | None:
     def read() -> int:
         return int(process.memory_info().rss)
 
-    return read
+    return read, read
