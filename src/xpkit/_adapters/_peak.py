@@ -191,7 +191,7 @@ class _SampledHost(PeakMeter):
             return _traced(run)
         self._trim()  # freed heap pages back, so the call's show as new pages
         sampler = _Sampler(self._own)
-        high = _max_rss()
+        high = _high_water()
         resident = self._resident()
         base = sampler.begin()
         try:
@@ -199,7 +199,7 @@ class _SampledHost(PeakMeter):
         finally:
             top = max(sampler.stop(), self._own())
         grown = top - base
-        new_high = _max_rss()
+        new_high = _high_water()
         if new_high > high:  # the call set the process's high-water mark
             grown = max(grown, new_high - resident)
         return result, max(grown, 0)
@@ -225,7 +225,7 @@ def _traced(run: Callable[[], T]) -> tuple[T, int]:
     return result, max(top - base, 0)
 
 
-def _max_rss() -> int:
+def _high_water() -> int:
     """The process's resident high-water mark in bytes, read only; 0 if none.
 
     On Linux VmHWM, this address space's own mark: ``ru_maxrss`` also holds
@@ -322,7 +322,7 @@ def _make_host_meter() -> PeakMeter | None:
 
 
 #: A host reading: the process's own memory, sampled while a call runs, and
-#: its whole resident size, which ``ru_maxrss`` is the high-water mark of.
+#: its whole resident size, which `_high_water` is the mark of.
 _Reader = tuple[Callable[[], int], Callable[[], int]]
 
 
@@ -332,7 +332,9 @@ def _statm_reader() -> _Reader | None:
     The sampled figure is the anonymous resident memory (resident less
     shared), where every buffer ``fn`` allocates lives: pages of mapped files
     (the libraries' code) that the kernel evicts under memory pressure while
-    the call runs would otherwise read as the call freeing memory.
+    the call runs would otherwise read as the call freeing memory. Shared
+    memory ``fn`` makes (``shm``) is left out of the samples too; the
+    high-water mark still counts it where the call raised the mark.
     """
     if not sys.platform.startswith("linux"):
         return None
