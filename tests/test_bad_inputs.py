@@ -686,6 +686,10 @@ CLI: dict[str, tuple[list[str], str]] = {
         ["check", "--backends", "nope"],
         "--backends: names no backend known here: \\['nope'\\]",
     ),
+    "info backends unknown": (
+        ["info", "--backends", "numpy,nope"],
+        "--backends: names no backend known here: \\['nope'\\]",
+    ),
     "demo backends empty": (
         ["demo", "--backends", ","],
         "--backends: names no backend known here",

@@ -10,6 +10,7 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
+from ._adapters._registry import ADAPTERS
 from ._check import run_checks
 from ._demo import MIN_SAMPLES, each_backend, nothing_ran_message, run_demo
 from ._dtypes import PrecisionWarning
@@ -110,6 +111,15 @@ def _parser() -> argparse.ArgumentParser:
         help="also describe the dask cluster at ADDRESS (default: the active "
         "client, else DASK_SCHEDULER_ADDRESS)",
     )
+    info.add_argument(
+        "--backends",
+        type=_names,
+        default=None,
+        metavar="NAMES",
+        help="comma-separated library keys or backend names to describe, or "
+        "'all' (default: numpy and the libraries this process has imported; "
+        "each library named is imported)",
+    )
     info.set_defaults(func=_info_command)
     check = sub.add_parser(
         "check", help="every facade method on every backend against NumPy"
@@ -158,13 +168,15 @@ def _parser() -> argparse.ArgumentParser:
             type=_names,
             default=None,
             metavar="NAMES",
-            help="comma-separated library keys or backend names to run on "
-            "(default: every backend here)",
+            help="comma-separated library keys or backend names to run on, or "
+            "'all' (default: every backend here)",
         )
     return parser
 
 
 def _names(text: str) -> list[str]:
+    if text.strip() == "all":
+        return [adapter.key for adapter in ADAPTERS.values()]
     names = [n.strip() for n in text.split(",") if n.strip()]
     named = backend_inventory({n.split("-", 1)[0] for n in names})  # (those imported)
     unknown = [
@@ -193,7 +205,10 @@ def _info_command(args: argparse.Namespace, out: TextIO) -> int:
                 f"xpkit info: the scheduler {args.scheduler} is not reachable: {why}\n"
             )
             return 1
-    info = collect_info(args.scheduler)
+    backends = args.backends
+    if backends is None:  # (importing the others costs seconds)
+        backends = [a.key for a in ADAPTERS.values() if a.is_imported()]
+    info = collect_info(args.scheduler, backends)
     if args.json:
         out.write(json.dumps(info, indent=2) + "\n")
     else:

@@ -22,6 +22,8 @@ from ._select import InventoryEntry, backend_inventory
 from ._version import __version__
 
 if TYPE_CHECKING:
+    from collections.abc import Collection
+
     from ._adapters._base import Adapter
     from ._typing import DaskClient, JSONObject
 
@@ -31,14 +33,27 @@ __all__ = ["CONNECT_S", "collect_info", "print_info", "scheduler_problem"]
 CONNECT_S = 3.0
 
 
-def collect_info(scheduler: str | None = None) -> JSONObject:
+def collect_info(
+    scheduler: str | None = None, backends: Collection[str] | None = None
+) -> JSONObject:
     """What xpkit finds on this machine, as plain data (what ``--json`` prints).
 
     ``cluster`` describes the dask cluster at ``scheduler``, else the one of
     the client active in this process, else the one ``DASK_SCHEDULER_ADDRESS``
-    names; None when there is none.
+    names; None when there is none. ``backends``: describe only those
+    backends and their GPUs (library keys or backend names: only their
+    libraries are imported); None: every backend here. Every library's
+    version is read from its installed metadata, without importing it;
+    ``not_described`` names the installed libraries left out.
     """
     import psutil
+
+    keys = None if backends is None else {name.split("-", 1)[0] for name in backends}
+    entries = [
+        entry
+        for entry in backend_inventory(keys)
+        if backends is None or entry.key in backends or entry.name in backends
+    ]
 
     cgroup = cgroup_available_bytes("/")
     info: JSONObject = {
@@ -52,8 +67,13 @@ def collect_info(scheduler: str | None = None) -> JSONObject:
             "cgroup_available_gb": None if cgroup is None else cgroup / BYTES_PER_GB,
         },
         "batch_ceiling_gb": BATCH_WORKING_SET_CEILING_GB,
-        "backends": [_backend_info(entry) for entry in backend_inventory()],
-        "gpu_memory": [_device_memory(a, d) for a, d in find_gpus()],
+        "backends": [_backend_info(entry) for entry in entries],
+        "not_described": [
+            a.key
+            for a in ADAPTERS.values()
+            if keys is not None and a.key not in keys and a.is_installed()
+        ],
+        "gpu_memory": [_device_memory(a, d) for a, d in find_gpus(keys)],
         "threadpools": _threadpools(),
         "cluster": _cluster(scheduler),
     }
@@ -177,12 +197,15 @@ def _threadpools() -> list[JSONObject] | None:
     return [{k: pool.get(k) for k in keys} for pool in threadpool_info()]
 
 
-def _print_gpu_memory(rows: list[JSONObject], out: TextIO) -> None:
-    """The GPU memory section: free/total, the cap and where each came from."""
+def _print_gpu_memory(rows: list[JSONObject], out: TextIO, partial: bool) -> None:
+    """The GPU memory section: free/total, the cap and where each came from.
+
+    ``partial``: some installed libraries were not asked for their GPUs.
+    """
     w = out.write
     w("\nGPU memory (budgets use the smaller of free memory and the cap's room)\n")
     if not rows:
-        w("  no GPU found\n")
+        w(f"  no GPU found{' by the libraries described' if partial else ''}\n")
         return
     w(f"  {'library':<8} {'device':<8} {'free GB':>8} {'total GB':>9}  read by\n")
     for row in rows:
@@ -242,7 +265,14 @@ def print_info(info: JSONObject, out: TextIO) -> None:
             f"{'yes' if b['float64'] else 'no':<7}  "
             f"{b['device_name']}\n"
         )
-    _print_gpu_memory(info["gpu_memory"], out)
+    left = info["not_described"]
+    if left:
+        w(
+            f"(not described: {', '.join(left)}; `xpkit info --backends all` "
+            "describes every backend, importing each library, and "
+            "`--backends NAMES` those named)\n"
+        )
+    _print_gpu_memory(info["gpu_memory"], out, bool(left))
     pools = info["threadpools"]
     w("\nThread pools (threadpoolctl)\n")
     if pools is None:

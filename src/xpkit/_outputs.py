@@ -335,14 +335,22 @@ def _own(leaves: list[Array], sources: tuple[Array, ...]) -> bool:
 
 
 def _shares_nothing(leaf: HostArray, sources: tuple[Array, ...]) -> bool:
-    """Whether host ``leaf`` shares no memory with ``sources`` (seen on the host)."""
+    """Whether host ``leaf`` shares no memory with ``sources`` (seen on the host).
+
+    Two distinct arrays that each own their memory (``flags.owndata``: NumPy
+    allocated it for them) hold two allocations, which never overlap: no
+    bounds are compared. Any other pair goes to ``np.may_share_memory``.
+    """
+    owns = leaf.flags.owndata
     for source in sources:
         view: HostArray | None = source
         if type(source) is not np.ndarray:  # (an ndarray is its own memory)
             adapter = adapter_for_array(source)
             view = None if adapter is None else adapter.host_view(source)
-            if view is None:
-                continue
+        if view is None:
+            continue
+        if owns and view is not leaf and view.flags.owndata:
+            continue
         if np.may_share_memory(leaf, view):
             return False
     return True

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Collection, Hashable
 from typing import TYPE_CHECKING, TypeGuard, cast
 
 from ._adapters._registry import ADAPTERS, adapter_for_array
@@ -113,14 +113,17 @@ def locate_arrays(
     return found, found_key, found_at
 
 
-def find_gpus() -> list[tuple[Adapter, str]]:
+def find_gpus(keys: Collection[str] | None = None) -> list[tuple[Adapter, str]]:
     """Every GPU device of every installed library, in registry order.
 
     Imports the installed libraries that have GPUs to ask them; never imports
-    one that is not installed.
+    one that is not installed. ``keys``: only those libraries (the others are
+    neither imported nor asked).
     """
     found: list[tuple[Adapter, str]] = []
     for adapter in ADAPTERS.values():
+        if keys is not None and adapter.key not in keys:
+            continue
         if not adapter.is_installed():
             continue
         try:

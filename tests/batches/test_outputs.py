@@ -511,6 +511,18 @@ def test_a_result_that_cannot_be_held_as_it_is_is_copied(make):
     assert got.flags.writeable
 
 
+def test_a_result_owning_the_memory_an_input_views_is_copied():
+    from xpkit._outputs import outputs_of_all_rows
+
+    buffer = _data(20)
+    assert buffer.flags.owndata
+    x = buffer[:, 1:]  # the input is a view of fn's result
+    got = outputs_of_all_rows(buffer, 20, _three, (x,))
+    assert_equal(got, buffer)
+    assert not np.shares_memory(got, buffer)
+    assert got is not buffer
+
+
 def test_a_result_sharing_another_library_s_input_memory_is_copied():
     torch = pytest.importorskip("torch")
     from xpkit._outputs import outputs_of_all_rows

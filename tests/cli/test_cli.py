@@ -336,6 +336,56 @@ for argv in (["check", "--backends", "numpy"], ["demo", "--backends", "numpy"]):
 """
 
 
+_INFO_ALONE = """
+import io, json, sys
+from xpkit._adapters._registry import ADAPTERS
+from xpkit._cli import main
+out = io.StringIO()
+status = main(["info", "--json"], out)
+libraries = [a.key for a in ADAPTERS.values() if a.key != "numpy"]
+print(json.dumps({
+    "status": status,
+    "imported": sorted(m for m in libraries if m in sys.modules),
+    "installed": [a.key for a in ADAPTERS.values() if a.key != "numpy" and a.is_installed()],
+    "info": json.loads(out.getvalue()),
+}))
+"""
+
+
+def test_info_describes_numpy_alone_and_imports_no_other_library():
+    """`xpkit info` reads each library's version without importing it (#31:
+    importing every library took 3.8 s); the rest it names as not described."""
+    done = run_python(_INFO_ALONE)
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(done.stdout)
+    assert got["status"] == 0
+    assert got["imported"] == []
+    info = got["info"]
+    assert [b["name"] for b in info["backends"]] == ["numpy"]
+    assert info["not_described"] == got["installed"]
+    for key in got["installed"]:
+        assert info["libraries"][key]  # a version, read without importing it
+
+
+def test_info_backends_describes_those_named_or_all():
+    code, text = run("info", "--json", "--backends", "numpy")
+    assert code == 0
+    assert [b["name"] for b in json.loads(text)["backends"]] == ["numpy"]
+    code, text = run("info", "--json", "--backends", "all")
+    assert code == 0
+    info = json.loads(text)
+    assert info["not_described"] == []
+    listed = {b["library"] for b in info["backends"]}
+    assert listed == set(info["libraries"])  # each library: a row or its reason
+    code, text = run("info", "--backends", "numpy")
+    left = [k for k, v in info["libraries"].items() if v and k != "numpy"]
+    if left:
+        assert f"(not described: {', '.join(left)}; `xpkit info --backends all`" in text
+        assert "no GPU found by the libraries described" in text
+    else:
+        assert "not described" not in text
+
+
 def test_check_and_demo_on_numpy_import_no_other_library():
     """`--backends numpy` imports numpy's adapter alone (#31: it imported all)."""
     done = run_python(_ONLY_NUMPY)
