@@ -244,13 +244,15 @@ def _eager(fn: UserFunction) -> UserFunction:
 
     (A compiler that traces Python, torch.compile's dynamo, then breaks the
     graph there, or fails under ``fullgraph=True`` with the reason. The
-    eager ``fn`` is made on the first call outside a trace; outside a trace
-    ``fn`` itself is called: the wrapper would cost every call.)
+    eager ``fn`` is made on the first call outside a trace once the compiler
+    is imported (`Adapter.compiler_imported`: torch's dynamo, which a first
+    call would otherwise import, for 2.3 s); outside a trace ``fn`` itself
+    is called: the wrapper would cost every call.)
     """
     for adapter in _TRACERS:
         if adapter not in _MADE:
-            if not adapter.is_imported():
-                continue
+            if not adapter.compiler_imported():
+                continue  # (it cannot be tracing)
             _mark_eager()  # (outside a trace: made once, at no cost)
         if adapter.compiling():
             fn = adapter.eager_only(fn, _EAGER_REASON)
@@ -262,12 +264,12 @@ _MADE: set[Adapter] = set()
 
 
 def _mark_eager() -> None:
-    """Make the eager bodies now, for each compiling library imported already.
+    """Make the eager bodies now, for each library whose compiler is imported.
 
     (Made inside a trace, they cost a graph break; here they cost nothing.)
     """
     for adapter in _TRACERS:
-        if adapter.is_imported():
+        if adapter.compiler_imported():
             for body in (_map_batches, _plan_batches, _compute_oom_safe):
                 adapter.eager_only(body, _EAGER_REASON)
             _MADE.add(adapter)

@@ -79,7 +79,7 @@ def check_operand(f: Facts[ArrayT], x: Value, param: str) -> None:
     are refused (as `from_arrays` refuses mixing), and lists or scalars
     too, on every backend alike.
     """
-    if f.adapter.owns(x):
+    if f.adapter.owns(x) or _stands_in(f, x):
         return
     adapter = adapter_for_array(x)
     if adapter is not None:
@@ -94,6 +94,16 @@ def check_operand(f: Facts[ArrayT], x: Value, param: str) -> None:
             f"{type(x).__qualname__}; convert it with Backend.asarray"
         )
     raise TypeError(msg)
+
+
+def _stands_in(f: Facts[ArrayT], x: Value) -> bool:
+    """Whether ``x`` stands in for an array of ``f``'s library and device.
+
+    A shape-only array of a trace of ``fn`` that impersonates them: the
+    operation runs on it, so that the trace follows the facade's methods.
+    """
+    adapter = adapter_for_array(x)
+    return adapter is not None and adapter.stands_in_for(x, f.adapter.key, f.device)
 
 
 def check_operands(f: Facts[ArrayT], arrays: Sequence[Value]) -> None:
@@ -324,7 +334,7 @@ class At(Generic[ArrayT]):
         if numpy_value and y.dtype.kind not in "biufc":
             msg = f"y has non-numeric dtype {y.dtype} (value {y!r:.60})"
             raise TypeError(msg)
-        if adapter.owns(y):
+        if adapter.owns(y) or _stands_in(self._facts, y):
             return y
         if numpy_value and y.ndim == 0:
             return y.item()  # a NumPy number: the Python number it holds

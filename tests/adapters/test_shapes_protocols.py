@@ -115,6 +115,8 @@ NUMPY_FUNCTIONS = [
     ("np.diff", [CUBE], lambda xp, x: np.diff(x, axis=0)),
     ("np.sort(axis=None)", [CUBE], lambda xp, x: np.sort(x, axis=None)),
     ("np.argsort", [CUBE], lambda xp, x: np.argsort(x, axis=1)),
+    ("np.argpartition", [CUBE], lambda xp, x: np.argpartition(x, 1, axis=1)),
+    ("np.argpartition(axis=None)", [CUBE], lambda xp, x: np.argpartition(x, 2, None)),
     ("np.clip", [CUBE], lambda xp, x: np.clip(x, 0, 1)),
     ("np.round", [CUBE], lambda xp, x: np.round(x)),
     ("np.zeros_like", [CUBE], lambda xp, x: np.zeros_like(x)),
@@ -214,6 +216,12 @@ TORCH_FUNCTIONS = [
     ("torch.add(x, 2)", [CUBE], lambda _, x: torch.add(x, 2)),
     ("torch.mul(x, 1.5)", [CUBE], lambda _, x: torch.mul(x, 1.5)),
     ("torch.topk", [CUBE], lambda _, x: tuple(torch.topk(x, 2))),
+    ("torch.topk(k, 0, False)", [CUBE], lambda _, x: tuple(torch.topk(x, 2, 0, False))),
+    (
+        "torch.topk(dim=1, largest=False, sorted=False)",
+        [CUBE],
+        lambda _, x: tuple(torch.topk(x, 2, dim=1, largest=False, sorted=False)),
+    ),
     ("torch.sort", [CUBE], lambda _, x: tuple(torch.sort(x, dim=1))),
     ("torch.cat", [(2, 3), (2, 5)], lambda _, x, y: torch.cat([x, y], dim=1)),
     ("torch.stack", [(2, 3), (2, 3)], lambda _, x, y: torch.stack([x, y], 1)),
@@ -274,3 +282,55 @@ def test_a_tensor_indexed_by_a_shape_only_array_warns_but_answers():
 
     trace = Trace(profile)
     assert tracing(trace, lambda: run(trace)) == ((2, 3), "float32")
+
+
+def _facade_cases(b):
+    """The facade's own methods, which ``fn`` calls on its rows."""
+    two = (slice(None), slice(0, 2))
+    return [
+        ("b.matmul", [(3, 4), (4, 5)], lambda _, x, y: b.matmul(x, y)),
+        ("b.top_k", [(3, 6)], lambda _, x: b.top_k(x, 2)),
+        (
+            "b.top_k(axis=0, smallest)",
+            [(5, 3)],
+            lambda _, x: b.top_k(x, 2, axis=0, mode="smallest"),
+        ),
+        ("b.sort", [(3, 4)], lambda _, x: b.sort(x, axis=0)),
+        ("b.concat", [(2, 3), (2, 5)], lambda _, x, y: b.concat([x, y], axis=1)),
+        ("b.expand_dims", [CUBE], lambda _, x: b.expand_dims(x, 1)),
+        ("b.at().set(number)", [(3, 4)], lambda _, x: b.at(x, two).set(0)),
+        ("b.at().set(array)", [(3, 4), (3, 2)], lambda _, x, y: b.at(x, two).set(y)),
+        ("b.at().add(array)", [(3, 4), (3, 2)], lambda _, x, y: b.at(x, two).add(y)),
+    ]
+
+
+@pytest.mark.parametrize("library", ["numpy", "torch"])
+def test_the_facade_s_methods_follow_shape_only_arrays(library):
+    """#28: ``fn`` written with ``b.matmul``, ``b.top_k``, ``b.at`` (as the
+    docs' examples are) is traced, where the library's functions reach
+    shape-only arrays (NumPy's and torch's protocols)."""
+    if library == "torch" and torch is None:
+        pytest.skip("needs torch")
+    b = xpkit.Backend(library)
+    dtypes = [("float32",), ("float64",), ("int32",), ("float32", "float32")]
+    dtypes += [("float64", "float64"), ("int32", "int32")]
+    assert_twins(b, b.xp, _cases(_facade_cases(b), dtypes))
+
+
+def test_a_shape_only_array_of_another_library_s_trace_is_refused():
+    """A trace impersonating torch hands NumPy's facade nothing it takes."""
+    if torch is None:
+        pytest.skip("needs torch")
+    profile = get_adapter("torch").shape_profile("cpu")
+    b = xpkit.Backend("numpy")
+
+    def run(trace):
+        x = given(trace, (3, 3), "float64")
+        with pytest.raises(TypeError, match="A is an array of shape-only arrays but"):
+            b.matmul(x, x)
+        with pytest.raises(TypeError, match="x is an array of shape-only arrays but"):
+            b.top_k(x, 1)
+        return True
+
+    trace = Trace(profile)
+    assert tracing(trace, lambda: run(trace)) is True

@@ -508,6 +508,44 @@ def test_map_batches_under_torch_compile_names_itself():
     assert_equal(got, np.full((6, 2), 2.0, dtype=np.float32))
 
 
+_DYNAMO_LATER = """
+import sys, warnings
+import torch
+import xpkit
+
+x = torch.ones(6, 2)
+xpkit.map_batches(lambda r: r * 2.0, x, bytes_per_item=8.0)
+print("dynamo imported:", "torch._dynamo" in sys.modules)
+
+
+def f(x):
+    return xpkit.map_batches(lambda r: r * 3.0, x, bytes_per_item=8.0)
+
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", UserWarning)
+    try:  # (first: dynamo's cache would keep the lenient graph for f)
+        torch.compile(f, fullgraph=True, backend="eager")(x)
+    except Exception as exc:
+        print("fullgraph:", "is an eager loop on the host" in str(exc))
+    print("compiled:", float(torch.compile(f, backend="eager")(x).sum()))
+"""
+
+
+def test_torch_s_compiler_is_not_imported_until_something_compiles():
+    """A first torch map_batches imported dynamo (2.3 s) to mark its eager
+    bodies; they are made once torch.compile is in use, and still break the
+    graph (or name themselves under fullgraph=True) when that is later."""
+    pytest.importorskip("torch")
+    done = run_python(_DYNAMO_LATER)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == [
+        "dynamo imported: False",
+        "fullgraph: True",
+        "compiled: 36.0",
+    ]
+
+
 def test_map_batches_fits_on_one_screen():
     """The public function forwards; its body reads top to bottom in 60 lines."""
     import inspect

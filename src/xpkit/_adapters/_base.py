@@ -208,6 +208,15 @@ class Adapter:
         """Whether ``x`` is an array of this library (checked via sys.modules)."""
         raise NotImplementedError
 
+    def stands_in_for(self, x: object, library: str, device: str) -> bool:
+        """Whether ``x`` stands in for an array of ``library`` on ``device``.
+
+        A shape-only array of a trace that impersonates them does (the
+        facade's methods then run on it as on the library's own); no
+        library's own array does.
+        """
+        return False
+
     def is_plain(self, x: Array) -> bool:
         """Whether ``x`` is a plain array (no subclass or layout with other semantics)."""
         return True
@@ -271,6 +280,14 @@ class Adapter:
         itself by default.
         """
         return fn
+
+    def compiler_imported(self) -> bool:
+        """Whether this library's compiler is imported (it can be tracing).
+
+        Before that `compiling` is False and `eager_only` has nothing to do
+        (importing the compiler to make its marks can cost seconds).
+        """
+        return self.is_imported()
 
     def compiling(self) -> bool:
         """Whether this library's compiler is tracing the calling code now.

@@ -43,12 +43,13 @@ def eager_only(torch: ModuleType, fn: F, reason: str) -> F:
     """``torch.compiler.disable(fn, reason=reason)``, made once per function.
 
     Asked first while dynamo traces (which cannot trace ``disable``), it
-    breaks the graph there, and makes it in the eager code after the break.
+    breaks the graph there, giving ``reason`` (the error under
+    ``fullgraph=True``), and makes it in the eager code after the break.
     """
     made = _EAGER.get(fn)
     if made is None:
         if torch.compiler.is_compiling():
-            torch._dynamo.graph_break()  # (eager from here on)
+            _graph_break(torch, reason)  # (eager from here on)
         disable = torch.compiler.disable
         try:
             made = disable(fn, reason=reason)
@@ -56,6 +57,14 @@ def eager_only(torch: ModuleType, fn: F, reason: str) -> F:
             made = disable(fn)
         _EAGER[fn] = made
     return cast("F", made)  # disable wraps fn with its signature
+
+
+def _graph_break(torch: ModuleType, reason: str) -> None:
+    """``torch._dynamo.graph_break(reason)`` (torch before 2.7 takes no reason)."""
+    try:
+        torch._dynamo.graph_break(msg=reason)
+    except TypeError:
+        torch._dynamo.graph_break()
 
 
 def compiled_whole(func: UserFunction, tags: LazyTags) -> UserFunction | None:

@@ -328,6 +328,14 @@ class TorchAdapter(Adapter):
     #: what they free: a batch's peak would add to the last one's.
     keeps_freed_host_memory = True
 
+    def compiler_imported(self) -> bool:
+        """Whether dynamo (``torch._dynamo``) is imported: ``torch.compile`` ran.
+
+        ``torch.compiler.disable``, which `eager_only` calls, imports it: 2.3
+        s on a first `map_batches` call that nothing compiles.
+        """
+        return sys.modules.get("torch._dynamo") is not None
+
     def compiling(self) -> bool:
         """``torch.compiler.is_compiling()``: dynamo is tracing the caller."""
         return is_compiling(_torch)

@@ -38,6 +38,13 @@ class ShapesAdapter(Adapter):
         """Shape-only arrays."""
         return type(x) is ShapeArray
 
+    def stands_in_for(self, x: object, library: str, device: str) -> bool:
+        """A shape-only array of a trace impersonating ``library`` on ``device``."""
+        if type(x) is not ShapeArray:
+            return False
+        profile = x._trace.profile
+        return bool(profile.library == library and profile.device == device)
+
     def device_key(self, x: Array) -> Hashable:
         """The profile's key: one device per impersonated library and settings."""
         key: Hashable = x._trace.profile.key

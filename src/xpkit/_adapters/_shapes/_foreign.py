@@ -10,7 +10,7 @@ with torch's keywords renamed (``dim`` -> ``axis``, ``keepdim`` ->
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from .._trace import active_trace
 from . import _namespace as namespace
@@ -94,6 +94,13 @@ def _operator(symbol: str, reflected: bool) -> Callable[..., ShapeArray]:
     return apply
 
 
+class _Pair(NamedTuple):
+    """What torch's ``sort``, ``topk`` and ``max(x, dim)`` return: values, indices."""
+
+    values: Value
+    indices: Value
+
+
 #: torch's functions that also return indices: ``torch.sort``, ``torch.max(x, dim)``.
 _WITH_INDICES = frozenset({"sort", "max", "min"})
 
@@ -115,7 +122,7 @@ def _with_indices(
     keep = bool(kw.get("keepdims", False)) and name != "sort"
     shape = x.shape if name == "sort" else rules.reduced(x.shape, axis, keep)
     values = made(trace, shape, x._name, (x,))
-    return values, made(trace, shape, "int64", (x,))
+    return _Pair(values, made(trace, shape, "int64", (x,)))
 
 
 def foreign_call(
@@ -169,6 +176,15 @@ def foreign_call(
         kw.setdefault("axis", positional.pop(1))
     if standard in ("concat", "stack", "expand_dims", "flip") and len(positional) > 1:
         kw.setdefault("axis", positional.pop(1))
+    if standard == "top_k":  # torch.topk(x, k, dim, largest, sorted): sorted always
+        if len(positional) > 2:
+            kw.setdefault("axis", positional.pop(2))
+        if len(positional) > 2:
+            kw.setdefault("largest", positional.pop(2))
+        kw.pop("sorted", None)
+        kw["mode"] = "largest" if kw.pop("largest", True) else "smallest"
+        del positional[2:]
+        return _Pair(*handler(*positional, **kw))
     if standard == "permute_dims" and len(positional) > 2:
         positional = [positional[0], tuple(positional[1:])]
     return handler(*positional, **kw)

@@ -218,6 +218,11 @@ def _argsort(a: Value, axis: Value = -1, **_: Value) -> ShapeArray:
     return statistics.argsort(a, axis=axis)
 
 
+def _argpartition(a: Value, kth: Value, axis: Value = -1, **_: Value) -> ShapeArray:
+    """``np.argpartition``: the indices of a full sort's shape (``kth`` aside)."""
+    return _argsort(a, axis)
+
+
 def _where(condition: Value, *values: Value) -> ShapeArray:
     if len(values) != 2:
         msg = "where() with one argument (it finds indices)"
@@ -348,6 +353,7 @@ FUNCTIONS: dict[str, Callable[..., object]] = {
     "einsum": lambda *operands, **kw: linalg.einsum(operands[0], *operands[1:]),
     "sort": _sort,
     "argsort": _argsort,
+    "argpartition": _argpartition,
     "diff": lambda a, n=1, axis=-1, **kw: statistics.diff(a, n=n, axis=axis),
     "zeros_like": lambda a, dtype=None, **kw: creation.zeros_like(
         a, dtype=dtype, shape=kw.get("shape")
