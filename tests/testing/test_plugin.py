@@ -488,3 +488,43 @@ def test_variants_that_replace_functions_are_marked_thread_unsafe(pytester):
         "test_plain[numpy]": "-",
         "test_plain[torch-cpu]": "-",
     }
+
+
+LIBRARY_FIXTURES = """
+def test_torch(torch):
+    assert torch.__name__ == "array_api_compat.torch"
+    assert type(torch.asarray([1.0])).__module__ == "torch"
+
+
+def test_jnp(jnp):
+    assert jnp.__name__ == "jax.numpy"
+
+
+def test_da(da):
+    assert da.__name__ == "array_api_compat.dask.array"
+"""
+
+
+def test_library_fixtures_give_the_namespace_or_say_why_not(pytester):
+    """``torch``, ``jnp``, ``da`` (#30: array-api-extra's suite asks for them):
+    the library's standard namespace, skipped where it is not installed or not
+    selected."""
+    needs("torch")
+    from xpkit._adapters._registry import ADAPTERS
+
+    pytester.makeini("[pytest]\nfilterwarnings = error\n")
+    pytester.makepyfile(test_user=LIBRARY_FIXTURES)
+    result = pytester.runpytest_subprocess("-v", "-rs", "-p", "no:cacheprovider")
+    installed = {key: ADAPTERS[key].is_installed() for key in ("jax", "dask")}
+    assert outcomes(result) == {
+        "test_torch": "PASSED",
+        "test_jnp": "PASSED" if installed["jax"] else "SKIPPED",
+        "test_da": "PASSED" if installed["dask"] else "SKIPPED",
+    }
+    if not installed["jax"]:
+        assert "is not installed (pip install 'xpkit[jax]')" in result.stdout.str()
+    left_out = pytester.runpytest_subprocess(
+        "-v", "-rs", "-p", "no:cacheprovider", "--xpkit-backends=numpy"
+    )
+    assert set(outcomes(left_out).values()) == {"SKIPPED"}
+    left_out.stdout.fnmatch_lines(["*--xpkit-backends selects no PyTorch variant*"])

@@ -412,6 +412,9 @@ class Adapter:
     #: to test modules that declare lazy functions: ``"jit"``, ``"lazy"``,
     #: ``"compile"``.
     test_modes: ClassVar[tuple[str, ...]] = ()
+    #: The pytest plugin's fixture of this library's namespace alone
+    #: (``torch``, ``jnp``, ``da``, as peer suites name them), or None.
+    module_fixture: ClassVar[str | None] = None
 
     def lazy_context(
         self,

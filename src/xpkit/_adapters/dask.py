@@ -119,6 +119,7 @@ class DaskAdapter(Adapter):
     writable_rows = False
 
     test_modes = ("lazy",)
+    module_fixture = "da"
 
     def host_exits(self) -> tuple[tuple[object, str], ...]:
         """``Array.__array__``, ``Array.compute`` and ``dask.compute``."""

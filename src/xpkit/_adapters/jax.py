@@ -254,6 +254,7 @@ class JaxAdapter(Adapter):
         return () if meter is None else (meter,)
 
     test_modes = ("jit",)
+    module_fixture = "jnp"
 
     def host_exits(self) -> tuple[tuple[object, str], ...]:
         """The array type's ``__array__`` and ``jax.device_get``.

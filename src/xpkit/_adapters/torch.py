@@ -555,6 +555,7 @@ class TorchAdapter(Adapter):
             torch.mps.empty_cache()
 
     test_modes = ("compile",)
+    module_fixture = "torch"
 
     #: Tensors with a shape and a dtype but no values (``device="meta"``).
     shape_only_devices = ("meta",)

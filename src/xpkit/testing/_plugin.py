@@ -343,6 +343,49 @@ def xpkit_device(xpkit_variant: BackendParam, xpkit_backend: Backend) -> NativeD
     return ADAPTERS[xpkit_variant.key].native_device(name)
 
 
+def _library_namespace(key: str, config: pytest.Config) -> Namespace:
+    """The standard namespace of library ``key``; a skip where it does not apply.
+
+    It does not where the library is not installed, or where
+    ``--xpkit-backends`` selects none of its variants.
+    """
+    adapter = ADAPTERS[key]
+    if not adapter.is_installed():
+        pytest.skip(
+            f"{adapter.label} is not installed (pip install 'xpkit[{adapter.extra}]')"
+        )
+    wanted = _selected(config)
+    if wanted is not None:
+        chosen = selected(available_backend_params(libraries_named(wanted)), wanted)
+        if not any(p.key == key and not p.skip for p in chosen):
+            pytest.skip(f"--xpkit-backends selects no {adapter.label} variant")
+    return variant_backend(key, None).xp
+
+
+def _library_fixture(adapter: Adapter, name: str) -> Callable[..., Namespace]:
+    """The fixture ``name``: `_library_namespace` of ``adapter``'s library."""
+
+    def fixture(request: pytest.FixtureRequest) -> Namespace:
+        return _library_namespace(adapter.key, request.config)
+
+    fixture.__name__ = name
+    fixture.__doc__ = (
+        f"{adapter.label}'s standard namespace, for tests of {adapter.label} "
+        f"alone; skipped where it is not installed or --xpkit-backends selects "
+        "none of its variants (a fixture of this name in a conftest wins)."
+    )
+    return pytest.fixture(name=name)(fixture)
+
+
+# A fixture per library that names one (`Adapter.module_fixture`: torch, jnp,
+# da), as array-api-extra's and SciPy's suites ask for them.
+for _adapter in ADAPTERS.values():
+    if _adapter.module_fixture is not None:
+        globals()[_adapter.module_fixture] = _library_fixture(
+            _adapter, _adapter.module_fixture
+        )
+
+
 @pytest.fixture(scope="session")
 def xpkit_dtype(request: pytest.FixtureRequest, xpkit_backend: Backend) -> DType:
     """A floating dtype of ``xp`` the device holds: float32, and float64 where it can.
