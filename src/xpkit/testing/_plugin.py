@@ -374,7 +374,8 @@ def _library_fixture(adapter: Adapter, name: str) -> Callable[..., Namespace]:
         f"alone; skipped where it is not installed or --xpkit-backends selects "
         "none of its variants (a fixture of this name in a conftest wins)."
     )
-    return pytest.fixture(name=name)(fixture)
+    made: Callable[..., Namespace] = pytest.fixture(name=name)(fixture)
+    return made  # (typed: without pytest installed, mypy reads it as Any)
 
 
 # A fixture per library that names one (`Adapter.module_fixture`: torch, jnp,
