@@ -19,6 +19,7 @@ import pool_jobs as jobs
 import pytest
 
 import xpkit
+from xpkit._rows import Job
 
 distributed = pytest.importorskip("distributed")
 jobs.register_by_value()
@@ -127,14 +128,51 @@ def test_no_worker_to_ship_the_inputs_to_again_is_a_clear_error(client, monkeypa
     class Lost:  # a shipped input whose worker died
         status = "lost"
 
-    def no_worker(n, timeout):
-        raise TimeoutError(f"Only 0/{n} workers arrived after {timeout}")
+    asked = []
+
+    def no_worker(n_workers=0):
+        asked.append(n_workers)
+        return {"workers": {}}
 
     monkeypatch.setattr(pool, "_shipped", [Lost()])
-    monkeypatch.setattr(client, "wait_for_workers", no_worker)
+    monkeypatch.setattr(client, "scheduler_info", no_worker)
+    monkeypatch.setattr(dask_executor, "WORKERS_BACK_S", 0.3)
     with pytest.raises(
         RuntimeError,
         match=r"has no worker left to run rows 8:16 on: its workers died and none "
-        r"came back within 60 s; see the workers' logs$",
+        r"came back within 0.3 s; see the workers' logs$",
     ):
         pool.submit(8, 16)
+    assert len(asked) >= 2  # it asked again before giving up
+
+
+def test_inputs_are_shipped_again_once_a_worker_is_back(client, data, monkeypatch):
+    """The wait for a worker asks the scheduler through the client until one is
+    running, and never calls ``Client.wait_for_workers``: for a client of a
+    cluster object, that replaces the cluster's record of its workers, and a
+    worker removed meanwhile failed the cluster's watch (KeyError at close)."""
+    from xpkit._executors import dask as dask_executor
+
+    x, y = data
+    pool = dask_executor.DaskPool(client)
+    live = dask_executor.scheduler_workers(client)
+    answers = [{}, {a: {**w, "status": "closing"} for a, w in live.items()}, live]
+    real = client.scheduler_info
+
+    def scheduler_info(n_workers=0):
+        return {"workers": answers.pop(0)} if answers else real(n_workers=n_workers)
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("Client.wait_for_workers was called")
+
+    class Lost:
+        status = "lost"
+
+    pool.start(Job(jobs.work), (x, y))
+    monkeypatch.setattr(pool, "_shipped", [Lost()])
+    monkeypatch.setattr(client, "scheduler_info", scheduler_info)
+    monkeypatch.setattr(client, "wait_for_workers", forbidden)
+    future = pool.submit(0, 8)
+    assert not answers  # it waited through no worker and a closing one
+    (got,) = future.result().leaves
+    np.testing.assert_array_equal(got, jobs.work(x[:8], y[:8]))

@@ -31,6 +31,8 @@ __all__ = [
 
 #: Seconds `DaskPool` waits for a worker to ship the inputs to again.
 WORKERS_BACK_S = 60.0
+#: Seconds between two questions to the scheduler while waiting for a worker.
+POLL_S = 0.1
 
 
 def unreachable_scheduler(address: str, timeout: float) -> str | None:
@@ -137,16 +139,27 @@ class DaskPool(Pool):
         Where every worker died (a nanny restarts them, slowly on a busy
         machine, or not at all), the scatter raised dask's "No valid workers
         found"; this says what happened instead, naming the rows.
+
+        (It asks the scheduler through the client, not
+        ``Client.wait_for_workers``: for a client of a cluster object that
+        replaces the cluster's record of its workers with a snapshot, so a
+        worker the scheduler has already removed, and whose removal the
+        cluster has yet to hear of, later fails the cluster's own watch with
+        a KeyError raised at the caller's ``cluster.close()``.)
         """
-        try:
-            self._client.wait_for_workers(1, timeout=WORKERS_BACK_S)
-        except TimeoutError:
-            msg = (
-                f"map_batches: {self.where} has no worker left to run rows "
-                f"{start}:{stop} on: its workers died and none came back within "
-                f"{WORKERS_BACK_S:g} s; see the workers' logs"
-            )
-            raise RuntimeError(msg) from None
+        deadline = time.monotonic() + WORKERS_BACK_S
+        while not any(
+            w.get("status", "running") == "running"
+            for w in scheduler_workers(self._client).values()
+        ):
+            if time.monotonic() > deadline:
+                msg = (
+                    f"map_batches: {self.where} has no worker left to run rows "
+                    f"{start}:{stop} on: its workers died and none came back "
+                    f"within {WORKERS_BACK_S:g} s; see the workers' logs"
+                )
+                raise RuntimeError(msg)
+            time.sleep(POLL_S)
 
     def wait(self, futures: list[TaskFuture]) -> list[Finished]:
         from concurrent.futures import CancelledError
