@@ -13,6 +13,7 @@ device (`Facts.dtype_pair`), where a ``device=`` argument points
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, NoReturn, TypeAlias, cast
@@ -38,7 +39,15 @@ else:
 
     ArrayT = TypeVar("ArrayT")
 
-__all__ = ["ArrayT", "Facts", "Source", "Unavailable", "bind", "unavailable"]
+__all__ = [
+    "ArrayT",
+    "Facts",
+    "Source",
+    "Unavailable",
+    "bind",
+    "read_only",
+    "unavailable",
+]
 
 #: Where a dtype came from, for a message: the words themselves, or a
 #: function that makes them (only when the message is raised: a dtype's
@@ -202,3 +211,24 @@ class Unavailable:
 
     def __reduce__(self) -> NoReturn:  # pragma: no cover - never pickled
         raise RuntimeError(self.reason)
+
+
+def read_only(facts: Facts[ArrayT]) -> Facts[ArrayT]:
+    """``facts`` whose namespace and creation functions return read-only arrays.
+
+    The pytest plugin's ``<backend>-readonly`` variant binds these: ``b.xp``
+    is `Adapter.read_only_namespace`'s, and ``b.asarray``, ``b.full``,
+    ``b.zeros_like``, ``b.copy``, ... make their arrays through it; the
+    computations (``matmul``, ``sort``, ``top_k``, ...) are the library's
+    own. Such a Backend pickles as the library's plain one. A ValueError
+    where the library has no read-only arrays.
+    """
+    xp = facts.adapter.read_only_namespace(facts.xp)
+    if xp is None:
+        msg = f"backend {facts.name!r} has no read-only arrays"
+        raise ValueError(msg)
+    likes = {
+        name: getattr(xp, name) for name in ("zeros_like", "ones_like", "full_like")
+    }
+    ops = facts.ops._replace(**likes)  # (the standard's signatures, as FastOps')
+    return dataclasses.replace(facts, xp=xp, ops=ops)

@@ -246,8 +246,11 @@ class Outputs:
             try:
                 if self._in_place:
                     assert self._device is not None
+                    assert self._lib is not None
+                    # (the library's own namespace: a Backend's may make
+                    # read-only arrays, the plugin's numpy-readonly's)
                     out.append(
-                        self._device.xp.empty(
+                        self._lib.namespace().empty(
                             shape,
                             dtype=leaf.dtype,
                             device=get_adapter(self._device.library).device_of(leaf),

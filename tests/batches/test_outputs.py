@@ -68,6 +68,7 @@ def test_identity_result_is_a_fresh_array(sizing):
 
 
 @pytest.mark.xpkit_skip(["jax", "dask"], reason="their arrays are not writable")
+@pytest.mark.xpkit_skip(["numpy-readonly"], reason="fn writes into an array of xp's")
 @pytest.mark.parametrize("result_on", ["host", "device"])
 def test_fn_reusing_one_out_buffer(xpkit_backend, result_on):
     b = xpkit_backend

@@ -87,6 +87,10 @@ def test_the_value_may_be_an_array_of_this_library(xpkit_backend):
     np.testing.assert_array_equal(_host(b, out), [[7.0, 8.0], [0.0, 0.0]])
 
 
+@pytest.mark.xpkit_skip(
+    ["numpy-readonly"],
+    reason="array-api-extra copies through the xp it is given: a read-only copy",
+)
 def test_xp_is_handed_on(xpkit_backend):
     b = xpkit_backend
     out = b.at(b.asarray(START), 0).set(9.0, copy=True, xp=b.xp)

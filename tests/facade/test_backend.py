@@ -11,11 +11,19 @@ from xpkit.testing import assert_close, assert_equal
 
 
 def close(b: xpkit.Backend, actual, desired) -> None:
-    """On b's namespace and device; NumPy's shape, dtype and values (dtype tolerance)."""
-    assert array_api_compat.array_namespace(actual) is b.xp
+    """On b's library and device; NumPy's shape, dtype and values (dtype tolerance).
+
+    (The library's own namespace: numpy-readonly's ``b.xp`` makes read-only
+    arrays, whose namespace is NumPy's.)
+    """
+    assert array_api_compat.array_namespace(actual) is _library_xp(b)
     assert xpkit.Backend.from_arrays(actual) == b
     assert isinstance(b.to_numpy(actual), np.ndarray)
     assert_close(actual, np.asarray(desired), check_namespace=False, check_device=False)
+
+
+def _library_xp(b: xpkit.Backend):
+    return xpkit.Backend(b.library, device=b.device).xp
 
 
 def test_attributes(xpkit_backend):

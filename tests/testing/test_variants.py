@@ -120,7 +120,7 @@ def test_device_slips_and_references_across_every_variant(pytester):
         assert got[f"test_center_fixed[{v}]"] == "PASSED", v
         assert got[f"test_sum_reference[{v}]"] == "PASSED", v
         assert got[f"test_host_copy_on_purpose[{v}]"] == "PASSED", v
-        host = "PASSED" if v == "numpy" else "FAILED"
+        host = "PASSED" if v in ("numpy", "numpy-readonly") else "FAILED"
         assert got[f"test_host_copy[{v}]"] == host, v
         expected = "FAILED" if v in off_device else "PASSED"
         assert got[f"test_center[{v}]"] == expected, v
@@ -458,3 +458,76 @@ def test_variant_names_say_the_device_where_the_name_does_not():
     assert torch.variant_name("cpu") == "torch-cpu"
     assert torch.variant_name("meta") == "torch-meta"
     assert ADAPTERS["numpy"].variant_name("cpu") == "numpy"
+
+
+READ_ONLY = textwrap.dedent(
+    """
+    import numpy as np
+    from array_api_compat import array_namespace
+
+    from xpkit.testing import assert_close
+
+
+    def center_in_place(x):  # writes into the caller's array
+        xp = array_namespace(x)
+        x -= xp.mean(x)
+        return x
+
+
+    def center(x):
+        xp = array_namespace(x)
+        out = xp.zeros(x.shape, dtype=x.dtype)  # its own array: writeable
+        out[...] = x - xp.mean(x)
+        return out
+
+
+    def test_center_in_place(xp):
+        x = xp.asarray([1.0, 2.0, 3.0])
+        assert_close(center_in_place(x), np.asarray([-1.0, 0.0, 1.0]))
+
+
+    def test_center(xp):
+        x = xp.asarray([1.0, 2.0, 3.0])
+        assert_close(center(x), np.asarray([-1.0, 0.0, 1.0]))
+
+
+    def test_the_variant_says_so(xp, xpkit_backend, xpkit_variant):
+        made = xpkit_backend.asarray([1.0])
+        flag = getattr(getattr(made, "flags", None), "writeable", None)
+        if xpkit_variant.read_only:
+            assert xpkit_variant.mode == "readonly"
+            assert flag is False
+        else:
+            assert flag is not False
+    """
+)
+
+
+def test_the_read_only_variant_catches_a_write_into_an_input(pytester):
+    """numpy-readonly: every array xp (and the Backend) makes is read-only, so
+    code under test that writes into its input fails there, and only there."""
+    pytester.makeini("[pytest]\nfilterwarnings = error\n")
+    pytester.makepyfile(test_user=READ_ONLY)
+    result = pytester.runpytest_subprocess(
+        "-v", "-p", "no:cacheprovider", "--xpkit-backends=numpy*"
+    )
+    got = outcomes(result)
+    assert got == {
+        "test_center_in_place[numpy]": "PASSED",
+        "test_center_in_place[numpy-readonly]": "FAILED",
+        "test_center[numpy]": "PASSED",
+        "test_center[numpy-readonly]": "PASSED",
+        "test_the_variant_says_so[numpy]": "PASSED",
+        "test_the_variant_says_so[numpy-readonly]": "PASSED",
+    }
+    assert "output array is read-only" in _failure(
+        result, "test_center_in_place[numpy-readonly]"
+    )
+    plain = pytester.runpytest_subprocess(
+        "-v", "-p", "no:cacheprovider", "--xpkit-backends=numpy"
+    )
+    assert sorted(outcomes(plain)) == [
+        "test_center[numpy]",
+        "test_center_in_place[numpy]",
+        "test_the_variant_says_so[numpy]",
+    ]

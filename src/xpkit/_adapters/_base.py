@@ -399,6 +399,19 @@ class Adapter:
         """A context manager for this library's strictest mode, or None."""
         return None
 
+    #: Whether the pytest plugin runs a ``<backend>-readonly`` variant
+    #: (`read_only_namespace`; known without importing the library).
+    test_read_only: ClassVar[bool] = False
+
+    def read_only_namespace(self, xp: Namespace) -> Namespace | None:
+        """``xp`` with every array its functions return read-only, or None.
+
+        The pytest plugin's ``<backend>-readonly`` variant, where the
+        library has read-only arrays (NumPy's; libraries whose arrays are
+        immutable, JAX's, need none).
+        """
+        return None
+
     def pads_batches(self, fn: UserFunction) -> bool:
         """Whether `map_batches` pads the last batch for ``fn`` by default.
 

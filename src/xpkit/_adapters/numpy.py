@@ -52,6 +52,15 @@ class NumpyAdapter(Adapter):
 
         return xp
 
+    test_read_only = True
+
+    def read_only_namespace(self, xp: Namespace) -> Namespace:
+        """``xp`` returning read-only views (`ReadOnlyNamespace`)."""
+        from ._read_only import ReadOnlyNamespace
+
+        ro: Namespace = ReadOnlyNamespace(xp)
+        return ro
+
     def owns(self, x: object) -> bool:
         """NumPy arrays and NumPy scalars."""
         return bool(array_api_compat.is_numpy_array(x))

@@ -9,6 +9,8 @@ and ``xpkit_dtype`` (each floating dtype the variant's device holds).
   devices (``array_api_strict-device1``: anything created without
   ``device=`` lands elsewhere; ``array_api_strict-no_float64``: no float64,
   as on MPS) and its strictest flags (``array_api_strict-strictest``);
+  NumPy with every array ``xp`` and ``xpkit_backend`` make read-only
+  (``numpy-readonly``: a write into an input fails there);
   torch's ``meta`` device (``torch-meta``) for tests marked
   ``xpkit_shapes_only``; and ``<backend>-jit``, ``-lazy``, ``-compile`` for
   test modules that declare functions with `xpkit.testing.lazy_xp_function`.
@@ -300,7 +302,7 @@ def xpkit_backend(request: pytest.FixtureRequest) -> Backend:
     param = getattr(request, "param", None)
     if param is None:
         return variant_backend("numpy", None)
-    return variant_backend(param.key, param.device)
+    return variant_backend(param.key, param.device, param.read_only)
 
 
 @pytest.fixture(scope="session")
@@ -317,8 +319,8 @@ def xpkit_variant(
 
     ``.id`` as the test id shows it (``array_api_strict-strictest``), the
     library ``.key``, ``.device`` (None: the library's default) and
-    ``.mode`` (``""``, ``"strictest"``, ``"jit"``, ``"lazy"``,
-    ``"compile"``): what tells ``array_api_strict`` from its ``-strictest``
+    ``.mode`` (``""``, ``"strictest"``, ``"readonly"``, ``"jit"``,
+    ``"lazy"``, ``"compile"``): what tells ``array_api_strict`` from its ``-strictest``
     and ``-device1`` siblings, or ``jax-cpu`` from ``jax-cpu-jit``.
     """
     callspec = getattr(request.node, "callspec", None)
@@ -406,7 +408,7 @@ def _xpkit_mode(request: pytest.FixtureRequest) -> Iterator[None]:
     if not isinstance(param, BackendParam):
         yield
         return
-    backend = variant_backend(param.key, param.device)
+    backend = variant_backend(param.key, param.device, param.read_only)
     adapter = ADAPTERS[param.key]
     with contextlib.ExitStack() as stack:
         stack.enter_context(running_on(backend, param.id))

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from .._adapters._registry import ADAPTERS
 from .._backend import Backend
+from .._facts import read_only as read_only_facts
 from .._resolve import is_backend_name
 
 if TYPE_CHECKING:
@@ -56,7 +57,8 @@ class BackendParam:
         self.device = device
         self.id = ident
         self.skip = skip
-        #: "" (as written), "strictest", or one of the adapter's `test_modes`.
+        #: "" (as written), "strictest", "readonly", or one of the adapter's
+        #: `test_modes`.
         self.mode = mode
         #: A device without values (torch's meta): for marked tests only.
         self.shape_only = shape_only
@@ -65,6 +67,11 @@ class BackendParam:
     def strictest(self) -> bool:
         """Whether this runs array-api-strict at its strictest flags."""
         return self.mode == "strictest"
+
+    @property
+    def read_only(self) -> bool:
+        """Whether every array ``xp`` returns is read-only (``numpy-readonly``)."""
+        return self.mode == "readonly"
 
     @property
     def lazy(self) -> bool:
@@ -91,7 +98,8 @@ def available_backend_params(
     """Every variant of every library on this machine, skipped ones with the reason.
 
     Per backend of a library (its CPU, each kind of GPU): the backend
-    itself; array-api-strict's strictest variant; one variant per emulated
+    itself; array-api-strict's strictest variant; NumPy's read-only one
+    (`Adapter.read_only_namespace`); one variant per emulated
     device (`Adapter.test_devices`) and per device without values
     (`Adapter.shape_only_devices`, for marked tests); one per mode of
     `Adapter.test_modes` (``<id>-<mode>``). A library that is not installed
@@ -109,6 +117,10 @@ def available_backend_params(
             if adapter.strictest_mode() is not None:
                 params.append(
                     BackendParam(key, device, f"{name}-strictest", mode="strictest")
+                )
+            if adapter.test_read_only:
+                params.append(
+                    BackendParam(key, device, f"{name}-readonly", mode="readonly")
                 )
             if device is not None and not adapter.is_gpu(device):
                 params += _device_params(key)
@@ -253,8 +265,12 @@ IMPORT_WARNINGS: dict[str, list[str]] = {}
 
 
 @functools.cache
-def variant_backend(key: str, device: str | None) -> Backend:
+def variant_backend(key: str, device: str | None, read_only: bool = False) -> Backend:
     """The `Backend` of a variant, made once per session.
+
+    ``read_only``: the library's `Backend` whose namespace and creation
+    functions return read-only arrays (`Adapter.read_only_namespace`); its
+    computations (``matmul``, ``sort``, ...) are the library's own.
 
     A warning the library raises meanwhile (ndonnx without onnxruntime
     warns at import) is recorded in `IMPORT_WARNINGS`, not raised: under
@@ -262,6 +278,9 @@ def variant_backend(key: str, device: str | None) -> Backend:
     session fixture whose error pytest keeps for them all, and it is no
     test's doing.
     """
+    if read_only:
+        plain = variant_backend(key, device)
+        return Backend._of(read_only_facts(plain._facts))
     if not is_backend_name(key):  # registry keys always are
         msg = f"{key!r} is not a backend name"
         raise ValueError(msg)
