@@ -528,3 +528,66 @@ def test_library_fixtures_give_the_namespace_or_say_why_not(pytester):
     )
     assert set(outcomes(left_out).values()) == {"SKIPPED"}
     left_out.stdout.fnmatch_lines(["*--xpkit-backends selects no PyTorch variant*"])
+
+
+X64_TEST = """
+def test_float64(xp, xpkit_backend):
+    assert xpkit_backend.has_float64
+    assert xp.asarray(1.0).dtype == xp.float64
+"""
+
+X64_CONFTEST = """
+import pytest
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    import jax
+
+    # the plugin's own pytest_unconfigure has switched it back by now
+    print("x64 after the session:", jax.config.jax_enable_x64)
+"""
+
+
+@pytest.mark.parametrize("ini", ["xpkit_x64 = true", ""])
+def test_the_x64_ini_option_switches_jax_64_bit_on_for_the_session(
+    pytester, monkeypatch, ini
+):
+    """array-api-extra's harness switches JAX's x64 on by hand; ``xpkit_x64``
+    does it for the session, and switches it back off at its end."""
+    needs("jax")
+    monkeypatch.delenv("JAX_ENABLE_X64", raising=False)
+    pytester.makeini(f"[pytest]\nfilterwarnings = error\n{ini}\n")
+    pytester.makeconftest(X64_CONFTEST)
+    pytester.makepyfile(test_user=X64_TEST)
+    result = pytester.runpytest_subprocess(
+        "-v", "-s", "-p", "no:cacheprovider", "--xpkit-backends=jax-cpu"
+    )
+    text = result.stdout.str()
+    if ini:
+        assert "test_user.py::test_float64[jax-cpu] PASSED" in text
+        assert "x64 after the session: False" in text
+    else:
+        assert "test_user.py::test_float64[jax-cpu] FAILED" in text
+
+
+def test_the_x64_switch_is_undone_and_leaves_a_setting_already_on_alone(monkeypatch):
+    """In a child: switched on from off, the undo turns it off; already on,
+    nothing is switched (and nothing to undo)."""
+    import subprocess
+    import sys
+
+    needs("jax")
+    monkeypatch.delenv("JAX_ENABLE_X64", raising=False)
+    code = (
+        "import jax; from xpkit._adapters import ADAPTERS; a = ADAPTERS['jax']\n"
+        "undo = a.switch_on_64_bit(); on = jax.config.jax_enable_x64\n"
+        "undo(); off = jax.config.jax_enable_x64\n"
+        "jax.config.update('jax_enable_x64', True)\n"
+        "again = a.switch_on_64_bit()\n"
+        "print(on, off, again, jax.config.jax_enable_x64)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out == ["True", "False", "None", "True"]

@@ -399,6 +399,19 @@ class Adapter:
         """A context manager for this library's strictest mode, or None."""
         return None
 
+    #: Whether a process-wide setting of the library holds its 64-bit dtypes
+    #: off (JAX's ``jax_enable_x64``): the plugin's ``xpkit_x64`` ini option
+    #: switches it on for a test session (`switch_on_64_bit`).
+    has_64_bit_switch: ClassVar[bool] = False
+
+    def switch_on_64_bit(self) -> Callable[[], None] | None:
+        """Switch the library's 64-bit dtypes on; what switches them back.
+
+        None where they were on already (or the library has no such switch):
+        nothing was changed, nothing is to be undone.
+        """
+        return None
+
     #: Whether the pytest plugin runs a ``<backend>-readonly`` variant
     #: (`read_only_namespace`; known without importing the library).
     test_read_only: ClassVar[bool] = False

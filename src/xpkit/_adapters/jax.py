@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from contextlib import AbstractContextManager
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -254,6 +254,20 @@ class JaxAdapter(Adapter):
         return () if meter is None else (meter,)
 
     test_modes = ("jit",)
+    has_64_bit_switch = True
+
+    def switch_on_64_bit(self) -> Callable[[], None] | None:
+        """``jax_enable_x64`` on, where it was off; what turns it off again."""
+        config = _jax().config
+        if config.jax_enable_x64:
+            return None
+        config.update("jax_enable_x64", True)
+
+        def undo() -> None:
+            config.update("jax_enable_x64", False)
+
+        return undo
+
     module_fixture = "jnp"
 
     def host_exits(self) -> tuple[tuple[object, str], ...]:

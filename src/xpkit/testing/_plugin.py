@@ -93,7 +93,18 @@ def _selected(config: pytest.Config) -> list[str] | None:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """``--xpkit-backends`` and ``--xpkit-uncovered``."""
+    """``--xpkit-backends``, ``--xpkit-uncovered`` and the ``xpkit_x64`` ini option."""
+    parser.addini(
+        "xpkit_x64",
+        type="bool",
+        default=False,
+        help=(
+            "switch on the 64-bit dtypes of the libraries that hold them off by "
+            "a process-wide setting ("
+            + ", ".join(a.label for a in ADAPTERS.values() if a.has_64_bit_switch)
+            + ") for the session, and back off at its end"
+        ),
+    )
     group = parser.getgroup("xpkit")
     group.addoption(
         "--xpkit-backends",
@@ -144,6 +155,31 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(msg)
     for line in MARKER_LINES:
         config.addinivalue_line("markers", line)
+    if config.getini("xpkit_x64"):
+        config.stash[_UNDO_X64] = _switch_on_64_bit(libraries_named(wanted or []))
+
+
+#: What switches the 64-bit dtypes back off, per library switched on.
+_UNDO_X64 = pytest.StashKey[list[Callable[[], None]]]()
+
+
+def _switch_on_64_bit(keys: frozenset[str] | None) -> list[Callable[[], None]]:
+    """``xpkit_x64``: each selected, installed library's 64-bit dtypes on."""
+    undo = []
+    for key, adapter in ADAPTERS.items():
+        if not adapter.has_64_bit_switch or not adapter.is_installed():
+            continue
+        if keys is None or key in keys:
+            back = adapter.switch_on_64_bit()
+            if back is not None:
+                undo.append(back)
+    return undo
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Switch back off what ``xpkit_x64`` switched on (the plugin is a guest)."""
+    for back in config.stash.get(_UNDO_X64, []):
+        back()
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
