@@ -218,7 +218,9 @@ def read_only(facts: Facts[ArrayT]) -> Facts[ArrayT]:
 
     The pytest plugin's ``<backend>-readonly`` variant binds these: ``b.xp``
     is `Adapter.read_only_namespace`'s, and ``b.asarray``, ``b.full``,
-    ``b.zeros_like``, ``b.copy``, ... make their arrays through it; the
+    ``b.zeros_like``, ``b.copy``, ... make their arrays through it (an array
+    of the library that can be written, ``b.asarray`` and ``b.to_device``
+    return as a read-only view); the
     computations (``matmul``, ``sort``, ``top_k``, ...) are the library's
     own. Such a Backend pickles as the library's plain one. A ValueError
     where the library has no read-only arrays.
@@ -231,4 +233,9 @@ def read_only(facts: Facts[ArrayT]) -> Facts[ArrayT]:
         name: getattr(xp, name) for name in ("zeros_like", "ones_like", "full_like")
     }
     ops = facts.ops._replace(**likes)  # (the standard's signatures, as FastOps')
-    return dataclasses.replace(facts, xp=xp, ops=ops)
+    plain, adapter = facts.is_own, facts.adapter
+
+    def is_own(x: object) -> bool:  # (a writeable one of its own gets a view)
+        return plain(x) and adapter.is_read_only(cast("Array", x))
+
+    return dataclasses.replace(facts, xp=xp, ops=ops, is_own=is_own)

@@ -107,3 +107,35 @@ def test_map_batches_keeps_its_outputs_on_a_read_only_backend():
         budget_gb=64 / 2**30,
     )
     np.testing.assert_array_equal(got, np.arange(40.0).reshape(20, 2) * 2.0)
+
+
+def test_an_array_of_its_own_that_can_be_written_becomes_a_read_only_view():
+    """asarray and to_device return the library's array itself where they can:
+    on the read-only Backend only where it is read-only already."""
+    b = read_only_backend(xpkit.Backend("numpy"))
+    mine = np.ones(2)
+    for got in (b.asarray(mine), b.to_device(mine), b.to_gpu(mine)):
+        assert got is not mine
+        assert not got.flags.writeable
+        assert np.shares_memory(got, mine)
+    assert mine.flags.writeable
+    made = b.asarray([1.0])
+    assert b.asarray(made) is made  # read-only already: itself
+    plain = xpkit.Backend("numpy")
+    assert plain.asarray(mine) is mine  # (the plain Backend, unchanged)
+
+
+def test_ufuncs_keep_their_methods(ro):
+    assert float(ro.add.reduce(np.ones(3))) == 3.0
+    outer = ro.multiply.outer(np.arange(2.0), np.arange(3.0))
+    assert outer.shape == (2, 3)
+    assert not outer.flags.writeable
+    assert ro.add.nin == 2
+    assert not ro.sin(np.zeros(2)).flags.writeable
+
+
+def test_it_copies_and_stays_what_it_was(ro):
+    import copy
+
+    clone = copy.copy(ro)
+    assert not clone.zeros(1).flags.writeable

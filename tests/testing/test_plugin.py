@@ -540,6 +540,12 @@ X64_CONFTEST = """
 import pytest
 
 
+def pytest_collection_finish(session):
+    import jax
+
+    print("x64 during the session:", jax.config.jax_enable_x64)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config):
     import jax
@@ -549,9 +555,12 @@ def pytest_unconfigure(config):
 """
 
 
-@pytest.mark.parametrize("ini", ["xpkit_x64 = true", ""])
+@pytest.mark.parametrize(
+    ("ini", "chosen"),
+    [("xpkit_x64 = true", "jax-cpu"), ("", "jax-cpu"), ("xpkit_x64 = true", "-jax")],
+)
 def test_the_x64_ini_option_switches_jax_64_bit_on_for_the_session(
-    pytester, monkeypatch, ini
+    pytester, monkeypatch, ini, chosen
 ):
     """array-api-extra's harness switches JAX's x64 on by hand; ``xpkit_x64``
     does it for the session, and switches it back off at its end."""
@@ -561,11 +570,16 @@ def test_the_x64_ini_option_switches_jax_64_bit_on_for_the_session(
     pytester.makeconftest(X64_CONFTEST)
     pytester.makepyfile(test_user=X64_TEST)
     result = pytester.runpytest_subprocess(
-        "-v", "-s", "-p", "no:cacheprovider", "--xpkit-backends=jax-cpu"
+        "-v", "-s", "-p", "no:cacheprovider", f"--xpkit-backends={chosen}"
     )
     text = result.stdout.str()
-    if ini:
+    if chosen == "-jax":  # no JAX variant runs: nothing switched
+        assert "test_user.py::test_float64[numpy] PASSED" in text
+        assert "[jax" not in text
+        assert "x64 during the session: False" in text
+    elif ini:
         assert "test_user.py::test_float64[jax-cpu] PASSED" in text
+        assert "x64 during the session: True" in text
         assert "x64 after the session: False" in text
     else:
         assert "test_user.py::test_float64[jax-cpu] FAILED" in text

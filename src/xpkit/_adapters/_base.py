@@ -416,6 +416,10 @@ class Adapter:
     #: (`read_only_namespace`; known without importing the library).
     test_read_only: ClassVar[bool] = False
 
+    def is_read_only(self, x: Array) -> bool:
+        """Whether ``x`` of this library refuses writes (NumPy's flag)."""
+        return False
+
     def read_only_namespace(self, xp: Namespace) -> Namespace | None:
         """``xp`` with every array its functions return read-only, or None.
 

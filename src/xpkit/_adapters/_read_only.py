@@ -46,8 +46,9 @@ def read_only(value: Any) -> Any:
 class ReadOnlyNamespace:
     """A NumPy namespace whose functions return read-only arrays.
 
-    Its extensions (``linalg``, ``fft``) are wrapped alike; dtypes,
-    constants and classes are the namespace's own.
+    Its extensions (``linalg``, ``fft``) and ufuncs (their ``reduce``,
+    ``outer``, ... too) are wrapped alike; dtypes, constants and classes
+    are the namespace's own.
     """
 
     def __init__(self, xp: Any) -> None:
@@ -55,9 +56,13 @@ class ReadOnlyNamespace:
         self.__name__ = getattr(xp, "__name__", "numpy")
 
     def __getattr__(self, name: str) -> Any:
+        if name == "_xp":  # (copy.copy asks before __init__ has run)
+            raise AttributeError(name)
         attr = getattr(self._xp, name)
         if isinstance(attr, types.ModuleType):
             wrapped: Any = ReadOnlyNamespace(attr)
+        elif isinstance(attr, np.ufunc):
+            wrapped = _ReadOnlyUfunc(attr)
         elif callable(attr) and not isinstance(attr, type):
             wrapped = _returning_read_only(attr)
         else:
@@ -67,6 +72,27 @@ class ReadOnlyNamespace:
 
     def __repr__(self) -> str:
         return f"<read-only arrays of {self.__name__}>"
+
+
+class _ReadOnlyUfunc:
+    """A ufunc whose call and methods (``reduce``, ``outer``, ...) return read-only arrays."""
+
+    def __init__(self, ufunc: np.ufunc) -> None:
+        self._ufunc = ufunc
+        self.__name__ = ufunc.__name__
+        self.__doc__ = ufunc.__doc__
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return read_only(self._ufunc(*args, **kwargs))
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "_ufunc":
+            raise AttributeError(name)
+        attr = getattr(self._ufunc, name)
+        return _returning_read_only(attr) if callable(attr) else attr
+
+    def __repr__(self) -> str:
+        return f"<read-only {self._ufunc!r}>"
 
 
 def _returning_read_only(func: Callable[..., Any]) -> Callable[..., Any]:

@@ -54,6 +54,11 @@ class NumpyAdapter(Adapter):
 
     test_read_only = True
 
+    def is_read_only(self, x: Array) -> bool:
+        """An array whose ``writeable`` flag is off; a NumPy scalar."""
+        flags = getattr(x, "flags", None)
+        return flags is None or not flags.writeable
+
     def read_only_namespace(self, xp: Namespace) -> Namespace:
         """``xp`` returning read-only views (`ReadOnlyNamespace`)."""
         from ._read_only import ReadOnlyNamespace

@@ -156,20 +156,27 @@ def pytest_configure(config: pytest.Config) -> None:
     for line in MARKER_LINES:
         config.addinivalue_line("markers", line)
     if config.getini("xpkit_x64"):
-        config.stash[_UNDO_X64] = _switch_on_64_bit(libraries_named(wanted or []))
+        config.stash[_UNDO_X64] = _switch_on_64_bit(wanted)
 
 
 #: What switches the 64-bit dtypes back off, per library switched on.
 _UNDO_X64 = pytest.StashKey[list[Callable[[], None]]]()
 
 
-def _switch_on_64_bit(keys: frozenset[str] | None) -> list[Callable[[], None]]:
-    """``xpkit_x64``: each selected, installed library's 64-bit dtypes on."""
+def _switch_on_64_bit(wanted: list[str] | None) -> list[Callable[[], None]]:
+    """``xpkit_x64``: the 64-bit dtypes on, of each library a variant selected runs."""
+    switches = [
+        a for a in ADAPTERS.values() if a.has_64_bit_switch and a.is_installed()
+    ]
+    if not switches:
+        return []
+    keys = {a.key for a in switches}
+    if wanted is not None:  # (all,-jax, numpy*: only the variants selected say)
+        chosen = selected(available_backend_params(libraries_named(wanted)), wanted)
+        keys = {p.key for p in chosen if not p.skip}
     undo = []
-    for key, adapter in ADAPTERS.items():
-        if not adapter.has_64_bit_switch or not adapter.is_installed():
-            continue
-        if keys is None or key in keys:
+    for adapter in switches:
+        if adapter.key in keys:
             back = adapter.switch_on_64_bit()
             if back is not None:
                 undo.append(back)

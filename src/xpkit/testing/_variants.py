@@ -22,6 +22,7 @@ from .._resolve import is_backend_name
 
 if TYPE_CHECKING:
     from .._adapters._base import Adapter
+    from .._adapters._types import BackendName
 
 __all__ = [
     "BackendParam",
@@ -264,9 +265,8 @@ def other_device(param: BackendParam) -> str | None:
 IMPORT_WARNINGS: dict[str, list[str]] = {}
 
 
-@functools.cache
 def variant_backend(key: str, device: str | None, read_only: bool = False) -> Backend:
-    """The `Backend` of a variant, made once per session.
+    """The `Backend` of a variant, made once per session (per library settings).
 
     ``read_only``: the library's `Backend` whose namespace and creation
     functions return read-only arrays (`Adapter.read_only_namespace`); its
@@ -278,12 +278,21 @@ def variant_backend(key: str, device: str | None, read_only: bool = False) -> Ba
     session fixture whose error pytest keeps for them all, and it is no
     test's doing.
     """
-    if read_only:
-        plain = variant_backend(key, device)
-        return Backend._of(read_only_facts(plain._facts))
     if not is_backend_name(key):  # registry keys always are
         msg = f"{key!r} is not a backend name"
         raise ValueError(msg)
+    # (JAX's x64, which the plugin's xpkit_x64 switches, changes the Backend)
+    return _made(key, device, read_only, ADAPTERS[key].config_token())
+
+
+@functools.cache
+def _made(
+    key: BackendName, device: str | None, read_only: bool, token: object
+) -> Backend:
+    """`variant_backend`'s Backends, one per library settings ``token``."""
+    if read_only:
+        plain = _made(key, device, False, token)
+        return Backend._of(read_only_facts(plain._facts))
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         backend = Backend(key, device=device)
