@@ -147,7 +147,7 @@ with tempfile.TemporaryFile() as fh:
 
     _, seen = _peak.host_meter().measure(call)
 print(seen / MIB)
-sys.exit(0 if 60 <= seen / MIB < 80 else 1)
+sys.exit(0 if 48 <= seen / MIB < 80 else 1)
 """
 )
 
@@ -156,6 +156,9 @@ sys.exit(0 if 60 <= seen / MIB < 80 else 1)
 def test_file_pages_leaving_during_a_call_do_not_hide_its_buffers():
     # CI read 58 of 64 MiB when the whole resident size was sampled: under
     # memory pressure the kernel evicts the libraries' file pages meanwhile.
+    # The anonymous part read 58.0 once too, in CI beside a test run: the
+    # bound holds it well above the 32 MiB that a reading blind to the
+    # buffer behind the file pages' departure would give.
     done = run_python(_EVICTED)
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
 

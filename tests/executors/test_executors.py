@@ -338,3 +338,34 @@ def test_a_task_passes_an_exception_that_travels_as_it_is():
         run_rows(Job(fails), 0, 2, np.ones((4, 2)))
     with pytest.raises(RuntimeError, match=r"Unsendable on rows 0:2, which cannot"):
         run_rows(Job(jobs.raise_unsendable), 0, 2, np.ones((4, 2)), np.ones((4, 2)))
+
+
+def test_a_workers_list_shorter_than_its_count_is_asked_for_again():
+    """``Client.scheduler_info()`` returns the client's cached identity, which
+    its periodic update (``n_workers=0``: no worker listed, only the count)
+    can replace between the fetch and the return: a healthy cluster read as
+    one without workers (CI, "has no workers")."""
+    pytest.importorskip("distributed")
+    from xpkit._executors.dask import scheduler_workers
+
+    full = {"tcp://a": {"nthreads": 1}, "tcp://b": {"nthreads": 1}}
+    answers = [{"workers": {}, "n_workers": 2}, {"workers": full, "n_workers": 2}]
+
+    class Client:
+        def scheduler_info(self, n_workers=0):
+            assert n_workers == -1  # every worker listed
+            return answers.pop(0)
+
+    assert scheduler_workers(Client()) == full
+    assert not answers
+
+    class Empty:  # no worker at all: one question, an empty list
+        asked = 0
+
+        def scheduler_info(self, n_workers=0):
+            assert n_workers == -1
+            Empty.asked += 1
+            return {"workers": {}, "n_workers": 0}
+
+    assert scheduler_workers(Empty()) == {}
+    assert Empty.asked == 1

@@ -31,6 +31,8 @@ __all__ = [
 
 #: Seconds `DaskPool` waits for a worker to ship the inputs to again.
 WORKERS_BACK_S = 60.0
+#: How many times `scheduler_workers` asks for a list as long as its count.
+_ASKS = 5
 #: Seconds between two questions to the scheduler while waiting for a worker.
 POLL_S = 0.1
 
@@ -79,12 +81,24 @@ def worker_task_budget_gb(workers: dict[str, JSONObject], input_bytes: int) -> f
 
 
 def scheduler_workers(client: DaskClient) -> dict[str, JSONObject]:
-    """Every worker's entry of ``client.scheduler_info()``."""
-    try:
-        info = client.scheduler_info(n_workers=-1)  # some versions list 5 by default
-    except TypeError:  # versions without the argument list them all
-        info = client.scheduler_info()
-    return dict(info["workers"])
+    """Every worker's entry of ``client.scheduler_info()``.
+
+    That call fetches the scheduler's identity and returns the client's
+    cached copy, which the client's own periodic update (listing no
+    workers, only their count ``n_workers``) can replace in between: a
+    healthy cluster read as one without workers once in CI. A copy whose
+    list is shorter than its count is asked for again.
+    """
+    workers: dict[str, JSONObject] = {}
+    for _ in range(_ASKS):
+        try:
+            info = client.scheduler_info(n_workers=-1)  # some list 5 by default
+        except TypeError:  # versions without the argument list them all
+            info = client.scheduler_info()
+        workers = dict(info["workers"])
+        if len(workers) >= int(info.get("n_workers", 0) or 0):
+            break
+    return workers
 
 
 class DaskPool(Pool):
