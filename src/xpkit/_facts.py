@@ -220,10 +220,10 @@ def read_only(facts: Facts[ArrayT]) -> Facts[ArrayT]:
     is `Adapter.read_only_namespace`'s, and ``b.asarray``, ``b.full``,
     ``b.zeros_like``, ``b.copy``, ... make their arrays through it (an array
     of the library that can be written, ``b.asarray`` and ``b.to_device``
-    return as a read-only view); the
-    computations (``matmul``, ``sort``, ``top_k``, ...) are the library's
-    own. Such a Backend pickles as the library's plain one. A ValueError
-    where the library has no read-only arrays.
+    return as a read-only view); the computations (``matmul``, ``sort``,
+    ``top_k``, ...) are the library's own. Such a Backend pickles as the
+    library's plain one. A ValueError where the library has no read-only
+    arrays.
     """
     xp = facts.adapter.read_only_namespace(facts.xp)
     if xp is None:

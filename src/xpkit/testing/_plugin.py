@@ -363,8 +363,9 @@ def xpkit_variant(
     ``.id`` as the test id shows it (``array_api_strict-strictest``), the
     library ``.key``, ``.device`` (None: the library's default) and
     ``.mode`` (``""``, ``"strictest"``, ``"readonly"``, ``"jit"``,
-    ``"lazy"``, ``"compile"``): what tells ``array_api_strict`` from its ``-strictest``
-    and ``-device1`` siblings, or ``jax-cpu`` from ``jax-cpu-jit``.
+    ``"lazy"``, ``"compile"``): what tells ``array_api_strict`` from its
+    ``-strictest`` and ``-device1`` siblings, or ``jax-cpu`` from
+    ``jax-cpu-jit``.
     """
     callspec = getattr(request.node, "callspec", None)
     param = callspec.params.get("xpkit_backend") if callspec is not None else None
