@@ -58,6 +58,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "xpkit._oom",
             "xpkit._rows",
             "xpkit._outputs",
+            "xpkit._into",
             "xpkit._plan_memory",
             "xpkit._cost_model",
             "xpkit._plan",

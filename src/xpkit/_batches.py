@@ -62,6 +62,7 @@ def map_batches(
     pad: bool | None = None,
     fallback_bytes_per_item: float | None = None,
     remember: bool = True,
+    out: UserResult | None = None,
 ) -> UserResult:
     """Map ``fn`` over row batches of ``arrays`` sized to the device's memory.
 
@@ -167,11 +168,23 @@ def map_batches(
         Recall and learn this signature's cost, the batch size an OOM
         taught and a one-batch plan to repeat in `plan_memory` (see above).
         False: none of them.
+    out : array, or a tuple, list or dict of arrays, optional
+        Where the results go, instead of outputs allocated here: in the
+        structure ``fn`` returns, each with one row per input row, of the
+        row shape and dtype of ``fn``'s rows (checked against its first
+        result before any other batch runs; nothing is cast). Anything with
+        ``shape``, ``dtype`` and slice assignment: a NumPy array or
+        ``np.memmap``, a zarr or h5py array (a store cut in chunks of rows
+        gets each chunk written once, whole), a writable array of the
+        backend's library. The outputs then need no room in memory, and
+        nothing the size of all of them is allocated. Not with
+        ``result_on="device"``.
 
     Returns
     -------
     array, or a tuple, list or dict of arrays
-        ``fn``'s results for all rows, in the structure ``fn`` returns. Never
+        ``fn``'s results for all rows, in the structure ``fn`` returns
+        (``out`` itself, where given). Never
         an input, a whole operand or memory shared with one. Where one call
         of ``fn`` covers every row, its own host result is returned as it is
         (not copied); a ``fn`` that returns the same buffer on every call
@@ -222,6 +235,7 @@ def map_batches(
             pad,
             fallback_bytes_per_item,
             remember,
+            out,
         ),
     )
     return _eager(_map_batches)(call, progress)
@@ -286,6 +300,7 @@ def _map_batches(call: BatchCall, progress: bool) -> UserResult:
         and progress is False
         and call.remember is True
         and call.result_on == "host"
+        and call.out is None
     ):
         repeated = repeat(call)
         if repeated.__class__ is not Repeat:
@@ -348,7 +363,7 @@ def _after_oom(request: BatchRequest, failed: int) -> int | None:
 
 
 def _outputs_of(request: BatchRequest, *, keep: bool = True) -> Outputs:
-    """The outputs of ``request``'s call, where ``result_on`` says."""
+    """The outputs of ``request``'s call: ``out``, else where ``result_on`` says."""
     return Outputs(
         request.n,
         request.fn,
@@ -356,6 +371,7 @@ def _outputs_of(request: BatchRequest, *, keep: bool = True) -> Outputs:
         request.result_on,
         keep=keep,
         sources=request.sources,
+        into=request.out if keep else None,
     )
 
 

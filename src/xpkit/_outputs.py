@@ -16,6 +16,7 @@ import numpy as np
 
 from ._adapters._registry import adapter_for_array, get_adapter, to_host
 from ._dtypes import dtype_name
+from ._into import ChunkWriter, Out, check_layout, check_structure, target_of
 from ._memory import BYTES_PER_GB, array_nbytes, available_bytes
 from ._oom import UnsplittableMemoryError, is_oom_error
 from ._rows import ResultSpec, Rows, rows_of, split_result
@@ -61,18 +62,25 @@ class Outputs:
         The arrays ``fn`` reads. On the host, a result for all ``n`` rows
         at once that shares no memory with them (and can be written) is
         kept as it is, not copied.
+    into : Out, optional
+        The caller's arrays (``out=``, `xpkit._into`): the rows are written
+        into them, checked against them at the first batch, and nothing is
+        allocated; an array of a library other than NumPy gets its rows on
+        its device (``backend`` gives its Backend), any other on the host.
     """
 
     __slots__ = (
         "_device",
         "_dtypes",
         "_in_place",
+        "_into",
         "_kept",
         "_lib",
         "_out",
         "_rows",
         "_sources",
         "_spec",
+        "_targets",
         "fn",
         "keep",
         "n",
@@ -87,6 +95,7 @@ class Outputs:
         *,
         keep: bool = True,
         sources: tuple[Array, ...] = (),
+        into: Out | None = None,
     ) -> None:
         self.n = n
         self.fn = fn
@@ -103,6 +112,10 @@ class Outputs:
         self._dtypes: list[str] = []
         self._rows: list[tuple[int, ...]] = []
         self._kept: list[Array] = []
+        self._into = into
+        self._targets: list[Backend | None] = []
+        if into is not None:
+            self._targets = [target_of(leaf, backend) for leaf in into.leaves]
 
     def _on_device(self, leaf: Array) -> Array:
         """``leaf`` on the backend's device: itself when it is there already."""
@@ -122,8 +135,16 @@ class Outputs:
             return rows
         if self._in_place:
             return Rows(rows.spec, [self._on_device(v) for v in rows.leaves], True)
-        host = [v if type(v) is np.ndarray else to_host(v) for v in rows.leaves]
-        return Rows(rows.spec, host, True)
+        targets = self._targets
+        if len(targets) != len(rows.leaves):  # (not out's: `put` says so)
+            targets = [None] * len(rows.leaves)
+        leaves = [
+            (v if type(v) is np.ndarray else to_host(v))
+            if target is None
+            else target.asarray(v)
+            for v, target in zip(rows.leaves, targets, strict=True)
+        ]
+        return Rows(rows.spec, leaves, True)
 
     def take(self, result: UserResult, start: int, stop: int) -> Rows:
         """``fn``'s raw result for rows ``start:stop``, checked and converted."""
@@ -152,9 +173,10 @@ class Outputs:
         if self._spec is None:
             if self._first(rows, whole=start == 0 and stop == self.n):
                 return  # kept as it is: nothing to copy
+            rows = self._same_structure(rows, start, stop)  # (in the outputs' order)
             if self.keep:  # (the layout is these rows': nothing to compare)
-                for out, leaf in zip(self._out, rows.leaves, strict=True):
-                    out[start:stop, ...] = leaf
+                for i, leaf in enumerate(rows.leaves):
+                    self._write(i, start, stop, leaf)
             return
         rows = self._same_structure(rows, start, stop)
         dtypes, shapes = self._layout()
@@ -176,7 +198,15 @@ class Outputs:
                 )
                 raise ValueError(msg)
             if self.keep:
-                self._out[i][start:stop, ...] = leaf
+                self._write(i, start, stop, leaf)
+
+    def _write(self, i: int, start: int, stop: int, leaf: Array) -> None:
+        """Copy ``leaf`` into rows ``start:stop`` of output ``i``."""
+        out = self._out[i]
+        if out.__class__ is ChunkWriter:
+            out.write(start, stop, leaf)
+        else:
+            out[start:stop, ...] = leaf
 
     def _same_structure(self, rows: Rows, start: int, stop: int) -> Rows:
         assert self._spec is not None
@@ -198,6 +228,9 @@ class Outputs:
         Kept arrays give the dtypes and row shapes only when they are asked
         for (`_layout`): a call whose one batch is all the rows never asks.
         """
+        if self._into is not None:
+            self._attach(rows, self._into)
+            return False
         kept = (
             whole
             and self.keep
@@ -212,6 +245,23 @@ class Outputs:
                 self._allocate(rows)
         self._spec = rows.spec
         return kept
+
+    def _attach(self, rows: Rows, into: Out) -> None:
+        """``into`` as the outputs, once ``fn``'s first rows match it."""
+        check_structure(into, rows.spec, self.fn)
+        leaves = rows.leaves
+        if rows.spec[0] == "dict":  # (in out's order)
+            by_key = dict(zip(rows.spec[1], leaves, strict=True))
+            leaves = [by_key[k] for k in into.spec[1]]
+        self._read_layout(leaves)
+        for i, given in enumerate(into.leaves):
+            label = _dtype_label(given.dtype)
+            check_layout(into, i, self._rows[i], self._dtypes[i], label, self.fn)
+        self._out = [
+            leaf if size == 1 else ChunkWriter(leaf, size, self.n)
+            for leaf, size in zip(into.leaves, into.chunk_rows, strict=True)
+        ]
+        self._spec = into.spec
 
     def _read_layout(self, leaves: list[Array]) -> None:
         self._dtypes = [_dtype_label(leaf.dtype) for leaf in leaves]
@@ -304,6 +354,12 @@ class Outputs:
         if self._spec is None or not self.keep:  # pragma: no cover - callers' bug
             msg = "no outputs were kept"
             raise RuntimeError(msg)
+        if self._into is not None:
+            if any(o.waiting for o in self._out if o.__class__ is ChunkWriter):
+                msg = "rows of out were never written"  # pragma: no cover - a bug
+                raise RuntimeError(msg)
+            self._out = []
+            return self._into.value
         outs, self._out = self._out, []
         if self._device is not None and not self._in_place:
             moved = []

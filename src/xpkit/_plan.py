@@ -93,7 +93,8 @@ class BatchPlan:
         Bytes of all the outputs (None until ``fn`` has run once for this
         signature).
     output_place : str
-        Where the outputs are assembled: ``"host"`` or the backend's name.
+        Where the outputs are assembled: ``"host"``, the backend's name, or
+        ``"out"`` (the caller's arrays, given as ``out``: they always fit).
     outputs_fit : bool or None
         Whether the outputs fit the memory available where they go (None
         when ``output_bytes`` is unknown). `map_batches` refuses a run whose
@@ -211,7 +212,9 @@ def make_plan(
             "remembered": cost.remembered,
             "batch_peak_bytes": request.overhead * peak,
             "output_bytes": output_bytes,
-            "output_place": "host"
+            "output_place": "out"
+            if request.out is not None
+            else "host"
             if request.result_on == "host"
             else request.owner.name,
             "outputs_fit": _outputs_fit(request, output_bytes),
@@ -303,6 +306,8 @@ def _outputs_fit(request: BatchRequest, output_bytes: int | None) -> bool | None
     """Whether ``output_bytes`` fit where the outputs go (None: unknown)."""
     if output_bytes is None:
         return None
+    if request.out is not None:
+        return True  # (the caller's arrays: they exist)
     place = None if request.result_on == "host" else request.owner
     try:
         return output_bytes <= available_bytes(place)

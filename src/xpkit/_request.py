@@ -14,6 +14,7 @@ from ._adapters._registry import get_adapter
 from ._args import check_count, check_gb, check_positive
 from ._backend import Backend, coerce_backend
 from ._executors import Pool, pool_for
+from ._into import Out, check_out
 from ._outputs import PLACES
 from ._plan_memory import Signature, signature
 from ._rows import Job, common_rows, refuse_traced
@@ -47,6 +48,7 @@ class BatchCall(NamedTuple):
     pad: Value
     fallback_bytes_per_item: Value
     remember: Value
+    out: Value = None
 
 
 class BatchRequest(NamedTuple):
@@ -89,6 +91,9 @@ class BatchRequest(NamedTuple):
         they still live).
     adapter : Adapter
         The adapter of the library the batches run in.
+    out : Out or None
+        The caller's arrays the results are written into (`xpkit._into`);
+        None: outputs allocated where ``result_on`` says.
     """
 
     fn: UserFunction
@@ -107,6 +112,7 @@ class BatchRequest(NamedTuple):
     key: Signature | None
     alive: tuple[Callable[[], object], ...]
     adapter: Adapter
+    out: Out | None = None
 
     @property
     def sources(self) -> tuple[Array, ...]:
@@ -137,6 +143,7 @@ def batch_request(call: BatchCall, caller: str = "map_batches") -> BatchRequest:
         pad,
         fallback_bytes_per_item,
         remember,
+        out,
     ) = call
     if not callable(fn):
         msg = f"fn must be callable, got {fn!r}"
@@ -148,6 +155,14 @@ def batch_request(call: BatchCall, caller: str = "map_batches") -> BatchRequest:
     if result_on not in PLACES:
         msg = f"result_on must be 'host' or 'device', got {result_on!r}"
         raise ValueError(msg)
+    if out is not None:
+        if result_on != "host":
+            msg = (
+                "out and result_on='device' both say where the results go: give "
+                "out (arrays on any device) or result_on, not both"
+            )
+            raise ValueError(msg)
+        out = check_out(out, n)
     if pad is not None and not isinstance(pad, bool):
         msg = f"pad must be a bool or None, got {pad!r}"
         raise TypeError(msg)
@@ -196,6 +211,7 @@ def batch_request(call: BatchCall, caller: str = "map_batches") -> BatchRequest:
         key,
         alive,
         adapter,
+        out,
     )
 
 

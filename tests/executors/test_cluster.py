@@ -306,3 +306,18 @@ def test_each_batch_knows_its_rows_on_the_cluster(client):
         budget_gb=4.5e-6,
     )
     np.testing.assert_array_equal(got, np.arange(24))
+
+
+def test_out_is_written_by_the_client_as_tasks_complete(client, data, tmp_path):
+    """out= with a Dask client: every task's rows land in the caller's store,
+    an OOM split included (issue #32 item 1; workers writing their own rows,
+    item 3, is not built)."""
+    x, y = data
+    want = jobs.work(x, y)
+    out = np.lib.format.open_memmap(
+        tmp_path / "out.npy", mode="w+", dtype=want.dtype, shape=want.shape
+    )
+    fn = jobs.memory_error_above(40, tmp_path / "attempts")
+    got = xpkit.map_batches(fn, x, y, executor=client, out=out, **BATCHES_OF_64)
+    assert got is out
+    np.testing.assert_array_equal(out, want)

@@ -1,0 +1,235 @@
+"""Outputs the caller gave (``out=``): each batch's rows written into them.
+
+`map_batches(fn, *arrays, out=...)` writes ``fn``'s result into arrays the
+caller provides instead of allocating its own: one, or a tuple, list or
+dict of them matching ``fn``'s result. Anything with ``shape``, ``dtype``
+and slice assignment will do: a NumPy array or ``np.memmap``, an on-disk
+store's array (zarr, h5py), or a writable array of an array library (torch),
+which gets its rows on its own device. `check_out` refuses a wrong ``out``
+before anything runs (its structure, its rows, a read-only array), and
+`xpkit._outputs.Outputs` checks it against ``fn``'s first result
+(`check_structure`, `check_layout`: structure, row shape, dtype) before any
+other batch runs: a `ValueError` or `TypeError` naming ``out``.
+
+A store that keeps its rows in chunks (a ``chunks`` attribute whose first
+entry is the rows of a chunk) gets every chunk written once, whole
+(`ChunkWriter`): rows of a chunk that a batch covers only in part wait in a
+buffer of one chunk until the rest of it arrives, so no batch writes half of a chunk that
+another completes (a batch starts where the probe or an OOM split ended,
+anywhere). Nothing the size of the whole output is allocated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+
+from ._adapters._registry import adapter_for_array, get_adapter
+
+if TYPE_CHECKING:
+    from ._backend import Backend
+    from ._rows import ResultSpec
+    from ._typing import Array, HostArray, UserFunction, Value
+
+__all__ = [
+    "ChunkWriter",
+    "Out",
+    "check_layout",
+    "check_out",
+    "check_structure",
+    "target_of",
+]
+
+
+class Out(NamedTuple):
+    """A checked ``out``: its structure, its arrays and how each is written.
+
+    Attributes
+    ----------
+    value : object
+        ``out`` as the caller gave it (what `map_batches` returns).
+    spec : tuple
+        Its structure, as `xpkit._rows.Rows` spells ``fn``'s result's.
+    leaves : tuple
+        Its arrays, in the order of ``spec``.
+    chunk_rows : tuple of int
+        Rows of one chunk of each array (1: written as they come).
+    """
+
+    value: object
+    spec: ResultSpec
+    leaves: tuple[Value, ...]
+    chunk_rows: tuple[int, ...]
+
+
+def check_out(out: Value, n: int) -> Out:
+    """``out`` checked for a call of ``n`` rows (TypeError/ValueError naming it)."""
+    if isinstance(out, (tuple, list)):
+        if not out:
+            msg = (
+                f"out must be an array or a non-empty tuple, list or dict, got {out!r}"
+            )
+            raise ValueError(msg)
+        spec: ResultSpec = (type(out).__name__, len(out))
+        named = [(f"out[{i}]", leaf) for i, leaf in enumerate(out)]
+    elif isinstance(out, Mapping):
+        if not out or not all(isinstance(k, str) for k in out):
+            msg = f"out must map fn's output names (str) to arrays, got {out!r}"
+            raise TypeError(msg) if out else ValueError(msg)
+        spec = ("dict", tuple(out))
+        named = [(f"out[{k!r}]", leaf) for k, leaf in out.items()]
+    else:
+        spec = ("array",)
+        named = [("out", out)]
+    chunks = tuple(_check_leaf(name, leaf, n) for name, leaf in named)
+    return Out(out, spec, tuple(leaf for _, leaf in named), chunks)
+
+
+def _check_leaf(name: str, leaf: Value, n: int) -> int:
+    """The rows of one chunk of ``leaf``, once it is checked as an output of n rows."""
+    if not all(hasattr(leaf, a) for a in ("shape", "dtype", "__setitem__")):
+        msg = (
+            f"{name} must be an array (shape, dtype and slice assignment: a NumPy "
+            f"array or memmap, a zarr or h5py array, a writable tensor), got "
+            f"{type(leaf).__qualname__}"
+        )
+        raise TypeError(msg)
+    shape = tuple(leaf.shape)
+    if not shape or shape[0] != n:
+        msg = f"{name} must have {n} rows (axis 0), one per input row; it has shape {shape}"
+        raise ValueError(msg)
+    if isinstance(leaf, np.ndarray):
+        if not leaf.flags.writeable:
+            msg = f"{name} is read-only (a NumPy array whose writeable flag is off)"
+            raise ValueError(msg)
+        return 1
+    adapter = adapter_for_array(leaf)
+    if adapter is not None and not adapter.writable_rows:
+        msg = (
+            f"{name} is an array of {adapter.label}, whose arrays cannot be written "
+            "in place; give an array that can (NumPy, a store's array), or let "
+            "map_batches allocate the outputs (result_on='device')"
+        )
+        raise TypeError(msg)
+    if adapter is not None:
+        return 1  # (rows of an array library: no chunks of a store)
+    if getattr(leaf, "read_only", False) is True:
+        msg = f"{name} is read-only (its read_only attribute is True)"
+        raise ValueError(msg)
+    chunks = getattr(leaf, "chunks", None)
+    if chunks is None:
+        return 1
+    rows = chunks[0] if isinstance(chunks, tuple) and chunks else None
+    if not isinstance(rows, int) or isinstance(rows, bool) or rows < 1:
+        msg = (
+            f"{name} has chunks {chunks!r}: its rows must be cut in chunks of one "
+            "size (an int first in its chunks)"
+        )
+        raise ValueError(msg)
+    return rows
+
+
+def target_of(leaf: Value, owner: Backend | None) -> Backend | None:
+    """Where rows for ``leaf`` go: None (the host), else its Backend."""
+    if owner is None or isinstance(leaf, np.ndarray):
+        return None
+    adapter = adapter_for_array(leaf)
+    if adapter is None or adapter is get_adapter("numpy"):
+        return None
+    return owner.from_arrays(leaf)
+
+
+def check_structure(out: Out, spec: ResultSpec, fn: UserFunction) -> None:
+    """ValueError where ``fn``'s first result (of structure ``spec``) is not ``out``'s."""
+    if spec == out.spec or (
+        spec[0] == "dict" == out.spec[0] and set(spec[1]) == set(out.spec[1])
+    ):
+        return
+    msg = (
+        f"out does not match fn={fn!r}'s result: fn returned "
+        f"{_structure(spec)}, out is {_structure(out.spec)}"
+    )
+    raise ValueError(msg)
+
+
+def check_layout(
+    out: Out, i: int, row: tuple[int, ...], dtype: str, given: str, fn: UserFunction
+) -> None:
+    """Output ``i`` of ``out`` (of dtype ``given``) against ``fn``'s rows there."""
+    name = _name(out.spec, i)
+    shape = tuple(int(d) for d in out.leaves[i].shape[1:])
+    if shape != row:
+        msg = (
+            f"{name} has rows of shape {shape}, but fn={fn!r} returns rows of "
+            f"shape {row} there"
+        )
+        raise ValueError(msg)
+    if given != dtype:
+        msg = (
+            f"{name} has dtype {given}, but fn={fn!r} returns {dtype} there "
+            "(nothing is cast: give out of that dtype)"
+        )
+        raise TypeError(msg)
+
+
+class ChunkWriter:
+    """Rows into a store cut in chunks of ``size`` rows: each chunk written once, whole.
+
+    Rows of a chunk that a piece covers only in part wait in a buffer of
+    that one chunk until the rest of it arrives (pieces come in any order:
+    the probe's rows, OOM halves, an executor's tasks).
+    """
+
+    __slots__ = ("_buffers", "_n", "_size", "_target")
+
+    def __init__(self, target: Value, size: int, n: int) -> None:
+        self._target, self._size, self._n = target, size, n
+        #: chunk index -> (the chunk's rows, which of them came).
+        self._buffers: dict[int, tuple[HostArray, HostArray]] = {}
+
+    def write(self, start: int, stop: int, leaf: Array) -> None:
+        """Rows ``start:stop``: the whole chunks among them at once, parts buffered."""
+        size = self._size
+        first = -(-start // size) * size  # the first chunk boundary in the rows
+        last = max(first, stop if stop == self._n else stop // size * size)
+        if first < last:
+            self._target[first:last, ...] = leaf[first - start : last - start]
+        for lo, hi in ((start, min(first, stop)), (max(last, start), stop)):
+            if lo < hi:
+                self._buffer(lo, hi, leaf[lo - start : hi - start])
+
+    def _buffer(self, start: int, stop: int, part: Array) -> None:
+        index = start // self._size
+        lo = index * self._size
+        hi = min(lo + self._size, self._n)
+        if index not in self._buffers:
+            rows = np.empty((hi - lo, *part.shape[1:]), dtype=part.dtype)
+            self._buffers[index] = (rows, np.zeros(hi - lo, dtype=bool))
+        rows, came = self._buffers[index]
+        rows[start - lo : stop - lo] = part
+        came[start - lo : stop - lo] = True
+        if came.all():
+            self._target[lo:hi, ...] = rows
+            del self._buffers[index]
+
+    @property
+    def waiting(self) -> int:
+        """Chunks with rows still to come."""
+        return len(self._buffers)
+
+
+def _name(spec: ResultSpec, i: int) -> str:
+    """How the messages name output ``i`` of ``out``."""
+    if spec[0] == "array":
+        return "out"
+    return f"out[{spec[1][i]!r}]" if spec[0] == "dict" else f"out[{i}]"
+
+
+def _structure(spec: ResultSpec) -> str:
+    if spec[0] == "array":
+        return "one array"
+    if spec[0] == "dict":
+        return f"a dict with keys {list(spec[1])}"
+    return f"a {spec[0]} of {spec[1]} arrays"

@@ -1,0 +1,284 @@
+"""map_batches(..., out=): results written into the caller's arrays (issue #32 item 1)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from helpers import run_python
+
+import xpkit
+from xpkit._adapters import get_adapter
+from xpkit.testing import assert_equal
+
+GB = 1024**3
+#: bytes_per_item=1 with this budget gives batches of 7 rows.
+SEVEN = {"bytes_per_item": 1.0, "budget_gb": 7 / GB}
+
+
+def _data(n: int, cols: int = 3) -> np.ndarray:
+    return np.arange(n * cols, dtype=np.float64).reshape(n, cols) - 5.0
+
+
+class Counted:
+    """``x * 2`` (or what ``fn`` gives), counting its calls."""
+
+    def __init__(self, fn=lambda x: x * 2.0) -> None:
+        self.fn = fn
+        self.calls = 0
+
+    def __call__(self, x):
+        self.calls += 1
+        return self.fn(x)
+
+
+def test_rows_land_in_out_and_out_is_returned():
+    a = _data(50)
+    out = np.full((50, 3), np.nan)
+    got = xpkit.map_batches(lambda x: x * 2.0, a, out=out, **SEVEN)
+    assert got is out
+    np.testing.assert_array_equal(out, a * 2.0)
+
+
+def test_into_a_memmap_in_many_batches(tmp_path):
+    a = _data(300)
+    mm = np.lib.format.open_memmap(
+        tmp_path / "sums.npy", mode="w+", dtype=np.float64, shape=(300,)
+    )
+    got = xpkit.map_batches(lambda x: x.sum(axis=1), a, out=mm, **SEVEN)
+    assert got is mm
+    mm.flush()
+    np.testing.assert_array_equal(np.load(tmp_path / "sums.npy"), a.sum(axis=1))
+
+
+@pytest.mark.parametrize("kind", ["tuple", "list", "dict"])
+def test_every_structure(kind):
+    a = _data(40)
+    twice, sums = np.empty((40, 3)), np.empty(40)
+    if kind == "dict":  # (fn's keys in another order than out's)
+        out = {"s": sums, "t": twice}
+
+        def fn(x):
+            return {"t": x * 2.0, "s": x.sum(axis=1)}
+    else:
+        out = (twice, sums) if kind == "tuple" else [twice, sums]
+
+        def fn(x):
+            result = (x * 2.0, x.sum(axis=1))
+            return result if kind == "tuple" else list(result)
+
+    assert xpkit.map_batches(fn, a, out=out, **SEVEN) is out
+    np.testing.assert_array_equal(twice, a * 2.0)
+    np.testing.assert_array_equal(sums, a.sum(axis=1))
+
+
+def test_rows_the_probe_computed_land_in_out():
+    def reads(x):  # reads a value: the trace cannot follow it, a probe runs
+        return x * float(x[0, 0] * 0 + 3)
+
+    a = _data(200)
+    out = np.zeros((200, 3))
+    plan = xpkit.plan_batches(reads, a, budget_gb=1e-4, remember=False)
+    assert plan.probe_rows > 0
+    assert xpkit.map_batches(reads, a, out=out, budget_gb=1e-4, remember=False) is out
+    np.testing.assert_array_equal(out, a * 3.0)
+
+
+def test_rows_an_oom_split_recovered_land_in_out():
+    sizes: list[int] = []
+
+    def fn(x):
+        sizes.append(int(x.shape[0]))
+        if x.shape[0] > 3:
+            raise MemoryError
+        return x - 1.0
+
+    a = _data(60)
+    out = np.zeros((60, 3))
+    assert xpkit.map_batches(fn, a, out=out, **SEVEN) is out
+    np.testing.assert_array_equal(out, a - 1.0)
+    assert max(sizes) == 7
+    assert min(sizes) <= 3
+
+
+def test_outputs_that_do_not_fit_memory_are_not_refused(monkeypatch):
+    """With out, the outputs need no room: the 'outputs must fit' refusal is off."""
+    import xpkit._outputs as outputs_module
+    import xpkit._plan as plan_module
+
+    monkeypatch.setattr(plan_module, "available_bytes", lambda place: 10)
+    monkeypatch.setattr(outputs_module, "available_bytes", lambda place: 10)
+    a = _data(30)
+    with pytest.raises(MemoryError, match="outputs"):  # (the control)
+        xpkit.map_batches(lambda x: x * 2.0, a, **SEVEN)
+    out = np.zeros((30, 3))
+    assert xpkit.map_batches(lambda x: x * 2.0, a, out=out, **SEVEN) is out
+    np.testing.assert_array_equal(out, a * 2.0)
+
+
+def test_out_on_the_backends_device(xpkit_backend):
+    """An array of the backend's library gets its rows there, in place."""
+    b = xpkit_backend
+    dtype = b.xp.float64 if b.has_float64 else b.xp.float32
+    a = _data(20)
+    x, out = b.asarray(a, dtype=dtype), b.full((20, 3), 0.0, dtype=dtype)
+    fn = Counted()
+    if not get_adapter(b.library).writable_rows:
+        with pytest.raises(
+            TypeError, match=r"^out is an array of .* cannot be written"
+        ):
+            xpkit.map_batches(fn, x, out=out, **SEVEN)
+        assert fn.calls == 0
+        return
+    if isinstance(out, np.ndarray) and not out.flags.writeable:  # (numpy-readonly)
+        with pytest.raises(ValueError, match=r"^out is read-only"):
+            xpkit.map_batches(fn, x, out=out, **SEVEN)
+        assert fn.calls == 0
+        return
+    got = xpkit.map_batches(fn, x, out=out, **SEVEN)
+    assert got is out
+    assert_equal(out, b.asarray(a * 2.0, dtype=dtype))
+
+
+def test_nothing_the_size_of_all_outputs_is_allocated(tmp_path):
+    """64 MiB of results into a memmap under a 1 MiB budget: tracemalloc's peak, in a child."""
+    code = f"""
+import json, tracemalloc, numpy as np, xpkit
+a = np.ones((2**20, 8))
+out = np.lib.format.open_memmap({str(tmp_path / "o.npy")!r}, mode="w+", dtype=np.float64, shape=(2**20, 8))
+tracemalloc.start()
+xpkit.map_batches(lambda x: x * 2.0, a, out=out, budget_gb=2**-10, bytes_per_item=128)
+peak = tracemalloc.get_traced_memory()[1]
+tracemalloc.stop()
+print(json.dumps({{"peak": peak, "ok": bool((out[::4099] == 2.0).all())}}))
+"""
+    got = json.loads(run_python(code, check=True).stdout.strip().splitlines()[-1])
+    assert got["ok"]
+    assert got["peak"] < 8 * 2**20  # (the outputs: 64 MiB)
+
+
+def _bad_outs(n: int):
+    ro = np.zeros((n, 3))
+    ro.flags.writeable = False
+    return [
+        (np.zeros((n - 1, 3)), ValueError, r"^out must have 20 rows"),
+        (np.zeros(()), ValueError, r"^out must have 20 rows"),
+        (ro, ValueError, r"^out is read-only"),
+        (5, TypeError, r"^out must be an array"),
+        ([np.zeros((n, 3)), "no"], TypeError, r"^out\[1\] must be an array"),
+        ((), ValueError, r"^out must be an array or a non-empty"),
+        ({1: np.zeros((n, 3))}, TypeError, r"^out must map"),
+    ]
+
+
+@pytest.mark.parametrize(("out", "exc", "match"), _bad_outs(20))
+def test_a_wrong_out_is_refused_before_fn_runs(out, exc, match):
+    fn = Counted()
+    with pytest.raises(exc, match=match):
+        xpkit.map_batches(fn, _data(20), out=out, **SEVEN)
+    assert fn.calls == 0
+
+
+@pytest.mark.parametrize(
+    ("out", "exc", "match"),
+    [
+        (np.zeros((20, 4)), ValueError, r"^out has rows of shape \(4,\), but fn="),
+        (np.zeros((20, 3), np.float32), TypeError, r"^out has dtype float32, but fn="),
+        ((np.zeros((20, 3)),), ValueError, r"^out does not match fn=.*one array"),
+        ({"y": np.zeros((20, 3))}, ValueError, r"^out does not match fn="),
+    ],
+)
+def test_an_out_unlike_fns_result_is_refused_at_the_first_batch(out, exc, match):
+    fn = Counted()
+    with pytest.raises(exc, match=match):
+        xpkit.map_batches(fn, _data(20), out=out, **SEVEN)
+    assert fn.calls == 1  # (the first batch, of 7 rows of 20: none after it)
+
+
+def test_out_and_result_on_device_are_refused_together():
+    with pytest.raises(ValueError, match=r"^out and result_on='device'"):
+        xpkit.map_batches(
+            lambda x: x, _data(5), out=np.zeros((5, 3)), result_on="device"
+        )
+
+
+def test_out_on_the_joblib_executor():
+    pytest.importorskip("joblib")
+    a = _data(40)
+    out = np.zeros((40, 3))
+    got = xpkit.map_batches(lambda x: x * 2.0, a, out=out, executor="joblib", **SEVEN)
+    assert got is out
+    np.testing.assert_array_equal(out, a * 2.0)
+
+
+# -- a store cut in chunks of rows --------------------------------------------
+
+
+def _recording(monkeypatch, z):
+    """The row spans written into ``z``'s class, in order."""
+    spans: list[tuple[int, int]] = []
+    write = type(z).__setitem__
+
+    def recorded(self, key, value):
+        rows = key[0] if isinstance(key, tuple) else key
+        spans.append((rows.start, rows.stop))
+        write(self, key, value)
+
+    monkeypatch.setattr(type(z), "__setitem__", recorded)
+    return spans
+
+
+def _store(tmp_path, n, chunk):
+    zarr = pytest.importorskip("zarr")
+    return zarr.create_array(
+        store=str(tmp_path / "z"), shape=(n, 3), chunks=(chunk, 3), dtype="float64"
+    )
+
+
+@pytest.mark.parametrize("n", [1000, 1003])
+def test_a_chunked_store_gets_every_chunk_once_whole(tmp_path, monkeypatch, n):
+    z = _store(tmp_path, n, 64)
+    spans = _recording(monkeypatch, z)
+    a = _data(n)
+    sizes: list[int] = []
+
+    def fn(x):  # batches of 7 rows, and an OOM above 5 rows after row 500
+        sizes.append(int(x.shape[0]))
+        if x[0, 0] > 1495 and x.shape[0] > 5:
+            raise MemoryError
+        return x * 2.0
+
+    assert xpkit.map_batches(fn, a, out=z, **SEVEN) is z
+    monkeypatch.undo()
+    np.testing.assert_array_equal(z[:], a * 2.0)
+    assert len(set(sizes)) > 1  # (split on the OOM)
+    covered = np.zeros(n, dtype=int)
+    for start, stop in spans:
+        assert start % 64 == 0, spans
+        assert stop % 64 == 0 or stop == n, spans
+        covered[start:stop] += 1
+    assert (covered == 1).all()
+
+
+def test_a_read_only_store_is_refused(tmp_path):
+    zarr = pytest.importorskip("zarr")
+    z = _store(tmp_path, 20, 8)
+    read_only = zarr.open_array(z.store, mode="r")
+    fn = Counted()
+    with pytest.raises(ValueError, match=r"^out is read-only"):
+        xpkit.map_batches(fn, _data(20), out=read_only, **SEVEN)
+    assert fn.calls == 0
+
+
+def test_chunks_that_are_not_one_size_are_refused():
+    class Irregular:
+        shape, dtype, chunks = (20, 3), np.dtype("float64"), ((10, 10), (3,))
+
+        def __setitem__(self, key, value):  # pragma: no cover - never reached
+            raise AssertionError
+
+    fn = Counted()
+    with pytest.raises(ValueError, match=r"^out has chunks"):
+        xpkit.map_batches(fn, _data(20), out=Irregular(), **SEVEN)
+    assert fn.calls == 0
