@@ -67,7 +67,16 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ),
     ("facade and executors", ("xpkit._backend", "xpkit._executors*")),
     ("takes a Backend", ("xpkit._select", "xpkit._device_budget")),
-    ("batching", ("xpkit._request", "xpkit._cost", "xpkit._repeat", "xpkit._batches")),
+    (
+        "batching",
+        (
+            "xpkit._request",
+            "xpkit._cost",
+            "xpkit._repeat",
+            "xpkit._batches",
+            "xpkit._stream",
+        ),
+    ),
     ("testing tools", ("xpkit.testing*",)),
     # The package's face: its lazy table (xpkit/__init__.py) loads the
     # batching functions and xpkit.testing by name, which no import shows.

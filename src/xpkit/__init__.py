@@ -49,6 +49,7 @@ if TYPE_CHECKING:
         check_gpu_available,
         resolve_backend,
     )
+    from ._stream import iter_batches
     from .testing import assert_array_almost_equal
 
 __all__ = [
@@ -78,6 +79,7 @@ __all__ = [
     "empty_device_cache",
     "gb_to_bytes",
     "is_oom_error",
+    "iter_batches",
     "map_batches",
     "memory_budget",
     "plan_batches",
@@ -105,6 +107,7 @@ _LAZY = {
     "empty_device_cache": "._oom",
     "gb_to_bytes": "._memory",
     "is_oom_error": "._oom",
+    "iter_batches": "._stream",
     "map_batches": "._batches",
     "memory_budget": "._memory",
     "plan_batches": "._batches",

@@ -5,7 +5,7 @@ The arrays flow one way: the arguments are checked once into a
 the caller's cost, the plan memory or the probe, whose rows already land in
 the outputs), then the remaining rows run here, each batch through the
 split-and-retry of `xpkit._oom.split_on_oom`, or on an executor's pool
-(`xpkit._executors.run_on_pool`), every batch written into outputs
+(`xpkit._executors.each_task_on_pool`), every batch written into outputs
 allocated once (`xpkit._outputs`); where one call covers every row, its
 result is kept as it is.
 """
@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 from ._adapters._registry import ADAPTERS
 from ._args import check_count
 from ._cost import cost_of
-from ._executors import run_on_pool
-from ._local import run_here
+from ._executors import each_task_on_pool
+from ._local import each_batch_here
 from ._log import logger
 from ._memory import BYTES_PER_GB
 from ._oom import UnsplittableMemoryError, split_on_oom
@@ -33,6 +33,8 @@ from ._rows import Job, common_rows, refuse_traced
 from ._statement import ATTRIBUTE, Capabilities
 
 if TYPE_CHECKING:
+    from collections.abc import Generator
+
     from ._adapters._base import Adapter
     from ._backend import Backend
     from ._cost_model import Cost
@@ -331,7 +333,14 @@ def _plan_and_run(
     bar = _progress_bar(request.n, plan.probe_rows) if progress else None
     try:
         if plan.probe_rows < request.n:
-            _run(request, outputs, plan, cost, bar, most)
+            # (a repeat's OOM, ``most``, never runs on a pool)
+            steps = (
+                each_batch_here(request, outputs, plan, cost, bar, most)
+                if request.pool is None
+                else pool_steps(request, outputs, plan, bar)
+            )
+            for _ in steps:
+                pass
     finally:
         if bar is not None:
             bar.close()
@@ -411,25 +420,17 @@ def _log_plan(request: BatchRequest, plan: BatchPlan) -> None:
     )
 
 
-def _run(
-    request: BatchRequest,
-    outputs: Outputs,
-    plan: BatchPlan,
-    cost: Cost,
-    bar: ProgressBar | None,
-    most: int | None,
-) -> None:
-    """The rows after the probe's: on the executor's pool, else here.
+def pool_steps(
+    request: BatchRequest, outputs: Outputs, plan: BatchPlan, bar: ProgressBar | None
+) -> Generator[None, None, int]:
+    """The rows after the probe's on the executor's pool, task by task.
 
-    ``most``: the most rows a batch may have, after an OOM before the plan
-    (a repeat's; None: no such limit). A repeat never runs on a pool.
+    A generator that yields once each task's rows are in ``outputs``, and
+    returns the resubmissions (`xpkit._executors.each_task_on_pool`).
     """
-    pool = request.pool
-    if pool is None:
-        run_here(request, outputs, plan, cost, bar, most)
-        return
-    resubmitted = run_on_pool(
-        pool,
+    assert request.pool is not None
+    return each_task_on_pool(
+        request.pool,
         request.job,
         request.arrays,
         outputs,
@@ -440,8 +441,6 @@ def _run(
         budget_bytes=plan.budget_gb * BYTES_PER_GB,
         bar=bar,
     )
-    if resubmitted:
-        logger().info("map_batches: %d batches resubmitted", resubmitted)
 
 
 def plan_batches(

@@ -21,6 +21,8 @@ from ._oom import split_on_oom
 from ._plan_memory import GROW_AFTER, plan_memory
 
 if TYPE_CHECKING:
+    from collections.abc import Generator
+
     from ._adapters._peak import PeakMeter
     from ._cost_model import Cost
     from ._outputs import Outputs
@@ -33,8 +35,8 @@ __all__ = [
     "CHECK_ABOVE_BYTES",
     "PAGE_BYTES",
     "checked_batch",
+    "each_batch_here",
     "first_batch_meter",
-    "run_here",
 ]
 
 #: A batch over the budget by less than a page is within it (the host's
@@ -45,16 +47,17 @@ PAGE_BYTES = 4096
 CHECK_ABOVE_BYTES = 4 * 1024**2
 
 
-def run_here(
+def each_batch_here(
     request: BatchRequest,
     outputs: Outputs,
     plan: BatchPlan,
     cost: Cost,
     bar: ProgressBar | None,
     most: int | None,
-) -> None:
-    """The local loop: batches one after the other, each split on an OOM.
+) -> Generator[None, None, None]:
+    """The local loop, batch by batch: it yields once each batch is in ``outputs``.
 
+    Each batch is split on an OOM (`xpkit._oom.split_on_oom`).
     The first full batch is measured where a meter can (`first_batch_meter`):
     a batch over the budget makes the rest smaller (`checked_batch`). After
     an OOM the batch size is what fitted (and the plan memory learns it),
@@ -130,6 +133,7 @@ def run_here(
         if bar is not None:
             bar.update(stop - start)
         start = stop
+        yield
 
 
 def first_batch_meter(

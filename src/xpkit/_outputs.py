@@ -10,6 +10,7 @@ an input or a buffer ``fn`` may reuse.
 
 from __future__ import annotations
 
+from collections import deque
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -22,6 +23,8 @@ from ._oom import UnsplittableMemoryError, is_oom_error
 from ._rows import ResultSpec, Rows, rows_of, split_result
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from ._backend import Backend
     from ._typing import Array, DType, HostArray, UserFunction, UserResult
 
@@ -62,6 +65,9 @@ class Outputs:
         The arrays ``fn`` reads. On the host, a result for all ``n`` rows
         at once that shares no memory with them (and can be written) is
         kept as it is, not copied.
+    stream : bool, default False
+        Keep nothing, but hand each batch's rows, once checked, to
+        `pieces` (what `iter_batches` yields), in the order they came.
     into : Out, optional
         The caller's arrays (``out=``, `xpkit._into`): the rows are written
         into them, checked against them at the first batch, and nothing is
@@ -77,6 +83,7 @@ class Outputs:
         "_kept",
         "_lib",
         "_out",
+        "_pending",
         "_rows",
         "_sources",
         "_spec",
@@ -96,10 +103,14 @@ class Outputs:
         keep: bool = True,
         sources: tuple[Array, ...] = (),
         into: Out | None = None,
+        stream: bool = False,
     ) -> None:
         self.n = n
         self.fn = fn
-        self.keep = keep
+        self.keep = keep and not stream
+        self._pending: deque[tuple[int, int, list[Array]]] | None = (
+            deque() if stream else None
+        )
         self._sources = sources
         self._device = self._lib = None
         self._in_place = False
@@ -177,6 +188,8 @@ class Outputs:
             if self.keep:  # (the layout is these rows': nothing to compare)
                 for i, leaf in enumerate(rows.leaves):
                     self._write(i, start, stop, leaf)
+            elif self._pending is not None:
+                self._pending.append((start, stop, rows.leaves))
             return
         rows = self._same_structure(rows, start, stop)
         dtypes, shapes = self._layout()
@@ -199,6 +212,17 @@ class Outputs:
                 raise ValueError(msg)
             if self.keep:
                 self._write(i, start, stop, leaf)
+        if self._pending is not None:
+            self._pending.append((start, stop, rows.leaves))
+
+    def pieces(self) -> Iterator[tuple[range, UserResult]]:
+        """The rows handed over since the last call (``stream``), each once."""
+        pending, device = self._pending, self._device
+        while pending:
+            start, stop, leaves = pending.popleft()
+            if device is not None and not self._in_place:  # (kept on the host)
+                leaves = [device.asarray(leaf) for leaf in leaves]
+            yield range(start, stop), self._structured(leaves)
 
     def _write(self, i: int, start: int, stop: int, leaf: Array) -> None:
         """Copy ``leaf`` into rows ``start:stop`` of output ``i``."""
@@ -366,14 +390,19 @@ class Outputs:
             while outs:  # each host copy goes as soon as its device copy exists
                 moved.append(self._device.asarray(outs.pop(0)))
             outs = moved
+        return self._structured(outs)
+
+    def _structured(self, leaves: list[Array]) -> UserResult:
+        """``leaves`` in the structure ``fn`` returned."""
+        assert self._spec is not None
         kind = self._spec[0]
         if kind == "array":
-            return outs[0]
+            return leaves[0]
         if kind == "dict":
-            return dict(zip(self._spec[1], outs, strict=True))
+            return dict(zip(self._spec[1], leaves, strict=True))
         if kind == "list":
-            return list(outs)
-        return tuple(outs)
+            return list(leaves)
+        return tuple(leaves)
 
 
 def _own(leaves: list[Array], sources: tuple[Array, ...]) -> bool:

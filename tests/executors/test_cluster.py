@@ -321,3 +321,35 @@ def test_out_is_written_by_the_client_as_tasks_complete(client, data, tmp_path):
     got = xpkit.map_batches(fn, x, y, executor=client, out=out, **BATCHES_OF_64)
     assert got is out
     np.testing.assert_array_equal(out, want)
+
+
+def _holds_no_more_futures(client, before) -> bool:
+    """Whether the client's futures come back to ``before`` (a condition, within 5 s)."""
+    import time
+
+    for _ in range(100):  # (the client forgets a future as its last reference goes)
+        if set(client.futures) <= before:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_iter_batches_on_the_cluster_in_order_and_closed_early(client, data, tmp_path):
+    """iter_batches with a Dask client: the rows in order, an OOM split
+    included; a loop that stops early leaves none of its futures behind."""
+    x, y = data
+    want = jobs.work(x, y)
+    before = set(client.futures)
+    fn = jobs.memory_error_above(40, tmp_path / "attempts")
+    pieces = list(xpkit.iter_batches(fn, x, y, executor=client, **BATCHES_OF_64))
+    assert [r.start for r, _ in pieces] == sorted(r.start for r, _ in pieces)
+    assert pieces[-1][0].stop == N
+    assert max(len(r) for r, _ in pieces) <= 40
+    np.testing.assert_array_equal(np.concatenate([v for _, v in pieces]), want)
+    assert _holds_no_more_futures(client, before)
+    batches = xpkit.iter_batches(jobs.work, x, y, executor=client, **BATCHES_OF_64)
+    rows, _ = next(batches)
+    assert rows.start == 0
+    assert set(client.futures) - before  # (the rest in flight, and the inputs)
+    batches.close()  # the loop left early: what was in flight is cancelled
+    assert _holds_no_more_futures(client, before)

@@ -18,7 +18,7 @@ from helpers import run_python
 from ooms import assert_no_failed_size_again
 
 import xpkit
-from xpkit._executors import Pool, run_on_pool
+from xpkit._executors import Pool, each_task_on_pool
 from xpkit._executors.dask import worker_task_budget_gb
 from xpkit._outputs import Outputs
 from xpkit._rows import Job, run_rows
@@ -292,17 +292,19 @@ def test_a_pool_never_runs_a_size_that_failed_again(slots):
     x = np.arange(8000.0)[:, None]
     outputs = Outputs(len(x), fn, sources=(x,))
     pool = _HerePool(slots)
-    resubmitted = run_on_pool(
-        pool,
-        Job(fn),
-        (x,),
-        outputs,
-        first=0,
-        batch=1000,
-        min_batch=1,
-        bytes_per_row=8.0,
-        budget_bytes=1e9,
-        bar=None,
+    resubmitted = _to_the_end(
+        each_task_on_pool(
+            pool,
+            Job(fn),
+            (x,),
+            outputs,
+            first=0,
+            batch=1000,
+            min_batch=1,
+            bytes_per_row=8.0,
+            budget_bytes=1e9,
+            bar=None,
+        )
     )
     np.testing.assert_array_equal(outputs.value(), x * 2.0)
     assert resubmitted > 0
@@ -369,3 +371,12 @@ def test_a_workers_list_shorter_than_its_count_is_asked_for_again():
 
     assert scheduler_workers(Empty()) == {}
     assert Empty.asked == 1
+
+
+def _to_the_end(steps):
+    """Every step of a generator; what it returns."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as end:
+            return end.value

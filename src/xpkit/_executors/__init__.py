@@ -2,7 +2,7 @@
 
 One module per executor (`dask`: a ``dask.distributed`` cluster; `joblib`:
 joblib's worker processes on this host), each a `Pool`
-(``_base.py``: the interface and the task); `run_on_pool` (``_driver.py``)
+(``_base.py``: the interface and the task); `each_task_on_pool` (``_driver.py``, task by task)
 drives any of them, and abandons the pool on an error or a Ctrl-C, which
 cannot cut its start or stop short (``_interrupts.py``); `pool_for` picks
 the one ``executor=`` names. The executors' own libraries are imported only
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from .._memory import array_nbytes, n_jobs_for_item_bytes
 from ._base import EXECUTORS, Pool
-from ._driver import run_on_pool
+from ._driver import each_task_on_pool
 from .dask import (
     DaskPool,
     cluster_info,
@@ -33,8 +33,8 @@ __all__ = [
     "EXECUTORS",
     "Pool",
     "cluster_info",
+    "each_task_on_pool",
     "pool_for",
-    "run_on_pool",
     "unreachable_scheduler",
 ]
 

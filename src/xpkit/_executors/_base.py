@@ -2,7 +2,7 @@
 
 A pool ships the job (``fn`` with its whole operands) and the inputs to its
 workers once, runs row ranges as tasks (`xpkit._rows.run_rows`) and hands
-back NumPy results; `xpkit._executors._driver.run_on_pool` drives any pool.
+back NumPy results; `xpkit._executors._driver.each_task_on_pool` drives any pool.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ class InputsLost(Exception):
 
 
 class Pool:
-    """What `run_on_pool` needs from a pool of workers."""
+    """What `each_task_on_pool` needs from a pool of workers."""
 
     #: Words for messages ("the dask cluster at tcp://...").
     where: str = ""

@@ -1,4 +1,4 @@
-"""`run_on_pool`: the driver every pool shares.
+"""`each_task_on_pool`: the driver every pool shares.
 
 It keeps every worker thread busy, writes each completed task's rows into
 the outputs allocated once (`xpkit._outputs`), follows completed tasks with
@@ -19,13 +19,15 @@ from ._base import InputsLost, Pool
 from ._interrupts import interrupts_held
 
 if TYPE_CHECKING:
+    from collections.abc import Generator
+
     from .._outputs import Outputs
     from .._typing import Array, ProgressBar, TaskFuture
 
-__all__ = ["run_on_pool"]
+__all__ = ["each_task_on_pool"]
 
 
-def run_on_pool(
+def each_task_on_pool(
     pool: Pool,
     job: Job,
     arrays: tuple[Array, ...],
@@ -37,8 +39,12 @@ def run_on_pool(
     bytes_per_row: float,
     budget_bytes: float,
     bar: ProgressBar | None,
-) -> int:
-    """Run rows ``first:`` on ``pool`` into ``outputs``; the resubmissions.
+) -> Generator[None, None, int]:
+    """Run rows ``first:`` on ``pool``, yielding once each task's rows are in ``outputs``.
+
+    Returns the number of resubmissions. The tasks in flight keep running
+    while the caller holds a yield; closing the generator abandons the run
+    (as any error does).
 
     A task that fails for memory (an OOM inside it, or its worker died) is
     split in half and both halves go back in the queue, and queued batches
@@ -80,6 +86,7 @@ def run_on_pool(
                     done[start] = stop
                     if bar is not None:
                         bar.update(rows)
+                    yield
                     continue
                 lost = isinstance(error, InputsLost)
                 if lost:  # the worker holding them died: count that death
@@ -162,6 +169,8 @@ def run_on_pool(
     with interrupts_held():
         pool.close()
     _check_tiled(done, first, n)
+    if resubmitted:
+        logger().info("map_batches: %d batches resubmitted", resubmitted)
     return resubmitted
 
 
