@@ -20,6 +20,7 @@ from ._adapters._registry import ADAPTERS
 from ._args import check_count
 from ._cost import cost_of
 from ._executors import each_task_on_pool
+from ._into import chunk_rows
 from ._local import each_batch_here
 from ._log import logger
 from ._memory import BYTES_PER_GB
@@ -440,6 +441,7 @@ def pool_steps(
         bytes_per_row=plan.bytes_per_item * plan.overhead,
         budget_bytes=plan.budget_gb * BYTES_PER_GB,
         bar=bar,
+        chunk=chunk_rows(request.out),
     )
 
 

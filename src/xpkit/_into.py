@@ -13,14 +13,17 @@ other batch runs: a `ValueError` or `TypeError` naming ``out``.
 
 A store that keeps its rows in chunks (a ``chunks`` attribute whose first
 entry is the rows of a chunk) gets every chunk written once, whole
-(`ChunkWriter`): rows of a chunk that a batch covers only in part wait in a
-buffer of one chunk until the rest of it arrives, so no batch writes half of a chunk that
+(`ChunkWriter`). Batches cover whole chunks where they hold one (the plan
+rounds them down, `aligned_batch`; the first after the probe's rows ends on
+a boundary, `aligned_stop`), and rows of a chunk that a batch covers only
+in part wait in a buffer of one chunk until the rest of it arrives, so no batch writes half of a chunk that
 another completes (a batch starts where the probe or an OOM split ended,
 anywhere). Nothing the size of the whole output is allocated.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -36,9 +39,13 @@ if TYPE_CHECKING:
 __all__ = [
     "ChunkWriter",
     "Out",
+    "aligned_batch",
+    "aligned_stop",
     "check_layout",
     "check_out",
     "check_structure",
+    "chunk_rows",
+    "stop_at_chunk",
     "target_of",
 ]
 
@@ -129,6 +136,37 @@ def _check_leaf(name: str, leaf: Value, n: int) -> int:
         )
         raise ValueError(msg)
     return rows
+
+
+def chunk_rows(out: Out | None) -> int:
+    """Rows that batches align to: every output's chunks at once (1: none)."""
+    if out is None:
+        return 1
+    return math.lcm(*out.chunk_rows)
+
+
+def aligned_batch(batch: int, out: Out | None) -> int:
+    """``batch`` rounded down to whole chunks of ``out`` (as it is under one chunk)."""
+    chunk = chunk_rows(out)
+    return batch if batch < chunk else batch // chunk * chunk
+
+
+def aligned_stop(start: int, stop: int, n: int, out: Out | None) -> int:
+    """``stop``, moved back to the last chunk boundary of ``out`` after ``start``.
+
+    So that a batch after the probe's rows (or an OOM's halves), which starts
+    inside a chunk, ends where a chunk does, and the next ones cover whole
+    chunks; as it is where no boundary lies between them, or at ``n``.
+    """
+    return stop_at_chunk(start, stop, n, chunk_rows(out))
+
+
+def stop_at_chunk(start: int, stop: int, n: int, chunk: int) -> int:
+    """``stop``, moved back to the last multiple of ``chunk`` after ``start`` (see above)."""
+    if chunk == 1 or stop >= n:
+        return stop
+    boundary = stop // chunk * chunk
+    return boundary if boundary > start else stop
 
 
 def target_of(leaf: Value, owner: Backend | None) -> Backend | None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ._adapters._peak import release_freed_host_memory
+from ._into import aligned_stop
 from ._log import logger
 from ._memory import BYTES_PER_GB, TRIM_ABOVE_BYTES
 from ._oom import split_on_oom
@@ -106,7 +107,7 @@ def each_batch_here(
         and plan.batch_peak_bytes > TRIM_ABOVE_BYTES
     )
     while start < n:
-        stop = min(start + batch, n)
+        stop = aligned_stop(start, min(start + batch, n), n, request.out)
         span = (start, stop)
         if check is not None and stop - start == batch:
             fitted = split_on_oom(measured, span, request.min_batch)

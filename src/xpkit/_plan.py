@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ._into import aligned_batch
 from ._log import logger
 from ._memory import (
     BATCH_WORKING_SET_CEILING_GB,
@@ -191,6 +192,9 @@ def make_plan(
         batch = max(min(batch, cost.limit), request.min_batch)
     if learned is not None and learned.fits is not None:
         batch = max(min(batch, learned.fits), request.min_batch)
+    if request.out is not None:  # (whole chunks of a store, where min_batch allows)
+        whole_chunks = aligned_batch(batch, request.out)
+        batch = whole_chunks if whole_chunks >= request.min_batch else batch
     # Rows of the outputs: what the trace or the probe saw, else an earlier call.
     row_bytes = cost.output_row_bytes
     if row_bytes is None and learned is not None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+import re
 
 import numpy as np
 import pytest
@@ -282,3 +284,48 @@ def test_chunks_that_are_not_one_size_are_refused():
     with pytest.raises(ValueError, match=r"^out has chunks"):
         xpkit.map_batches(fn, _data(20), out=Irregular(), **SEVEN)
     assert fn.calls == 0
+
+
+def test_batches_cover_whole_chunks_where_they_hold_one(tmp_path, monkeypatch):
+    """Batches of 20 rows into chunks of 8: batches of 16, nothing buffered."""
+    z = _store(tmp_path, 100, 8)
+    spans = _recording(monkeypatch, z)
+    sizes: list[int] = []
+
+    def fn(x):
+        sizes.append(int(x.shape[0]))
+        return x * 2.0
+
+    a = _data(100)
+    xpkit.map_batches(fn, a, out=z, bytes_per_item=1.0, budget_gb=20 / GB)
+    monkeypatch.undo()
+    np.testing.assert_array_equal(z[:], a * 2.0)
+    assert sizes == [16] * 6 + [4]
+    assert spans == [(s, min(s + 16, 100)) for s in range(0, 100, 16)]
+
+
+def test_after_the_probes_rows_a_batch_ends_on_a_chunk(tmp_path, monkeypatch, caplog):
+    caplog.set_level(logging.INFO, logger="xpkit")
+    ranges: list[range] = []
+
+    def reads(x):  # reads a value: the trace cannot follow it, a probe runs
+        ranges.append(xpkit.current_rows())
+        return x * float(x[0, 0] * 0 + 3)
+
+    n = 50_000
+    z = _store(tmp_path, n, 1000)
+    spans = _recording(monkeypatch, z)
+    a = _data(n)
+    xpkit.map_batches(reads, a, out=z, budget_gb=1e-3, remember=False)
+    monkeypatch.undo()
+    np.testing.assert_array_equal(z[:], a * 3.0)
+    for start, stop in spans:
+        assert start % 1000 == 0, spans
+        assert stop % 1000 == 0 or stop == n, spans
+    said = [r.getMessage() for r in caplog.records if "by the probe" in r.getMessage()]
+    probe_end = int(re.search(r"items, (\d+) by the probe", said[-1]).group(1))
+    assert probe_end % 1000, said  # (else there is nothing to align)
+    batches = [r for r in ranges if r.start >= probe_end]
+    assert batches, ranges
+    assert batches[0].stop % 1000 == 0, ranges  # (back to a chunk's end)
+    assert all(r.start % 1000 == 0 for r in batches[1:]), ranges

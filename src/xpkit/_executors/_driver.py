@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING
 
+from .._into import stop_at_chunk
 from .._log import logger
 from .._oom import is_oom_error
 from .._rows import Job, common_rows
@@ -39,10 +40,13 @@ def each_task_on_pool(
     bytes_per_row: float,
     budget_bytes: float,
     bar: ProgressBar | None,
+    chunk: int = 1,
 ) -> Generator[None, None, int]:
     """Run rows ``first:`` on ``pool``, yielding once each task's rows are in ``outputs``.
 
-    Returns the number of resubmissions. The tasks in flight keep running
+    Returns the number of resubmissions. With ``chunk`` (the rows of a
+    chunk of a store the rows go to), the first task ends on a multiple of
+    it, so that the rest cover whole chunks (``batch`` is one). The tasks in flight keep running
     while the caller holds a yield; closing the generator abandons the run
     (as any error does).
 
@@ -60,7 +64,12 @@ def each_task_on_pool(
     cancelled, what the pool started stopped at once) and propagates.
     """
     n = common_rows(arrays)
-    queue = deque((s, min(s + batch, n)) for s in range(first, n, batch))
+    queue: deque[tuple[int, int]] = deque()
+    at = first
+    while at < n:
+        stop = stop_at_chunk(at, min(at + batch, n), n, chunk)
+        queue.append((at, stop))
+        at = stop
     running: dict[TaskFuture, tuple[int, int]] = {}
     done: dict[int, int] = {}
     limit = batch  # the largest batch worth submitting; shrinks after a failure
