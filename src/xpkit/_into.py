@@ -15,7 +15,7 @@ A store that keeps its rows in chunks (a ``chunks`` attribute whose first
 entry is the rows of a chunk) gets every chunk written once, whole
 (`ChunkWriter`). Batches cover whole chunks where they hold one (the plan
 rounds them down, `aligned_batch`; the first after the probe's rows ends on
-a boundary, `aligned_stop`), and rows of a chunk that a batch covers only
+a boundary, `stop_at_chunk`), and rows of a chunk that a batch covers only
 in part wait in a buffer of one chunk until the rest of it arrives, so no batch writes half of a chunk that
 another completes (a batch starts where the probe or an OOM split ended,
 anywhere). Nothing the size of the whole output is allocated.
@@ -40,7 +40,6 @@ __all__ = [
     "ChunkWriter",
     "Out",
     "aligned_batch",
-    "aligned_stop",
     "check_layout",
     "check_out",
     "check_structure",
@@ -151,18 +150,13 @@ def aligned_batch(batch: int, out: Out | None) -> int:
     return batch if batch < chunk else batch // chunk * chunk
 
 
-def aligned_stop(start: int, stop: int, n: int, out: Out | None) -> int:
-    """``stop``, moved back to the last chunk boundary of ``out`` after ``start``.
+def stop_at_chunk(start: int, stop: int, n: int, chunk: int) -> int:
+    """``stop``, moved back to the last multiple of ``chunk`` after ``start``.
 
     So that a batch after the probe's rows (or an OOM's halves), which starts
     inside a chunk, ends where a chunk does, and the next ones cover whole
-    chunks; as it is where no boundary lies between them, or at ``n``.
+    chunks; as it is where no multiple lies between them, or at ``n``.
     """
-    return stop_at_chunk(start, stop, n, chunk_rows(out))
-
-
-def stop_at_chunk(start: int, stop: int, n: int, chunk: int) -> int:
-    """``stop``, moved back to the last multiple of ``chunk`` after ``start`` (see above)."""
     if chunk == 1 or stop >= n:
         return stop
     boundary = stop // chunk * chunk

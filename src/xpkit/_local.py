@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ._adapters._peak import release_freed_host_memory
-from ._into import aligned_stop
+from ._into import chunk_rows, stop_at_chunk
 from ._log import logger
 from ._memory import BYTES_PER_GB, TRIM_ABOVE_BYTES
 from ._oom import split_on_oom
@@ -106,8 +106,11 @@ def each_batch_here(
         and not request.owner.is_gpu
         and plan.batch_peak_bytes > TRIM_ABOVE_BYTES
     )
+    chunk = 1 if request.out is None else chunk_rows(request.out)
     while start < n:
-        stop = aligned_stop(start, min(start + batch, n), n, request.out)
+        stop = min(start + batch, n)
+        if chunk > 1:  # (the first batch after the probe ends on a chunk's end)
+            stop = stop_at_chunk(start, stop, n, chunk)
         span = (start, stop)
         if check is not None and stop - start == batch:
             fitted = split_on_oom(measured, span, request.min_batch)

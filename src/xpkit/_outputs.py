@@ -390,6 +390,8 @@ class Outputs:
             while outs:  # each host copy goes as soon as its device copy exists
                 moved.append(self._device.asarray(outs.pop(0)))
             outs = moved
+        if self._spec[0] == "array":  # (the common case, without a call)
+            return outs[0]
         return self._structured(outs)
 
     def _structured(self, leaves: list[Array]) -> UserResult:
