@@ -59,6 +59,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "xpkit._rows",
             "xpkit._outputs",
             "xpkit._into",
+            "xpkit._written",
             "xpkit._plan_memory",
             "xpkit._cost_model",
             "xpkit._plan",
@@ -167,6 +168,7 @@ ADAPTER_FACES = frozenset(
         "xpkit._adapters._types",
         "xpkit._adapters._device_memory",
         "xpkit._adapters._peak",
+        "xpkit._adapters._stores",
         "xpkit._adapters._trace",
         "xpkit._adapters._shapes._run",
     }

@@ -32,6 +32,7 @@ from ._repeat import NO_REPEAT, Repeat, learn_repeat, plan_state, repeat
 from ._request import BatchCall, BatchRequest, batch_request
 from ._rows import Job, common_rows, refuse_traced
 from ._statement import ATTRIBUTE, Capabilities
+from ._written import WorkerWrites
 
 if TYPE_CHECKING:
     from collections.abc import Generator
@@ -427,21 +428,38 @@ def pool_steps(
     """The rows after the probe's on the executor's pool, task by task.
 
     A generator that yields once each task's rows are in ``outputs``, and
-    returns the resubmissions (`xpkit._executors.each_task_on_pool`).
+    returns the resubmissions (`xpkit._executors.each_task_on_pool`). Where
+    ``out`` is a store every worker reaches (`xpkit._into.Out.shared`), the
+    workers write their rows into it themselves (`xpkit._written`): the rows
+    from the probe's end to the next chunk boundary are written here first,
+    and the tasks cover whole chunks.
     """
     assert request.pool is not None
-    return each_task_on_pool(
-        request.pool,
-        request.job,
-        request.arrays,
-        outputs,
-        first=plan.probe_rows,
-        batch=plan.batch_size,
-        min_batch=request.min_batch,
-        bytes_per_row=plan.bytes_per_item * plan.overhead,
-        budget_bytes=plan.budget_gb * BYTES_PER_GB,
-        bar=bar,
-        chunk=chunk_rows(request.out),
+    first, chunk, out = plan.probe_rows, chunk_rows(request.out), request.out
+    shared = out is not None and out.shared
+    if shared:
+        assert out is not None
+        request.job.sink = WorkerWrites(out, request.n, request.fn)
+        boundary = min(-(-first // chunk) * chunk, request.n)
+        if boundary > first:  # (here: the chunk the probe's rows began)
+            result = request.job.run(request.arrays, first, boundary, request.n)
+            outputs.put(first, boundary, outputs.take(result, first, boundary))
+            first = boundary
+    return (
+        yield from each_task_on_pool(
+            request.pool,
+            request.job,
+            request.arrays,
+            outputs,
+            first=first,
+            batch=plan.batch_size,
+            min_batch=request.min_batch,
+            bytes_per_row=plan.bytes_per_item * plan.overhead,
+            budget_bytes=plan.budget_gb * BYTES_PER_GB,
+            bar=bar,
+            chunk=chunk,
+            whole_chunks=shared,
+        )
     )
 
 

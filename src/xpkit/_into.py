@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from ._adapters._registry import adapter_for_array, get_adapter
+from ._adapters._stores import written_by_workers
 
 if TYPE_CHECKING:
     from ._backend import Backend
@@ -62,12 +63,16 @@ class Out(NamedTuple):
         Its arrays, in the order of ``spec``.
     chunk_rows : tuple of int
         Rows of one chunk of each array (1: written as they come).
+    shared : bool
+        Whether an executor's workers can write every array themselves (a
+        store they all reach, `xpkit._adapters._stores`).
     """
 
     value: object
     spec: ResultSpec
     leaves: tuple[Value, ...]
     chunk_rows: tuple[int, ...]
+    shared: bool = False
 
 
 def check_out(out: Value, n: int) -> Out:
@@ -90,7 +95,9 @@ def check_out(out: Value, n: int) -> Out:
         spec = ("array",)
         named = [("out", out)]
     chunks = tuple(_check_leaf(name, leaf, n) for name, leaf in named)
-    return Out(out, spec, tuple(leaf for _, leaf in named), chunks)
+    leaves = tuple(leaf for _, leaf in named)
+    shared = all(written_by_workers(leaf) for leaf in leaves)
+    return Out(out, spec, leaves, chunks, shared)
 
 
 def _check_leaf(name: str, leaf: Value, n: int) -> int:

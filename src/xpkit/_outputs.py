@@ -20,7 +20,7 @@ from ._dtypes import dtype_name
 from ._into import ChunkWriter, Out, check_layout, check_structure, target_of
 from ._memory import BYTES_PER_GB, array_nbytes, available_bytes
 from ._oom import UnsplittableMemoryError, is_oom_error
-from ._rows import ResultSpec, Rows, rows_of, split_result
+from ._rows import Marker, ResultSpec, Rows, rows_of, split_result
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -171,6 +171,10 @@ class Outputs:
         do not fit (an out-of-memory error that the callers' split-and-retry
         recovers from, by trying again with fewer rows held meanwhile).
         """
+        if rows.spec[0] is Marker.WRITTEN:  # (a worker wrote them into the store)
+            if self._spec is None and self._into is not None:
+                self._spec = self._into.spec
+            return
         rows = self.convert(rows)
         for i, leaf in enumerate(rows.leaves):
             shape = tuple(leaf.shape)
@@ -369,6 +373,11 @@ class Outputs:
             raise UnsplittableMemoryError(msg)
 
     @property
+    def waiting(self) -> int:
+        """Chunks of ``into`` with rows still to come (0 without one)."""
+        return sum(o.waiting for o in self._out if o.__class__ is ChunkWriter)
+
+    @property
     def allocated(self) -> bool:
         """Whether the first batch has arrived (and the outputs exist)."""
         return self._spec is not None
@@ -379,7 +388,7 @@ class Outputs:
             msg = "no outputs were kept"
             raise RuntimeError(msg)
         if self._into is not None:
-            if any(o.waiting for o in self._out if o.__class__ is ChunkWriter):
+            if self.waiting:
                 msg = "rows of out were never written"  # pragma: no cover - a bug
                 raise RuntimeError(msg)
             self._out = []

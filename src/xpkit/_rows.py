@@ -10,6 +10,7 @@ goes to `xpkit._outputs.Outputs` (or, from a worker, to the host first:
 
 from __future__ import annotations
 
+import enum
 import pickle
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -20,17 +21,27 @@ from ._args import refuse_lossy
 from ._current_rows import ROWS
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ._backend import Backend
     from ._typing import Array, UserFunction, UserResult, Value
 
-    #: What a `Job` pickles: ``fn``, its whole operands, the backend, ``pad_to``.
+    #: What a `Job` pickles: ``fn``, its whole operands, the backend,
+    #: ``pad_to``, the sink.
     _JobState = tuple[
-        UserFunction, tuple[Array, ...], dict[str, Array], Backend | None, int
+        UserFunction,
+        tuple[Array, ...],
+        dict[str, Array],
+        Backend | None,
+        int,
+        "Callable[[int, int, Rows], Rows] | None",
     ]
 
 __all__ = [
     "TRACING_ADAPTERS",
+    "WRITTEN",
     "Job",
+    "Marker",
     "ResultSpec",
     "Rows",
     "common_rows",
@@ -56,6 +67,16 @@ class Rows(NamedTuple):
     #: Already where the outputs live (`Outputs.convert` ran): `put` skips it.
     placed: bool = False
 
+
+class Marker(enum.Enum):
+    """What stands in a `Rows`' spec for rows that are not there (pickled by name)."""
+
+    WRITTEN = "written"
+
+
+#: What a task whose `Job.sink` wrote its rows returns instead of them
+#: (``rows.spec[0] is Marker.WRITTEN``, back from a worker too).
+WRITTEN = Rows((Marker.WRITTEN,), [], True)
 
 #: The spec of a result that is one array.
 _ONE_ARRAY = ("array",)
@@ -231,9 +252,13 @@ class Job:
     With ``pad_to`` set, the last rows of the inputs, when fewer, are padded
     to ``pad_to`` rows (the last row repeated) and ``fn``'s result trimmed
     back: every call sees one shape, so a compiling library compiles once.
+
+    With a ``sink``, an executor's task hands its rows to it (which writes
+    them where they go, `xpkit._written`) and returns what it returns
+    (`WRITTEN`) instead of the rows.
     """
 
-    __slots__ = ("args", "backend", "fn", "kwargs", "pad_to")
+    __slots__ = ("args", "backend", "fn", "kwargs", "pad_to", "sink")
 
     def __init__(
         self,
@@ -244,6 +269,7 @@ class Job:
         self.fn = fn
         self.backend = backend
         self.pad_to = 0
+        self.sink: Callable[[int, int, Rows], Rows] | None = None
         if isinstance(whole, (tuple, list)):  # (no ABC check on the common path)
             self.args: tuple[Array, ...] = (
                 tuple(whole) if backend is None else tuple(self._move(v) for v in whole)
@@ -286,10 +312,10 @@ class Job:
             ROWS.reset(token)
 
     def __getstate__(self) -> _JobState:
-        return (self.fn, self.args, self.kwargs, self.backend, self.pad_to)
+        return (self.fn, self.args, self.kwargs, self.backend, self.pad_to, self.sink)
 
     def __setstate__(self, state: _JobState) -> None:
-        self.fn, self.args, self.kwargs, self.backend, self.pad_to = state
+        self.fn, self.args, self.kwargs, self.backend, self.pad_to, self.sink = state
 
 
 def run_rows(job: Job, start: int, stop: int, *arrays: Array) -> Rows:
@@ -310,7 +336,8 @@ def run_rows(job: Job, start: int, stop: int, *arrays: Array) -> Rows:
             f"worker: {str(exc)[:500]}"
         )
         raise RuntimeError(msg) from None
-    return host_rows(result, job.fn, f"rows {start}:{stop}")
+    rows = host_rows(result, job.fn, f"rows {start}:{stop}")
+    return rows if job.sink is None else job.sink(start, stop, rows)
 
 
 def _travels(exc: BaseException) -> bool:

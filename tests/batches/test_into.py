@@ -329,3 +329,29 @@ def test_after_the_probes_rows_a_batch_ends_on_a_chunk(tmp_path, monkeypatch, ca
     assert batches, ranges
     assert batches[0].stop % 1000 == 0, ranges  # (back to a chunk's end)
     assert all(r.start % 1000 == 0 for r in batches[1:]), ranges
+
+
+def test_joblib_workers_write_their_own_rows_into_a_shared_store(tmp_path, monkeypatch):
+    """out= a zarr store in a directory, on joblib's worker processes: nothing
+    of the rows comes back (xpkit._written)."""
+    pytest.importorskip("joblib")
+    from xpkit._outputs import Outputs
+    from xpkit._rows import Marker
+
+    z = _store(tmp_path, 100, 8)
+    came: list[bool] = []
+    put = Outputs.put
+
+    def recorded(self, start, stop, rows):
+        came.append(rows.spec[0] is Marker.WRITTEN)
+        put(self, start, stop, rows)
+
+    monkeypatch.setattr(Outputs, "put", recorded)
+    a = _data(100)
+    sizing = {"bytes_per_item": 1.0, "budget_gb": 20 / GB}
+    got = xpkit.map_batches(lambda x: x * 2.0, a, out=z, executor="joblib", **sizing)
+    monkeypatch.undo()
+    assert got is z
+    np.testing.assert_array_equal(z[:], a * 2.0)
+    assert came
+    assert all(came)

@@ -41,12 +41,16 @@ def each_task_on_pool(
     budget_bytes: float,
     bar: ProgressBar | None,
     chunk: int = 1,
+    whole_chunks: bool = False,
 ) -> Generator[None, None, int]:
     """Run rows ``first:`` on ``pool``, yielding once each task's rows are in ``outputs``.
 
     Returns the number of resubmissions. With ``chunk`` (the rows of a
     chunk of a store the rows go to), the first task ends on a multiple of
-    it, so that the rest cover whole chunks (``batch`` is one). The tasks in flight keep running
+    it, so that the rest cover whole chunks (``batch`` is one); with
+    ``whole_chunks`` (the workers write their rows into that store), a task
+    is split only on a chunk boundary too, and one of less than two
+    chunks is not split. The tasks in flight keep running
     while the caller holds a yield; closing the generator abandons the run
     (as any error does).
 
@@ -80,8 +84,9 @@ def each_task_on_pool(
         while queue or running:
             while queue and len(running) < pool.slots * pool.per_slot:
                 start, stop = queue.popleft()
-                if stop - start > limit and (stop - start) // 2 >= min_batch:
-                    mid = start + (stop - start) // 2  # a batch this size failed
+                half = _half(stop - start, chunk if whole_chunks else 1)
+                if stop - start > limit and half and half >= min_batch:
+                    mid = start + half  # a batch this size failed
                     queue.extendleft([(mid, stop), (start, mid)])
                     continue
                 running[pool.submit(start, stop)] = (start, stop)
@@ -125,7 +130,8 @@ def each_task_on_pool(
                     if died
                     else f"out of memory ({type(error).__name__}: {str(error)[:200]})"
                 )
-                if rows // 2 < min_batch:
+                half = _half(rows, chunk if whole_chunks else 1)
+                if not half or half < min_batch:
                     if died and (start, stop) not in retried:
                         retried.add((start, stop))
                         queue.appendleft((start, stop))
@@ -145,6 +151,11 @@ def each_task_on_pool(
                         f"{need / 2**20:.1f} MiB with the overhead) could not run on "
                         f"{pool.where} even at min_batch={min_batch}: {cause}"
                     )
+                    if whole_chunks:
+                        msg += (
+                            f" (the workers write whole chunks of out, {chunk} rows: "
+                            "a store cut in smaller chunks splits further)"
+                        )
                     if died and need * _NOT_MEMORY < budget_bytes:
                         # Far under the budget, and still the worker dies: the
                         # cause is not memory (fn exits, interrupts, crashes).
@@ -154,8 +165,8 @@ def each_task_on_pool(
                         )
                         raise RuntimeError(msg) from (None if lost else error)
                     raise MemoryError(msg) from (None if lost else error)
-                mid = start + rows // 2
-                limit = min(limit, rows - rows // 2)
+                mid = start + half
+                limit = min(limit, rows - half)
                 logger().info(
                     "map_batches: rows %d:%d on %s: %s; resubmitting them as "
                     "%d + %d rows",
@@ -189,6 +200,11 @@ _NOT_MEMORY = 4
 #: Tasks whose worker died (each splits, or retries at min_batch) before
 #: giving up: a worker that dies for another reason must not split forever.
 _MAX_DEATHS = 64
+
+
+def _half(rows: int, chunk: int) -> int:
+    """Rows of the first half of a task of ``rows``, on a multiple of ``chunk`` (0: none)."""
+    return rows // 2 // chunk * chunk
 
 
 def _check_tiled(done: dict[int, int], first: int, n: int) -> None:
