@@ -127,6 +127,9 @@ def bench(session: nox.Session) -> None:
         "python", "benchmarks/bench_oom.py", "--out", "benchmarks/results/oom.md"
     )
     session.run("python", "benchmarks/bench_top_k.py")
+    # (writes an output of 1.5x the machine's memory to a temporary directory:
+    # --dir DIR for another disk)
+    session.run("python", "benchmarks/bench_out_of_core.py", "--write")
 
 
 #: uv's --python-platform, and pip's --platform tags (pip does not widen

@@ -432,11 +432,13 @@ def pool_steps(
     ``out`` is a store every worker reaches (`xpkit._into.Out.shared`), the
     workers write their rows into it themselves (`xpkit._written`): the rows
     from the probe's end to the next chunk boundary are written here first,
-    and the tasks cover whole chunks.
+    and the tasks cover whole chunks (where a batch holds one chunk at
+    least; else the rows come back and are written here).
     """
     assert request.pool is not None
     first, chunk, out = plan.probe_rows, chunk_rows(request.out), request.out
-    shared = out is not None and out.shared
+    # (a task smaller than a chunk would write part of one: written here then)
+    shared = out is not None and out.shared and plan.batch_size >= chunk
     if shared:
         assert out is not None
         request.job.sink = WorkerWrites(out, request.n, request.fn)

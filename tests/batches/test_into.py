@@ -355,3 +355,28 @@ def test_joblib_workers_write_their_own_rows_into_a_shared_store(tmp_path, monke
     np.testing.assert_array_equal(z[:], a * 2.0)
     assert came
     assert all(came)
+
+
+def test_tasks_smaller_than_a_chunk_bring_their_rows_back(tmp_path, monkeypatch):
+    """Batches of 7 rows into chunks of 8: the workers would write parts of
+    chunks, so the rows come back and are written here, each chunk once."""
+    pytest.importorskip("joblib")
+    from xpkit._outputs import Outputs
+    from xpkit._rows import Marker
+
+    z = _store(tmp_path, 40, 8)
+    came: list[bool] = []
+    put = Outputs.put
+
+    def recorded(self, start, stop, rows):
+        came.append(rows.spec[0] is Marker.WRITTEN)
+        put(self, start, stop, rows)
+
+    monkeypatch.setattr(Outputs, "put", recorded)
+    a = _data(40)
+    got = xpkit.map_batches(lambda x: x + 1.0, a, out=z, executor="joblib", **SEVEN)
+    monkeypatch.undo()
+    assert got is z
+    np.testing.assert_array_equal(z[:], a + 1.0)
+    assert came
+    assert not any(came)
