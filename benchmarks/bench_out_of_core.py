@@ -285,7 +285,8 @@ def main() -> None:
         f"{' --quick' if args.quick else f' --times {times:g}'}` (xpkit "
         f"{xpkit.__version__}, Python {platform.python_version()}, "
         f"{platform.system()} {platform.release()}, {os.cpu_count()} cores, "
-        f"{total / GIB:.1f} GiB of memory, disk {base}). The output: ({n:,}, {n:,}) "
+        f"{total / GIB:.1f} GiB of memory, the files in "
+        f"{'--dir' if args.dir else 'a temporary directory'}). The output: ({n:,}, {n:,}) "
         f"float64, {out_bytes / GIB:.1f} GiB, {out_bytes / total:.2f} x the "
         f"machine's memory; budget {args.budget_gb:g} GiB a batch."
     )

@@ -4,6 +4,7 @@ Only the device *queries* are faked (``torch.cuda.is_available``,
 ``device_count``, ``torch.backends.mps.is_available``); nothing allocates on
 the fake device, so tests using these exercise xpkit's decisions, not torch.
 `fake_nvml` puts a stand-in ``pynvml`` module in ``sys.modules``.
+`HerePool` is an executor's pool that runs each task here.
 """
 
 from __future__ import annotations
@@ -245,3 +246,46 @@ def write_file(root: Path, rel: str, text: str) -> None:
     path = root / rel
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
+
+
+class HerePool:
+    """An executor's pool (`xpkit._executors.Pool`) that runs each task here, as submitted.
+
+    Subclasses choose the order `wait` hands finished tasks back in.
+    """
+
+    where = "this thread"
+
+    def __init__(self, slots: int) -> None:
+        self.slots, self.per_slot = slots, 1
+        self.starts: dict[object, int] = {}
+
+    def start(self, job, arrays):
+        self.job, self.arrays = job, arrays
+
+    def submit(self, start, stop):
+        from concurrent.futures import Future
+
+        from xpkit._rows import run_rows
+
+        future: Future = Future()
+        try:
+            future.set_result(run_rows(self.job, start, stop, *self.arrays))
+        except Exception as exc:  # noqa: BLE001 - the task's error, for the driver
+            future.set_exception(exc)
+        self.starts[future] = start
+        return future
+
+    def wait(self, futures):
+        return [
+            (f, None if f.exception() else f.result(), f.exception()) for f in futures
+        ]
+
+    def lost_worker(self, exc):  # noqa: ARG002 - no worker dies here
+        return False
+
+    def close(self):
+        pass
+
+    def abandon(self, futures):
+        pass

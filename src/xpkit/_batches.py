@@ -35,7 +35,7 @@ from ._statement import ATTRIBUTE, Capabilities
 from ._written import WorkerWrites
 
 if TYPE_CHECKING:
-    from collections.abc import Generator
+    from collections.abc import Callable, Generator
 
     from ._adapters._base import Adapter
     from ._backend import Backend
@@ -423,7 +423,11 @@ def _log_plan(request: BatchRequest, plan: BatchPlan) -> None:
 
 
 def pool_steps(
-    request: BatchRequest, outputs: Outputs, plan: BatchPlan, bar: ProgressBar | None
+    request: BatchRequest,
+    outputs: Outputs,
+    plan: BatchPlan,
+    bar: ProgressBar | None,
+    held: Callable[[], int] | None = None,
 ) -> Generator[None, None, int]:
     """The rows after the probe's on the executor's pool, task by task.
 
@@ -433,7 +437,8 @@ def pool_steps(
     workers write their rows into it themselves (`xpkit._written`): the rows
     from the probe's end to the next chunk boundary are written here first,
     and the tasks cover whole chunks (where a batch holds one chunk at
-    least; else the rows come back and are written here).
+    least; else the rows come back and are written here). ``held``: as for
+    `each_task_on_pool`.
     """
     assert request.pool is not None
     first, chunk, out = plan.probe_rows, chunk_rows(request.out), request.out
@@ -461,6 +466,7 @@ def pool_steps(
             bar=bar,
             chunk=chunk,
             whole_chunks=shared,
+            held=held,
         )
     )
 

@@ -12,13 +12,14 @@ before anything runs (its structure, its rows, a read-only array), and
 other batch runs: a `ValueError` or `TypeError` naming ``out``.
 
 A store that keeps its rows in chunks (a ``chunks`` attribute whose first
-entry is the rows of a chunk) gets every chunk written once, whole
+entry is the rows of a chunk; a sharded zarr array's shards,
+`xpkit._adapters._stores.rows_per_write`) gets every chunk written once, whole
 (`ChunkWriter`). Batches cover whole chunks where they hold one (the plan
 rounds them down, `aligned_batch`; the first after the probe's rows ends on
 a boundary, `stop_at_chunk`), and rows of a chunk that a batch covers only
-in part wait in a buffer of one chunk until the rest of it arrives, so no batch writes half of a chunk that
-another completes (a batch starts where the probe or an OOM split ended,
-anywhere). Nothing the size of the whole output is allocated.
+in part (the probe's, an OOM half's) wait in a buffer of one chunk until the
+rest of it arrives: no batch writes half of a chunk that another completes.
+Nothing the size of the whole output is allocated.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from ._adapters._registry import adapter_for_array, get_adapter
-from ._adapters._stores import written_by_workers
+from ._adapters._stores import rows_per_write, written_by_workers
 
 if TYPE_CHECKING:
     from ._backend import Backend
@@ -86,9 +87,13 @@ def check_out(out: Value, n: int) -> Out:
         spec: ResultSpec = (type(out).__name__, len(out))
         named = [(f"out[{i}]", leaf) for i, leaf in enumerate(out)]
     elif isinstance(out, Mapping):
-        if not out or not all(isinstance(k, str) for k in out):
-            msg = f"out must map fn's output names (str) to arrays, got {out!r}"
-            raise TypeError(msg) if out else ValueError(msg)
+        if not out:
+            msg = "out must be an array or a non-empty tuple, list or dict, got {}"
+            raise ValueError(msg)
+        bad = [k for k in out if not isinstance(k, str)]
+        if bad:
+            msg = f"out must map fn's output names (str) to arrays, got key {bad[0]!r}"
+            raise TypeError(msg)
         spec = ("dict", tuple(out))
         named = [(f"out[{k!r}]", leaf) for k, leaf in out.items()]
     else:
@@ -96,8 +101,23 @@ def check_out(out: Value, n: int) -> Out:
         named = [("out", out)]
     chunks = tuple(_check_leaf(name, leaf, n) for name, leaf in named)
     leaves = tuple(leaf for _, leaf in named)
+    _refuse_shared_memory(named)
     shared = all(written_by_workers(leaf) for leaf in leaves)
     return Out(out, spec, leaves, chunks, shared)
+
+
+def _refuse_shared_memory(named: list[tuple[str, Value]]) -> None:
+    """ValueError where two outputs are one array, or NumPy arrays that overlap."""
+    for i, (name, leaf) in enumerate(named):
+        for other, given in named[i + 1 :]:
+            same = leaf is given or (
+                isinstance(leaf, np.ndarray)
+                and isinstance(given, np.ndarray)
+                and np.may_share_memory(leaf, given)
+            )
+            if same:
+                msg = f"{name} and {other} share memory: each output needs its own"
+                raise ValueError(msg)
 
 
 def _check_leaf(name: str, leaf: Value, n: int) -> int:
@@ -127,11 +147,15 @@ def _check_leaf(name: str, leaf: Value, n: int) -> int:
         )
         raise TypeError(msg)
     if adapter is not None:
+        why = adapter.unwritable(leaf)
+        if why is not None:
+            msg = f"{name} cannot be written: it is {why}"
+            raise ValueError(msg)
         return 1  # (rows of an array library: no chunks of a store)
     if getattr(leaf, "read_only", False) is True:
         msg = f"{name} is read-only (its read_only attribute is True)"
         raise ValueError(msg)
-    chunks = getattr(leaf, "chunks", None)
+    chunks = rows_per_write(leaf)
     if chunks is None:
         return 1
     rows = chunks[0] if isinstance(chunks, tuple) and chunks else None

@@ -147,6 +147,9 @@ class Outputs:
         if self._in_place:
             return Rows(rows.spec, [self._on_device(v) for v in rows.leaves], True)
         targets = self._targets
+        if targets and rows.spec[0] == "dict" and self._into is not None:
+            by_key = dict(zip(self._into.spec[1], targets, strict=True))
+            targets = [by_key.get(k) for k in rows.spec[1]]  # (in fn's order)
         if len(targets) != len(rows.leaves):  # (not out's: `put` says so)
             targets = [None] * len(rows.leaves)
         leaves = [

@@ -54,9 +54,11 @@ def iter_batches(
     moves on. The ranges tile ``range(n)`` in order (a batch split after an
     OOM comes as its pieces; the probe's rows first). With an executor the
     tasks in flight keep running while the caller holds a batch, and those
-    that finish out of order wait until the rows before them are yielded:
-    at most the executor's tasks in flight. Closing the generator early
-    (``break``) cancels what is left.
+    that finish out of order wait until the rows before them are yielded;
+    they count against the executor's tasks in flight, so that at most
+    that many wait. Closing the generator early (``break``) cancels what is
+    left. ``result`` is ``fn``'s own (a view of the input where ``fn``
+    returns one, as ``map_batches`` never does).
 
     The arguments are checked when the generator is made, before any
     batch runs; ``fn`` first runs at the first ``next``. Zero rows yield
@@ -133,7 +135,7 @@ def _batches_of(request: BatchRequest) -> Iterator[tuple[range, UserResult]]:
     steps = (
         each_batch_here(request, outputs, plan, cost, None, None)
         if request.pool is None
-        else pool_steps(request, outputs, plan, None)
+        else pool_steps(request, outputs, plan, None, in_order.held)
     )
     try:
         for _ in steps:
@@ -149,6 +151,10 @@ class _InOrder:
         self._outputs = outputs
         self._waiting: dict[int, tuple[range, UserResult]] = {}
         self._at = 0  # the first row not yet handed on
+
+    def held(self) -> int:
+        """Pieces that came before the rows ahead of them (they wait here)."""
+        return len(self._waiting)
 
     def ready(self) -> Iterator[tuple[range, UserResult]]:
         """The pieces that came, from the first row not yet handed on, while they follow."""

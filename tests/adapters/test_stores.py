@@ -31,3 +31,24 @@ def test_other_arrays_are_written_here(tmp_path):
 def test_without_zarr_imported_nothing_is(monkeypatch):
     monkeypatch.setitem(sys.modules, "zarr", None)
     assert not written_by_workers(np.zeros(4))
+
+
+def test_an_in_memory_fsspec_store_is_written_here():
+    zarr = pytest.importorskip("zarr")
+    pytest.importorskip("fsspec")
+    z = zarr.create_array(store="memory://xpkit-test-store", shape=(4,), dtype="f8")
+    assert not written_by_workers(z)  # (each worker would write its own memory)
+
+
+def test_a_sharded_arrays_write_is_a_shard(tmp_path):
+    zarr = pytest.importorskip("zarr")
+    from xpkit._adapters._stores import rows_per_write
+
+    sharded = zarr.create_array(
+        store=str(tmp_path / "s"), shape=(40,), chunks=(5,), shards=(20,), dtype="f8"
+    )
+    plain = zarr.create_array(
+        store=str(tmp_path / "p"), shape=(40,), chunks=(5,), dtype="f8"
+    )
+    assert rows_per_write(sharded) == (20,)
+    assert rows_per_write(plain) == (5,)

@@ -380,3 +380,45 @@ def test_tasks_smaller_than_a_chunk_bring_their_rows_back(tmp_path, monkeypatch)
     np.testing.assert_array_equal(z[:], a + 1.0)
     assert came
     assert not any(came)
+
+
+def test_outputs_that_share_memory_are_refused():
+    a = np.zeros((20, 6))
+    fn = Counted()
+    for out, match in (
+        ((a[:, :3], a[:, 3:]), r"^out\[0\] and out\[1\] share memory"),
+        ({"x": a, "y": a}, r"^out\['x'\] and out\['y'\] share memory"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            xpkit.map_batches(fn, _data(20), out=out, **SEVEN)
+    assert fn.calls == 0
+
+
+def test_a_tensor_that_cannot_be_written_is_refused_before_fn_runs():
+    torch = pytest.importorskip("torch")
+    fn = Counted()
+    x = torch.from_numpy(_data(20))
+    grad = torch.zeros((20, 3), dtype=torch.float64, requires_grad=True)
+    expanded = torch.zeros((1, 3), dtype=torch.float64).expand(20, 3)
+    for out, match in ((grad, "requires grad"), (expanded, "share memory")):
+        with pytest.raises(ValueError, match=rf"^out cannot be written: .*{match}"):
+            xpkit.map_batches(fn, x, out=out, **SEVEN)
+    assert fn.calls == 0
+
+
+def test_a_sharded_store_is_written_a_whole_shard_at_a_time(tmp_path, monkeypatch):
+    """Its chunks are inner ones: two writers of one shard would lose rows."""
+    zarr = pytest.importorskip("zarr")
+    z = zarr.create_array(
+        store=str(tmp_path / "s"),
+        shape=(100, 3),
+        chunks=(5, 3),
+        shards=(20, 3),
+        dtype="float64",
+    )
+    spans = _recording(monkeypatch, z)
+    a = _data(100)
+    xpkit.map_batches(lambda x: x * 2.0, a, out=z, **SEVEN)
+    monkeypatch.undo()
+    np.testing.assert_array_equal(z[:], a * 2.0)
+    assert all(start % 20 == 0 and stop % 20 == 0 for start, stop in spans), spans

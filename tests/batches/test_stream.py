@@ -8,9 +8,11 @@ import weakref
 
 import numpy as np
 import pytest
+from fakes import HerePool
 from helpers import run_python
 
 import xpkit
+from xpkit._executors import Pool
 from xpkit.testing import assert_equal
 
 GB = 1024**3
@@ -165,3 +167,40 @@ def test_in_order_on_the_joblib_executor():
     pieces = list(xpkit.iter_batches(lambda x: x - 1.0, a, executor="joblib", **SEVEN))
     assert _tiles(pieces, 60)
     np.testing.assert_array_equal(np.concatenate([r for _, r in pieces]), a - 1.0)
+
+
+class _LatePool(HerePool, Pool):
+    """Hands back the task of the earliest rows last: every other finishes before it."""
+
+    def __init__(self) -> None:
+        super().__init__(2)
+        self.delivered = 0
+
+    def wait(self, futures):
+        first = min(futures, key=self.starts.__getitem__)
+        chosen = [f for f in futures if f is not first] or [first]
+        self.delivered += len(chosen)
+        return super().wait(chosen)
+
+
+def test_rows_out_of_order_wait_within_the_tasks_in_flight():
+    """Tasks finishing before the earliest one wait for it, and count against
+    the tasks in flight: never more wait than the pool runs at once."""
+    from xpkit._request import BatchCall, batch_request
+    from xpkit._stream import _batches_of
+
+    a = _data(70)
+    fn = lambda x: x * 2.0
+    call = BatchCall(
+        fn, (a,), None, (), 1.0, 1.0, 7 / GB, 1, None, "host", None, None, False
+    )
+    pool = _LatePool()
+    request = batch_request(call)._replace(pool=pool)
+    most_waiting, pieces = 0, []
+    for yielded, piece in enumerate(_batches_of(request), start=1):
+        pieces.append(piece)
+        most_waiting = max(most_waiting, pool.delivered - yielded)
+    assert _tiles(pieces, 70)
+    assert len(pieces) == 10
+    np.testing.assert_array_equal(np.concatenate([r for _, r in pieces]), a * 2.0)
+    assert most_waiting <= pool.slots * pool.per_slot

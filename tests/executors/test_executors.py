@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import logging
 import sys
-from concurrent.futures import Future
 
 import joblib
 import numpy as np
 import pool_jobs as jobs
 import pytest
+from fakes import HerePool
 from helpers import run_python
 from ooms import assert_no_failed_size_again
 
@@ -232,50 +232,29 @@ def test_joblib_worker_count_follows_memory(two_cpus, caplog):
     assert any("joblib's 2 worker processes" in r.getMessage() for r in caplog.records)
 
 
-class _HerePool(Pool):
+class _HerePool(HerePool, Pool):
     """A pool that runs each task as it is submitted, here.
 
     It records each task's rows with the smallest failed task the driver
     had been told of (by `wait`) when it submitted that one.
     """
 
-    where = "this thread"
-
     def __init__(self, slots: int) -> None:
-        self.slots, self.per_slot = slots, 1
+        super().__init__(slots)
         self.failed_seen: int | None = None
         self.submitted: list[tuple[int, int | None]] = []
 
-    def start(self, job, arrays):
-        self.job, self.arrays = job, arrays
-
     def submit(self, start, stop):
         self.submitted.append((stop - start, self.failed_seen))
-        future: Future = Future()
-        try:
-            future.set_result(run_rows(self.job, start, stop, *self.arrays))
-        except Exception as exc:  # noqa: BLE001 - the task's error, for the driver
-            future.set_exception(exc)
-        return future
+        return super().submit(start, stop)
 
     def wait(self, futures):
-        done = [
-            (f, None if f.exception() else f.result(), f.exception()) for f in futures
-        ]
+        done = super().wait(futures)
         for _, _, error in done:
             if error is not None:
                 rows = int(str(error))
                 self.failed_seen = min(rows, self.failed_seen or rows)
         return done
-
-    def lost_worker(self, exc):  # noqa: ARG002 - no worker dies here
-        return False
-
-    def close(self):
-        pass
-
-    def abandon(self, futures):
-        pass
 
 
 @pytest.mark.parametrize("slots", [1, 3])
@@ -331,7 +310,7 @@ def test_an_exception_that_cannot_travel_back_is_named_not_a_death(data, two_cpu
 
 
 def test_a_task_passes_an_exception_that_travels_as_it_is():
-    from xpkit._rows import Job, run_rows
+    from xpkit._rows import Job
 
     def fails(x):
         raise ValueError("plain")

@@ -221,6 +221,14 @@ class Adapter:
         """Whether ``x`` is a plain array (no subclass or layout with other semantics)."""
         return True
 
+    def unwritable(self, x: Array) -> str | None:
+        """Why rows of ``x`` cannot be written in place (``x[a:b] = v``), or None.
+
+        The answer completes "<parameter> is ...". By default every array of
+        a library whose arrays are (`writable_rows`) can be.
+        """
+        return None
+
     def lost_in_conversion(self, x: Array) -> str | None:
         """Why converting ``x`` to a plain array would drop information, or None.
 

@@ -248,6 +248,18 @@ class TorchAdapter(Adapter):
         """A dense (strided) tensor or parameter, not a sparse or quantized one."""
         return x.layout is self._strided_layout() and not x.is_quantized
 
+    def unwritable(self, x: Array) -> str | None:
+        """A tensor that requires grad, or one whose rows share memory (expanded)."""
+        if x.requires_grad:
+            return "a tensor that requires grad (autograd refuses writes into it)"
+        steps = zip(x.stride(), x.shape, strict=True)
+        if any(step == 0 and size > 1 for step, size in steps):
+            return (
+                "a tensor whose elements share memory (expanded: a stride of 0); "
+                "give a contiguous one"
+            )
+        return None
+
     def to_numpy(self, x: Array) -> HostArray:
         """Detach, move to the CPU when needed, then share memory with NumPy."""
         torch = _torch()

@@ -20,7 +20,7 @@ from ._base import InputsLost, Pool
 from ._interrupts import interrupts_held
 
 if TYPE_CHECKING:
-    from collections.abc import Generator
+    from collections.abc import Callable, Generator
 
     from .._outputs import Outputs
     from .._typing import Array, ProgressBar, TaskFuture
@@ -42,6 +42,7 @@ def each_task_on_pool(
     bar: ProgressBar | None,
     chunk: int = 1,
     whole_chunks: bool = False,
+    held: Callable[[], int] | None = None,
 ) -> Generator[None, None, int]:
     """Run rows ``first:`` on ``pool``, yielding once each task's rows are in ``outputs``.
 
@@ -50,7 +51,10 @@ def each_task_on_pool(
     it, so that the rest cover whole chunks (``batch`` is one); with
     ``whole_chunks`` (the workers write their rows into that store), a task
     is split only on a chunk boundary too, and one of less than two
-    chunks is not split. The tasks in flight keep running
+    chunks is not split. ``held``: how many tasks' rows the caller holds
+    while it waits for earlier ones (`iter_batches`' order): those count
+    against the tasks in flight, so that at most that many rows wait,
+    while a task always runs. The tasks in flight keep running
     while the caller holds a yield; closing the generator abandons the run
     (as any error does).
 
@@ -79,10 +83,14 @@ def each_task_on_pool(
     limit = batch  # the largest batch worth submitting; shrinks after a failure
     retried: set[tuple[int, int]] = set()
     resubmitted = deaths = 0
+    in_flight = pool.slots * pool.per_slot
     try:
         pool.start(job, arrays)
         while queue or running:
-            while queue and len(running) < pool.slots * pool.per_slot:
+            while queue and (
+                not running
+                or len(running) + (0 if held is None else held()) < in_flight
+            ):
                 start, stop = queue.popleft()
                 half = _half(stop - start, chunk if whole_chunks else 1)
                 if stop - start > limit and half and half >= min_batch:
