@@ -93,6 +93,7 @@ BENCHMARK_TITLES = {
     "oom": "Recovering from out-of-memory errors",
     "cluster": "Executors: a dask cluster and joblib",
     "compile": "Compiled functions and the last, shorter batch",
+    "out_of_core": "Outputs larger than memory: out= and iter_batches",
     "history": "History of the runs",
 }
 BENCHMARK_ORDER = list(BENCHMARK_TITLES)
