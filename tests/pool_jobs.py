@@ -87,6 +87,41 @@ def exit_first_batch(marker: Path, above: int):
     return fn
 
 
+def die_writing(marker: Path, first_row: int):
+    """``work``, but the worker running the batch from ``first_row`` the
+    first time dies while writing that batch's rows into a zarr store: it
+    writes one chunk whole, leaves the next one half written (as a store
+    without atomic writes would), then kills its own process.
+
+    The fault is armed in the worker itself, before its task's rows are
+    written there: zarr's `LocalStore` there writes through ``_put``.
+    """
+
+    def fn(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        if int(x[0, 0]) == first_row and not marker.exists():
+            from zarr.storage import _local
+
+            put, chunks_set = _local._put, []
+
+            def dying_put(path: Path, value: Any, exclusive: bool = False) -> int:
+                if path.parent.parent.name != "c":  # (not a chunk: metadata)
+                    return put(path, value, exclusive)
+                chunks_set.append(path)
+                if len(chunks_set) == 1:
+                    return put(path, value, exclusive)
+                data = bytes(value.as_buffer_like())
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data[: len(data) // 2])
+                marker.write_text(f"{chunks_set[0]}\n{path}\n")
+                os.kill(os.getpid(), 9)
+                raise AssertionError("unreachable")  # pragma: no cover
+
+            _local._put = dying_put
+        return work(x, y)
+
+    return fn
+
+
 def cancel_inputs_once(marker: Path):
     """``work``, but the first attempt cancels the scattered inputs on the
     cluster (as if their last holder had died) and waits to be cancelled."""

@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import re
+from pathlib import Path
 
 import numpy as np
 import pool_jobs as jobs
@@ -386,3 +387,23 @@ def test_workers_write_their_own_rows_into_a_shared_store(
     np.testing.assert_array_equal(z[:], want)
     assert came
     assert all(came)
+
+
+def test_a_worker_dying_while_it_writes_leaves_no_partial_chunk(client, data, tmp_path):
+    """The worker of one task writes one of its chunks, leaves the next
+    half written, and dies: the task's retry writes its chunks again whole,
+    and the array is complete and correct (issue #32 item 3)."""
+    zarr = pytest.importorskip("zarr")
+    x, y = data
+    want = jobs.work(x, y)
+    z = zarr.create_array(
+        store=str(tmp_path / "z"), shape=want.shape, chunks=(16, 3), dtype=want.dtype
+    )
+    marker = tmp_path / "died"
+    # (bytes_per_item given: no probe; the tasks are rows 0:64, 64:128, ...)
+    fn = jobs.die_writing(marker, first_row=64)
+    assert xpkit.map_batches(fn, x, y, executor=client, out=z, **BATCHES_OF_64) is z
+    whole, half = marker.read_text().split()  # (the fault fired, in the task)
+    assert Path(whole).parent.name == "4"  # rows 64:80
+    assert Path(half).parent.name == "5"  # rows 80:96
+    np.testing.assert_array_equal(z[:], want)
