@@ -87,32 +87,38 @@ def exit_first_batch(marker: Path, above: int):
     return fn
 
 
-def die_writing(marker: Path, first_row: int):
+def die_writing(marker: Path, first_row: int, chunk_rows: int):
     """``work``, but the worker running the batch from ``first_row`` the
-    first time dies while writing that batch's rows into a zarr store: it
-    writes one chunk whole, leaves the next one half written (as a store
-    without atomic writes would), then kills its own process.
+    first time dies while writing that batch's rows into a zarr store: once
+    the batch's first chunk is written whole, it leaves its second one half
+    written (as a store without atomic writes would) and kills its own
+    process.
 
     The fault is armed in the worker itself, before its task's rows are
-    written there: zarr's `LocalStore` there writes through ``_put``.
+    written there: zarr's `LocalStore` there writes through ``_put``
+    (atomically: a chunk's file exists once it is whole), from several
+    threads at once, in no set order; so the second chunk waits for the
+    first's file.
     """
 
     def fn(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         if int(x[0, 0]) == first_row and not marker.exists():
             from zarr.storage import _local
 
-            put, chunks_set = _local._put, []
+            put = _local._put
+            second = str(first_row // chunk_rows + 1)
 
             def dying_put(path: Path, value: Any, exclusive: bool = False) -> int:
-                if path.parent.parent.name != "c":  # (not a chunk: metadata)
+                if path.parent.parent.name != "c" or path.parent.name != second:
                     return put(path, value, exclusive)
-                chunks_set.append(path)
-                if len(chunks_set) == 1:
-                    return put(path, value, exclusive)
+                whole = path.parent.parent / str(first_row // chunk_rows) / path.name
+                deadline = time.monotonic() + 60
+                while not whole.exists() and time.monotonic() < deadline:
+                    time.sleep(0.01)
                 data = bytes(value.as_buffer_like())
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(data[: len(data) // 2])
-                marker.write_text(f"{chunks_set[0]}\n{path}\n")
+                marker.write_text(f"{whole if whole.exists() else ''}\n{path}\n")
                 os.kill(os.getpid(), 9)
                 raise AssertionError("unreachable")  # pragma: no cover
 

@@ -401,9 +401,9 @@ def test_a_worker_dying_while_it_writes_leaves_no_partial_chunk(client, data, tm
     )
     marker = tmp_path / "died"
     # (bytes_per_item given: no probe; the tasks are rows 0:64, 64:128, ...)
-    fn = jobs.die_writing(marker, first_row=64)
+    fn = jobs.die_writing(marker, first_row=64, chunk_rows=16)
     assert xpkit.map_batches(fn, x, y, executor=client, out=z, **BATCHES_OF_64) is z
-    whole, half = marker.read_text().split()  # (the fault fired, in the task)
-    assert Path(whole).parent.name == "4"  # rows 64:80
+    whole, half = marker.read_text().split("\n")[:2]  # (the fault fired)
+    assert Path(whole).parent.name == "4"  # rows 64:80, written whole first
     assert Path(half).parent.name == "5"  # rows 80:96
     np.testing.assert_array_equal(z[:], want)
