@@ -484,6 +484,7 @@ def plan_batches(
     result_on: str = "host",
     fallback_bytes_per_item: float | None = None,
     remember: bool = True,
+    out: UserResult | None = None,
 ) -> BatchPlan:
     """The batch plan `map_batches` would use for these arguments.
 
@@ -492,7 +493,10 @@ def plan_batches(
     the trace cannot follow it) runs it on the probe's rows and discards
     their results; the plan's ``probe_rows`` says how many, and its
     ``batch_size`` is for the rows after them; nothing is allocated for
-    the outputs. The parameters are `map_batches`' own.
+    the outputs. The parameters are `map_batches`' own; with ``out``, the
+    plan is for writing into those arrays (nothing is written): batches
+    aligned to their chunks, within the budget less what writing one holds
+    (``out_held_bytes``).
 
     Returns
     -------
@@ -502,7 +506,7 @@ def plan_batches(
 
     Parameters
     ----------
-    fn, *arrays, backend, whole, bytes_per_item, overhead, budget_gb, min_batch, executor, result_on, fallback_bytes_per_item, remember
+    fn, *arrays, backend, whole, bytes_per_item, overhead, budget_gb, min_batch, executor, result_on, fallback_bytes_per_item, remember, out
         As for `map_batches`.
 
     Raises
@@ -534,6 +538,7 @@ def plan_batches(
         result_on,
         fallback_bytes_per_item,
         remember,
+        out,
     )
     return plan
 
@@ -551,6 +556,7 @@ def _plan_batches(
     result_on: str,
     fallback_bytes_per_item: float | None,
     remember: bool,
+    out: UserResult | None,
 ) -> BatchPlan:
     """`plan_batches`' body (the public function keeps compilers out of it)."""
     call = BatchCall(  # (by position: map_batches' parameters, in order)
@@ -567,6 +573,7 @@ def _plan_batches(
         None,
         fallback_bytes_per_item,
         remember,
+        out,
     )
     request = batch_request(call, caller="plan_batches")
     return _costed_plan(request, _outputs_of(request, keep=False))[1]

@@ -19,7 +19,11 @@ rounds them down, `aligned_batch`; the first after the probe's rows ends on
 a boundary, `stop_at_chunk`), and rows of a chunk that a batch covers only
 in part (the probe's, an OOM half's) wait in a buffer of one chunk until the
 rest of it arrives: no batch writes half of a chunk that another completes.
-Nothing the size of the whole output is allocated.
+Nothing the size of the whole output is allocated. What writing a batch
+holds in memory beside ``fn``'s result (`held_while_writing`: the store's
+chunks being encoded, `xpkit._adapters._stores.bytes_held_while_writing`,
+and the one chunk a `ChunkWriter` may buffer) is counted in the batch
+budget (`xpkit._plan`).
 """
 
 from __future__ import annotations
@@ -31,7 +35,12 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from ._adapters._registry import adapter_for_array, get_adapter
-from ._adapters._stores import rows_per_write, written_by_workers
+from ._adapters._stores import (
+    bytes_held_while_writing,
+    itemsize_of,
+    rows_per_write,
+    written_by_workers,
+)
 
 if TYPE_CHECKING:
     from ._backend import Backend
@@ -46,6 +55,7 @@ __all__ = [
     "check_out",
     "check_structure",
     "chunk_rows",
+    "held_while_writing",
     "stop_at_chunk",
     "target_of",
 ]
@@ -179,6 +189,22 @@ def aligned_batch(batch: int, out: Out | None) -> int:
     """``batch`` rounded down to whole chunks of ``out`` (as it is under one chunk)."""
     chunk = chunk_rows(out)
     return batch if batch < chunk else batch // chunk * chunk
+
+
+def held_while_writing(out: Out, batch: int) -> int:
+    """Bytes held in memory while a batch of ``batch`` rows is written into ``out``.
+
+    For each array: what its store holds while it writes those rows, and
+    for one cut in chunks the chunk its `ChunkWriter` may buffer (rows of a
+    chunk that a batch covers only in part). 0 for arrays without chunks.
+    """
+    held = 0
+    for leaf, rows in zip(out.leaves, out.chunk_rows, strict=True):
+        held += bytes_held_while_writing(leaf, batch)
+        if rows > 1:
+            row = math.prod(int(d) for d in leaf.shape[1:])
+            held += rows * row * itemsize_of(leaf)
+    return held
 
 
 def stop_at_chunk(start: int, stop: int, n: int, chunk: int) -> int:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ._into import aligned_batch
+from ._into import aligned_batch, held_while_writing
 from ._log import logger
 from ._memory import (
     BATCH_WORKING_SET_CEILING_GB,
@@ -108,10 +108,17 @@ class BatchPlan:
     bytes_per_item_squared : float
         The cost's term in the rows squared (0 for row-wise work; an outer
         product or a pairwise distance of the batch's rows has one).
+    out_held_bytes : int
+        What writing one batch into ``out`` holds in memory beside ``fn``'s
+        result: a store's chunks being encoded (zarr's, up to its
+        ``async.concurrency`` at once) and a chunk of rows waiting for the
+        rest of it. The batch is planned within ``budget_gb`` less this
+        (0 without ``out``, or for arrays without chunks: an ``np.memmap``'s
+        pages are the page cache's).
 
     Parameters
     ----------
-    n_items, budget_gb, bytes_per_item, fixed_bytes, overhead, source, batch_size, n_batches, probe_rows, remembered, batch_peak_bytes, output_bytes, output_place, outputs_fit, planned_batch_size, bytes_per_item_squared
+    n_items, budget_gb, bytes_per_item, fixed_bytes, overhead, source, batch_size, n_batches, probe_rows, remembered, batch_peak_bytes, output_bytes, output_place, outputs_fit, planned_batch_size, bytes_per_item_squared, out_held_bytes
         The attributes above; `plan_batches` makes plans, users read them.
 
     Raises
@@ -143,13 +150,14 @@ class BatchPlan:
     outputs_fit: bool | None = None
     planned_batch_size: int = 0
     bytes_per_item_squared: float = 0.0
+    out_held_bytes: int = 0
 
 
 def _new_plan(fields: dict[str, object]) -> BatchPlan:
     """A `BatchPlan` of all its ``fields``, made as unpickling makes one.
 
     Its instance dictionary is filled at once, without the frozen
-    dataclass's checked ``object.__setattr__`` for each of 16 fields, which
+    dataclass's checked ``object.__setattr__`` for each of 17 fields, which
     cost more than the rest of planning a call that `map_batches` makes
     over and over. The plan is the same (equal, hashable, frozen).
     """
@@ -187,14 +195,19 @@ def make_plan(
         batch, budget = _local_batch(request, cost, left, budget, measured)
     else:
         batch = max(cost.probe_rows, 1)
+    out = request.out
+    held = 0 if out is None or left <= 0 else held_while_writing(out, batch)
+    if held:  # (planned again beside it: no more rows, so no more held)
+        batch = _beside_out(request, cost, left, budget, held)
     planned = batch
     if cost.limit is not None:
         batch = max(min(batch, cost.limit), request.min_batch)
     if learned is not None and learned.fits is not None:
         batch = max(min(batch, learned.fits), request.min_batch)
-    if request.out is not None:  # (whole chunks of a store, where min_batch allows)
-        whole_chunks = aligned_batch(batch, request.out)
+    if out is not None:  # (whole chunks of a store, where min_batch allows)
+        whole_chunks = aligned_batch(batch, out)
         batch = whole_chunks if whole_chunks >= request.min_batch else batch
+        held = held_while_writing(out, batch)
     # Rows of the outputs: what the trace or the probe saw, else an earlier call.
     row_bytes = cost.output_row_bytes
     if row_bytes is None and learned is not None:
@@ -217,15 +230,45 @@ def make_plan(
             "batch_peak_bytes": request.overhead * peak,
             "output_bytes": output_bytes,
             "output_place": "out"
-            if request.out is not None
+            if out is not None
             else "host"
             if request.result_on == "host"
             else request.owner.name,
             "outputs_fit": _outputs_fit(request, output_bytes),
             "planned_batch_size": planned,
             "bytes_per_item_squared": cost.squared,
+            "out_held_bytes": held,
         }
     )
+
+
+def _beside_out(
+    request: BatchRequest,
+    cost: Cost,
+    left: int,
+    budget: float,
+    held: int,
+) -> int:
+    """Rows per batch within ``budget`` (GB) less the ``held`` bytes of writing ``out``.
+
+    ``held`` is what writing the batch first planned holds; the batch
+    planned without it is no smaller, and holds no less, so the one
+    planned here fits with what writing it holds.
+    """
+    rest = budget - held / BYTES_PER_GB
+    if rest <= 0:
+        logger().warning(
+            "map_batches: writing out holds %.3g GB (its store's chunks), as "
+            "much as the %.3g GB budget; running batches of min_batch=%d rows",
+            held / BYTES_PER_GB,
+            budget,
+            request.min_batch,
+        )
+        return request.min_batch
+    pool = request.pool
+    if pool is not None:
+        return _pool_batch(pool, request, cost, rest)[0]
+    return _local_batch(request, cost, left, rest, rest)[0]
 
 
 def _local_batch(
@@ -319,7 +362,9 @@ def _outputs_fit(request: BatchRequest, output_bytes: int | None) -> bool | None
         return None
 
 
-def _pool_batch(pool: Pool, request: BatchRequest, cost: Cost) -> tuple[int, float]:
+def _pool_batch(
+    pool: Pool, request: BatchRequest, cost: Cost, within: float | None = None
+) -> tuple[int, float]:
     """Rows per task on ``pool`` and the per-task budget (GB) they come from.
 
     The memory budget is a hard cap; within it, batches are no smaller than
@@ -344,6 +389,8 @@ def _pool_batch(pool: Pool, request: BatchRequest, cost: Cost) -> tuple[int, flo
             hard = min(measured, BATCH_WORKING_SET_CEILING_GB)
             ceiling = request.adapter.batch_ceiling_bytes(request.owner.device)
             soft = hard if ceiling is None else min(hard, ceiling / BYTES_PER_GB)
+    if within is not None:  # (less what writing out holds, `_beside_out`)
+        hard, soft = min(hard, within), min(soft, within)
     slots = pool.slots
     batch = min(rows(hard), max(rows(soft), -(-n // (slots * TASKS_PER_THREAD))))
     batch = max(floor, min(batch, -(-n // slots)))

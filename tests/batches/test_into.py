@@ -239,7 +239,9 @@ def _store(tmp_path, n, chunk):
 
 
 @pytest.mark.parametrize("n", [1000, 1003])
-def test_a_chunked_store_gets_every_chunk_once_whole(tmp_path, monkeypatch, n):
+def test_a_chunked_store_gets_every_chunk_once_whole(
+    tmp_path, monkeypatch, n, writing_holds_nothing
+):
     z = _store(tmp_path, n, 64)
     spans = _recording(monkeypatch, z)
     a = _data(n)
@@ -286,7 +288,9 @@ def test_chunks_that_are_not_one_size_are_refused():
     assert fn.calls == 0
 
 
-def test_batches_cover_whole_chunks_where_they_hold_one(tmp_path, monkeypatch):
+def test_batches_cover_whole_chunks_where_they_hold_one(
+    tmp_path, monkeypatch, writing_holds_nothing
+):
     """Batches of 20 rows into chunks of 8: batches of 16, nothing buffered."""
     z = _store(tmp_path, 100, 8)
     spans = _recording(monkeypatch, z)
@@ -331,7 +335,9 @@ def test_after_the_probes_rows_a_batch_ends_on_a_chunk(tmp_path, monkeypatch, ca
     assert all(r.start % 1000 == 0 for r in batches[1:]), ranges
 
 
-def test_joblib_workers_write_their_own_rows_into_a_shared_store(tmp_path, monkeypatch):
+def test_joblib_workers_write_their_own_rows_into_a_shared_store(
+    tmp_path, monkeypatch, writing_holds_nothing
+):
     """out= a zarr store in a directory, on joblib's worker processes: nothing
     of the rows comes back (xpkit._written)."""
     pytest.importorskip("joblib")

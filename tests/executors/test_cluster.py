@@ -357,7 +357,7 @@ def test_iter_batches_on_the_cluster_in_order_and_closed_early(client, data, tmp
 
 
 def test_workers_write_their_own_rows_into_a_shared_store(
-    client, data, tmp_path, monkeypatch
+    client, data, tmp_path, monkeypatch, writing_holds_nothing
 ):
     """out= a zarr store every worker reaches: each task writes its rows
     itself, nothing of them comes back; a worker killed mid-run leaves a
@@ -389,7 +389,9 @@ def test_workers_write_their_own_rows_into_a_shared_store(
     assert all(came)
 
 
-def test_a_worker_dying_while_it_writes_leaves_no_partial_chunk(client, data, tmp_path):
+def test_a_worker_dying_while_it_writes_leaves_no_partial_chunk(
+    client, data, tmp_path, writing_holds_nothing
+):
     """The worker of one task writes one of its chunks, leaves the next
     half written, and dies: the task's retry writes its chunks again whole,
     and the array is complete and correct (issue #32 item 3)."""

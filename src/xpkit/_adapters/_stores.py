@@ -1,6 +1,6 @@
 """On-disk stores as `map_batches(..., out=...)` writes them.
 
-Two facts about a store's array that only its library knows:
+Three facts about a store's array that only its library knows:
 
 - how many rows one write must cover to leave no other write's rows
   behind (`rows_per_write`): a chunk, or for a sharded zarr array a shard
@@ -12,19 +12,43 @@ Two facts about a store's array that only its library knows:
   directory, shared by the workers of one host, or many on a shared
   filesystem; an fsspec or object store other than an in-memory one). A
   zarr array in memory would travel as a copy, and an ``np.memmap``
-  pickles as a plain array: those are written by the caller's process.
+  pickles as a plain array: those are written by the caller's process;
+- what it holds in memory while it writes rows (`bytes_held_while_writing`),
+  which the batch budget counts beside ``fn``'s own cost: zarr encodes up to
+  ``async.concurrency`` of a write's chunks (or shards) at once, each a
+  contiguous copy plus its encoded bytes (about two chunks' bytes each, and
+  three for a shard, which is assembled whole), and the copy of one more
+  being made (measured with tracemalloc, ``tests/batches/test_out_held.py``);
+  another chunked store (h5py's chunk cache) one chunk at a time, counted
+  as two; an array without chunks
+  (``np.memmap``, whose pages are the page cache's, not the process's)
+  nothing.
 """
 
 from __future__ import annotations
 
+import math
 import sys
 
-__all__ = ["rows_per_write", "written_by_workers"]
+import numpy as np
+
+__all__ = [
+    "bytes_held_while_writing",
+    "itemsize_of",
+    "rows_per_write",
+    "written_by_workers",
+]
 
 #: zarr's stores that a worker reaches through the pickled array.
 _SHARED_ZARR_STORES = frozenset({"LocalStore", "FsspecStore", "ObjectStore"})
 #: Filesystems that live in one process (fsspec's protocols).
 _IN_PROCESS = frozenset({"memory"})
+#: Bytes of one chunk (or shard) that its library holds while it writes it:
+#: zarr's contiguous copy and encoded bytes of a chunk, and of a shard also
+#: the shard assembled whole; another chunked store's (one in its cache).
+_CHUNK_COPIES, _SHARD_COPIES, _OTHER_COPIES = 2, 3, 2
+#: zarr's own objects for one write, beside the chunks' bytes.
+_WRITE_SLACK_BYTES = 64 * 1024
 
 
 def _zarr_array(leaf: object) -> bool:
@@ -60,3 +84,46 @@ def written_by_workers(leaf: object) -> bool:
     if kind == "ObjectStore":  # (obstore's MemoryStore is one process's)
         return type(getattr(store, "store", None)).__name__ != "MemoryStore"
     return True
+
+
+def _concurrency() -> int:
+    """Chunks zarr encodes at once (``async.concurrency``; 1 where it has none)."""
+    zarr = sys.modules.get("zarr")
+    config = getattr(zarr, "config", None)
+    try:
+        value = config.get("async.concurrency") if config is not None else None
+    except (KeyError, TypeError, ValueError):
+        value = None
+    return value if isinstance(value, int) and value >= 1 else 1
+
+
+def itemsize_of(leaf: object) -> int:
+    """Bytes of one element of ``leaf`` (of a complex128 where its dtype says none)."""
+    itemsize = getattr(getattr(leaf, "dtype", None), "itemsize", None)
+    if isinstance(itemsize, int) and itemsize > 0:
+        return itemsize
+    return np.dtype(np.complex128).itemsize  # (the widest it can be)
+
+
+def bytes_held_while_writing(leaf: object, rows: int) -> int:
+    """Bytes the library of ``leaf`` holds while ``rows`` of its rows are written at once.
+
+    0 for an array without chunks; for a chunked store the chunks (or
+    shards) those rows cover, as many at a time as it writes at once, times
+    the copies it keeps of each, and one more (see the module).
+    """
+    unit = rows_per_write(leaf)
+    if not isinstance(unit, tuple) or not unit or rows < 1:
+        return 0
+    shape = tuple(int(d) for d in getattr(leaf, "shape", ()))
+    sizes = [max(1, min(int(u), d)) for u, d in zip(unit, shape, strict=False)]
+    sizes += shape[len(sizes) :]
+    unit_bytes = math.prod(sizes) * itemsize_of(leaf)
+    across = math.prod(-(-d // u) for d, u in zip(shape[1:], sizes[1:], strict=True))
+    units = -(-min(rows, shape[0] if shape else rows) // sizes[0]) * across
+    if not _zarr_array(leaf):
+        return _OTHER_COPIES * unit_bytes
+    sharded = getattr(leaf, "shards", None) is not None
+    copies = _SHARD_COPIES if sharded else _CHUNK_COPIES
+    at_once = min(units, _concurrency())
+    return (copies * at_once + 1) * unit_bytes + _WRITE_SLACK_BYTES
