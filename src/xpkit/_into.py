@@ -38,6 +38,7 @@ from ._adapters._registry import adapter_for_array, get_adapter
 from ._adapters._stores import (
     bytes_held_while_writing,
     itemsize_of,
+    read_only,
     rows_per_write,
     written_by_workers,
 )
@@ -162,8 +163,9 @@ def _check_leaf(name: str, leaf: Value, n: int) -> int:
             msg = f"{name} cannot be written: it is {why}"
             raise ValueError(msg)
         return 1  # (rows of an array library: no chunks of a store)
-    if getattr(leaf, "read_only", False) is True:
-        msg = f"{name} is read-only (its read_only attribute is True)"
+    why = read_only(leaf)
+    if why is not None:
+        msg = f"{name} is {why}"
         raise ValueError(msg)
     chunks = rows_per_write(leaf)
     if chunks is None:

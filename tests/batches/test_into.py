@@ -428,3 +428,34 @@ def test_a_sharded_store_is_written_a_whole_shard_at_a_time(tmp_path, monkeypatc
     monkeypatch.undo()
     np.testing.assert_array_equal(z[:], a * 2.0)
     assert all(start % 20 == 0 and stop % 20 == 0 for start, stop in spans), spans
+
+
+@pytest.mark.parametrize("chunks", [(100, 16), None])
+def test_into_an_h5py_dataset(tmp_path, chunks):
+    """h5py's datasets through the same protocol (chunked, or contiguous)."""
+    h5py = pytest.importorskip("h5py")
+    n = 2_000
+    a = _data(n, 16)
+    with h5py.File(tmp_path / "a.h5", "w") as f:
+        ds = f.create_dataset("d", shape=(n, 16), dtype="float64", chunks=chunks)
+        got = xpkit.map_batches(lambda x: x * 2.0, a, out=ds, budget_gb=0.05)
+        assert got is ds
+        np.testing.assert_array_equal(ds[:], a * 2.0)
+
+
+def test_an_h5py_dataset_of_a_read_only_file_is_refused_before_fn_runs(tmp_path):
+    h5py = pytest.importorskip("h5py")
+    with h5py.File(tmp_path / "a.h5", "w") as f:
+        f.create_dataset("d", shape=(20, 3), dtype="float64", chunks=(5, 3))
+    fn = Counted()
+    with (
+        h5py.File(tmp_path / "a.h5", "r") as f,
+        pytest.raises(
+            ValueError, match=r"^out is an h5py dataset of a file opened read-only"
+        ),
+    ):
+        xpkit.map_batches(fn, _data(20), out=f["d"], **SEVEN)
+    assert fn.calls == 0
+    with h5py.File(tmp_path / "a.h5", "r+") as f:  # (the same, writable)
+        xpkit.map_batches(fn, _data(20), out=f["d"], budget_gb=0.05)
+        np.testing.assert_array_equal(f["d"][:], _data(20) * 2.0)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -68,7 +69,66 @@ def test_a_zarr_write_holds_no_more_than_the_estimate(rows, chunk, shard, concur
     peak, estimate = figures["peak"], figures["estimate"]
     unit = (shard or chunk) * 1024 * 8  # (bytes of a chunk, or of a shard)
     assert peak <= estimate, figures  # (never under what the write holds)
-    assert estimate <= 1.15 * peak + 2 * unit + 128 * 1024, figures  # (not far over)
+    # (not far over: fewer are encoded at once on a loaded machine)
+    assert estimate <= 1.3 * peak + 3 * unit + 128 * 1024, figures
+
+
+#: One write of ``rows`` rows into an h5py dataset, its peak RSS growth
+#: (VmHWM, reset in this child) against the estimate; argv: rows, chunk rows
+#: (0: contiguous), columns, compression ("none" or h5py's).
+_ONE_H5PY_WRITE = """
+import json, sys, tempfile
+from pathlib import Path
+import numpy as np, h5py
+from xpkit._adapters._stores import bytes_held_while_writing
+
+def status(key):
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(key):
+            return int(line.split()[1]) * 1024
+
+rows, chunk, cols = (int(a) for a in sys.argv[1:4])
+kw = {} if sys.argv[4] == "none" else {"compression": sys.argv[4]}
+f = h5py.File(Path(tempfile.mkdtemp()) / "a.h5", "w")
+ds = f.create_dataset(
+    "d", shape=(rows, cols), dtype="float64", chunks=(chunk, cols) if chunk else None, **kw
+)
+x = np.random.default_rng(0).random((rows, cols))  # (random: nothing compresses)
+ds[: chunk or 16] = x[: chunk or 16]  # (what a first write sets up)
+Path("/proc/self/clear_refs").write_text("5")  # (this child's peak RSS, from here)
+base = status("VmRSS")
+ds[:] = x
+peak = status("VmHWM") - base
+print(json.dumps({"peak": peak, "estimate": bytes_held_while_writing(ds, rows)}))
+"""
+
+
+@pytest.mark.skipif(
+    not Path("/proc/self/clear_refs").exists(), reason="needs Linux's /proc (peak RSS)"
+)
+@pytest.mark.parametrize(
+    ("rows", "chunk", "cols", "compression"),
+    [
+        (8192, 512, 1024, "none"),  # eight chunks of 4 MiB
+        (8192, 512, 1024, "gzip"),  # the same, filtered
+        (8192, 64, 1024, "gzip"),  # 128 of 512 kB
+        (65536, 16, 128, "none"),  # 4096 of 16 kB: what HDF5 keeps per chunk
+        (8192, 0, 1024, "none"),  # contiguous: nothing of its own
+    ],
+)
+def test_an_h5py_write_holds_no_more_than_the_estimate(rows, chunk, cols, compression):
+    pytest.importorskip("h5py")
+    got = run_python(
+        _ONE_H5PY_WRITE, *map(str, (rows, chunk, cols, compression)), check=True
+    )
+    figures = json.loads(got.stdout.strip().splitlines()[-1])
+    peak, estimate = figures["peak"], figures["estimate"]
+    if not chunk:
+        assert estimate == 0, figures
+        assert peak <= MiB, figures  # (a page or two)
+        return
+    assert peak <= estimate, figures
+    assert estimate <= 2 * peak + 16 * MiB, figures  # (not far over)
 
 
 #: A whole map_batches run into a zarr store of 1 MiB chunks, its
@@ -141,9 +201,10 @@ def test_the_plan_counts_the_store_beside_fns_cost(tmp_path):
     # encoded at once (up to its async.concurrency) and of the next one,
     # and one chunk buffered.
     zarr = pytest.importorskip("zarr")
-    chunk_bytes = 100 * cols * 8
-    at_once = min(into.batch_size // 100, zarr.config.get("async.concurrency"))
-    expected = (2 * at_once + 1) * chunk_bytes + 64 * 1024 + chunk_bytes
+    chunk_bytes, chunks = 100 * cols * 8, into.batch_size // 100
+    at_once = min(chunks, zarr.config.get("async.concurrency"))
+    copies = 2 * (at_once + 1) if chunks > at_once else 2 * at_once + 1
+    expected = copies * chunk_bytes + 64 * 1024 + chunk_bytes
     assert into.out_held_bytes == expected
 
 

@@ -1,6 +1,6 @@
 """On-disk stores as `map_batches(..., out=...)` writes them.
 
-Three facts about a store's array that only its library knows:
+Four facts about a store's array that only its library knows:
 
 - how many rows one write must cover to leave no other write's rows
   behind (`rows_per_write`): a chunk, or for a sharded zarr array a shard
@@ -17,12 +17,16 @@ Three facts about a store's array that only its library knows:
   which the batch budget counts beside ``fn``'s own cost: zarr encodes up to
   ``async.concurrency`` of a write's chunks (or shards) at once, each a
   contiguous copy plus its encoded bytes (about two chunks' bytes each, and
-  three for a shard, which is assembled whole), and the copy of one more
+  three for a shard, which is assembled whole), and those of the next one
   being made (measured with tracemalloc, ``tests/batches/test_out_held.py``);
-  another chunked store (h5py's chunk cache) one chunk at a time, counted
-  as two; an array without chunks
-  (``np.memmap``, whose pages are the page cache's, not the process's)
-  nothing.
+  h5py (HDF5) filters one chunk at a time, counted as three chunks, and
+  keeps about 7 kB for each chunk a write covers and up to 8 MiB of its own
+  (its chunk cache and free lists; measured as the peak RSS of a write, in a
+  child); another chunked store is counted at two chunks; an array without
+  chunks (``np.memmap``, whose pages are the page cache's, not the
+  process's; h5py's contiguous datasets) nothing;
+- whether it can be written (`read_only`): zarr's ``read_only``, an h5py
+  dataset of a file opened read-only.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import numpy as np
 __all__ = [
     "bytes_held_while_writing",
     "itemsize_of",
+    "read_only",
     "rows_per_write",
     "written_by_workers",
 ]
@@ -49,11 +54,29 @@ _IN_PROCESS = frozenset({"memory"})
 _CHUNK_COPIES, _SHARD_COPIES, _OTHER_COPIES = 2, 3, 2
 #: zarr's own objects for one write, beside the chunks' bytes.
 _WRITE_SLACK_BYTES = 64 * 1024
+#: h5py: chunks it holds while filtering one, what it keeps for each chunk a
+#: write covers, and its own (chunk cache, free lists) up to this.
+_H5PY_COPIES, _H5PY_PER_CHUNK_BYTES, _H5PY_OWN_BYTES = 3, 8 * 1024, 8 * 2**20
 
 
 def _zarr_array(leaf: object) -> bool:
     zarr = sys.modules.get("zarr")
     return zarr is not None and isinstance(leaf, zarr.Array)
+
+
+def _h5py_dataset(leaf: object) -> bool:
+    h5py = sys.modules.get("h5py")
+    return h5py is not None and isinstance(leaf, h5py.Dataset)
+
+
+def read_only(leaf: object) -> str | None:
+    """Why ``leaf`` cannot be written (None where nothing says it cannot)."""
+    if _h5py_dataset(leaf):
+        mode = getattr(getattr(leaf, "file", None), "mode", None)
+        return "an h5py dataset of a file opened read-only" if mode == "r" else None
+    if getattr(leaf, "read_only", False) is True:
+        return "read-only (its read_only attribute is True)"
+    return None
 
 
 def rows_per_write(leaf: object) -> object:
@@ -110,7 +133,7 @@ def bytes_held_while_writing(leaf: object, rows: int) -> int:
 
     0 for an array without chunks; for a chunked store the chunks (or
     shards) those rows cover, as many at a time as it writes at once, times
-    the copies it keeps of each, and one more (see the module).
+    the copies it keeps of each, and of the next one (see the module).
     """
     unit = rows_per_write(leaf)
     if not isinstance(unit, tuple) or not unit or rows < 1:
@@ -121,9 +144,14 @@ def bytes_held_while_writing(leaf: object, rows: int) -> int:
     unit_bytes = math.prod(sizes) * itemsize_of(leaf)
     across = math.prod(-(-d // u) for d, u in zip(shape[1:], sizes[1:], strict=True))
     units = -(-min(rows, shape[0] if shape else rows) // sizes[0]) * across
+    if _h5py_dataset(leaf):
+        own = _H5PY_PER_CHUNK_BYTES * units + _H5PY_OWN_BYTES
+        return _H5PY_COPIES * unit_bytes + own
     if not _zarr_array(leaf):
         return _OTHER_COPIES * unit_bytes
     sharded = getattr(leaf, "shards", None) is not None
     copies = _SHARD_COPIES if sharded else _CHUNK_COPIES
     at_once = min(units, _concurrency())
-    return (copies * at_once + 1) * unit_bytes + _WRITE_SLACK_BYTES
+    # The next one's copies, where more are to come, else a copy's worth.
+    held = copies * (at_once + 1) if units > at_once else copies * at_once + 1
+    return held * unit_bytes + _WRITE_SLACK_BYTES
