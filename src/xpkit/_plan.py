@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ._into import aligned_batch, held_while_writing
+from ._into import aligned_batch, chunk_rows, held_while_writing
 from ._log import logger
 from ._memory import (
     BATCH_WORKING_SET_CEILING_GB,
@@ -30,6 +30,7 @@ from ._memory import (
 if TYPE_CHECKING:
     from ._cost_model import Cost
     from ._executors import Pool
+    from ._into import Out
     from ._plan_memory import Learned
     from ._request import BatchRequest
 
@@ -197,8 +198,8 @@ def make_plan(
         batch = max(cost.probe_rows, 1)
     out = request.out
     held = 0 if out is None or left <= 0 else held_while_writing(out, batch)
-    if held:  # (planned again beside it: no more rows, so no more held)
-        batch = _beside_out(request, cost, left, budget, held)
+    if out is not None and held:  # (planned again, beside what writing holds)
+        batch = _beside_out(request, out, cost, left, budget, batch)
     planned = batch
     if cost.limit is not None:
         batch = max(min(batch, cost.limit), request.min_batch)
@@ -243,32 +244,52 @@ def make_plan(
 
 
 def _beside_out(
-    request: BatchRequest,
-    cost: Cost,
-    left: int,
-    budget: float,
-    held: int,
+    request: BatchRequest, out: Out, cost: Cost, left: int, budget: float, first: int
 ) -> int:
-    """Rows per batch within ``budget`` (GB) less the ``held`` bytes of writing ``out``.
+    """Rows per batch within ``budget`` (GB) with what writing them into ``out`` holds.
 
-    ``held`` is what writing the batch first planned holds; the batch
-    planned without it is no smaller, and holds no less, so the one
-    planned here fits with what writing it holds.
+    What writing holds grows with the chunks a batch covers
+    (`held_while_writing`), so the batch is the largest of ``r`` chunks
+    that the budget less what writing ``r`` chunks holds allows; ``r`` is
+    found by bisection, from the chunks of ``first`` (the batch planned
+    without it) down: fewer chunks hold no more, so the batch fits with
+    what writing it holds. A store whose one chunk's write holds the
+    budget gets batches of ``min_batch`` rows, and a warning.
     """
-    rest = budget - held / BYTES_PER_GB
-    if rest <= 0:
-        logger().warning(
-            "map_batches: writing out holds %.3g GB (its store's chunks), as "
-            "much as the %.3g GB budget; running batches of min_batch=%d rows",
-            held / BYTES_PER_GB,
-            budget,
-            request.min_batch,
-        )
-        return request.min_batch
-    pool = request.pool
-    if pool is not None:
-        return _pool_batch(pool, request, cost, rest)[0]
-    return _local_batch(request, cost, left, rest, rest)[0]
+    chunk = chunk_rows(out)
+
+    def most(chunks: int) -> int:  # rows beside writing that many chunks
+        held = held_while_writing(out, chunks * chunk)
+        rest = budget - held / BYTES_PER_GB
+        if rest <= 0:
+            return 0
+        if request.pool is not None:
+            return _pool_batch(request.pool, request, cost, rest)[0]
+        return _local_batch(request, cost, left, rest, rest)[0]
+
+    hi = -(-first // chunk)
+    rows = most(hi)
+    if rows > (hi - 1) * chunk:  # (a batch of that many chunks fits)
+        return min(rows, hi * chunk)
+    lo, found = 0, 0  # (no batch of hi chunks fits; one of lo, if any)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        rows = most(mid)
+        if rows > (mid - 1) * chunk:
+            lo, found = mid, min(rows, mid * chunk)
+        else:
+            hi = mid
+    if found:
+        return found
+    logger().warning(
+        "map_batches: writing one chunk into out holds %.3g GB (its store's "
+        "chunks), as much as the %.3g GB budget; running batches of "
+        "min_batch=%d rows",
+        held_while_writing(out, chunk) / BYTES_PER_GB,
+        budget,
+        request.min_batch,
+    )
+    return request.min_batch
 
 
 def _local_batch(

@@ -232,9 +232,30 @@ def test_a_budget_the_store_alone_fills_runs_min_batch_and_says_so(tmp_path, cap
     assert got is z
     np.testing.assert_array_equal(z[:], x + 1.0)
     said = [r.getMessage() for r in caplog.records]
-    assert any("writing out holds" in m and "min_batch=50" in m for m in said), said
+    assert any(
+        "writing one chunk into out holds" in m and "min_batch=50" in m for m in said
+    ), said
     plan = xpkit.plan_batches(lambda r: r + 1.0, x, out=z, **sizing)
     assert plan.batch_size == 50
+
+
+def test_chunks_large_beside_the_budget_give_batches_of_one_chunk(tmp_path, caplog):
+    """Writing the four chunks the budget alone allows holds more than it;
+    writing one chunk leaves room for that chunk's rows, not min_batch."""
+    caplog.set_level(logging.WARNING, logger="xpkit")
+    n, cols = 2_000, 1024  # rows of 8 kB, chunks of 64 rows (512 kB)
+    x = np.ones((n, cols))
+    z = _zarr(tmp_path, n, cols, 64)
+    per_row, budget = 2 * 8.0 * cols, 4 * MiB
+    sizing = {"bytes_per_item": per_row, "budget_gb": budget / GB}
+    alone = xpkit.plan_batches(lambda r: r, x, **sizing)
+    assert alone.batch_size == 256  # (four chunks' rows)
+    plan = xpkit.plan_batches(lambda r: r, x, out=z, **sizing)
+    assert plan.batch_size == 64
+    assert plan.batch_size * per_row + plan.out_held_bytes <= budget
+    assert not caplog.records
+    got = xpkit.map_batches(lambda r: r * 3.0, x, out=z, **sizing)
+    np.testing.assert_array_equal(got[:], x * 3.0)
 
 
 def test_a_pools_tasks_count_the_store_too(tmp_path):
