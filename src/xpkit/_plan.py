@@ -253,19 +253,22 @@ def _beside_out(
     that the budget less what writing ``r`` chunks holds allows; ``r`` is
     found by bisection, from the chunks of ``first`` (the batch planned
     without it) down: fewer chunks hold no more, so the batch fits with
-    what writing it holds. A store whose one chunk's write holds the
-    budget gets batches of ``min_batch`` rows, and a warning.
+    what writing it holds. Where not even ``min_batch`` rows fit beside
+    writing one chunk, batches are ``min_batch`` rows, and a warning says so.
     """
-    chunk = chunk_rows(out)
+    chunk, overhead = chunk_rows(out), request.overhead
 
-    def most(chunks: int) -> int:  # rows beside writing that many chunks
-        held = held_while_writing(out, chunks * chunk)
-        rest = budget - held / BYTES_PER_GB
-        if rest <= 0:
+    def most(chunks: int) -> int:  # rows beside writing that many chunks (0: none)
+        rest = budget - held_while_writing(out, chunks * chunk) / BYTES_PER_GB
+        floor = request.min_batch
+        if rest <= 0 or cost.rows_within(rest * BYTES_PER_GB, overhead) < floor:
             return 0
         if request.pool is not None:
             return _pool_batch(request.pool, request, cost, rest)[0]
-        return _local_batch(request, cost, left, rest, rest)[0]
+        try:
+            return _local_batch(request, cost, left, rest, rest)[0]
+        except ValueError:  # (a given item over what is left, to the byte)
+            return 0
 
     hi = -(-first // chunk)
     rows = most(hi)
@@ -283,9 +286,10 @@ def _beside_out(
         return found
     logger().warning(
         "map_batches: writing one chunk into out holds %.3g GB (its store's "
-        "chunks), as much as the %.3g GB budget; running batches of "
-        "min_batch=%d rows",
+        "chunks), which with fn's min_batch=%d rows is more than the %.3g GB "
+        "budget; running batches of %d rows",
         held_while_writing(out, chunk) / BYTES_PER_GB,
+        request.min_batch,
         budget,
         request.min_batch,
     )

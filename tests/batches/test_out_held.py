@@ -233,7 +233,8 @@ def test_a_budget_the_store_alone_fills_runs_min_batch_and_says_so(tmp_path, cap
     np.testing.assert_array_equal(z[:], x + 1.0)
     said = [r.getMessage() for r in caplog.records]
     assert any(
-        "writing one chunk into out holds" in m and "min_batch=50" in m for m in said
+        "writing one chunk into out holds" in m and "min_batch=50 rows" in m
+        for m in said
     ), said
     plan = xpkit.plan_batches(lambda r: r + 1.0, x, out=z, **sizing)
     assert plan.batch_size == 50
@@ -256,6 +257,21 @@ def test_chunks_large_beside_the_budget_give_batches_of_one_chunk(tmp_path, capl
     assert not caplog.records
     got = xpkit.map_batches(lambda r: r * 3.0, x, out=z, **sizing)
     np.testing.assert_array_equal(got[:], x * 3.0)
+
+
+def test_a_given_row_cost_that_fits_only_without_the_store_still_runs(tmp_path, caplog):
+    """One row of fn fits the budget, but not beside writing a chunk: the
+    call runs its min_batch rows, and says so (no error about a budget the
+    caller never gave)."""
+    caplog.set_level(logging.WARNING, logger="xpkit")
+    n, cols = 300, 16
+    x = np.arange(n * cols, dtype=np.float64).reshape(n, cols)
+    z = _zarr(tmp_path, n, cols, 100)
+    sizing = {"bytes_per_item": 500_000.0, "budget_gb": 600_000 / GB}
+    got = xpkit.map_batches(lambda r: r - 1.0, x, out=z, **sizing)
+    np.testing.assert_array_equal(got[:], x - 1.0)
+    said = [r.getMessage() for r in caplog.records]
+    assert any("writing one chunk into out holds" in m for m in said), said
 
 
 def test_a_pools_tasks_count_the_store_too(tmp_path):
