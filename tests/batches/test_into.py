@@ -459,3 +459,37 @@ def test_an_h5py_dataset_of_a_read_only_file_is_refused_before_fn_runs(tmp_path)
     with h5py.File(tmp_path / "a.h5", "r+") as f:  # (the same, writable)
         xpkit.map_batches(fn, _data(20), out=f["d"], budget_gb=0.05)
         np.testing.assert_array_equal(f["d"][:], _data(20) * 2.0)
+
+
+def test_joblib_workers_write_their_own_rows_into_an_fsspec_store(
+    tmp_path, monkeypatch
+):
+    """A zarr array in an fsspec store on a filesystem every worker reaches
+    (here the local one; zarr needs auto_mkdir there) is written by them."""
+    pytest.importorskip("joblib")
+    zarr = pytest.importorskip("zarr")
+    pytest.importorskip("fsspec")
+    from xpkit._outputs import Outputs
+    from xpkit._rows import Marker
+
+    (tmp_path / "z").mkdir()
+    store = zarr.storage.FsspecStore.from_url(
+        f"file://{tmp_path / 'z'}", storage_options={"auto_mkdir": True}
+    )
+    z = zarr.create_array(store=store, shape=(400, 3), chunks=(50, 3), dtype="float64")
+    came: list[bool] = []
+    put = Outputs.put
+
+    def recorded(self, start, stop, rows):
+        came.append(rows.spec[0] is Marker.WRITTEN)
+        put(self, start, stop, rows)
+
+    monkeypatch.setattr(Outputs, "put", recorded)
+    a = _data(400)
+    sizing = {"bytes_per_item": 24.0, "budget_gb": 0.01}
+    got = xpkit.map_batches(lambda x: x * 2.0, a, out=z, executor="joblib", **sizing)
+    monkeypatch.undo()
+    assert got is z
+    np.testing.assert_array_equal(z[:], a * 2.0)
+    assert came
+    assert all(came)
