@@ -13,6 +13,7 @@ that batch size: a later call with the same signature starts from it).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 from ._into import aligned_batch, chunk_rows, held_while_writing
@@ -28,6 +29,8 @@ from ._memory import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ._cost_model import Cost
     from ._executors import Pool
     from ._into import Out
@@ -189,22 +192,20 @@ def make_plan(
     """The plan for ``request`` at ``cost`` within ``budget`` (GB)."""
     n = request.n
     left = n - cost.probe_rows
-    pool = request.pool
-    if pool is not None and left > 0:
-        batch, budget = _pool_batch(pool, request, cost)
-    elif left > 0:
-        batch, budget = _local_batch(request, cost, left, budget, measured)
+    out = request.out
+    if left > 0:
+        rows_within, budget = _sizing(request, cost, left, budget, measured)
+        batch = rows_within(budget)
+        if out is not None and held_while_writing(out, batch):
+            batch = _beside_out(request, out, cost, rows_within, budget, batch)
     else:
         batch = max(cost.probe_rows, 1)
-    out = request.out
-    held = 0 if out is None or left <= 0 else held_while_writing(out, batch)
-    if out is not None and held:  # (planned again, beside what writing holds)
-        batch = _beside_out(request, out, cost, left, budget, batch)
     planned = batch
     if cost.limit is not None:
         batch = max(min(batch, cost.limit), request.min_batch)
     if learned is not None and learned.fits is not None:
         batch = max(min(batch, learned.fits), request.min_batch)
+    held = 0
     if out is not None:  # (whole chunks of a store, where min_batch allows)
         whole_chunks = aligned_batch(batch, out)
         batch = whole_chunks if whole_chunks >= request.min_batch else batch
@@ -243,30 +244,55 @@ def make_plan(
     )
 
 
+def _sizing(
+    request: BatchRequest, cost: Cost, left: int, budget: float, measured: float
+) -> tuple[Callable[[float], int], float]:
+    """``(rows_within, budget)``: the rows of a batch within a budget (GB), and the budget.
+
+    On the request's pool, its per-task budget (measured once). Here,
+    ``budget``, but never less than ``min_batch`` rows need where the
+    device has that: the throughput ceiling never makes the smallest batch
+    impossible.
+    """
+    pool = request.pool
+    if pool is not None:
+        hard, soft = _pool_budgets(pool, request)
+
+        def on_pool(gb: float) -> int:
+            return _pool_rows(pool, request, cost, min(hard, gb), min(soft, gb))
+
+        return on_pool, hard
+    need = request.overhead * cost.peak(request.min_batch) / BYTES_PER_GB
+    return partial(_local_batch, request, cost, left), max(budget, min(need, measured))
+
+
 def _beside_out(
-    request: BatchRequest, out: Out, cost: Cost, left: int, budget: float, first: int
+    request: BatchRequest,
+    out: Out,
+    cost: Cost,
+    rows_within: Callable[[float], int],
+    budget: float,
+    first: int,
 ) -> int:
     """Rows per batch within ``budget`` (GB) with what writing them into ``out`` holds.
 
     What writing holds grows with the chunks a batch covers
     (`held_while_writing`), so the batch is the largest of ``r`` chunks
-    that the budget less what writing ``r`` chunks holds allows; ``r`` is
-    found by bisection, from the chunks of ``first`` (the batch planned
-    without it) down: fewer chunks hold no more, so the batch fits with
-    what writing it holds. Where not even ``min_batch`` rows fit beside
-    writing one chunk, batches are ``min_batch`` rows, and a warning says so.
+    that the budget less what writing ``r`` chunks holds allows
+    (``rows_within`` a budget: the plan's own sizing); ``r`` is found by
+    bisection, from the chunks of ``first`` (the batch planned without it)
+    down: fewer chunks hold no more, so the batch fits with what writing it
+    holds. Where not even ``min_batch`` rows fit beside writing one chunk,
+    batches are ``min_batch`` rows, and a warning says so.
     """
-    chunk, overhead = chunk_rows(out), request.overhead
+    chunk, overhead, floor = chunk_rows(out), request.overhead, request.min_batch
 
     def most(chunks: int) -> int:  # rows beside writing that many chunks (0: none)
         rest = budget - held_while_writing(out, chunks * chunk) / BYTES_PER_GB
-        floor = request.min_batch
         if rest <= 0 or cost.rows_within(rest * BYTES_PER_GB, overhead) < floor:
             return 0
-        if request.pool is not None:
-            return _pool_batch(request.pool, request, cost, rest)[0]
         try:
-            return _local_batch(request, cost, left, rest, rest)[0]
+            return rows_within(rest)
         except ValueError:  # (a given item over what is left, to the byte)
             return 0
 
@@ -296,25 +322,23 @@ def _beside_out(
     return request.min_batch
 
 
-def _local_batch(
-    request: BatchRequest, cost: Cost, left: int, budget: float, measured: float
-) -> tuple[int, float]:
-    """Rows per batch in this process, and the budget (GB) they come from."""
+def _local_batch(request: BatchRequest, cost: Cost, left: int, budget: float) -> int:
+    """Rows per batch in this process within ``budget`` (GB)."""
     floor = request.min_batch
-    # The throughput ceiling never makes the smallest batch impossible.
-    need = request.overhead * cost.peak(floor) / BYTES_PER_GB
-    budget = max(budget, min(need, measured))
     if cost.source == "given":  # one item over the budget is the caller's error
         batch, _ = batch_size_within(
             left, cost.per_item * request.overhead, budget, floor
         )
-        return batch, budget
+        return batch
     # Measured (or estimated): fn may already have run, so run, however small.
     fitting = cost.rows_within(budget * BYTES_PER_GB, request.overhead)
     batch = min(max(fitting, floor), left)
     if cost.exact is not None:
         batch = refine(cost, batch, floor, left, budget, request.overhead)
-    if need > budget and batch <= floor:
+    if (
+        batch <= floor
+        and (need := request.overhead * cost.peak(floor) / BYTES_PER_GB) > budget
+    ):
         logger().warning(
             "map_batches: fn needs %.3g GB for min_batch=%d rows (%s), more "
             "than the %.3g GB budget; running batches of %d rows",
@@ -324,7 +348,7 @@ def _local_batch(
             budget,
             floor,
         )
-    return batch, budget
+    return batch
 
 
 def refine(
@@ -387,10 +411,26 @@ def _outputs_fit(request: BatchRequest, output_bytes: int | None) -> bool | None
         return None
 
 
-def _pool_batch(
-    pool: Pool, request: BatchRequest, cost: Cost, within: float | None = None
-) -> tuple[int, float]:
-    """Rows per task on ``pool`` and the per-task budget (GB) they come from.
+def _pool_budgets(pool: Pool, request: BatchRequest) -> tuple[float, float]:
+    """``(hard, soft)``: the per-task memory budget on ``pool``, and the cache ceiling.
+
+    Both in GB, the ceiling within the budget; measured once for the call.
+    """
+    if request.budget_gb is not None:
+        return request.budget_gb, request.budget_gb
+    measured = pool.task_budget_gb(sum(array_nbytes(a) for a in request.arrays))
+    configured = configured_budget_gb()
+    if configured is not None:  # a budget set here only lowers the workers'
+        return min(configured, measured), min(configured, measured)
+    hard = min(measured, BATCH_WORKING_SET_CEILING_GB)
+    ceiling = request.adapter.batch_ceiling_bytes(request.owner.device)
+    return hard, hard if ceiling is None else min(hard, ceiling / BYTES_PER_GB)
+
+
+def _pool_rows(
+    pool: Pool, request: BatchRequest, cost: Cost, hard: float, soft: float
+) -> int:
+    """Rows per task on ``pool`` within the budgets of `_pool_budgets`.
 
     The memory budget is a hard cap; within it, batches are no smaller than
     the cache ceiling makes them, or than a share of the rows giving
@@ -403,20 +443,7 @@ def _pool_batch(
     def rows(gb: float) -> int:
         return max(floor, cost.rows_within(gb * BYTES_PER_GB, overhead))
 
-    if request.budget_gb is not None:
-        hard = soft = request.budget_gb
-    else:
-        measured = pool.task_budget_gb(sum(array_nbytes(a) for a in request.arrays))
-        configured = configured_budget_gb()
-        if configured is not None:  # a budget set here only lowers the workers'
-            hard = soft = min(configured, measured)
-        else:
-            hard = min(measured, BATCH_WORKING_SET_CEILING_GB)
-            ceiling = request.adapter.batch_ceiling_bytes(request.owner.device)
-            soft = hard if ceiling is None else min(hard, ceiling / BYTES_PER_GB)
-    if within is not None:  # (less what writing out holds, `_beside_out`)
-        hard, soft = min(hard, within), min(soft, within)
     slots = pool.slots
     batch = min(rows(hard), max(rows(soft), -(-n // (slots * TASKS_PER_THREAD))))
     batch = max(floor, min(batch, -(-n // slots)))
-    return refine(cost, batch, floor, batch, hard, overhead), hard
+    return refine(cost, batch, floor, batch, hard, overhead)

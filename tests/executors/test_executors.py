@@ -187,7 +187,7 @@ class _SizedPool:
 def test_pool_batches_memory_caps_cache_ceiling_yields(budget_gb, explicit, expected):
     from xpkit._adapters import HOST_BATCH_WORKING_SET_BYTES
     from xpkit._cost_model import Cost
-    from xpkit._plan import _pool_batch
+    from xpkit._plan import _pool_budgets, _pool_rows
     from xpkit._request import BatchCall, batch_request
 
     assert HOST_BATCH_WORKING_SET_BYTES == 16 * 2**20
@@ -210,7 +210,8 @@ def test_pool_batches_memory_caps_cache_ceiling_yields(budget_gb, explicit, expe
             remember=False,
         )
     )._replace(pool=pool)
-    batch, _ = _pool_batch(pool, request, Cost(1e5, 0.0, "given"))
+    hard, soft = _pool_budgets(pool, request)
+    batch = _pool_rows(pool, request, Cost(1e5, 0.0, "given"), hard, soft)
     assert batch == expected
     # The workers' budget is asked for with what each receives: all the inputs.
     assert pool.asked_for == ([] if explicit else [x.nbytes])
