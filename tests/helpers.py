@@ -13,6 +13,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 
 def _run(
@@ -65,3 +66,21 @@ def load_script(path: Path, name: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def written_marks(monkeypatch: Any) -> list[bool]:
+    """For each piece of rows `map_batches` puts into its outputs from now on
+    (``monkeypatch`` undoes it): whether it was only the mark that a worker
+    wrote those rows into ``out`` itself (`xpkit._rows.Marker.WRITTEN`)."""
+    from xpkit._outputs import Outputs
+    from xpkit._rows import Marker
+
+    came: list[bool] = []
+    put = Outputs.put
+
+    def recorded(self: Any, start: int, stop: int, rows: Any) -> None:
+        came.append(rows.spec[0] is Marker.WRITTEN)
+        put(self, start, stop, rows)
+
+    monkeypatch.setattr(Outputs, "put", recorded)
+    return came

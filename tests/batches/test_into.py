@@ -8,7 +8,7 @@ import re
 
 import numpy as np
 import pytest
-from helpers import run_python
+from helpers import run_python, written_marks
 
 import xpkit
 from xpkit._adapters import get_adapter
@@ -341,18 +341,8 @@ def test_joblib_workers_write_their_own_rows_into_a_shared_store(
     """out= a zarr store in a directory, on joblib's worker processes: nothing
     of the rows comes back (xpkit._written)."""
     pytest.importorskip("joblib")
-    from xpkit._outputs import Outputs
-    from xpkit._rows import Marker
-
     z = _store(tmp_path, 100, 8)
-    came: list[bool] = []
-    put = Outputs.put
-
-    def recorded(self, start, stop, rows):
-        came.append(rows.spec[0] is Marker.WRITTEN)
-        put(self, start, stop, rows)
-
-    monkeypatch.setattr(Outputs, "put", recorded)
+    came = written_marks(monkeypatch)
     a = _data(100)
     sizing = {"bytes_per_item": 1.0, "budget_gb": 20 / GB}
     got = xpkit.map_batches(lambda x: x * 2.0, a, out=z, executor="joblib", **sizing)
@@ -367,18 +357,8 @@ def test_tasks_smaller_than_a_chunk_bring_their_rows_back(tmp_path, monkeypatch)
     """Batches of 7 rows into chunks of 8: the workers would write parts of
     chunks, so the rows come back and are written here, each chunk once."""
     pytest.importorskip("joblib")
-    from xpkit._outputs import Outputs
-    from xpkit._rows import Marker
-
     z = _store(tmp_path, 40, 8)
-    came: list[bool] = []
-    put = Outputs.put
-
-    def recorded(self, start, stop, rows):
-        came.append(rows.spec[0] is Marker.WRITTEN)
-        put(self, start, stop, rows)
-
-    monkeypatch.setattr(Outputs, "put", recorded)
+    came = written_marks(monkeypatch)
     a = _data(40)
     got = xpkit.map_batches(lambda x: x + 1.0, a, out=z, executor="joblib", **SEVEN)
     monkeypatch.undo()
@@ -469,22 +449,12 @@ def test_joblib_workers_write_their_own_rows_into_an_fsspec_store(
     pytest.importorskip("joblib")
     zarr = pytest.importorskip("zarr")
     pytest.importorskip("fsspec")
-    from xpkit._outputs import Outputs
-    from xpkit._rows import Marker
-
     (tmp_path / "z").mkdir()
     store = zarr.storage.FsspecStore.from_url(
         f"file://{tmp_path / 'z'}", storage_options={"auto_mkdir": True}
     )
     z = zarr.create_array(store=store, shape=(400, 3), chunks=(50, 3), dtype="float64")
-    came: list[bool] = []
-    put = Outputs.put
-
-    def recorded(self, start, stop, rows):
-        came.append(rows.spec[0] is Marker.WRITTEN)
-        put(self, start, stop, rows)
-
-    monkeypatch.setattr(Outputs, "put", recorded)
+    came = written_marks(monkeypatch)
     a = _data(400)
     sizing = {"bytes_per_item": 24.0, "budget_gb": 0.01}
     got = xpkit.map_batches(lambda x: x * 2.0, a, out=z, executor="joblib", **sizing)

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pool_jobs as jobs
 import pytest
-from helpers import run_xpkit
+from helpers import run_xpkit, written_marks
 
 import xpkit
 
@@ -363,22 +363,12 @@ def test_workers_write_their_own_rows_into_a_shared_store(
     itself, nothing of them comes back; a worker killed mid-run leaves a
     complete, correct array (issue #32 item 3)."""
     zarr = pytest.importorskip("zarr")
-    from xpkit._outputs import Outputs
-    from xpkit._rows import Marker
-
     x, y = data
     want = jobs.work(x, y)
     z = zarr.create_array(
         store=str(tmp_path / "z"), shape=want.shape, chunks=(16, 3), dtype=want.dtype
     )
-    came: list[bool] = []  # per task's rows put here: whether only WRITTEN came
-    put = Outputs.put
-
-    def recorded(self, start, stop, rows):
-        came.append(rows.spec[0] is Marker.WRITTEN)
-        put(self, start, stop, rows)
-
-    monkeypatch.setattr(Outputs, "put", recorded)
+    came = written_marks(monkeypatch)  # per task's rows: whether only WRITTEN came
     marker = tmp_path / "killed"
     fn = jobs.exit_first_batch(marker, above=16)
     got = xpkit.map_batches(fn, x, y, executor=client, out=z, **BATCHES_OF_64)
