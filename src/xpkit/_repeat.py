@@ -36,7 +36,6 @@ from ._memory import (
     TRIM_ABOVE_BYTES,
     HostReading,
     configured_budget_gb,
-    device_free_bytes,
     fresh_host_reading,
     host_reading,
 )
@@ -190,7 +189,8 @@ def plan_state(budget_gb: float | None) -> PlanState:
     lesson that arrives while it is made can only make the state stale
     (never repeated), never newer than the plan.
     """
-    return PlanState(plan_memory.version, host_reading(), _in_force(budget_gb))
+    configured = configured_budget_gb() if budget_gb is None else None
+    return PlanState(plan_memory.version, host_reading(), configured)
 
 
 def _in_force(budget_gb: Value) -> float | None:
@@ -215,8 +215,8 @@ def learn_repeat(
         TRIM_ABOVE_BYTES
     ):
         return  # the planned path hands the freed memory back after it
-    if device_free_bytes(request.adapter, request.owner.device) is not None:
-        return  # a device's memory is measured on every call
+    if request.adapter.memory_info(request.owner.device) is not None:
+        return  # a device's memory is measured on every call (device_free_bytes)
     plan_memory.learn_one_batch(
         repeat.call, (state.reading, state.configured_gb), repeat.alive, state.version
     )
