@@ -410,15 +410,11 @@ def recent_host_bytes() -> int:
 
 def host_reading() -> HostReading:
     """The reading `recent_host_bytes` gives now (taken anew if the last is stale)."""
-    reading = _host_reading
-    reader, when, _ = reading
-    if (
-        reader is host_available_bytes
-        and time.monotonic() - when < HOST_READING_REUSED_FOR
-    ):
-        return reading  # (asked on every planned call: recent_host_bytes inline)
-    recent_host_bytes()
-    return _host_reading
+    reading = fresh_host_reading()
+    if reading is None:
+        recent_host_bytes()
+        reading = _host_reading
+    return reading
 
 
 def fresh_host_reading() -> HostReading | None:

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
     from ._plan import BatchPlan
     from ._request import BatchCall, BatchRequest
-    from ._typing import Array, UserResult, Value
+    from ._typing import Array, UserResult
 
 __all__ = ["NO_REPEAT", "PlanState", "Repeat", "learn_repeat", "plan_state", "repeat"]
 
@@ -124,7 +124,8 @@ def repeat(call: BatchCall) -> UserResult | Repeat:
         return NO_REPEAT
     # A call learned was checked: one with the same exact key passes the
     # same checks (its inputs share their rows, library and device).
-    state = (fresh_host_reading(), _in_force(budget_gb))
+    configured = configured_budget_gb() if budget_gb is None else None  # (given wins)
+    state = (fresh_host_reading(), configured)
     if key is None or not plan_memory.one_batch(key, state):
         return Repeat(key, alive)
     if whole or adapter_for_array(arrays[0]) in TRACING_ADAPTERS:
@@ -191,11 +192,6 @@ def plan_state(budget_gb: float | None) -> PlanState:
     """
     configured = configured_budget_gb() if budget_gb is None else None
     return PlanState(plan_memory.version, host_reading(), configured)
-
-
-def _in_force(budget_gb: Value) -> float | None:
-    """The configured budget, where the call gives none (a given one wins)."""
-    return configured_budget_gb() if budget_gb is None else None
 
 
 def learn_repeat(
