@@ -335,6 +335,19 @@ def test_after_the_probes_rows_a_batch_ends_on_a_chunk(tmp_path, monkeypatch, ca
     assert all(r.start % 1000 == 0 for r in batches[1:]), ranges
 
 
+def _joblib_writes_its_own_rows(z, n, sizing, monkeypatch):
+    """x * 2 of n rows into z on joblib's workers: z holds the rows, and
+    every task wrote its own (nothing of them came back: xpkit._written)."""
+    came = written_marks(monkeypatch)
+    a = _data(n)
+    got = xpkit.map_batches(lambda x: x * 2.0, a, out=z, executor="joblib", **sizing)
+    monkeypatch.undo()
+    assert got is z
+    np.testing.assert_array_equal(z[:], a * 2.0)
+    assert came
+    assert all(came)
+
+
 def test_joblib_workers_write_their_own_rows_into_a_shared_store(
     tmp_path, monkeypatch, writing_holds_nothing
 ):
@@ -342,15 +355,9 @@ def test_joblib_workers_write_their_own_rows_into_a_shared_store(
     of the rows comes back (xpkit._written)."""
     pytest.importorskip("joblib")
     z = _store(tmp_path, 100, 8)
-    came = written_marks(monkeypatch)
-    a = _data(100)
-    sizing = {"bytes_per_item": 1.0, "budget_gb": 20 / GB}
-    got = xpkit.map_batches(lambda x: x * 2.0, a, out=z, executor="joblib", **sizing)
-    monkeypatch.undo()
-    assert got is z
-    np.testing.assert_array_equal(z[:], a * 2.0)
-    assert came
-    assert all(came)
+    _joblib_writes_its_own_rows(
+        z, 100, {"bytes_per_item": 1.0, "budget_gb": 20 / GB}, monkeypatch
+    )
 
 
 def test_tasks_smaller_than_a_chunk_bring_their_rows_back(tmp_path, monkeypatch):
@@ -454,12 +461,6 @@ def test_joblib_workers_write_their_own_rows_into_an_fsspec_store(
         f"file://{tmp_path / 'z'}", storage_options={"auto_mkdir": True}
     )
     z = zarr.create_array(store=store, shape=(400, 3), chunks=(50, 3), dtype="float64")
-    came = written_marks(monkeypatch)
-    a = _data(400)
-    sizing = {"bytes_per_item": 24.0, "budget_gb": 0.01}
-    got = xpkit.map_batches(lambda x: x * 2.0, a, out=z, executor="joblib", **sizing)
-    monkeypatch.undo()
-    assert got is z
-    np.testing.assert_array_equal(z[:], a * 2.0)
-    assert came
-    assert all(came)
+    _joblib_writes_its_own_rows(
+        z, 400, {"bytes_per_item": 24.0, "budget_gb": 0.01}, monkeypatch
+    )
