@@ -19,6 +19,7 @@ from ooms import assert_no_failed_size_again
 
 import xpkit
 from xpkit._executors import Pool, each_task_on_pool
+from xpkit._executors._base import InputsLost
 from xpkit._executors.dask import worker_task_budget_gb
 from xpkit._outputs import Outputs
 from xpkit._rows import Job, run_rows
@@ -295,6 +296,95 @@ def test_a_pool_never_runs_a_size_that_failed_again(slots):
     assert after
     assert all(rows < seen for rows, seen in after), pool.submitted
     assert after[0][0] <= 1000 // 2
+
+
+class _LosingPool(HerePool, Pool):
+    """A pool whose tasks lose their inputs with a worker, as ``lose`` says.
+
+    ``lose(start, stop, round)``: whether the task submitted for those rows in
+    that round (one round per batch of tasks in flight together, as one
+    worker's death takes them all) comes back as `InputsLost`, never run.
+    """
+
+    def __init__(self, slots, lose):
+        super().__init__(slots)
+        self.lose, self.round, self.submitted = lose, 0, []
+
+    def submit(self, start, stop):
+        from concurrent.futures import Future
+
+        self.submitted.append((start, stop, self.round))
+        if self.lose(start, stop, self.round):
+            future: Future = Future()
+            future.set_exception(InputsLost("cancelled"))
+            return future
+        return super().submit(start, stop)
+
+    def wait(self, futures):
+        self.round += 1
+        return super().wait(futures)
+
+
+def _double(x):
+    return x * 2.0
+
+
+def _run_losing(lose, *, n=256, batch=64, slots=4):
+    x = np.arange(float(n))[:, None]
+    outputs = Outputs(n, _double, sources=(x,))
+    pool = _LosingPool(slots, lose)
+    steps = each_task_on_pool(
+        pool,
+        Job(_double),
+        (x,),
+        outputs,
+        first=0,
+        batch=batch,
+        min_batch=1,
+        bytes_per_row=8.0,
+        budget_bytes=1e9,
+        bar=None,
+    )
+    return pool, outputs, x, steps
+
+
+def test_inputs_lost_with_one_worker_run_again_unsplit(caplog):
+    """One worker's death takes the inputs of every task in flight: the rows
+    did not fail, and run again at their size (CI: one death split the run
+    down to one chunk and ended in a MemoryError)."""
+    caplog.set_level(logging.INFO, logger="xpkit")
+    pool, outputs, x, steps = _run_losing(lambda start, stop, rnd: rnd == 0)
+    assert _to_the_end(steps) == 4
+    np.testing.assert_array_equal(outputs.value(), x * 2.0)
+    assert {stop - start for start, stop, _ in pool.submitted} == {64}
+    assert len(pool.submitted) == 8
+    assert sum("run again unsplit" in r.getMessage() for r in caplog.records) == 4
+
+
+def test_inputs_lost_twice_split_and_still_finish():
+    """Two deaths in a row, each taking every task in flight: the second
+    loss of the same rows splits them (they may be what kills the workers),
+    and the halves, lost once more, run again unsplit and finish."""
+    pool, outputs, x, steps = _run_losing(lambda start, stop, rnd: rnd < 3)
+    _to_the_end(steps)
+    np.testing.assert_array_equal(outputs.value(), x * 2.0)
+    sizes = [stop - start for start, stop, _ in pool.submitted]
+    assert max(sizes) == 64
+    assert min(sizes) >= 32  # never below the first halves
+
+
+def test_rows_whose_inputs_are_always_lost_end_in_a_named_error():
+    """Rows that lose their inputs at every size (they take their worker
+    down): split, each size run again once, then the documented error naming
+    the rows, after a bounded number of tasks."""
+    pool, _, _, steps = _run_losing(lambda start, stop, rnd: start < 8 <= stop)
+    with pytest.raises(
+        RuntimeError,
+        match=r"^map_batches: rows 7:8 \(1 rows, .* even at min_batch=1: its "
+        r"inputs went down with a worker that died, .* not memory",
+    ):
+        _to_the_end(steps)
+    assert len(pool.submitted) < 40
 
 
 def test_an_exception_that_cannot_travel_back_is_named_not_a_death(data, two_cpus):

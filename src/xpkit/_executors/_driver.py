@@ -65,9 +65,11 @@ def each_task_on_pool(
     have died with a worker another task killed); then a `MemoryError` names
     the rows and the memory they needed (a `RuntimeError` instead when they
     needed under a quarter of ``budget_bytes``: then it was not memory). A
-    task whose inputs were lost with
-    a worker counts as that worker's death (the inputs are shipped again
-    before the halves run). Any other error, and a Ctrl-C
+    task whose inputs were lost with a worker (any task's death takes every
+    task in flight with it) counts as a death, and runs again unsplit once,
+    after the inputs are shipped again; its inputs lost a second time, it
+    counts as its own worker's death (it may be what kills them) and is
+    split as above. Any other error, and a Ctrl-C
     (``KeyboardInterrupt``), abandons the run (`Pool.abandon`: its tasks
     cancelled, what the pool started stopped at once) and propagates.
     """
@@ -111,14 +113,6 @@ def each_task_on_pool(
                     yield
                     continue
                 lost = isinstance(error, InputsLost)
-                if lost:  # the worker holding them died: count that death
-                    logger().info(
-                        "map_batches: rows %d:%d lost their inputs with a worker "
-                        "that died (%s); the inputs are shipped again",
-                        start,
-                        stop,
-                        error,
-                    )
                 died = lost or pool.lost_worker(error)
                 if not (died or is_oom_error(error)):
                     raise error
@@ -130,6 +124,24 @@ def each_task_on_pool(
                         "pressure, see the workers' logs"
                     )
                     raise RuntimeError(msg) from (None if lost else error)
+                if lost and (start, stop) not in retried:
+                    # The worker that held the inputs died: any worker's death
+                    # (another task's, its own) takes every task in flight
+                    # with it, so these rows did not fail. They run again
+                    # unsplit, once (as their retry at min_batch); lost again,
+                    # they count as what took the worker down and split.
+                    retried.add((start, stop))
+                    queue.appendleft((start, stop))
+                    resubmitted += 1
+                    logger().info(
+                        "map_batches: rows %d:%d lost their inputs with a worker "
+                        "that died (%s); the inputs are shipped again and the "
+                        "rows run again unsplit",
+                        start,
+                        stop,
+                        error,
+                    )
+                    continue
                 cause = (
                     "its inputs went down with a worker that died"
                     if lost
