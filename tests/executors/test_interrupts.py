@@ -64,6 +64,30 @@ def _is_tracker(command: str) -> bool:
     return "resource_tracker" in command
 
 
+def _own_lines(err: str) -> list[str]:
+    """The child's stderr less what a resource tracker wrote there.
+
+    A tracker is a process of its own that shares the child's stderr and may
+    warn after the child's traceback, at its own exit: after a Ctrl-C to the
+    process group, loky's warns of a semaphore whose unlinking it was not told
+    of (``UserWarning: resource_tracker: ...``, then the ``warnings.warn(``
+    source line)."""
+    lines = err.strip().splitlines()
+    own: list[str] = []
+    skip_source = False
+    for line in lines:
+        if "resource_tracker" in line and "Warning:" in line:
+            skip_source = True
+            continue
+        if skip_source and line.startswith("  ") and "warnings.warn(" in line:
+            skip_source = False
+            continue
+        skip_source = False
+        if line.strip():
+            own.append(line)
+    return own
+
+
 class Child:
     """A child process running `pool_jobs.interrupted_run`, in its own session."""
 
@@ -176,9 +200,8 @@ class Child:
         if not reports:
             pytest.fail(f"map_batches never raised KeyboardInterrupt\n{self.output()}")
         report = json.loads(reports[0])
-        err = Path(self._err.name).read_text()
-        last = err.strip().splitlines()[-1:] if err.strip() else []
-        assert last == ["KeyboardInterrupt"], self.output()
+        err = _own_lines(Path(self._err.name).read_text())
+        assert err[-1:] == ["KeyboardInterrupt"], self.output()
         assert self.proc.returncode == -signal.SIGINT, self.output()
         caught = report["caught_at"] - self.sent_at
         assert caught < raised, (
@@ -371,3 +394,21 @@ def test_outside_the_main_thread_nothing_is_held():
     thread.start()
     thread.join()
     assert seen == [signal.default_int_handler]
+
+
+def test_own_lines_drop_a_trackers_warning_and_keep_the_childs():
+    err = (
+        "Traceback (most recent call last):\n"
+        '  File "<string>", line 1, in <module>\n'
+        "KeyboardInterrupt\n"
+        "/v/loky/backend/resource_tracker.py:444: UserWarning: resource_tracker: "
+        "There appear to be 1 leaked semlock objects\n"
+        "  warnings.warn(\n"
+        "/v/loky/backend/resource_tracker.py:468: UserWarning: resource_tracker: "
+        "/loky-1: FileNotFoundError(2, 'No such file or directory')\n"
+        "  warnings.warn('resource_tracker: %s: %r' % (name, e))\n"
+    )
+    assert _own_lines(err)[-1] == "KeyboardInterrupt"
+    # ... and what the child itself printed after its traceback still counts.
+    assert _own_lines(err + "RuntimeError: later\n")[-1] == "RuntimeError: later"
+    assert _own_lines("") == []
