@@ -240,6 +240,18 @@ def exits(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     os._exit(3)
 
 
+def exits_on_row(row: int):
+    """``work``, but the worker process of any batch holding ``row`` ends
+    (``os._exit(3)``), at every size: the tasks beside it die with it."""
+
+    def fn(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        if row in x[:, 0]:
+            os._exit(3)
+        return work(x, y)
+
+    return fn
+
+
 class Unsendable(Exception):
     """An exception that cannot be pickled (it holds a lock)."""
 

@@ -101,9 +101,32 @@ def test_a_worker_taken_down_at_every_size_is_a_clear_error(data, fn, rows):
     # (or, where the nanny is slower than WORKERS_BACK_S to bring one back,
     # that no worker is left to run the rows on)
     assert re.search(
-        r"rows \d+:\d+ \(1 rows, .* even at min_batch=1: .* not memory, see the "
+        r"rows \d+:\d+ \(1 rows, .* even at min_batch=1(, running alone)?: .* not "
+        r"memory, see the "
         r"workers' logs$|has no worker left to run rows \d+:\d+ on: .* see the "
         r"workers' logs$",
+        str(info.value),
+    ), str(info.value)
+
+
+def test_the_row_that_kills_its_worker_is_named_not_those_beside_it(data):
+    """Each death takes the tasks in flight beside the culprit (their inputs
+    went with the worker): the error names the culprit's row, not a
+    neighbour's (it named rows 101:102, or escaped as dask's
+    FutureCancelledError). On a cluster of its own, as above."""
+    x, y = data
+    batches_of_4 = {"bytes_per_item": 2**10, "budget_gb": 4 * 2**10 / 2**30}
+    with jobs.local_cluster() as own:
+        own.wait_for_workers(2, timeout=180)
+        # (a row needs a quarter of the budget: a MemoryError, the rows named)
+        with pytest.raises((RuntimeError, MemoryError)) as info:
+            xpkit.map_batches(
+                jobs.exits_on_row(5), x[:16], y[:16], executor=own, **batches_of_4
+            )
+    assert type(info.value).__module__ == "builtins"
+    assert re.search(
+        r"^map_batches: rows 5:6 \(1 rows, .* running alone: its inputs went down|"
+        r"has no worker left to run rows \d+:\d+ on",
         str(info.value),
     ), str(info.value)
 
@@ -176,3 +199,63 @@ def test_inputs_are_shipped_again_once_a_worker_is_back(client, data, monkeypatc
     assert not answers  # it waited through no worker and a closing one
     (got,) = future.result().leaves
     np.testing.assert_array_equal(got, jobs.work(x[:8], y[:8]))
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ValueError("Can not use replicate to delete data"),
+        TimeoutError("No valid workers found"),
+        OSError("CommClosedError: in <TCP (closed) ConnectionPool.scatter>"),
+    ],
+)
+def test_a_scatter_that_meets_a_dying_worker_is_tried_again(
+    client, data, monkeypatch, error
+):
+    """dask's scatter raised these when a worker died under it (seen while
+    a row killed its worker again and again); the inputs are shipped again
+    once a worker runs, and the task runs."""
+    from xpkit._executors import dask as dask_executor
+
+    x, y = data
+    pool = dask_executor.DaskPool(client)
+    real, failures = client.scatter, [error]
+
+    def scatter(*args, **kwargs):
+        if failures:
+            raise failures.pop()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(client, "scatter", scatter)
+    pool.start(Job(jobs.work), (x, y))
+    (got,) = pool.submit(0, 8).result().leaves
+    pool.close()
+    assert not failures
+    np.testing.assert_array_equal(got, jobs.work(x[:8], y[:8]))
+
+
+def test_a_scatter_that_always_fails_is_a_clear_error(client, data, monkeypatch):
+    from xpkit._executors import dask as dask_executor
+
+    x, y = data
+    pool = dask_executor.DaskPool(client)
+    tries = []
+
+    def scatter(*args, **kwargs):
+        tries.append(1)
+        raise TimeoutError("No valid workers found")
+
+    class Lost:
+        status = "lost"
+
+    monkeypatch.setattr(pool, "_job", (Job(jobs.work), (x, y)))  # (started)
+    monkeypatch.setattr(pool, "_shipped", [Lost()])
+    monkeypatch.setattr(client, "scatter", scatter)
+    with pytest.raises(
+        RuntimeError,
+        match=r"^map_batches: could not ship the inputs to the dask cluster at .* "
+        r"for rows 8:16 in 5 tries: its workers kept dying \(last: TimeoutError: "
+        r"No valid workers found\); see the workers' logs$",
+    ):
+        pool.submit(8, 16)
+    assert len(tries) == 5

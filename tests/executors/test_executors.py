@@ -122,7 +122,11 @@ def test_joblib_worker_that_always_dies_ends_in_a_named_error(two_cpus, caplog):
         xpkit.map_batches(
             jobs.always_exit, np.zeros((2, 1)), executor="joblib", bytes_per_item=8.0
         )
-    retried = [m for m in jobs.split_logs(caplog.records) if "once at min_batch" in m]
+    retried = [
+        m
+        for m in jobs.split_logs(caplog.records)
+        if "once more at min_batch, alone" in m
+    ]
     assert retried  # a task at min_batch got one more chance before the error
 
 
@@ -380,11 +384,82 @@ def test_rows_whose_inputs_are_always_lost_end_in_a_named_error():
     pool, _, _, steps = _run_losing(lambda start, stop, rnd: start < 8 <= stop)
     with pytest.raises(
         RuntimeError,
-        match=r"^map_batches: rows 7:8 \(1 rows, .* even at min_batch=1: its "
+        match=r"^map_batches: rows 7:8 \(1 rows, .* even at min_batch=1, running alone: its "
         r"inputs went down with a worker that died, .* not memory",
     ):
         _to_the_end(steps)
     assert len(pool.submitted) < 40
+
+
+class _DyingPool(HerePool, Pool):
+    """A pool in which a worker dies whenever a task holding row ``culprit``
+    runs, taking every task in flight with it (their inputs lost, as on
+    Dask); each task comes back when `wait` is called."""
+
+    def __init__(self, slots, culprit):
+        super().__init__(slots)
+        self.culprit, self.pending, self.alone_deaths = culprit, {}, []
+
+    def submit(self, start, stop):
+        from concurrent.futures import Future
+
+        future: Future = Future()
+        self.pending[future] = (start, stop)
+        return future
+
+    def wait(self, futures):
+        from xpkit._rows import run_rows
+
+        flight = [self.pending.pop(f) for f in futures]
+        dies = any(start <= self.culprit < stop for start, stop in flight)
+        if dies and len(flight) == 1:
+            self.alone_deaths.append(flight[0])
+        for future, (start, stop) in zip(futures, flight, strict=True):
+            if dies:
+                future.set_exception(InputsLost("cancelled"))
+            else:
+                future.set_result(run_rows(self.job, start, stop, *self.arrays))
+        return [(f, None if dies else f.result(), f.exception()) for f in futures]
+
+
+@pytest.mark.parametrize("culprit", [0, 100, 255])
+def test_the_rows_that_kill_their_worker_are_named_not_those_beside_them(culprit):
+    """Every death takes the tasks in flight beside the culprit: the error
+    names the culprit's row, found by running it alone (it named an
+    innocent neighbour, rows 101:102, on a real cluster)."""
+    x = np.arange(256.0)[:, None]
+    outputs = Outputs(256, _double, sources=(x,))
+    pool = _DyingPool(4, culprit)
+    steps = each_task_on_pool(
+        pool,
+        Job(_double),
+        (x,),
+        outputs,
+        first=0,
+        batch=16,
+        min_batch=1,
+        bytes_per_row=8.0,
+        budget_bytes=1e9,
+        bar=None,
+    )
+    with pytest.raises(
+        RuntimeError,
+        match=rf"^map_batches: rows {culprit}:{culprit + 1} \(1 rows, .* even at "
+        r"min_batch=1, running alone: its inputs went down with a worker",
+    ):
+        _to_the_end(steps)
+    assert pool.alone_deaths == [(culprit, culprit + 1)]
+
+
+@SIGKILL
+def test_joblib_names_the_row_that_kills_its_worker(two_cpus):
+    x, y = jobs.make_data()
+    with pytest.raises(
+        RuntimeError, match=r"rows 100:101 \(1 rows, .* running alone: its worker died"
+    ):
+        xpkit.map_batches(
+            jobs.exits_on_row(100), x, y, executor="joblib", **jobs.BATCHES_OF_64
+        )
 
 
 def test_an_exception_that_cannot_travel_back_is_named_not_a_death(data, two_cpus):

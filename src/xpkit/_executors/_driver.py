@@ -60,16 +60,16 @@ def each_task_on_pool(
 
     A task that fails for memory (an OOM inside it, or its worker died) is
     split in half and both halves go back in the queue, and queued batches
-    larger than the halves are split before they are submitted. At
-    ``min_batch`` a task whose worker died is retried once unsplit (it may
-    have died with a worker another task killed); then a `MemoryError` names
-    the rows and the memory they needed (a `RuntimeError` instead when they
-    needed under a quarter of ``budget_bytes``: then it was not memory). A
-    task whose inputs were lost with a worker (any task's death takes every
-    task in flight with it) counts as a death, and runs again unsplit once,
-    after the inputs are shipped again; its inputs lost a second time, it
-    counts as its own worker's death (it may be what kills them) and is
-    split as above. Any other error, and a Ctrl-C
+    larger than the halves are split before they are submitted. A worker's
+    death takes every task in flight with it (their inputs, on Dask; the
+    pool, on joblib), so a task that died may not be what killed it: a task
+    whose inputs were lost runs again unsplit once (after the inputs are
+    shipped again), and is split as its own death only when they are lost
+    again; at ``min_batch`` a task whose worker died runs again once alone,
+    with nothing beside it, and only a second death there is its own: a
+    `MemoryError` names the rows and the memory they needed (a
+    `RuntimeError` instead when they needed under a quarter of
+    ``budget_bytes``: then it was not memory). Any other error, and a Ctrl-C
     (``KeyboardInterrupt``), abandons the run (`Pool.abandon`: its tasks
     cancelled, what the pool started stopped at once) and propagates.
     """
@@ -84,6 +84,7 @@ def each_task_on_pool(
     done: dict[int, int] = {}
     limit = batch  # the largest batch worth submitting; shrinks after a failure
     retried: set[tuple[int, int]] = set()
+    alone: set[tuple[int, int]] = set()  # rows that run with nothing beside them
     resubmitted = deaths = 0
     in_flight = pool.slots * pool.per_slot
     try:
@@ -93,6 +94,10 @@ def each_task_on_pool(
                 not running
                 or len(running) + (0 if held is None else held()) < in_flight
             ):
+                if running and (
+                    queue[0] in alone or alone.intersection(running.values())
+                ):
+                    break  # (the tasks in flight end first; then it runs alone)
                 start, stop = queue.popleft()
                 half = _half(stop - start, chunk if whole_chunks else 1)
                 if stop - start > limit and half and half >= min_batch:
@@ -124,24 +129,6 @@ def each_task_on_pool(
                         "pressure, see the workers' logs"
                     )
                     raise RuntimeError(msg) from (None if lost else error)
-                if lost and (start, stop) not in retried:
-                    # The worker that held the inputs died: any worker's death
-                    # (another task's, its own) takes every task in flight
-                    # with it, so these rows did not fail. They run again
-                    # unsplit, once (as their retry at min_batch); lost again,
-                    # they count as what took the worker down and split.
-                    retried.add((start, stop))
-                    queue.appendleft((start, stop))
-                    resubmitted += 1
-                    logger().info(
-                        "map_batches: rows %d:%d lost their inputs with a worker "
-                        "that died (%s); the inputs are shipped again and the "
-                        "rows run again unsplit",
-                        start,
-                        stop,
-                        error,
-                    )
-                    continue
                 cause = (
                     "its inputs went down with a worker that died"
                     if lost
@@ -151,25 +138,45 @@ def each_task_on_pool(
                     else f"out of memory ({type(error).__name__}: {str(error)[:200]})"
                 )
                 half = _half(rows, chunk if whole_chunks else 1)
-                if not half or half < min_batch:
-                    if died and (start, stop) not in retried:
-                        retried.add((start, stop))
-                        queue.appendleft((start, stop))
-                        resubmitted += 1
+                whole_task = not half or half < min_batch  # (it cannot be split)
+                if died and (start, stop) not in retried and (lost or whole_task):
+                    # A worker's death takes every task in flight with it (their
+                    # inputs, on Dask; the pool, on joblib): these rows may not
+                    # be what killed it. They run again unsplit, once: where
+                    # they cannot be split, alone (nothing beside them), so
+                    # that a second death is theirs; else, lost again, they
+                    # split as a death of their own.
+                    retried.add((start, stop))
+                    if whole_task:
+                        alone.add((start, stop))
+                    queue.appendleft((start, stop))
+                    resubmitted += 1
+                    if whole_task:
                         logger().info(
-                            "map_batches: rows %d:%d on %s: %s; resubmitting "
-                            "them once at min_batch",
+                            "map_batches: rows %d:%d on %s: %s; resubmitting them "
+                            "once more at min_batch, alone",
                             start,
                             stop,
                             pool.where,
                             cause,
                         )
-                        continue
+                    else:
+                        logger().info(
+                            "map_batches: rows %d:%d lost their inputs with a "
+                            "worker that died on %s; the inputs are shipped again "
+                            "and the rows run again unsplit",
+                            start,
+                            stop,
+                            pool.where,
+                        )
+                    continue
+                if whole_task:
                     need = rows * bytes_per_row
                     msg = (
                         f"map_batches: rows {start}:{stop} ({rows} rows, about "
                         f"{need / 2**20:.1f} MiB with the overhead) could not run on "
-                        f"{pool.where} even at min_batch={min_batch}: {cause}"
+                        f"{pool.where} even at min_batch={min_batch}"
+                        f"{', running alone' if (start, stop) in alone else ''}: {cause}"
                     )
                     if whole_chunks:
                         msg += (

@@ -35,6 +35,8 @@ WORKERS_BACK_S = 60.0
 _ASKS = 5
 #: Seconds between two questions to the scheduler while waiting for a worker.
 POLL_S = 0.1
+#: Scatters of the inputs tried while workers die under them, before giving up.
+_SHIP_TRIES = 5
 
 
 def unreachable_scheduler(address: str, timeout: float) -> str | None:
@@ -129,25 +131,61 @@ class DaskPool(Pool):
         self._job = (job, arrays)
         self._ship()
 
-    def _ship(self) -> None:
-        # Broadcast warms every worker, but the scheduler may drop replicas
-        # (its active memory manager), so a killed worker can take the only
-        # copy with it: `submit` ships again when that happened.
+    def _ship(self, rows: tuple[int, int] | None = None) -> None:
+        """Scatter the job and the inputs to every worker.
+
+        Broadcast warms every worker, but the scheduler may drop replicas
+        (its active memory manager), so a killed worker can take the only
+        copy with it: `submit` ships again when that happened. A scatter
+        that meets a worker dying (the connection closed, no worker left,
+        dask's "Can not use replicate to delete data" where the workers
+        changed under it) is tried again once a worker runs, up to
+        `_SHIP_TRIES` times in all; then a RuntimeError names the rows
+        (``rows``: those about to run) and the last error.
+        """
         job, arrays = self._job
-        job_future = self._client.scatter(job, broadcast=True, hash=False)
-        array_futures = self._client.scatter(list(arrays), broadcast=True, hash=False)
-        self._shipped = [job_future, *array_futures]
+        last: Exception | None = None
+        for attempt in range(_SHIP_TRIES):
+            if attempt:
+                self._await_a_worker(rows)
+            scattered: list[TaskFuture] = []
+            try:
+                scattered.append(self._client.scatter(job, broadcast=True, hash=False))
+                scattered.extend(
+                    self._client.scatter(list(arrays), broadcast=True, hash=False)
+                )
+            except (OSError, ValueError) as exc:  # (TimeoutError is an OSError)
+                last = exc
+                logger().info(
+                    "map_batches: shipping the inputs to %s failed (%s: %s); "
+                    "trying again once a worker runs",
+                    self.where,
+                    type(exc).__name__,
+                    exc,
+                )
+                if scattered:
+                    self._client.cancel(scattered)
+                continue
+            self._shipped = scattered
+            return
+        which = "" if rows is None else f" for rows {rows[0]}:{rows[1]}"
+        msg = (
+            f"map_batches: could not ship the inputs to {self.where}{which} in "
+            f"{_SHIP_TRIES} tries: its workers kept dying (last: "
+            f"{type(last).__name__}: {last}); see the workers' logs"
+        )
+        raise RuntimeError(msg) from last
 
     def submit(self, start: int, stop: int) -> TaskFuture:
         if any(f.status != "finished" for f in self._shipped):
             logger().info("map_batches: inputs lost with a worker; shipping them again")
-            self._await_a_worker(start, stop)
-            self._ship()
+            self._await_a_worker((start, stop))
+            self._ship((start, stop))
         return self._client.submit(
             run_rows, self._shipped[0], start, stop, *self._shipped[1:], pure=False
         )
 
-    def _await_a_worker(self, start: int, stop: int) -> None:
+    def _await_a_worker(self, rows: tuple[int, int] | None) -> None:
         """A worker to ship the inputs to again, within `WORKERS_BACK_S`.
 
         Where every worker died (a nanny restarts them, slowly on a busy
@@ -167,9 +205,10 @@ class DaskPool(Pool):
             for w in scheduler_workers(self._client).values()
         ):
             if time.monotonic() > deadline:
+                which = "" if rows is None else f" rows {rows[0]}:{rows[1]}"
                 msg = (
-                    f"map_batches: {self.where} has no worker left to run rows "
-                    f"{start}:{stop} on: its workers died and none came back "
+                    f"map_batches: {self.where} has no worker left to run{which} "
+                    f"on: its workers died and none came back "
                     f"within {WORKERS_BACK_S:g} s; see the workers' logs"
                 )
                 raise RuntimeError(msg)
@@ -185,7 +224,10 @@ class DaskPool(Pool):
         for future in futures:  # by status: a "lost" result is not done yet
             status = future.status
             if status == "finished":
-                out.append((future, future.result(), None))
+                try:
+                    out.append((future, future.result(), None))
+                except CancelledError:  # its inputs went with a worker meanwhile
+                    out.append((future, None, InputsLost("cancelled")))
             elif status == "error":
                 out.append((future, None, future.exception()))
             elif status == "cancelled":  # e.g. its inputs went with a worker
