@@ -44,6 +44,7 @@ from ._adapters._stores import (
 )
 
 if TYPE_CHECKING:
+    from ._adapters._layout import Extent
     from ._backend import Backend
     from ._rows import ResultSpec
     from ._typing import Array, HostArray, UserFunction, Value
@@ -87,8 +88,20 @@ class Out(NamedTuple):
     shared: bool = False
 
 
-def check_out(out: Value, n: int) -> Out:
-    """``out`` checked for a call of ``n`` rows (TypeError/ValueError naming it)."""
+def check_out(
+    out: Value,
+    n: int,
+    arrays: tuple[Array, ...] = (),
+    whole: tuple[tuple[str, Array], ...] = (),
+) -> Out:
+    """``out`` checked for a call of ``n`` rows (TypeError/ValueError naming it).
+
+    ``arrays`` (the inputs) and ``whole`` (the whole operands, each with its
+    name) are what ``fn`` reads: an output that shares memory with one
+    would overwrite what a later batch has yet to read. An output may be an
+    input itself, the same elements in the same order (each batch writes
+    the rows it read: in place); nothing else of either may overlap it.
+    """
     if isinstance(out, (tuple, list)):
         if not out:
             msg = (
@@ -112,23 +125,57 @@ def check_out(out: Value, n: int) -> Out:
         named = [("out", out)]
     chunks = tuple(_check_leaf(name, leaf, n) for name, leaf in named)
     leaves = tuple(leaf for _, leaf in named)
-    _refuse_shared_memory(named)
+    _refuse_shared_memory(named, arrays, whole)
     shared = all(written_by_workers(leaf) for leaf in leaves)
     return Out(out, spec, leaves, chunks, shared)
 
 
-def _refuse_shared_memory(named: list[tuple[str, Value]]) -> None:
-    """ValueError where two outputs are one array, or NumPy arrays that overlap."""
+def _refuse_shared_memory(
+    named: list[tuple[str, Value]],
+    arrays: tuple[Array, ...],
+    whole: tuple[tuple[str, Array], ...],
+) -> None:
+    """ValueError where outputs share memory, or one shares an input's or a whole operand's.
+
+    An output that is an input, element for element, is the one exception.
+    """
+    extents = [_extent(leaf) for _, leaf in named]
     for i, (name, leaf) in enumerate(named):
-        for other, given in named[i + 1 :]:
-            same = leaf is given or (
-                isinstance(leaf, np.ndarray)
-                and isinstance(given, np.ndarray)
-                and np.may_share_memory(leaf, given)
-            )
-            if same:
+        mine = extents[i]
+        for (other, given), theirs in zip(
+            named[i + 1 :], extents[i + 1 :], strict=True
+        ):
+            if leaf is given or (
+                mine is not None and theirs is not None and mine.overlaps(theirs)
+            ):
                 msg = f"{name} and {other} share memory: each output needs its own"
                 raise ValueError(msg)
+        if mine is None:
+            continue
+        for k, source in enumerate(arrays):
+            theirs = _extent(source)
+            if theirs is not None and mine.overlaps(theirs) and mine != theirs:
+                msg = (
+                    f"{name} shares memory with the input arrays[{k}] without being "
+                    "it: writing a batch's rows would change rows fn has yet to "
+                    "read. Give out memory of its own (or the input itself, to "
+                    "write in place)"
+                )
+                raise ValueError(msg)
+        for operand, source in whole:
+            theirs = _extent(source)
+            if theirs is not None and mine.overlaps(theirs):
+                msg = (
+                    f"{name} shares memory with the whole operand {operand}, which "
+                    "every batch reads: give out memory of its own"
+                )
+                raise ValueError(msg)
+
+
+def _extent(leaf: Value) -> Extent | None:
+    """Where ``leaf``'s elements lie, for an array of a library xpkit knows."""
+    adapter = adapter_for_array(leaf)
+    return None if adapter is None else adapter.memory_extent(leaf)
 
 
 def _check_leaf(name: str, leaf: Value, n: int) -> int:

@@ -162,7 +162,7 @@ def batch_request(call: BatchCall, caller: str = "map_batches") -> BatchRequest:
                 "out (arrays on any device) or result_on, not both"
             )
             raise ValueError(msg)
-        out = check_out(out, n)
+        out = check_out(out, n, arrays, _named_operands(whole))
     if pad is not None and not isinstance(pad, bool):
         msg = f"pad must be a bool or None, got {pad!r}"
         raise TypeError(msg)
@@ -213,6 +213,15 @@ def batch_request(call: BatchCall, caller: str = "map_batches") -> BatchRequest:
         adapter,
         out,
     )
+
+
+def _named_operands(
+    whole: tuple[Array, ...] | Mapping[str, Array],
+) -> tuple[tuple[str, Array], ...]:
+    """Each whole operand with its name in messages (``whole[0]``, ``whole['w']``)."""
+    if isinstance(whole, Mapping):
+        return tuple((f"whole[{k!r}]", v) for k, v in whole.items())
+    return tuple((f"whole[{i}]", v) for i, v in enumerate(whole))
 
 
 def _check_whole(whole: Value) -> None:

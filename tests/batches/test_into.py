@@ -387,6 +387,87 @@ def test_outputs_that_share_memory_are_refused():
     assert fn.calls == 0
 
 
+def _shifted(x):
+    big = np.zeros((x.shape[0] + 1, x.shape[1]))
+    big[:-1] = x
+    return big[:-1], big[1:]
+
+
+@pytest.mark.parametrize(
+    "case", ["shifted", "reversed", "one column", "a torch view of the input"]
+)
+def test_an_out_that_overlaps_an_input_without_being_it_is_refused(case):
+    """Each batch's rows overwrote rows a later batch had yet to read
+    (silently wrong: rows 3 and 6 of a shifted buffer)."""
+    x = _data(8)
+    if case == "shifted":
+        x, out = _shifted(x)
+    elif case == "reversed":
+        out = x[::-1]
+    elif case == "one column":
+        out = x[:, 1]
+    else:
+        torch = pytest.importorskip("torch")
+        x, shifted = _shifted(x)
+        out = torch.from_numpy(shifted)  # (the same memory, seen by torch)
+    before = x.copy()
+    fn = Counted(lambda r: r[:, 0] * 2.0) if case == "one column" else Counted()
+    with pytest.raises(
+        ValueError,
+        match=r"^out shares memory with the input arrays\[0\] without being it",
+    ):
+        xpkit.map_batches(fn, x, out=out, bytes_per_item=24, budget_gb=72 / GB)
+    assert fn.calls == 0
+    np.testing.assert_array_equal(x, before)
+
+
+@pytest.mark.parametrize("kind", ["tuple", "dict"])
+def test_an_out_that_overlaps_a_whole_operand_is_refused(kind):
+    """Every batch reads all of it: a batch's rows changed what the next read."""
+    x, w = _data(8), np.ones((8, 3))
+    fn = Counted(lambda r, w: (r, r + w.sum()))
+    whole = (w,) if kind == "tuple" else {"w": w}
+    name = r"whole\[0\]" if kind == "tuple" else r"whole\['w'\]"
+    with pytest.raises(
+        ValueError, match=rf"^out\[1\] shares memory with the whole operand {name}"
+    ):
+        xpkit.map_batches(
+            fn,
+            x,
+            whole=whole,
+            out=(np.zeros((8, 3)), w[::-1]),
+            bytes_per_item=24,
+            budget_gb=72 / GB,
+        )
+    assert fn.calls == 0
+    np.testing.assert_array_equal(w, 1.0)
+
+
+def test_an_out_that_is_the_input_itself_is_written_in_place(xpkit_backend):
+    """The same elements in the same order: each batch writes the rows it read."""
+    b = xpkit_backend
+    dtype = b.xp.float64 if b.has_float64 else b.xp.float32
+    x = b.asarray(_data(20), dtype=dtype)
+    if not get_adapter(b.library).writable_rows or (
+        isinstance(x, np.ndarray) and not x.flags.writeable
+    ):
+        pytest.skip(f"{b.name}: its arrays cannot be written in place")
+    got = xpkit.map_batches(lambda r: r * 2.0, x, out=x, **SEVEN)
+    assert got is x
+    assert_equal(x, b.asarray(_data(20) * 2.0, dtype=dtype))
+
+
+def test_tensor_outputs_that_overlap_are_refused():
+    """Two torch views sharing a column were accepted (NumPy's refused):
+    the second output overwrote the first's column."""
+    torch = pytest.importorskip("torch")
+    base = torch.zeros((10, 3), dtype=torch.float64)
+    fn = Counted(lambda r: (r[:, :2], r[:, 1:]))
+    with pytest.raises(ValueError, match=r"^out\[0\] and out\[1\] share memory"):
+        xpkit.map_batches(fn, _data(10), out=(base[:, 0:2], base[:, 1:3]), **SEVEN)
+    assert fn.calls == 0
+
+
 def test_a_tensor_that_cannot_be_written_is_refused_before_fn_runs():
     torch = pytest.importorskip("torch")
     fn = Counted()

@@ -480,3 +480,32 @@ def test_torch_device_objects_are_accepted():
         xpkit.Backend("torch", device=0)
     with pytest.raises(TypeError, match="device must be a string or None"):
         xpkit.Backend("torch", device=object())
+
+
+@pytest.mark.parametrize(
+    "view",
+    [
+        lambda a: a,
+        lambda a: a[::-1],
+        lambda a: a[:, ::-2],
+        lambda a: a[2:5],
+        lambda a: a.T,
+        lambda a: a[:0],
+        lambda a: a[3],
+    ],
+)
+def test_an_extent_is_the_bytes_numpy_bounds(view):
+    """`Extent` against NumPy's own byte bounds of the same view."""
+    from xpkit._adapters._layout import host_extent
+
+    a = np.arange(60.0).reshape(6, 10)
+    v = view(a)
+    got = host_extent(v)
+    if v.size == 0:
+        assert got.low == got.high
+        return
+    low, high = np.lib.array_utils.byte_bounds(v)
+    assert (got.low, got.high) == (low, high)
+    assert got.overlaps(host_extent(a))
+    assert not got.overlaps(host_extent(a.copy()))
+    assert (got == host_extent(a)) == (v.shape == a.shape and v.strides == a.strides)

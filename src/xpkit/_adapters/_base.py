@@ -19,6 +19,7 @@ import numpy as np
 from .._dtypes import dtype_name
 from .._typing import Array, DType, HostArray, Namespace, NativeDevice, UserFunction
 from ._device_memory import MemoryCap, MemoryInfo, MemoryProbe
+from ._layout import host_extent
 from ._peak import PeakMeter, host_meter
 from ._top_k import sorted_top_k
 from ._trace import Profile, Tracer, Traits
@@ -26,7 +27,7 @@ from ._trace import Profile, Tracer, Traits
 if TYPE_CHECKING:
     import pytest
 
-    from ._layout import Unshareable
+    from ._layout import Extent, Unshareable
     from ._top_k import TopK
 
 __all__ = [
@@ -381,6 +382,16 @@ class Adapter:
         `map_batches` compares a result with before keeping it uncopied.
         """
         return None
+
+    def memory_extent(self, x: Array) -> Extent | None:
+        """Where ``x``'s elements lie in memory (`Extent`); None: not known.
+
+        What `map_batches` compares an ``out`` with its inputs by. By default
+        the extent of `host_view` (host memory only); a library whose arrays
+        live in device memory too says where they lie there.
+        """
+        view = self.host_view(x)
+        return None if view is None else host_extent(view)
 
     def device_of(self, x: Array) -> NativeDevice:
         """The library's device object that the array ``x`` lives on."""

@@ -10,6 +10,7 @@ answers them for its own library's arrays (`Adapter.unshareable`).
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
@@ -17,7 +18,15 @@ import numpy as np
 if TYPE_CHECKING:
     from .._typing import HostArray
 
-__all__ = ["Unshareable", "contiguous_host_copy", "host_unshareable", "native_layout"]
+__all__ = [
+    "Extent",
+    "Unshareable",
+    "contiguous_host_copy",
+    "extent",
+    "host_extent",
+    "host_unshareable",
+    "native_layout",
+]
 
 
 class Unshareable(NamedTuple):
@@ -81,3 +90,59 @@ def native_layout(host: HostArray) -> HostArray:
         # one element contiguous, and ascontiguousarray would keep them.)
         host = host.copy(order="C")
     return host
+
+
+class Extent(NamedTuple):
+    """Where an array's elements lie in memory, for telling overlaps apart.
+
+    ``place`` names the memory (``"host"`` for the process's own, a device
+    otherwise); ``low`` and ``high`` are the first byte the array can touch
+    and one past the last (equal for an empty array); ``layout`` is its
+    shape, strides in bytes and item size: two arrays with equal extents
+    are the same elements in the same order.
+    """
+
+    place: Hashable
+    low: int
+    high: int
+    layout: tuple[tuple[int, ...], tuple[int, ...], int]
+
+    def overlaps(self, other: Extent) -> bool:
+        """Whether the two may share a byte.
+
+        Their bounds meet, as NumPy's ``may_share_memory`` tells them:
+        interleaved views count.
+        """
+        return (
+            self.place == other.place
+            and self.low < other.high
+            and other.low < self.high
+        )
+
+
+def extent(
+    place: Hashable,
+    address: int,
+    shape: Sequence[int],
+    strides: Sequence[int],
+    itemsize: int,
+) -> Extent:
+    """The `Extent` of an array at ``address`` (its first element) of this layout."""
+    low = high = address
+    for n, stride in zip(shape, strides, strict=True):
+        if n == 0:
+            return Extent(
+                place, address, address, (tuple(shape), tuple(strides), itemsize)
+            )
+        if stride > 0:
+            high += (n - 1) * stride
+        else:
+            low += (n - 1) * stride
+    layout = (tuple(shape), tuple(strides), itemsize)
+    return Extent(place, low, high + itemsize, layout)
+
+
+def host_extent(host: HostArray) -> Extent:
+    """The `Extent` of a NumPy array's memory."""
+    address: int = host.__array_interface__["data"][0]
+    return extent("host", address, host.shape, host.strides, host.dtype.itemsize)

@@ -14,7 +14,7 @@ import numpy as np
 
 from ._base import Adapter, FastOps, Replace, Tagged
 from ._device_memory import MemoryCap, MemoryInfo, MemoryProbe
-from ._layout import Unshareable, native_layout
+from ._layout import Extent, Unshareable, extent, native_layout
 from ._peak import PeakMeter, host_meter
 from ._torch_compile import compiled_whole, eager_only, is_compiling
 from ._torch_dispatch import DispatchPeak
@@ -282,6 +282,15 @@ class TorchAdapter(Adapter):
             return None
         view: HostArray = x.detach().numpy()
         return view
+
+    def memory_extent(self, x: Array) -> Extent | None:
+        """A strided tensor's extent on its device (the host's for the CPU)."""
+        if x.layout is not self._strided_layout() or x.device.type == "meta":
+            return None
+        size = x.element_size()
+        place = "host" if x.device.type == "cpu" else str(x.device)
+        strides = [step * size for step in x.stride()]
+        return extent(place, x.data_ptr(), x.shape, strides, size)
 
     def to_cpu(self, x: Array) -> Array:
         """``tensor.cpu()``."""
