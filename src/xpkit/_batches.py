@@ -467,6 +467,7 @@ def pool_steps(
             chunk=chunk,
             whole_chunks=shared,
             held=held,
+            caller=request.caller,
         )
     )
 

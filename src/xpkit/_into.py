@@ -37,6 +37,7 @@ import numpy as np
 from ._adapters._registry import adapter_for_array, get_adapter
 from ._adapters._stores import (
     bytes_held_while_writing,
+    closed,
     itemsize_of,
     read_only,
     rows_per_write,
@@ -180,6 +181,10 @@ def _extent(leaf: Value) -> Extent | None:
 
 def _check_leaf(name: str, leaf: Value, n: int) -> int:
     """The rows of one chunk of ``leaf``, once it is checked as an output of n rows."""
+    why = closed(leaf)
+    if why is not None:
+        msg = f"{name} cannot be written: it is {why}"
+        raise ValueError(msg)
     if not all(hasattr(leaf, a) for a in ("shape", "dtype", "__setitem__")):
         msg = (
             f"{name} must be an array (shape, dtype and slice assignment: a NumPy "

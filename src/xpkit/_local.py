@@ -22,7 +22,7 @@ from ._oom import split_on_oom
 from ._plan_memory import GROW_AFTER, plan_memory
 
 if TYPE_CHECKING:
-    from collections.abc import Generator
+    from collections.abc import Callable, Generator
 
     from ._adapters._peak import PeakMeter
     from ._cost_model import Cost
@@ -77,6 +77,7 @@ def each_batch_here(
         batch = min(batch, most)
     if job.pad_to:  # (a last batch is padded to no more rows than the others)
         job.pad_to = batch
+    at_floor = _at_min_batch(request, plan)
     # In a call that probed, a batch smaller than planned is what the probe's
     # OOM taught (or, rarely, a fit an earlier call taught without a cost):
     # either way it does not grow in this call.
@@ -113,12 +114,12 @@ def each_batch_here(
             stop = stop_at_chunk(start, stop, n, chunk)
         span = (start, stop)
         if check is not None and stop - start == batch:
-            fitted = split_on_oom(measured, span, request.min_batch)
+            fitted = split_on_oom(measured, span, request.min_batch, at_floor)
             if fitted is None and peaks and peaks[0] is not None:
                 batch = planned = checked_batch(request, plan, batch, peaks[0], check)
             check = None
         else:
-            fitted = split_on_oom(piece, span, request.min_batch)
+            fitted = split_on_oom(piece, span, request.min_batch, at_floor)
         if trim:
             release_freed_host_memory()
         if fitted is not None:  # (smaller than any piece that failed)
@@ -138,6 +139,28 @@ def each_batch_here(
             bar.update(stop - start)
         start = stop
         yield
+
+
+def _at_min_batch(
+    request: BatchRequest, plan: BatchPlan
+) -> Callable[[int, int, BaseException], MemoryError]:
+    """The error of rows that run out of memory at ``min_batch``.
+
+    A `MemoryError` naming them and the memory they needed, as on a pool.
+    """
+    per_row = plan.bytes_per_item * plan.overhead
+
+    def at_floor(start: int, stop: int, error: BaseException) -> MemoryError:
+        rows = stop - start
+        msg = (
+            f"{request.caller}: rows {start}:{stop} ({rows} rows, about "
+            f"{rows * per_row / 2**20:.1f} MiB with the overhead) could not run on "
+            f"{request.owner.name} even at min_batch={request.min_batch}: out of "
+            f"memory ({type(error).__name__}: {str(error)[:200]})"
+        )
+        return MemoryError(msg)
+
+    return at_floor
 
 
 def first_batch_meter(

@@ -147,7 +147,12 @@ def _empty_caches() -> None:
 Piece = Callable[[int, int, bool], None]
 
 
-def split_on_oom(run: Piece, span: tuple[int, int], min_chunk: int) -> int | None:
+def split_on_oom(
+    run: Piece,
+    span: tuple[int, int],
+    min_chunk: int,
+    at_floor: Callable[[int, int, BaseException], BaseException] | None = None,
+) -> int | None:
     """Run ``run`` over rows ``span``, halving a piece that runs out of memory.
 
     ``run(start, stop, split)`` does the work for rows ``start:stop`` (and
@@ -156,7 +161,8 @@ def split_on_oom(run: Piece, span: tuple[int, int], min_chunk: int) -> int | Non
     ``except`` block `release_after_oom` frees what it left, and the piece
     is split in half, each half run in turn; a piece as large as one that
     failed is split before it is tried. Below ``min_chunk`` rows the error
-    is re-raised.
+    is re-raised, or what ``at_floor(start, stop, error)`` makes of it
+    (raised from it).
 
     Returns None when no OOM happened, else the row count of the largest
     piece that succeeded after a split (what a caller can use as its batch
@@ -178,12 +184,12 @@ def split_on_oom(run: Piece, span: tuple[int, int], min_chunk: int) -> int | Non
         try:
             run(start, stop, split)
         except BaseException as exc:
-            if (
-                not is_oom_error(exc)
-                or size // 2 < min_chunk
-                or isinstance(exc, UnsplittableMemoryError)
-            ):
+            if not is_oom_error(exc) or isinstance(exc, UnsplittableMemoryError):
                 raise
+            if size // 2 < min_chunk:
+                if at_floor is None:
+                    raise
+                raise at_floor(start, stop, exc) from exc
             # Drop the failed attempt's locals (its buffers) before retrying.
             traceback.clear_frames(exc.__traceback__)
             reason = f"{type(exc).__name__}: {str(exc)[:200]}"

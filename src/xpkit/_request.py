@@ -94,6 +94,9 @@ class BatchRequest(NamedTuple):
     out : Out or None
         The caller's arrays the results are written into (`xpkit._into`);
         None: outputs allocated where ``result_on`` says.
+    caller : str
+        The public function called (``"map_batches"``, ``"iter_batches"``,
+        ...), which messages name.
     """
 
     fn: UserFunction
@@ -113,6 +116,7 @@ class BatchRequest(NamedTuple):
     alive: tuple[Callable[[], object], ...]
     adapter: Adapter
     out: Out | None = None
+    caller: str = "map_batches"
 
     @property
     def sources(self) -> tuple[Array, ...]:
@@ -212,6 +216,7 @@ def batch_request(call: BatchCall, caller: str = "map_batches") -> BatchRequest:
         alive,
         adapter,
         out,
+        caller,
     )
 
 

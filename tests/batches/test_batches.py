@@ -160,9 +160,25 @@ def test_compute_oom_safe_never_runs_a_failed_size_again():
 
 
 def test_map_batches_min_batch_is_the_floor_for_recovery():
+    """At min_batch the MemoryError names the rows and what they needed, as
+    on an executor (the user's bare error came back here), from fn's own."""
     a = np.arange(40.0)[:, None]
-    with pytest.raises(MemoryError):
+    with pytest.raises(
+        MemoryError,
+        match=r"^map_batches: rows 0:10 \(10 rows, about .* MiB with the overhead\) "
+        r"could not run on numpy even at min_batch=8: out of memory \(MemoryError",
+    ) as info:
         xpkit.map_batches(CountingFn(capacity=3), a, a, budget_gb=1.0, min_batch=8)
+    assert type(info.value.__cause__) is MemoryError  # fn's own, chained
+
+
+def test_iter_batches_names_itself_at_min_batch():
+    a = np.arange(40.0)[:, None]
+    batches = xpkit.iter_batches(
+        CountingFn(capacity=3), a, a, bytes_per_item=8.0, budget_gb=1.0, min_batch=8
+    )
+    with pytest.raises(MemoryError, match=r"^iter_batches: rows 0:10 \(10 rows"):
+        list(batches)
 
 
 def test_map_batches_progress_bar(capsys):

@@ -474,10 +474,19 @@ def test_a_tensor_that_cannot_be_written_is_refused_before_fn_runs():
     x = torch.from_numpy(_data(20))
     grad = torch.zeros((20, 3), dtype=torch.float64, requires_grad=True)
     expanded = torch.zeros((1, 3), dtype=torch.float64).expand(20, 3)
-    for out, match in ((grad, "requires grad"), (expanded, "share memory")):
+    with torch.inference_mode():
+        inference = torch.zeros((20, 3), dtype=torch.float64)
+    for out, match in (
+        (grad, "requires grad"),
+        (expanded, "share memory"),
+        (inference, "an inference tensor"),  # (torch refused it after fn ran)
+    ):
         with pytest.raises(ValueError, match=rf"^out cannot be written: .*{match}"):
             xpkit.map_batches(fn, x, out=out, **SEVEN)
     assert fn.calls == 0
+    with torch.inference_mode():  # (where torch writes into it)
+        xpkit.map_batches(fn, x, out=inference, **SEVEN)
+    np.testing.assert_array_equal(inference.numpy(), _data(20) * 2.0)
 
 
 def test_a_sharded_store_is_written_a_whole_shard_at_a_time(tmp_path, monkeypatch):
@@ -527,6 +536,21 @@ def test_an_h5py_dataset_of_a_read_only_file_is_refused_before_fn_runs(tmp_path)
     with h5py.File(tmp_path / "a.h5", "r+") as f:  # (the same, writable)
         xpkit.map_batches(fn, _data(20), out=f["d"], budget_gb=0.05)
         np.testing.assert_array_equal(f["d"][:], _data(20) * 2.0)
+
+
+def test_an_h5py_dataset_of_a_closed_file_is_refused_before_fn_runs(tmp_path):
+    """h5py's "Unable to synchronously get dataspace" came at the first write."""
+    h5py = pytest.importorskip("h5py")
+    with h5py.File(tmp_path / "a.h5", "w") as f:
+        d = f.create_dataset("d", shape=(20, 3), dtype="float64")
+    fn = Counted()
+    with pytest.raises(
+        ValueError,
+        match=r"^out\[1\] cannot be written: it is an h5py dataset of a file that is "
+        "closed$",
+    ):
+        xpkit.map_batches(fn, _data(20), out=(np.zeros((20, 3)), d), **SEVEN)
+    assert fn.calls == 0
 
 
 def test_joblib_workers_write_their_own_rows_into_an_fsspec_store(

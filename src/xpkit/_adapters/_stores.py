@@ -38,6 +38,7 @@ import numpy as np
 
 __all__ = [
     "bytes_held_while_writing",
+    "closed",
     "itemsize_of",
     "read_only",
     "rows_per_write",
@@ -67,6 +68,17 @@ def _zarr_array(leaf: object) -> bool:
 def _h5py_dataset(leaf: object) -> bool:
     h5py = sys.modules.get("h5py")
     return h5py is not None and isinstance(leaf, h5py.Dataset)
+
+
+def closed(leaf: object) -> str | None:
+    """Why ``leaf`` cannot be read or written at all (its file is closed), or None.
+
+    Asked before anything else of it: an h5py dataset of a closed file
+    raises h5py's own RuntimeError at its ``shape``.
+    """
+    if _h5py_dataset(leaf) and not leaf:
+        return "an h5py dataset of a file that is closed"
+    return None
 
 
 def read_only(leaf: object) -> str | None:

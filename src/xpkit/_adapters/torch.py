@@ -249,9 +249,18 @@ class TorchAdapter(Adapter):
         return x.layout is self._strided_layout() and not x.is_quantized
 
     def unwritable(self, x: Array) -> str | None:
-        """A tensor that requires grad, or one whose rows share memory (expanded)."""
+        """Why a tensor cannot take rows: grad, inference, or shared rows.
+
+        A tensor that requires grad, an inference tensor (outside inference
+        mode), or one whose rows share memory (expanded).
+        """
         if x.requires_grad:
             return "a tensor that requires grad (autograd refuses writes into it)"
+        if x.is_inference() and not _torch().is_inference_mode_enabled():
+            return (
+                "an inference tensor (made under torch.inference_mode, which "
+                "alone may write into it)"
+            )
         steps = zip(x.stride(), x.shape, strict=True)
         if any(step == 0 and size > 1 for step, size in steps):
             return (

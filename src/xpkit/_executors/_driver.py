@@ -43,6 +43,7 @@ def each_task_on_pool(
     chunk: int = 1,
     whole_chunks: bool = False,
     held: Callable[[], int] | None = None,
+    caller: str = "map_batches",
 ) -> Generator[None, None, int]:
     """Run rows ``first:`` on ``pool``, yielding once each task's rows are in ``outputs``.
 
@@ -56,7 +57,7 @@ def each_task_on_pool(
     against the tasks in flight, so that at most that many rows wait,
     while a task always runs. The tasks in flight keep running
     while the caller holds a yield; closing the generator abandons the run
-    (as any error does).
+    (as any error does). ``caller``: the public function, in messages.
 
     A task that fails for memory (an OOM inside it, or its worker died) is
     split in half and both halves go back in the queue, and queued batches
@@ -124,7 +125,7 @@ def each_task_on_pool(
                 deaths += died
                 if deaths > _MAX_DEATHS:
                     msg = (
-                        f"map_batches: workers of {pool.where} died {deaths} times "
+                        f"{caller}: workers of {pool.where} died {deaths} times "
                         f"(last on rows {start}:{stop}); this is more than memory "
                         "pressure, see the workers' logs"
                     )
@@ -173,7 +174,7 @@ def each_task_on_pool(
                 if whole_task:
                     need = rows * bytes_per_row
                     msg = (
-                        f"map_batches: rows {start}:{stop} ({rows} rows, about "
+                        f"{caller}: rows {start}:{stop} ({rows} rows, about "
                         f"{need / 2**20:.1f} MiB with the overhead) could not run on "
                         f"{pool.where} even at min_batch={min_batch}"
                         f"{', running alone' if (start, stop) in alone else ''}: {cause}"
