@@ -14,10 +14,11 @@ import numpy as np
 
 from ._base import Adapter, FastOps, Replace, Tagged
 from ._device_memory import MemoryCap, MemoryInfo, MemoryProbe
-from ._layout import Extent, Unshareable, extent, native_layout
+from ._layout import native_layout
 from ._peak import PeakMeter, host_meter
 from ._torch_compile import compiled_whole, eager_only, is_compiling
 from ._torch_dispatch import DispatchPeak
+from ._torch_layout import tensor_extent, tensor_unshareable, tensor_unwritable
 from ._torch_memory import (
     accelerator_cap,
     accelerator_memory,
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     import pytest
 
     from .._typing import Array, DType, HostArray, Namespace, NativeDevice, UserFunction
+    from ._layout import Extent, Unshareable
     from ._top_k import TopK
     from ._trace import Traits
 
@@ -249,25 +251,8 @@ class TorchAdapter(Adapter):
         return x.layout is self._strided_layout() and not x.is_quantized
 
     def unwritable(self, x: Array) -> str | None:
-        """Why a tensor cannot take rows: grad, inference, or shared rows.
-
-        A tensor that requires grad, an inference tensor (outside inference
-        mode), or one whose rows share memory (expanded).
-        """
-        if x.requires_grad:
-            return "a tensor that requires grad (autograd refuses writes into it)"
-        if x.is_inference() and not _torch().is_inference_mode_enabled():
-            return (
-                "an inference tensor (made under torch.inference_mode, which "
-                "alone may write into it)"
-            )
-        steps = zip(x.stride(), x.shape, strict=True)
-        if any(step == 0 and size > 1 for step, size in steps):
-            return (
-                "a tensor whose elements share memory (expanded: a stride of 0); "
-                "give a contiguous one"
-            )
-        return None
+        """Grad, an inference tensor outside inference mode, expanded rows."""
+        return tensor_unwritable(x, _torch().is_inference_mode_enabled())
 
     def to_numpy(self, x: Array) -> HostArray:
         """Detach, move to the CPU when needed, then share memory with NumPy."""
@@ -294,12 +279,9 @@ class TorchAdapter(Adapter):
 
     def memory_extent(self, x: Array) -> Extent | None:
         """A strided tensor's extent on its device (the host's for the CPU)."""
-        if x.layout is not self._strided_layout() or x.device.type == "meta":
+        if x.layout is not self._strided_layout():
             return None
-        size = x.element_size()
-        place = "host" if x.device.type == "cpu" else str(x.device)
-        strides = [step * size for step in x.stride()]
-        return extent(place, x.data_ptr(), x.shape, strides, size)
+        return tensor_extent(x)
 
     def to_cpu(self, x: Array) -> Array:
         """``tensor.cpu()``."""
@@ -309,23 +291,8 @@ class TorchAdapter(Adapter):
     always_writable = True
 
     def unshareable(self, x: Array) -> Unshareable | None:
-        """Lazy conjugate and negative bits (DLPack drops them), zero strides.
-
-        ``x.conj()`` of a complex tensor, and its ``.imag``, are views with
-        a bit that says "negate when read": DLPack exports the memory
-        without it. ``expand()`` views have zero strides.
-        """
-        if x.is_conj():
-            return Unshareable(
-                "is a lazy conj() view, whose conjugate bit DLPack drops", False
-            )
-        if x.is_neg():
-            return Unshareable("is a lazy negated view, whose bit DLPack drops", False)
-        if x.layout is self._strided_layout() and any(
-            n > 1 and s <= 0 for n, s in zip(x.shape, x.stride(), strict=True)
-        ):
-            return Unshareable("has zero strides (an expand()ed view)", False)
-        return None
+        """Lazy conjugate and negative bits (DLPack drops them), zero strides."""
+        return tensor_unshareable(x, x.layout is self._strided_layout())
 
     def contiguous_copy(self, x: Array) -> Array:
         """Detached, its lazy bits resolved, contiguous, in memory of its own."""
