@@ -300,8 +300,12 @@ class Backend(Generic[ArrayT]):
 
     @property
     def capabilities(self) -> frozenset[str]:
-        """What the library has of ``"linalg"`` and ``"data_dependent_shapes"``."""
-        return self._adapter.capabilities
+        """What the library has of ``"linalg"`` and ``"data_dependent_shapes"``.
+
+        Under its settings in force now (array-api-strict's flags switch both
+        off).
+        """
+        return self._adapter.capabilities_now()
 
     @property
     def has_float64(self) -> bool:

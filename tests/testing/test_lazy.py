@@ -125,6 +125,101 @@ def test_modules_without_lazy_functions_get_no_lazy_variants(pytester):
     assert not any(i.endswith(("-jit]", "-lazy]", "-compile]")) for i in ids)
 
 
+#: A module declared with array-api-extra's own `lazy_xp_function`, as a
+#: suite moved onto the plugin keeps it: a function, a method, its keywords.
+THEIRS = textwrap.dedent(
+    """
+    import pytest
+    from array_api_extra.testing import lazy_xp_function
+
+
+    def clip_negative(x, xp):
+        if xp.any(x < 0):  # a Python `if` on an array value
+            x = xp.where(x < 0, xp.zeros_like(x), x)
+        return x
+
+
+    def scale_by_mean(x):
+        return x / x.mean().compute()
+
+
+    class Ops:
+        @staticmethod
+        def clip(x, xp):  # (the same `if`)
+            if xp.any(x < 0):
+                x = xp.where(x < 0, xp.zeros_like(x), x)
+            return x
+
+        @staticmethod
+        def clip_eagerly(x, xp):
+            if xp.any(x < 0):
+                x = xp.where(x < 0, xp.zeros_like(x), x)
+            return x
+
+
+    lazy_xp_function(clip_negative)
+    lazy_xp_function(scale_by_mean)
+    lazy_xp_function((Ops, "clip"))
+    lazy_xp_function((Ops, "clip_eagerly"), jax_jit=False)
+
+
+    @pytest.mark.xpkit_only(["jax*"], reason="jit")
+    def test_clip(xpkit_backend, xp):
+        x = xpkit_backend.asarray([-1.0, 2.0])
+        assert xpkit_backend.to_numpy(clip_negative(x, xp)).tolist() == [0.0, 2.0]
+
+
+    @pytest.mark.xpkit_only(["jax*"], reason="jit")
+    def test_method(xpkit_backend, xp):
+        x = xpkit_backend.asarray([-1.0, 2.0])
+        assert xpkit_backend.to_numpy(Ops.clip(x, xp)).tolist() == [0.0, 2.0]
+
+
+    @pytest.mark.xpkit_only(["jax*"], reason="jit")
+    def test_method_not_jitted(xpkit_backend, xp):
+        x = xpkit_backend.asarray([-1.0, 2.0])
+        assert xpkit_backend.to_numpy(Ops.clip_eagerly(x, xp)).tolist() == [0.0, 2.0]
+
+
+    @pytest.mark.xpkit_only(["dask*"], reason="computes")
+    def test_scale(xpkit_backend):
+        x = xpkit_backend.asarray([1.0, 2.0, 3.0])
+        assert xpkit_backend.to_numpy(scale_by_mean(x)).tolist() == [0.5, 1.0, 1.5]
+
+
+    def test_fixtures(jnp, da):
+        # As array-api-extra's own `jnp` and `da` fixtures: the module's
+        # declared functions run jitted, and with their computes counted.
+        with pytest.raises(Exception, match="TracerBoolConversionError|concret"):
+            clip_negative(jnp.asarray([-1.0, 2.0]), jnp)
+        with pytest.raises(AssertionError, match="allow_dask_compute"):
+            scale_by_mean(da.asarray([1.0, 2.0]))
+    """
+)
+
+
+def test_a_suite_declared_with_array_api_extra_gets_the_lazy_variants(pytester):
+    """Its declarations were ignored: no ``-jit``/``-lazy`` variant was made,
+    and the functions ran eagerly (58 cells of its own suite differed)."""
+    needs("jax")
+    needs("dask")
+    pytester.makepyfile(test_user=THEIRS)
+    pytester.makeini("[pytest]\nxpkit_x64 = true\n")
+    result = pytester.runpytest_subprocess(
+        "-v", "-p", "no:cacheprovider", "--xpkit-backends=jax*,dask*"
+    )
+    got = outcomes(result)
+    assert got["test_clip[jax-cpu]"] == "PASSED"
+    assert got["test_clip[jax-cpu-jit]"] == "FAILED"  # jitted: the `if` fails
+    assert got["test_method[jax-cpu-jit]"] == "FAILED"  # a method, jitted
+    assert got["test_method_not_jitted[jax-cpu-jit]"] == "PASSED"  # jax_jit=False
+    assert got["test_scale[dask]"] == "PASSED"
+    assert got["test_scale[dask-lazy]"] == "FAILED"  # a compute, none allowed
+    # Declared with array-api-extra's keyword, refused in its own words.
+    result.stdout.fnmatch_lines(["*allow_dask_compute*"])
+    assert got["test_fixtures"] == "PASSED"
+
+
 def test_narrowing_is_reported_once_in_the_summary(pytester):
     """JAX without x64 narrows float64: a summary line, no warning in the test.
 

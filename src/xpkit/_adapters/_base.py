@@ -74,13 +74,18 @@ class LazyTags(NamedTuple):
     ``jit``/``compiled``: whether it runs jitted/compiled in those modes;
     ``computes``: how many computes of a lazy graph one call may make;
     ``host_copies``: how many times one call may turn an array into a NumPy
-    array (None: not counted).
+    array (None: not counted); ``by_array_api_extra``: declared with
+    array-api-extra's own ``lazy_xp_function`` (a suite moved onto the
+    plugin as it is), which tags it itself.
     """
 
     jit: bool
     compiled: bool
     computes: int
     host_copies: int | None = None
+    #: Declared with array-api-extra's own ``lazy_xp_function``: its
+    #: ``patch_lazy_xp_functions`` runs it its way, with its own messages.
+    by_array_api_extra: bool = False
 
 
 class LazyKeywords(TypedDict, total=False):
@@ -115,7 +120,8 @@ def patched_by_array_api_extra(
     from array_api_extra.testing import lazy_xp_function, patch_lazy_xp_functions
 
     for func, tags in tagged:
-        lazy_xp_function(func, **tag(tags))
+        if not tags.by_array_api_extra:  # (tagged by array-api-extra already)
+            lazy_xp_function(func, **tag(tags))
     context: AbstractContextManager[None] = patch_lazy_xp_functions(request, xp=xp)
     return context
 
@@ -418,6 +424,17 @@ class Adapter:
         """A context manager for this library's strictest mode, or None."""
         return None
 
+    #: Which of `CAPABILITIES` the strictest mode switches off.
+    strictest_lacks: ClassVar[frozenset[str]] = frozenset()
+
+    def capabilities_now(self) -> frozenset[str]:
+        """`capabilities` under the library's settings in force now.
+
+        The same by default; a library whose settings switch capabilities
+        off (array-api-strict's flags) reads them.
+        """
+        return self.capabilities
+
     #: Whether a process-wide setting of the library holds its 64-bit dtypes
     #: off (JAX's ``jax_enable_x64``): the plugin's ``xpkit_x64`` ini option
     #: switches it on for a test session (`switch_on_64_bit`).
@@ -464,6 +481,10 @@ class Adapter:
     #: The pytest plugin's fixture of this library's namespace alone
     #: (``torch``, ``jnp``, ``da``, as peer suites name them), or None.
     module_fixture: ClassVar[str | None] = None
+    #: The test mode that fixture runs a module's declared functions in
+    #: (``"jit"``, ``"lazy"``: as array-api-extra's harness runs them for
+    #: that library's namespace), or None: as written.
+    module_fixture_mode: ClassVar[str | None] = None
 
     def lazy_context(
         self,

@@ -269,6 +269,7 @@ class JaxAdapter(Adapter):
         return undo
 
     module_fixture = "jnp"
+    module_fixture_mode = "jit"
 
     def host_exits(self) -> tuple[tuple[object, str], ...]:
         """The array type's ``__array__`` and ``jax.device_get``.

@@ -125,10 +125,27 @@ class StrictAdapter(Adapter):
 
         return ((Array, "__array__"),)
 
+    strictest_lacks = frozenset({"data_dependent_shapes", "linalg"})
+
+    def capabilities_now(self) -> frozenset[str]:
+        """What its flags leave on: data-dependent shapes, the linalg extension."""
+        flags = self.namespace().get_array_api_strict_flags()
+        has = set()
+        if flags.get("data_dependent_shapes", True):
+            has.add("data_dependent_shapes")
+        if "linalg" in flags.get("enabled_extensions", ("linalg",)):
+            has.add("linalg")
+        return frozenset(has)
+
     def strictest_mode(self) -> AbstractContextManager[object]:
-        """Boolean indexing and data-dependent shapes off, restored on exit."""
+        """Boolean indexing, data-dependent shapes and the extensions off.
+
+        ``linalg`` and ``fft`` are optional extensions of the standard: code
+        that needs them must say so (as array-api-extra's strictest
+        backend). Restored on exit.
+        """
         flags: AbstractContextManager[object] = self.namespace().ArrayAPIStrictFlags(
-            boolean_indexing=False, data_dependent_shapes=False
+            boolean_indexing=False, data_dependent_shapes=False, enabled_extensions=()
         )
         return flags
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import sys
 import types
 import weakref
 from collections.abc import Callable, Iterator
@@ -193,7 +194,9 @@ def _declared_in(module: ModuleType) -> list[tuple[object, str, Declared, LazyTa
     """(owner, attribute, declared, tags) of each declaration a test module sees.
 
     Functions of the module and its ``lazy_xp_modules``, and the declared
-    methods of the classes they hold.
+    methods of the classes they hold: declared with this module's
+    `lazy_xp_function`, or with array-api-extra's own (a suite moved onto
+    the plugin as it is).
     """
     found: list[tuple[object, str, Declared, LazyTags]] = []
     classes: set[type] = set()
@@ -207,6 +210,12 @@ def _declared_in(module: ModuleType) -> list[tuple[object, str, Declared, LazyTa
     for (cls, name), tags in _METHOD_TAGS.items():
         if cls in classes:
             found.append((cls, name, (cls, name), tags))
+    mine = {(cls, name) for cls, name in _METHOD_TAGS}
+    for cls in classes:
+        for name, raw in list(vars(cls).items()):
+            theirs = _array_api_extra_tags(_unwrapped(raw), owner=cls)
+            if theirs is not None and (cls, name) not in mine:
+                found.append((cls, name, (cls, name), theirs))
     return found
 
 
@@ -215,9 +224,49 @@ def _tags_of(value: object) -> LazyTags | None:
         return None
     try:
         held = _HELD_TAGS.get(value)
-        return held if held is not None else _TAGS.get(value)
+        tags = held if held is not None else _TAGS.get(value)
     except TypeError:  # unhashable, or no weak reference to it
+        tags = None
+    return tags if tags is not None else _array_api_extra_tags(value, owner=None)
+
+
+#: Where array-api-extra keeps the tags of callables it cannot set an
+#: attribute on (``_ufuncs_tags``), by release.
+_AAE_TESTING = ("array_api_extra.testing._testing", "array_api_extra.testing")
+
+
+def _array_api_extra_tags(value: object, owner: type | None) -> LazyTags | None:
+    """The `LazyTags` of a function declared with array-api-extra's own declaration.
+
+    None where it was not declared with its ``lazy_xp_function``. It keeps them on the function (``_lazy_xp_function``: its
+    ``jax_jit`` and ``allow_dask_compute``, and for a method the class that
+    owns it), or in a table for callables that take no attribute. A method
+    counts on its owning class only (``owner``); a function that a class
+    merely holds does not. Read only where array-api-extra's testing module
+    is imported (the declarations live nowhere else).
+    """
+    tags = None
+    with contextlib.suppress(Exception):  # (any object: a getattr may raise)
+        tags = (
+            vars(value).get("_lazy_xp_function") if hasattr(value, "__dict__") else None
+        )
+    if tags is None:
+        for name in _AAE_TESTING:
+            table = getattr(sys.modules.get(name), "_ufuncs_tags", None)
+            if isinstance(table, dict):
+                with contextlib.suppress(TypeError):  # (unhashable)
+                    tags = table.get(value)
+            if tags is not None:
+                break
+    if not isinstance(tags, dict) or tags.get("owner") is not owner:
         return None
+    allowed = tags.get("allow_dask_compute", False)
+    return LazyTags(
+        jit=bool(tags.get("jax_jit", True)),
+        compiled=True,
+        computes=1_000_000 if allowed is True else int(allowed or 0),
+        by_array_api_extra=True,
+    )
 
 
 def has_lazy_functions(module: ModuleType | None) -> bool:

@@ -380,8 +380,9 @@ def xpkit_device(xpkit_variant: BackendParam, xpkit_backend: Backend) -> NativeD
 
     Where the library has one: array-api-strict's ``device1`` from its CPU,
     torch's ``meta`` from the CPU, the CPU from a GPU or an emulated device
-    (`other_device`); else the variant's own device. For tests that an
-    array made on a device stays there (array-api-extra's ``device``).
+    (`other_device`); else (and on ``-strictest``, which tests
+    strictness alone) the variant's own device. For tests that an array
+    made on a device stays there (array-api-extra's ``device``).
     """
     name = other_device(xpkit_variant)
     if name is None:
@@ -409,16 +410,41 @@ def _library_namespace(key: str, config: pytest.Config) -> Namespace:
 
 
 def _library_fixture(adapter: Adapter, name: str) -> Callable[..., Namespace]:
-    """The fixture ``name``: `_library_namespace` of ``adapter``'s library."""
+    """The fixture ``name``: `_library_namespace` of ``adapter``'s library.
 
-    def fixture(request: pytest.FixtureRequest) -> Namespace:
-        return _library_namespace(adapter.key, request.config)
+    Where the library has a `Adapter.module_fixture_mode` and the test
+    module declares functions, the test runs with them in that mode (JAX's
+    jitted, Dask's computes counted), as array-api-extra's ``jnp`` and
+    ``da`` fixtures run them.
+    """
+    mode = adapter.module_fixture_mode
+
+    def fixture(request: pytest.FixtureRequest) -> Iterator[Namespace]:
+        xp = _library_namespace(adapter.key, request.config)
+        module = request.module
+        if mode is None or not has_lazy_functions(module):
+            yield xp
+            return
+        with adapter.lazy_context(
+            mode,
+            request,
+            xp,
+            tagged(module),
+            functools.partial(replaced_functions, module),
+        ):
+            yield xp
 
     fixture.__name__ = name
     fixture.__doc__ = (
         f"{adapter.label}'s standard namespace, for tests of {adapter.label} "
         f"alone; skipped where it is not installed or --xpkit-backends selects "
         "none of its variants (a fixture of this name in a conftest wins)."
+        + (
+            ""
+            if mode is None
+            else f" The test module's declared functions run in the {mode!r} "
+            "mode, as in that variant."
+        )
     )
     made: Callable[..., Namespace] = pytest.fixture(name=name)(fixture)
     return made  # (typed: without pytest installed, mypy reads it as Any)

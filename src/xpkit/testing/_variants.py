@@ -83,10 +83,12 @@ class BackendParam:
     def capabilities(self) -> frozenset[str]:
         """What the library has of `CAPABILITIES` in this variant.
 
-        The strictest flags switch data-dependent shapes off.
+        The strictest flags switch data-dependent shapes and the ``linalg``
+        extension off (`Adapter.strictest_lacks`).
         """
-        has = ADAPTERS[self.key].capabilities
-        return has - {"data_dependent_shapes"} if self.strictest else has
+        adapter = ADAPTERS[self.key]
+        has = adapter.capabilities
+        return has - adapter.strictest_lacks if self.strictest else has
 
     def __repr__(self) -> str:
         return f"BackendParam({self.id!r})"
@@ -244,9 +246,11 @@ def other_device(param: BackendParam) -> str | None:
 
     From the CPU, an emulated device (array-api-strict's ``device1``), then
     one without values (torch's ``meta``); from any other device (a GPU, an
-    emulated one, meta), the library's first device.
+    emulated one, meta), the library's first device. None on a variant
+    that tests strictness (``-strictest``): a second device there would
+    mix two concerns, and array-api-extra's harness gives it none.
     """
-    if param.skip:
+    if param.skip or param.strictest:
         return None
     adapter = ADAPTERS[param.key]
     listed = [adapter.canonical_device(d) for d in adapter.devices()]
