@@ -5,7 +5,10 @@ is. Some layouts they cannot view (torch aborts the process on negative
 strides), some they would view wrongly (swapped bytes), and some they
 would make writable where the source is not (torch has no read-only
 tensors). The adapters ask these questions of NumPy memory; each adapter
-answers them for its own library's arrays (`Adapter.unshareable`).
+answers them for its own library's arrays (`Adapter.unshareable`). An
+`Extent` says where an array's elements lie (on the host or a device), so
+that ``out=`` can be told apart from what ``fn`` reads
+(`Adapter.memory_extent`).
 """
 
 from __future__ import annotations
