@@ -220,6 +220,27 @@ def test_a_suite_declared_with_array_api_extra_gets_the_lazy_variants(pytester):
     assert got["test_fixtures"] == "PASSED"
 
 
+def test_lazy_in_place_runs_jax_jitted_and_dask_lazily_alone(pytester):
+    """``xpkit_lazy_in_place``: as array-api-extra's harness means "jax" and
+    "dask" in a module that declares functions (its eager twins failed 10
+    of its tests written for that meaning); modules that declare nothing,
+    and torch's compile variant, are as before."""
+    needs("jax")
+    needs("dask")
+    needs("torch")
+    pytester.makepyfile(test_theirs=THEIRS, test_plain=PLAIN)
+    pytester.makeini("[pytest]\nxpkit_x64 = true\nxpkit_lazy_in_place = true\n")
+    result = pytester.runpytest_subprocess(
+        "-v", "-p", "no:cacheprovider", "--xpkit-backends=jax*,dask*,torch*"
+    )
+    ids = set(outcomes(result))
+    assert {"test_clip[jax-cpu-jit]", "test_scale[dask-lazy]"} <= ids
+    assert not {"test_clip[jax-cpu]", "test_scale[dask]"} & ids
+    assert {"test_plain[jax-cpu]", "test_plain[dask]"} <= ids
+    # (torch's compile variant adds to the eager one: both stay)
+    assert {"test_clip[torch-cpu]", "test_clip[torch-cpu-compile]"} <= ids
+
+
 def test_narrowing_is_reported_once_in_the_summary(pytester):
     """JAX without x64 narrows float64: a summary line, no warning in the test.
 

@@ -69,6 +69,7 @@ from ._variants import (
     IMPORT_WARNINGS,
     BackendParam,
     available_backend_params,
+    lazy_in_place,
     libraries_named,
     other_device,
     selected,
@@ -103,6 +104,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             "a process-wide setting ("
             + ", ".join(a.label for a in ADAPTERS.values() if a.has_64_bit_switch)
             + ") for the session, and back off at its end"
+        ),
+    )
+    parser.addini(
+        "xpkit_lazy_in_place",
+        type="bool",
+        default=False,
+        help=(
+            "in a test module that declares lazy functions, run the jitted JAX "
+            "and lazy Dask variants in place of their eager ones (as "
+            "array-api-extra's harness does), not beside them"
         ),
     )
     group = parser.getgroup("xpkit")
@@ -203,6 +214,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     written = list(metafunc.definition.iter_markers())
     if not has_lazy_functions(metafunc.module):  # the lazy variants would be copies
         params = tuple(p for p in params if not p.lazy)
+    elif metafunc.config.getini("xpkit_lazy_in_place"):
+        params = lazy_in_place(params)
     if metafunc.definition.get_closest_marker("xpkit_shapes_only") is None:
         params = tuple(p for p in params if not p.shape_only)
     if "xpkit_dtype" not in metafunc.fixturenames:

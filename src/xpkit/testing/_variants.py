@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BackendParam",
     "available_backend_params",
+    "lazy_in_place",
     "libraries_named",
     "matches",
     "other_device",
@@ -206,6 +207,25 @@ def matches(name: str, param: BackendParam, ids: frozenset[str]) -> bool:
     if name == param.id:
         return True
     return name not in ids and name == param.key
+
+
+def lazy_in_place(params: Sequence[BackendParam]) -> tuple[BackendParam, ...]:
+    """``params`` with each eager variant left out where its lazy one replaces it.
+
+    For a test module that declares lazy functions, under the
+    ``xpkit_lazy_in_place`` ini option: a library whose lazy mode is the one
+    array-api-extra's harness runs its namespace in (`Adapter.module_fixture_mode`:
+    JAX jitted, Dask lazy) runs that variant alone on each device, as such
+    a harness means "jax" and "dask" there. Other variants (torch's
+    ``-compile``, which adds to the eager one; ``-strictest``,
+    ``-readonly``) are kept.
+    """
+    replaced = {
+        (p.key, p.device)
+        for p in params
+        if p.lazy and p.mode == ADAPTERS[p.key].module_fixture_mode
+    }
+    return tuple(p for p in params if p.mode or (p.key, p.device) not in replaced)
 
 
 def selected(
