@@ -275,22 +275,9 @@ def test_a_pool_never_runs_a_size_that_failed_again(slots):
         return x * 2.0
 
     x = np.arange(8000.0)[:, None]
-    outputs = Outputs(len(x), fn, sources=(x,))
     pool = _HerePool(slots)
-    resubmitted = _to_the_end(
-        each_task_on_pool(
-            pool,
-            Job(fn),
-            (x,),
-            outputs,
-            first=0,
-            batch=1000,
-            min_batch=1,
-            bytes_per_row=8.0,
-            budget_bytes=1e9,
-            bar=None,
-        )
-    )
+    outputs, steps = _steps(pool, fn, x, 1000)
+    resubmitted = _to_the_end(steps)
     np.testing.assert_array_equal(outputs.value(), x * 2.0)
     assert resubmitted > 0
     assert pool.submitted[:slots] == [(1000, None)] * slots  # before any failure
@@ -333,13 +320,12 @@ def _double(x):
     return x * 2.0
 
 
-def _run_losing(lose, *, n=256, batch=64, slots=4):
-    x = np.arange(float(n))[:, None]
-    outputs = Outputs(n, _double, sources=(x,))
-    pool = _LosingPool(slots, lose)
+def _steps(pool, fn, x, batch):
+    """The driver's run of ``fn`` over ``x`` on ``pool``: (its outputs, its steps)."""
+    outputs = Outputs(len(x), fn, sources=(x,))
     steps = each_task_on_pool(
         pool,
-        Job(_double),
+        Job(fn),
         (x,),
         outputs,
         first=0,
@@ -349,6 +335,13 @@ def _run_losing(lose, *, n=256, batch=64, slots=4):
         budget_bytes=1e9,
         bar=None,
     )
+    return outputs, steps
+
+
+def _run_losing(lose, *, n=256, batch=64, slots=4):
+    x = np.arange(float(n))[:, None]
+    pool = _LosingPool(slots, lose)
+    outputs, steps = _steps(pool, _double, x, batch)
     return pool, outputs, x, steps
 
 
@@ -427,21 +420,8 @@ def test_the_rows_that_kill_their_worker_are_named_not_those_beside_them(culprit
     """Every death takes the tasks in flight beside the culprit: the error
     names the culprit's row, found by running it alone (it named an
     innocent neighbour, rows 101:102, on a real cluster)."""
-    x = np.arange(256.0)[:, None]
-    outputs = Outputs(256, _double, sources=(x,))
     pool = _DyingPool(4, culprit)
-    steps = each_task_on_pool(
-        pool,
-        Job(_double),
-        (x,),
-        outputs,
-        first=0,
-        batch=16,
-        min_batch=1,
-        bytes_per_row=8.0,
-        budget_bytes=1e9,
-        bar=None,
-    )
+    _, steps = _steps(pool, _double, np.arange(256.0)[:, None], 16)
     with pytest.raises(
         RuntimeError,
         match=rf"^map_batches: rows {culprit}:{culprit + 1} \(1 rows, .* even at "
