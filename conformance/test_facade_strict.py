@@ -67,3 +67,14 @@ def test_every_public_method_is_checked():
     # dtype_to_str is checked above; from_arrays runs inside every check;
     # require_usable takes no array (test_backend checks it on every backend)
     assert public - checked == {"dtype_to_str", "from_arrays", "require_usable"}
+
+
+def test_svd_without_the_linalg_extension_is_a_clear_error():
+    """Under flags that switch the extension off, the documented
+    NotImplementedError (it was array-api-strict's AttributeError)."""
+    strict = pytest.importorskip("array_api_strict")
+    with strict.ArrayAPIStrictFlags(enabled_extensions=()):
+        b = xpkit.Backend("array_api_strict")
+        x = b.asarray(np.ones((3, 2)))
+        with pytest.raises(NotImplementedError, match="needs the linalg extension"):
+            b.svd(x)

@@ -151,7 +151,10 @@ def map_batches(
         retries it on ``distributed.scheduler.allowed-failures`` workers), is
         split in half and resubmitted, and queued batches as large are split
         before they run; at ``min_batch`` a task whose worker died is retried
-        once, then a `MemoryError` names the rows and the memory they needed.
+        once, alone (nothing runs beside it, so a death there is its own),
+        then a `MemoryError` names the rows and the memory they needed. A
+        task whose inputs went down with another's worker runs again
+        unsplit once.
         Each task's results are written into the outputs as it completes.
     result_on : {"host", "device"}, default "host"
         Where the outputs are assembled: ``"host"``, NumPy arrays; ``"device"``,

@@ -147,7 +147,7 @@ def _refuse_shared_memory(
             named[i + 1 :], extents[i + 1 :], strict=True
         ):
             if leaf is given or (
-                mine is not None and theirs is not None and mine.overlaps(theirs)
+                mine is not None and theirs is not None and mine.shares(theirs)
             ):
                 msg = f"{name} and {other} share memory: each output needs its own"
                 raise ValueError(msg)
@@ -155,7 +155,7 @@ def _refuse_shared_memory(
             continue
         for k, source in enumerate(arrays):
             theirs = _extent(source)
-            if theirs is not None and mine.overlaps(theirs) and mine != theirs:
+            if theirs is not None and mine.shares(theirs) and mine != theirs:
                 msg = (
                     f"{name} shares memory with the input arrays[{k}] without being "
                     "it: writing a batch's rows would change rows fn has yet to "
@@ -165,7 +165,7 @@ def _refuse_shared_memory(
                 raise ValueError(msg)
         for operand, source in whole:
             theirs = _extent(source)
-            if theirs is not None and mine.overlaps(theirs):
+            if theirs is not None and mine.shares(theirs):
                 msg = (
                     f"{name} shares memory with the whole operand {operand}, which "
                     "every batch reads: give out memory of its own"

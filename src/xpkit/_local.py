@@ -18,7 +18,7 @@ from ._adapters._peak import release_freed_host_memory
 from ._into import chunk_rows, stop_at_chunk
 from ._log import logger
 from ._memory import BYTES_PER_GB, TRIM_ABOVE_BYTES
-from ._oom import split_on_oom
+from ._oom import at_min_batch, split_on_oom
 from ._plan_memory import GROW_AFTER, plan_memory
 
 if TYPE_CHECKING:
@@ -144,21 +144,18 @@ def each_batch_here(
 def _at_min_batch(
     request: BatchRequest, plan: BatchPlan
 ) -> Callable[[int, int, BaseException], MemoryError]:
-    """The error of rows that run out of memory at ``min_batch``.
-
-    A `MemoryError` naming them and the memory they needed, as on a pool.
-    """
+    """The error of rows that run out of memory at ``min_batch`` (`at_min_batch`)."""
     per_row = plan.bytes_per_item * plan.overhead
 
     def at_floor(start: int, stop: int, error: BaseException) -> MemoryError:
-        rows = stop - start
-        msg = (
-            f"{request.caller}: rows {start}:{stop} ({rows} rows, about "
-            f"{rows * per_row / 2**20:.1f} MiB with the overhead) could not run on "
-            f"{request.owner.name} even at min_batch={request.min_batch}: out of "
-            f"memory ({type(error).__name__}: {str(error)[:200]})"
+        return at_min_batch(
+            request.caller,
+            (start, stop),
+            request.owner.name,
+            request.min_batch,
+            error,
+            per_row,
         )
-        return MemoryError(msg)
 
     return at_floor
 

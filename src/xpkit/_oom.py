@@ -18,6 +18,7 @@ from ._log import logger
 __all__ = [
     "Piece",
     "UnsplittableMemoryError",
+    "at_min_batch",
     "empty_device_cache",
     "is_oom_error",
     "release_after_oom",
@@ -144,6 +145,35 @@ def _empty_caches() -> None:
 
 #: One piece of work: rows ``start:stop``, and whether an OOM has split the
 #: work already (a caller that pads the last batch does not pad halves).
+def at_min_batch(
+    caller: str,
+    span: tuple[int, int],
+    where: str,
+    min_batch: int,
+    error: BaseException,
+    bytes_per_row: float | None = None,
+) -> MemoryError:
+    """The `MemoryError` of rows ``span`` that ran out of memory at ``min_batch``.
+
+    It names the rows, what they needed where that is known
+    (``bytes_per_row``, the overhead included) and ``error``, as the
+    executors' name theirs; raise it from ``error``.
+    """
+    start, stop = span
+    rows = stop - start
+    need = (
+        ""
+        if bytes_per_row is None
+        else f", about {rows * bytes_per_row / 2**20:.1f} MiB with the overhead"
+    )
+    msg = (
+        f"{caller}: rows {start}:{stop} ({rows} rows{need}) could not run on "
+        f"{where} even at min_batch={min_batch}: out of memory "
+        f"({type(error).__name__}: {str(error)[:200]})"
+    )
+    return MemoryError(msg)
+
+
 Piece = Callable[[int, int, bool], None]
 
 

@@ -221,7 +221,7 @@ def svd(
             f"{name}; convert it with Backend.asarray(X, dtype=...)"
         )
         raise TypeError(msg)
-    capabilities = f.adapter.capabilities
+    capabilities = f.adapter.capabilities_now()
     if "linalg" not in capabilities:
         msg = (
             f"Backend.svd needs the linalg extension, which backend "

@@ -30,6 +30,7 @@ import traceback
 from typing import TYPE_CHECKING, NamedTuple
 
 from ._adapters._registry import adapter_for_array
+from ._backend import Backend
 from ._current_rows import ROWS
 from ._log import logger
 from ._memory import (
@@ -39,7 +40,7 @@ from ._memory import (
     fresh_host_reading,
     host_reading,
 )
-from ._oom import UnsplittableMemoryError, is_oom_error
+from ._oom import UnsplittableMemoryError, at_min_batch, is_oom_error
 from ._outputs import outputs_of_all_rows
 from ._plan_memory import exact_signature, plan_memory
 from ._rows import TRACING_ADAPTERS, refuse_traced
@@ -138,12 +139,12 @@ def repeat(call: BatchCall) -> UserResult | Repeat:
         else:
             result = fn(*arrays, *whole)
     except BaseException as exc:
-        if (
-            not is_oom_error(exc)
-            or n // 2 < min_batch
-            or isinstance(exc, UnsplittableMemoryError)
-        ):
+        if not is_oom_error(exc) or isinstance(exc, UnsplittableMemoryError):
             raise
+        if n // 2 < min_batch:  # (as the planned path names them)
+            where = Backend.from_arrays(*arrays).name
+            error = at_min_batch("map_batches", (0, n), where, min_batch, exc)
+            raise error from exc
         traceback.clear_frames(exc.__traceback__)
         logger().info(
             "map_batches: out of memory repeating a one-batch call of %d rows; "

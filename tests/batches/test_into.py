@@ -379,7 +379,7 @@ def test_outputs_that_share_memory_are_refused():
     a = np.zeros((20, 6))
     fn = Counted()
     for out, match in (
-        ((a[:, :3], a[:, 3:]), r"^out\[0\] and out\[1\] share memory"),
+        ((a[:, :3], a[:, 2:5]), r"^out\[0\] and out\[1\] share memory"),
         ({"x": a, "y": a}, r"^out\['x'\] and out\['y'\] share memory"),
     ):
         with pytest.raises(ValueError, match=match):
@@ -466,6 +466,26 @@ def test_tensor_outputs_that_overlap_are_refused():
     with pytest.raises(ValueError, match=r"^out\[0\] and out\[1\] share memory"):
         xpkit.map_batches(fn, _data(10), out=(base[:, 0:2], base[:, 1:3]), **SEVEN)
     assert fn.calls == 0
+
+
+@pytest.mark.parametrize("library", ["numpy", "torch"])
+def test_columns_of_one_buffer_share_no_memory_and_are_written(library):
+    """Interleaved but disjoint: two output columns of one buffer, and an
+    input column written into the next (refused once, by their bounds)."""
+    if library == "torch":
+        torch = pytest.importorskip("torch")
+        buf = torch.zeros((20, 3), dtype=torch.float64)
+        host = buf.numpy()
+    else:
+        buf = host = np.zeros((20, 3))
+    host[:, 0] = np.arange(20.0)
+    got = xpkit.map_batches(
+        lambda r: (r * 2.0, r * 3.0), buf[:, 0], out=(buf[:, 1], buf[:, 2]), **SEVEN
+    )
+    assert got[0] is not None
+    np.testing.assert_array_equal(host[:, 1], np.arange(20.0) * 2.0)
+    np.testing.assert_array_equal(host[:, 2], np.arange(20.0) * 3.0)
+    np.testing.assert_array_equal(host[:, 0], np.arange(20.0))  # (read, unchanged)
 
 
 def test_a_tensor_that_cannot_be_written_is_refused_before_fn_runs():

@@ -358,9 +358,15 @@ def test_an_oom_in_a_repeat_that_cannot_be_halved_raises_at_once(plans):
     _learned(fn, x, **options)
     fn.fails_above = 100
     fn.sizes.clear()
-    with pytest.raises(MemoryError):
+    # (named as the planned path names them: fn's own error came back bare)
+    with pytest.raises(
+        MemoryError,
+        match=r"^map_batches: rows 0:200 \(200 rows\) could not run on numpy even "
+        r"at min_batch=150: out of memory",
+    ) as info:
         xpkit.map_batches(fn, x, **options)
     assert fn.sizes == [200]  # (it was [200, 200])
+    assert isinstance(info.value.__cause__, MemoryError)  # fn's own
 
 
 def test_a_device_measured_on_each_call_is_never_repeated(plans, monkeypatch):

@@ -253,7 +253,7 @@ def test_a_scatter_that_always_fails_is_a_clear_error(client, data, monkeypatch)
     monkeypatch.setattr(client, "scatter", scatter)
     with pytest.raises(
         RuntimeError,
-        match=r"^map_batches: could not ship the inputs to the dask cluster at .* "
+        match=r"^could not ship the inputs to the dask cluster at .* "
         r"for rows 8:16 in 5 tries: its workers kept dying \(last: TimeoutError: "
         r"No valid workers found\); see the workers' logs$",
     ):

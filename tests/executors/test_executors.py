@@ -385,13 +385,13 @@ def test_rows_whose_inputs_are_always_lost_end_in_a_named_error():
 
 
 class _DyingPool(HerePool, Pool):
-    """A pool in which a worker dies whenever a task holding row ``culprit``
-    runs, taking every task in flight with it (their inputs lost, as on
-    Dask); each task comes back when `wait` is called."""
+    """A pool in which a worker dies whenever ``kills(tasks in flight)``,
+    taking every task in flight with it (their inputs lost, as on Dask);
+    each task comes back when `wait` is called."""
 
-    def __init__(self, slots, culprit):
+    def __init__(self, slots, kills):
         super().__init__(slots)
-        self.culprit, self.pending, self.alone_deaths = culprit, {}, []
+        self.kills, self.pending, self.alone_deaths = kills, {}, []
 
     def submit(self, start, stop):
         from concurrent.futures import Future
@@ -404,7 +404,7 @@ class _DyingPool(HerePool, Pool):
         from xpkit._rows import run_rows
 
         flight = [self.pending.pop(f) for f in futures]
-        dies = any(start <= self.culprit < stop for start, stop in flight)
+        dies = self.kills(flight)
         if dies and len(flight) == 1:
             self.alone_deaths.append(flight[0])
         for future, (start, stop) in zip(futures, flight, strict=True):
@@ -415,13 +415,19 @@ class _DyingPool(HerePool, Pool):
         return [(f, None if dies else f.result(), f.exception()) for f in futures]
 
 
-@pytest.mark.parametrize("culprit", [0, 100, 255])
-def test_the_rows_that_kill_their_worker_are_named_not_those_beside_them(culprit):
+@pytest.mark.parametrize(
+    ("culprit", "slots", "batch"),
+    [(0, 4, 16), (100, 4, 16), (255, 4, 16), (100, 8, 16), (100, 5, 64)],
+)
+def test_the_rows_that_kill_their_worker_are_named_not_those_beside_them(
+    culprit, slots, batch
+):
     """Every death takes the tasks in flight beside the culprit: the error
     names the culprit's row, found by running it alone (it named an
-    innocent neighbour, rows 101:102, on a real cluster)."""
-    pool = _DyingPool(4, culprit)
-    _, steps = _steps(pool, _double, np.arange(256.0)[:, None], 16)
+    innocent neighbour, rows 101:102, on a real cluster), whatever the
+    tasks in flight (a death is counted once, not once per task it took)."""
+    pool = _DyingPool(slots, lambda flight: any(a <= culprit < b for a, b in flight))
+    _, steps = _steps(pool, _double, np.arange(256.0)[:, None], batch)
     with pytest.raises(
         RuntimeError,
         match=rf"^map_batches: rows {culprit}:{culprit + 1} \(1 rows, .* even at "
@@ -429,6 +435,18 @@ def test_the_rows_that_kill_their_worker_are_named_not_those_beside_them(culprit
     ):
         _to_the_end(steps)
     assert pool.alone_deaths == [(culprit, culprit + 1)]
+
+
+@pytest.mark.parametrize(("slots", "batch"), [(8, 1024), (16, 256), (4, 2048)])
+def test_deaths_for_memory_of_every_task_in_flight_split_until_they_fit(slots, batch):
+    """A worker dies whenever a task of more than 16 rows runs, taking the
+    rest in flight: the run splits down and finishes (it stopped at "died 65
+    times" when each task lost counted as a death)."""
+    pool = _DyingPool(slots, lambda flight: any(b - a > 16 for a, b in flight))
+    x = np.arange(16384.0)[:, None]
+    outputs, steps = _steps(pool, _double, x, batch)
+    _to_the_end(steps)
+    np.testing.assert_array_equal(outputs.value(), x * 2.0)
 
 
 @SIGKILL

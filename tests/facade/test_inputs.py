@@ -501,11 +501,32 @@ def test_an_extent_is_the_bytes_numpy_bounds(view):
     a = np.arange(60.0).reshape(6, 10)
     v = view(a)
     got = host_extent(v)
-    if v.size == 0:
-        assert got.low == got.high
+    if v.size == 0:  # (an empty view touches no byte of its base)
+        assert not got.overlaps(host_extent(a))
+        assert not got.shares(host_extent(a))
         return
     low, high = np.lib.array_utils.byte_bounds(v)
     assert (got.low, got.high) == (low, high)
     assert got.overlaps(host_extent(a))
     assert not got.overlaps(host_extent(a.copy()))
     assert (got == host_extent(a)) == (v.shape == a.shape and v.strides == a.strides)
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        (lambda a: a[:, 0], lambda a: a[:, 1]),
+        (lambda a: a[:, ::2], lambda a: a[:, 1::2]),
+        (lambda a: a[:, :4], lambda a: a[:, 3:]),
+        (lambda a: a[::2], lambda a: a[1::2, 5]),
+        (lambda a: a[:3], lambda a: a[3:]),
+        (lambda a: a[::-1, 2], lambda a: a[:, 2]),
+    ],
+)
+def test_an_extent_shares_what_numpy_says_is_shared(first, second):
+    """`Extent.shares` against ``np.shares_memory`` of the arrays themselves."""
+    from xpkit._adapters._layout import host_extent
+
+    a = np.arange(60.0).reshape(6, 10)
+    x, y = first(a), second(a)
+    assert host_extent(x).shares(host_extent(y)) is np.shares_memory(x, y)

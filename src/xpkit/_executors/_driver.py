@@ -106,6 +106,7 @@ def each_task_on_pool(
                     queue.extendleft([(mid, stop), (start, mid)])
                     continue
                 running[pool.submit(start, stop)] = (start, stop)
+            died_now = False  # (one death takes every task in flight: counted once)
             for future, result, error in pool.wait(list(running)):
                 start, stop = running.pop(future)
                 rows = stop - start
@@ -122,7 +123,8 @@ def each_task_on_pool(
                 died = lost or pool.lost_worker(error)
                 if not (died or is_oom_error(error)):
                     raise error
-                deaths += died
+                if died and not died_now:
+                    deaths, died_now = deaths + 1, True
                 if deaths > _MAX_DEATHS:
                     msg = (
                         f"{caller}: workers of {pool.where} died {deaths} times "
@@ -225,8 +227,9 @@ def each_task_on_pool(
 #: A task that kills its worker at ``min_batch`` while needing under
 #: 1/_NOT_MEMORY of the per-task budget did not die of memory.
 _NOT_MEMORY = 4
-#: Tasks whose worker died (each splits, or retries at min_batch) before
-#: giving up: a worker that dies for another reason must not split forever.
+#: Worker deaths (rounds of `Pool.wait` in which tasks died: one death takes
+#: every task in flight) before giving up: a worker that dies for another
+#: reason must not split forever.
 _MAX_DEATHS = 64
 
 

@@ -155,6 +155,8 @@ class DaskPool(Pool):
                     self._client.scatter(list(arrays), broadcast=True, hash=False)
                 )
             except (OSError, ValueError) as exc:  # (TimeoutError is an OSError)
+                if isinstance(exc, ValueError) and "replicate" not in str(exc):
+                    raise  # (not the workers changing under the scatter)
                 last = exc
                 logger().info(
                     "map_batches: shipping the inputs to %s failed (%s: %s); "
@@ -170,7 +172,7 @@ class DaskPool(Pool):
             return
         which = "" if rows is None else f" for rows {rows[0]}:{rows[1]}"
         msg = (
-            f"map_batches: could not ship the inputs to {self.where}{which} in "
+            f"could not ship the inputs to {self.where}{which} in "
             f"{_SHIP_TRIES} tries: its workers kept dying (last: "
             f"{type(last).__name__}: {last}); see the workers' logs"
         )
@@ -207,7 +209,7 @@ class DaskPool(Pool):
             if time.monotonic() > deadline:
                 which = "" if rows is None else f" rows {rows[0]}:{rows[1]}"
                 msg = (
-                    f"map_batches: {self.where} has no worker left to run{which} "
+                    f"{self.where} has no worker left to run{which} "
                     f"on: its workers died and none came back "
                     f"within {WORKERS_BACK_S:g} s; see the workers' logs"
                 )

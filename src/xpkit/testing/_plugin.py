@@ -111,9 +111,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type="bool",
         default=False,
         help=(
-            "in a test module that declares lazy functions, run the jitted JAX "
-            "and lazy Dask variants in place of their eager ones (as "
-            "array-api-extra's harness does), not beside them"
+            "in a test module that declares lazy functions, run the "
+            + ", ".join(
+                f"{a.label} {a.module_fixture_mode}"
+                for a in ADAPTERS.values()
+                if a.module_fixture_mode is not None
+            )
+            + " variants in place of their eager ones (as array-api-extra's "
+            "harness does), not beside them"
         ),
     )
     group = parser.getgroup("xpkit")
