@@ -28,6 +28,7 @@ from .._adapters._base import CAPABILITIES
 from .._adapters._registry import ADAPTERS
 from ._capabilities import is_backend
 from ._lazy import tagged
+from ._suite_markers import SUITE_MARKER_LINES, SUITE_MARKERS, suite_marks
 from ._variants import (
     BackendParam,
     available_backend_params,
@@ -44,8 +45,11 @@ __all__ = [
 ]
 
 #: The markers that skip or xfail a test on some variants.
-_PER_VARIANT = frozenset(
-    {"xpkit_skip", "xpkit_xfail", "xpkit_only", "xpkit_requires", "xpkit_cpu_only"}
+_PER_VARIANT = (
+    frozenset(
+        {"xpkit_skip", "xpkit_xfail", "xpkit_only", "xpkit_requires", "xpkit_cpu_only"}
+    )
+    | SUITE_MARKERS
 )
 
 #: ``config.addinivalue_line("markers", line)`` for each of the plugin's markers.
@@ -70,6 +74,7 @@ MARKER_LINES = (
         "runs on devices whose arrays have no values"
     ),
     "xpkit_covers(func): the test covers func's @capabilities statement",
+    *SUITE_MARKER_LINES,
 )
 
 
@@ -131,9 +136,11 @@ def marks_for(
     if param.skip:
         marks.append(pytest.mark.skip(reason=param.skip))
     for mark in written:
-        if mark.name == "xpkit_skip" and _matches(mark, param, ids):
+        if mark.name in SUITE_MARKERS:
+            marks += suite_marks(mark, param)
+        elif mark.name == "xpkit_skip" and _matches(mark, param, ids):
             marks.append(pytest.mark.skip(reason=_reason(mark, "xpkit_skip")))
-        elif mark.name == "xpkit_cpu_only" and _on_gpu(param):
+        elif mark.name == "xpkit_cpu_only" and param.on_gpu:
             reason = mark.kwargs.get("reason") or (mark.args[0] if mark.args else "")
             if not reason:
                 msg = "@pytest.mark.xpkit_cpu_only needs a reason"
@@ -182,10 +189,6 @@ def param_marks(items: list[pytest.Item]) -> None:
             ids_of[param.key] = frozenset(p.id for p in found)
         for mark in marks_for(written, param, ids_of[param.key]):
             item.add_marker(mark)
-
-
-def _on_gpu(param: BackendParam) -> bool:
-    return param.device is not None and ADAPTERS[param.key].is_gpu(param.device)
 
 
 def _missing(mark: pytest.Mark, param: BackendParam) -> list[str]:

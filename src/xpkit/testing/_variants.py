@@ -13,14 +13,19 @@ import fnmatch
 import functools
 import warnings
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
+
+import pytest
 
 from .._adapters._registry import ADAPTERS
 from .._backend import Backend
 from .._facts import read_only as read_only_facts
 from .._resolve import is_backend_name
+from ._suite_markers import member_of
 
 if TYPE_CHECKING:
+    import enum
+
     from .._adapters._base import Adapter
     from .._adapters._types import BackendName
 
@@ -35,6 +40,9 @@ __all__ = [
     "unmatched",
     "variant_backend",
 ]
+
+#: A suite's own enum of backends (`BackendParam.member_of`).
+E = TypeVar("E", bound="enum.Enum")
 
 #: The variants that change how the test module's declared functions run.
 LAZY_MODES = frozenset({"jit", "lazy", "compile"})
@@ -79,6 +87,25 @@ class BackendParam:
     def lazy(self) -> bool:
         """Whether this runs the declared functions jitted, lazily or compiled."""
         return self.mode in LAZY_MODES
+
+    @property
+    def on_gpu(self) -> bool:
+        """Whether this runs on a GPU."""
+        return self.device is not None and ADAPTERS[self.key].is_gpu(self.device)
+
+    def member_of(self, members: type[E]) -> E:
+        """The member of a suite's own enum of backends that names this variant.
+
+        For a fixture that aliases the suite's own (array-api-extra's
+        ``library``: ``return xpkit_variant.member_of(Backend)``): members
+        valued ``"<module>[:<tag>]"`` name variants as the suite's own
+        markers do (`xpkit.testing._suite_markers`). A variant that no
+        member names (a library the suite does not run) is skipped, saying so.
+        """
+        member = member_of(members, self)
+        if member is None:
+            pytest.skip(f"{self.id}: no member of {members.__qualname__} names it")
+        return member  # type: ignore[return-value]
 
     @property
     def capabilities(self) -> frozenset[str]:
