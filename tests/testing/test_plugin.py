@@ -607,3 +607,91 @@ def test_the_x64_switch_is_undone_and_leaves_a_setting_already_on_alone(monkeypa
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.split()
     assert out == ["True", "False", "None", "True"]
+
+
+DEFAULT_FLOAT_TEST = """
+def test_python_floats(xp):
+    assert xp.asarray([1.0, 2.0]).dtype == xp.float64
+"""
+
+DEFAULT_FLOAT_CONFTEST = """
+import pytest
+
+
+def pytest_collection_finish(session):
+    import torch
+
+    print("default during the session:", torch.get_default_dtype())
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    import torch
+
+    # the plugin's own pytest_unconfigure has set it back by now
+    print("default after the session:", torch.get_default_dtype())
+"""
+
+
+@pytest.mark.parametrize(
+    ("ini", "chosen"),
+    [
+        ("xpkit_default_float = float64", "torch-cpu"),
+        ("", "torch-cpu"),
+        ("xpkit_default_float = float64", "numpy"),
+    ],
+)
+def test_the_default_float_ini_option_sets_torchs_default_for_the_session(
+    pytester, ini, chosen
+):
+    """SciPy's harness makes torch's default dtype float64 by hand;
+    ``xpkit_default_float`` does it for the session, and sets it back."""
+    needs("torch")
+    pytester.makeini(f"[pytest]\nfilterwarnings = error\n{ini}\n")
+    pytester.makeconftest(DEFAULT_FLOAT_CONFTEST)
+    pytester.makepyfile(test_user=DEFAULT_FLOAT_TEST)
+    result = pytester.runpytest_subprocess(
+        "-v", "-s", "-p", "no:cacheprovider", f"--xpkit-backends={chosen}"
+    )
+    text = result.stdout.str()
+    assert "default after the session: torch.float32" in text
+    if chosen == "numpy":  # no torch variant runs: nothing set
+        assert "test_user.py::test_python_floats[numpy] PASSED" in text
+        assert "default during the session: torch.float32" in text
+    elif ini:
+        assert "test_user.py::test_python_floats[torch-cpu] PASSED" in text
+        assert "default during the session: torch.float64" in text
+    else:
+        assert "test_user.py::test_python_floats[torch-cpu] FAILED" in text
+        assert "default during the session: torch.float32" in text
+
+
+def test_a_default_float_the_option_does_not_take_is_a_usage_error(pytester):
+    pytester.makeini("[pytest]\nxpkit_default_float = double\n")
+    pytester.makepyfile(test_user=DEFAULT_FLOAT_TEST)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*xpkit_default_float takes float32 or float64 (or nothing), got 'double'*"]
+    )
+
+
+def test_the_default_float_is_set_back_and_left_alone_where_it_already_is():
+    """In a child: set from float32, the undo sets float32 back; already
+    float64, nothing is set (and nothing to undo)."""
+    import subprocess
+    import sys
+
+    needs("torch")
+    code = (
+        "import torch; from xpkit._adapters import ADAPTERS; a = ADAPTERS['torch']\n"
+        "undo = a.set_default_float('float64'); on = torch.get_default_dtype()\n"
+        "undo(); off = torch.get_default_dtype()\n"
+        "torch.set_default_dtype(torch.float64)\n"
+        "again = a.set_default_float('float64')\n"
+        "print(on, off, again, torch.get_default_dtype())\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out == ["torch.float64", "torch.float32", "None", "torch.float64"]

@@ -448,6 +448,21 @@ class Adapter:
         """
         return None
 
+    #: Whether the library has a process-wide default floating dtype that
+    #: arrays made from Python floats get (torch's ``set_default_dtype``):
+    #: the plugin's ``xpkit_default_float`` ini option sets it for a test
+    #: session (`set_default_float`).
+    has_default_float: ClassVar[bool] = False
+
+    def set_default_float(self, name: str) -> Callable[[], None] | None:
+        """Make ``name`` (``"float32"``, ``"float64"``) the default floating dtype.
+
+        Returns what sets the one before back; None where ``name`` was the
+        default already (or the library has no such setting): nothing was
+        changed, nothing is to be undone.
+        """
+        return None
+
     #: Whether the pytest plugin runs a ``<backend>-readonly`` variant
     #: (`read_only_namespace`; known without importing the library).
     test_read_only: ClassVar[bool] = False

@@ -26,7 +26,7 @@ from ._torch_memory import (
     device_name,
     is_torch_oom,
 )
-from ._torch_ops import torch_top_k
+from ._torch_ops import set_default_dtype, torch_top_k
 from ._torch_shapes import torch_traits
 
 if TYPE_CHECKING:
@@ -319,6 +319,12 @@ class TorchAdapter(Adapter):
         if host.dtype.name == "bfloat16":  # ml_dtypes': torch.asarray refuses it
             host = host.astype(np.float32)
         return xp.asarray(host, dtype=dtype, device=device)
+
+    has_default_float = True
+
+    def set_default_float(self, name: str) -> Callable[[], None] | None:
+        """``torch.set_default_dtype``, where ``name`` is not the default already."""
+        return set_default_dtype(_torch(), name)
 
     traces_python = True
     #: Its intra-op threads allocate in glibc's per-thread arenas, which keep

@@ -64,6 +64,7 @@ from ._markers import (
     param_marks,
 )
 from ._running import running_on
+from ._session import switch_back, switch_for_session
 from ._variants import (
     FLOATING,
     IMPORT_WARNINGS,
@@ -94,7 +95,7 @@ def _selected(config: pytest.Config) -> list[str] | None:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """``--xpkit-backends``, ``--xpkit-uncovered`` and the ``xpkit_x64`` ini option."""
+    """``--xpkit-backends``, ``--xpkit-uncovered`` and the ini options."""
     parser.addini(
         "xpkit_x64",
         type="bool",
@@ -104,6 +105,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             "a process-wide setting ("
             + ", ".join(a.label for a in ADAPTERS.values() if a.has_64_bit_switch)
             + ") for the session, and back off at its end"
+        ),
+    )
+    parser.addini(
+        "xpkit_default_float",
+        default="",
+        help=(
+            "float32 or float64: the default floating dtype, for the session, of "
+            "the libraries that hold one process-wide ("
+            + ", ".join(a.label for a in ADAPTERS.values() if a.has_default_float)
+            + "), set back at its end"
         ),
     )
     parser.addini(
@@ -171,38 +182,12 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(msg)
     for line in MARKER_LINES:
         config.addinivalue_line("markers", line)
-    if config.getini("xpkit_x64"):
-        config.stash[_UNDO_X64] = _switch_on_64_bit(wanted)
-
-
-#: What switches the 64-bit dtypes back off, per library switched on.
-_UNDO_X64 = pytest.StashKey[list[Callable[[], None]]]()
-
-
-def _switch_on_64_bit(wanted: list[str] | None) -> list[Callable[[], None]]:
-    """``xpkit_x64``: the 64-bit dtypes on, of each library a variant selected runs."""
-    switches = [
-        a for a in ADAPTERS.values() if a.has_64_bit_switch and a.is_installed()
-    ]
-    if not switches:
-        return []
-    keys = {a.key for a in switches}
-    if wanted is not None:  # (all,-jax, numpy*: only the variants selected say)
-        chosen = selected(available_backend_params(libraries_named(wanted)), wanted)
-        keys = {p.key for p in chosen if not p.skip}
-    undo = []
-    for adapter in switches:
-        if adapter.key in keys:
-            back = adapter.switch_on_64_bit()
-            if back is not None:
-                undo.append(back)
-    return undo
+    switch_for_session(config, wanted)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """Switch back off what ``xpkit_x64`` switched on (the plugin is a guest)."""
-    for back in config.stash.get(_UNDO_X64, []):
-        back()
+    """Set back what ``xpkit_x64`` and ``xpkit_default_float`` switched."""
+    switch_back(config)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
