@@ -695,3 +695,25 @@ def test_the_default_float_is_set_back_and_left_alone_where_it_already_is():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.split()
     assert out == ["torch.float64", "torch.float32", "None", "torch.float64"]
+
+
+def test_a_library_that_fails_to_import_is_not_switched(pytester, monkeypatch):
+    """An installed torch whose import fails: its variants skip, saying why,
+    and ``xpkit_default_float`` leaves it alone (it ended the session)."""
+    fake = pytester.mkdir("fake")
+    (fake / "torch").mkdir()
+    (fake / "torch" / "__init__.py").write_text(
+        'raise ImportError("libtorch_cuda.so: cannot open shared object file")\n'
+    )
+    monkeypatch.setenv("PYTHONPATH", str(fake))
+    pytester.makeini("[pytest]\nxpkit_default_float = float64\n")
+    pytester.makepyfile(test_user="def test_any(xp):\n    assert xp.asarray(1.0)\n")
+    monkeypatch.delenv("XPKIT_BACKENDS", raising=False)
+    # (every variant: no --xpkit-backends, the way it ended the session)
+    result = pytester.runpytest_subprocess("-v", "-rs", "-p", "no:cacheprovider")
+    got = outcomes(result)
+    assert got["test_any[numpy]"] == "PASSED"
+    assert {v for k, v in got.items() if "torch" in k} == {"SKIPPED"}
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    assert "libtorch_cuda.so" in result.stdout.str()
+    assert result.ret == 0

@@ -93,15 +93,18 @@ def test_each_member_names_its_variants_and_leaves_its_siblings_theirs():
     assert named[Backend.JAX_GPU] == {"jax-cuda"}
     assert named[Backend.DASK] == {"dask", "dask-lazy"}
     assert named[Backend.SPARSE] == named[Backend.CUPY] == set()  # (none here)
-    # a string names as a member with no siblings; a device's own name is a tag
-    assert _named(pytest.mark.skip_xp_backend("torch")) == {
-        "torch-cpu",
-        "torch-cpu-compile",
-        "torch-cuda",
-        "torch-mps",
-    }
-    assert _named(pytest.mark.skip_xp_backend("torch:mps")) == {"torch-mps"}
-    assert _named(pytest.mark.skip_xp_backend("jax.numpy:jit")) == {"jax-cpu-jit"}
+
+    class Devices(enum.Enum):  # a device's own name and a mode are tags too
+        TORCH = "torch"
+        TORCH_MPS = "torch:mps"
+        JAX = "jax.numpy"
+        JAX_JIT = "jax.numpy:jit"
+
+    named = {member: _named(pytest.mark.skip_xp_backend(member)) for member in Devices}
+    assert named[Devices.TORCH] == {"torch-cpu", "torch-cpu-compile", "torch-cuda"}
+    assert named[Devices.TORCH_MPS] == {"torch-mps"}
+    assert named[Devices.JAX] == {"jax-cpu", "jax-cuda"}
+    assert named[Devices.JAX_JIT] == {"jax-cpu-jit"}
 
 
 def test_the_member_of_a_variant_is_the_one_whose_marker_names_it():
@@ -217,14 +220,18 @@ def test_what_each_marker_makes_of_a_named_variant():
         ),
         (
             pytest.mark.skip_xp_backend(3),
+            r"skip_xp_backend takes an enum member valued '<module>\[:<tag>\]', got 3",
+        ),
+        (  # (as array-api-extra's own reader, which takes its enum alone)
+            pytest.mark.skip_xp_backend("numpy"),
             (
-                r"skip_xp_backend takes an enum member valued '<module>\[:<tag>\]' or "
-                r"such a string, got 3"
+                r"skip_xp_backend takes an enum member valued '<module>\[:<tag>\]', "
+                r"got 'numpy'"
             ),
         ),
-        (
-            pytest.mark.skip_xp_backend("nump"),
-            r"skip_xp_backend names 'nump', a module of no library xpkit knows",
+        (  # (SciPy's reader fails on it too)
+            pytest.mark.skip_xp_backends("numpy", True),
+            r"skip_xp_backends takes a reason with its condition, got \('numpy', True\)",
         ),
         (
             pytest.mark.skip_xp_backends("nump"),
@@ -340,6 +347,21 @@ def test_scipy_np_only_but(xp):
 @pytest.mark.xfail_xp_backends("numpy", reason="SciPy does not run it")
 def test_scipy_xfail(xp):
     pass
+
+
+# A static xfail of the test's own takes precedence as with the suites' own
+# fixtures, which act as the test is set up: array-api-extra's marker is
+# added then (pytest keeps the xfail it found at setup), SciPy's xfails then.
+@pytest.mark.xfail(True, reason="its own, not strict", strict=False)
+@pytest.mark.xfail_xp_backend(Backend.NUMPY, reason="the suite's, strict", strict=True)
+def test_extra_after_own(xp):
+    pass
+
+
+@pytest.mark.xfail(True, reason="its own, strict", strict=True)
+@pytest.mark.xfail_xp_backends("numpy", reason="SciPy's, at setup")
+def test_scipy_after_own(xp, xpkit_variant):
+    assert xpkit_variant.key == "numpy"
 """
 
 
@@ -388,8 +410,13 @@ def test_a_suite_with_its_own_markers_and_aliases_only(pytester):
         assert got[f"test_scipy_np_only[{v}]"] == ("SKIPPED" if strict else "PASSED"), v
         assert got[f"test_scipy_np_only_but[{v}]"] == "PASSED", v
         assert got[f"test_scipy_xfail[{v}]"] == ("PASSED" if strict else "XFAIL"), v
+    text = result.stdout.str()
     # (SciPy's xfail is not run: a passing body is XFAIL, not XPASS)
-    assert "[NOTRUN] numpy: SciPy does not run it" in result.stdout.str()
+    assert "XFAIL at setup of test_suite.py::test_scipy_xfail[numpy]" in text
+    for v in variants:
+        assert f"test_suite.py::test_extra_after_own[{v}] XPASS" in text, v
+        assert got[f"test_scipy_after_own[{v}]"] == "XFAIL", v
+    assert "test_scipy_after_own[numpy] - numpy: SciPy's, at setup" in text
     assert result.ret == 0
 
 

@@ -137,7 +137,7 @@ def marks_for(
         marks.append(pytest.mark.skip(reason=param.skip))
     for mark in written:
         if mark.name in SUITE_MARKERS:
-            marks += suite_marks(mark, param)
+            suite_marks(mark, param)  # (checked here; applied at setup)
         elif mark.name == "xpkit_skip" and _matches(mark, param, ids):
             marks.append(pytest.mark.skip(reason=_reason(mark, "xpkit_skip")))
         elif mark.name == "xpkit_cpu_only" and param.on_gpu:

@@ -65,6 +65,7 @@ from ._markers import (
 )
 from ._running import running_on
 from ._session import switch_back, switch_for_session
+from ._suite_markers import apply_suite_marks
 from ._variants import (
     FLOATING,
     IMPORT_WARNINGS,
@@ -481,6 +482,7 @@ def _xpkit_mode(request: pytest.FixtureRequest) -> Iterator[None]:
     if not isinstance(param, BackendParam):
         yield
         return
+    apply_suite_marks(request.node, param)
     backend = variant_backend(param.key, param.device, param.read_only)
     adapter = ADAPTERS[param.key]
     with contextlib.ExitStack() as stack:

@@ -47,10 +47,13 @@ def switch_for_session(config: pytest.Config, wanted: list[str] | None) -> None:
     ]
     if not switches:
         return
-    keys = {a.key for a in switches}
-    if wanted is not None:  # (all,-jax, numpy*: only the variants selected say)
+    # (the variants that run: selected, and not skipped, as for a library
+    # that is installed but fails to import)
+    if wanted is None:
+        chosen = available_backend_params()
+    else:  # (all,-jax, numpy*: only the variants selected say)
         chosen = selected(available_backend_params(libraries_named(wanted)), wanted)
-        keys = {p.key for p in chosen if not p.skip}
+    keys = {p.key for p in chosen if not p.skip}
     undo = config.stash.setdefault(_UNDO, [])
     for adapter in switches:
         if adapter.key not in keys:

@@ -9,13 +9,19 @@ array-api-extra's
     ``xfail_xp_backend(library, /, *, reason=None, strict=None)``:
     ``library`` is a member of the suite's own enum of backends whose value
     is ``"<module>[:<tag>]"`` (``"dask.array"``,
-    ``"array_api_strict:strictest"``, ``"torch:gpu"``), or such a string.
+    ``"array_api_strict:strictest"``, ``"torch:gpu"``).
 SciPy's
     ``skip_xp_backends(backend=None, condition=None, /, *, reason=None,
     np_only=False, cpu_only=False, eager_only=False, exceptions=())`` and
     ``xfail_xp_backends`` with the same arguments: ``backend`` is a
-    namespace's module name (``"jax.numpy"``). Its xfail does not run the
-    test, as SciPy's fixture xfails it before the test starts.
+    namespace's module name (``"jax.numpy"``), and a condition needs a
+    reason. Its xfail does not run the test, as SciPy's fixture xfails it
+    before the test starts.
+
+Each is checked as the test is collected (`suite_marks`: written wrong, a
+usage error naming it) and acts as the test is set up
+(`apply_suite_marks`), where the suite's own fixture acts: a static xfail
+of the test's own takes precedence as it does there.
 
 What a name means (`names_variant`): a module names the library whose
 top-level package it is in (`Adapter.module`: ``dask.array`` is Dask); a
@@ -47,7 +53,13 @@ from .._adapters._registry import ADAPTERS
 if TYPE_CHECKING:
     from ._variants import BackendParam
 
-__all__ = ["SUITE_MARKERS", "SUITE_MARKER_LINES", "member_of", "suite_marks"]
+__all__ = [
+    "SUITE_MARKERS",
+    "SUITE_MARKER_LINES",
+    "apply_suite_marks",
+    "member_of",
+    "suite_marks",
+]
 
 #: The markers of other suites that the plugin reads.
 SUITE_MARKERS = frozenset(
@@ -95,6 +107,31 @@ def suite_marks(mark: pytest.Mark, param: BackendParam) -> list[pytest.MarkDecor
     if strict is None:  # (the ini's xfail_strict decides, as in that suite)
         return [pytest.mark.xfail(reason=reason)]
     return [pytest.mark.xfail(reason=reason, strict=strict)]
+
+
+def apply_suite_marks(node: pytest.Item, param: BackendParam) -> None:
+    """Skip or xfail the running test as its suite's own backend fixture would.
+
+    Called as the test is set up (in the plugin's autouse fixture), where
+    those fixtures act: a skip first, then SciPy's xfail at once (the test
+    is not run) and array-api-extra's as a marker (pytest takes it only
+    where no xfail marker of the test's own was found at setup, as it does
+    for the marker that suite's fixture adds). The markers were checked
+    when the test was collected (`suite_marks`).
+    """
+    made = [
+        decorator
+        for mark in node.iter_markers()
+        if mark.name in SUITE_MARKERS
+        for decorator in suite_marks(mark, param)
+    ]
+    for decorator in made:
+        if decorator.name == "skip":
+            pytest.skip(decorator.kwargs["reason"])
+    for decorator in made:
+        if decorator.kwargs.get("run", True) is False:
+            pytest.xfail(decorator.kwargs["reason"])
+        node.add_marker(decorator)
 
 
 def member_of(members: type[enum.Enum], param: BackendParam) -> enum.Enum | None:
@@ -169,18 +206,11 @@ def _extra_reason(
     if strict is not None and not isinstance(strict, bool):
         _refuse(mark, f"takes strict=True, False or None, got {strict!r}")
     library = mark.args[0]
-    if isinstance(library, enum.Enum) and isinstance(library.value, str):
-        named = names_variant(library.value, param, _siblings(library))
-    elif isinstance(library, str):
-        if _library(library.partition(":")[0]) is None:
-            _refuse(mark, f"names {library!r}, a module of no library xpkit knows")
-        named = names_variant(library, param, ())
-    else:
+    if not (isinstance(library, enum.Enum) and isinstance(library.value, str)):
         _refuse(
-            mark,
-            f"takes an enum member valued '<module>[:<tag>]' or such a string, "
-            f"got {library!r}",
+            mark, f"takes an enum member valued '<module>[:<tag>]', got {library!r}"
         )
+    named = names_variant(library.value, param, _siblings(library))
     if not named:
         return None, strict
     reason = mark.kwargs.get("reason")
@@ -213,6 +243,8 @@ def _scipy_reason(mark: pytest.Mark, param: BackendParam) -> str | None:
         ]
         if both:
             _refuse(mark, f"takes {both[0]}= or a backend, not both")
+        if len(args) == 2 and not reason:
+            _refuse(mark, f"takes a reason with its condition, got {args!r}")
         if (len(args) == 2 and not args[1]) or _library(backend) != param.key:
             return None
         return f"{param.id}: {reason or f'not run with {backend}'}"
