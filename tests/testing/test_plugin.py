@@ -587,26 +587,48 @@ def test_the_x64_ini_option_switches_jax_64_bit_on_for_the_session(
         assert "test_user.py::test_float64[jax-cpu] FAILED" in text
 
 
-def test_the_x64_switch_is_undone_and_leaves_a_setting_already_on_alone(monkeypatch):
-    """In a child: switched on from off, the undo turns it off; already on,
-    nothing is switched (and nothing to undo)."""
+@pytest.mark.parametrize(
+    ("key", "switch", "read", "already", "expected"),
+    [
+        (
+            "jax",
+            "a.switch_on_64_bit()",
+            "jax.config.jax_enable_x64",
+            "jax.config.update('jax_enable_x64', True)",
+            ["True", "False", "None", "True"],
+        ),
+        (
+            "torch",
+            "a.set_default_float('float64')",
+            "torch.get_default_dtype()",
+            "torch.set_default_dtype(torch.float64)",
+            ["torch.float64", "torch.float32", "None", "torch.float64"],
+        ),
+    ],
+    ids=["x64", "default_float"],
+)
+def test_a_session_setting_is_set_back_and_left_alone_where_it_already_is(
+    monkeypatch, key, switch, read, already, expected
+):
+    """In a child: switched from the library's default, the undo sets it
+    back; already so, nothing is switched (and nothing to undo)."""
     import subprocess
     import sys
 
-    needs("jax")
+    needs(key)
     monkeypatch.delenv("JAX_ENABLE_X64", raising=False)
     code = (
-        "import jax; from xpkit._adapters import ADAPTERS; a = ADAPTERS['jax']\n"
-        "undo = a.switch_on_64_bit(); on = jax.config.jax_enable_x64\n"
-        "undo(); off = jax.config.jax_enable_x64\n"
-        "jax.config.update('jax_enable_x64', True)\n"
-        "again = a.switch_on_64_bit()\n"
-        "print(on, off, again, jax.config.jax_enable_x64)\n"
+        f"import {key}; from xpkit._adapters import ADAPTERS; a = ADAPTERS['{key}']\n"
+        f"undo = {switch}; on = {read}\n"
+        f"undo(); off = {read}\n"
+        f"{already}\n"
+        f"again = {switch}\n"
+        f"print(on, off, again, {read})\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.split()
-    assert out == ["True", "False", "None", "True"]
+    assert out == expected
 
 
 DEFAULT_FLOAT_TEST = """
@@ -674,27 +696,6 @@ def test_a_default_float_the_option_does_not_take_is_a_usage_error(pytester):
     result.stderr.fnmatch_lines(
         ["*xpkit_default_float takes float32 or float64 (or nothing), got 'double'*"]
     )
-
-
-def test_the_default_float_is_set_back_and_left_alone_where_it_already_is():
-    """In a child: set from float32, the undo sets float32 back; already
-    float64, nothing is set (and nothing to undo)."""
-    import subprocess
-    import sys
-
-    needs("torch")
-    code = (
-        "import torch; from xpkit._adapters import ADAPTERS; a = ADAPTERS['torch']\n"
-        "undo = a.set_default_float('float64'); on = torch.get_default_dtype()\n"
-        "undo(); off = torch.get_default_dtype()\n"
-        "torch.set_default_dtype(torch.float64)\n"
-        "again = a.set_default_float('float64')\n"
-        "print(on, off, again, torch.get_default_dtype())\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    ).stdout.split()
-    assert out == ["torch.float64", "torch.float32", "None", "torch.float64"]
 
 
 def test_a_library_that_fails_to_import_is_not_switched(pytester, monkeypatch):
