@@ -77,9 +77,17 @@ def check_operand(f: Facts[ArrayT], x: Value, param: str) -> None:
 
     Operations take arrays, not host data: arrays of another library
     are refused (as `from_arrays` refuses mixing), and lists or scalars
-    too, on every backend alike.
+    too, on every backend alike; so is an array that the library's
+    functions would misread (`Adapter.refused_operand`: a NumPy masked
+    array, whose mask they would ignore or drop).
     """
-    if f.adapter.owns(x) or _stands_in(f, x):
+    if f.adapter.owns(x):
+        refused = f.adapter.refused_operand(x)
+        if refused is None:
+            return
+        msg = f"{param} is {refused}"
+        raise TypeError(msg)
+    if _stands_in(f, x):
         return
     adapter = adapter_for_array(x)
     if adapter is not None:

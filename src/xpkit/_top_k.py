@@ -36,10 +36,13 @@ def top_k(
     name = own_dtype(x, "x")
     if name not in _ORDERED:
         msg = (
-            f"x has dtype {name}, but top_k orders real numbers only (integer "
-            "and real floating dtypes, as the standard's top_k); convert it "
-            "with Backend.asarray(x, dtype=...)"
+            f"x has dtype {name}, but top_k takes the standard's real numeric "
+            "dtypes only (its integer dtypes, float32 and float64, as the "
+            "standard's top_k); convert it with Backend.asarray(x, dtype=...)"
         )
+        raise TypeError(msg)
+    if not isinstance(mode, str):  # (a NumPy array of one would pass ``in``)
+        msg = f"mode must be a str, 'largest' or 'smallest', got {mode!r}"
         raise TypeError(msg)
     if mode not in MODES:
         msg = f"mode must be 'largest' or 'smallest', got {mode!r}"

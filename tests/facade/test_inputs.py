@@ -320,6 +320,30 @@ def test_masked_arrays_are_refused_by_name(xpkit_backend):
                 fn()
 
 
+def test_operations_refuse_a_masked_array_by_name():
+    """An operation ignored the mask (top_k chose a masked entry) or dropped
+    it (``at(...).set`` unmasked the source in place): each refuses it."""
+    b = xpkit.Backend("numpy")
+    masked = np.ma.masked_array([[1.0, 5.0, 3.0]], mask=[[False, True, False]])
+    plain = np.ones((3, 1))
+    calls = {
+        "x": [lambda: b.top_k(masked, 1), lambda: b.at(masked, 0).set(2.0)],
+        "array": [
+            lambda: b.sort(masked),
+            lambda: b.expand_dims(masked, 0),
+            lambda: b.flatnonzero(masked),
+        ],
+        "A": [lambda: b.matmul(masked, plain)],
+        "B": [lambda: b.matmul(plain.T, masked.T)],
+    }
+    for param, fns in calls.items():
+        for fn in fns:
+            with pytest.raises(TypeError, match=rf"^{param} is a NumPy masked array"):
+                fn()
+    assert masked.mask.tolist() == [[False, True, False]]  # (the source as it was)
+    assert masked.data.tolist() == [[1.0, 5.0, 3.0]]
+
+
 @pytest.mark.parametrize("bad", ["abc", None, b"x", object()])
 def test_copy_refuses_what_is_not_numeric_data(xpkit_backend, bad):
     with pytest.raises(TypeError, match=r"^array has non-numeric dtype"):

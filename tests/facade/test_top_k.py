@@ -8,6 +8,8 @@ library's, as the standard allows).
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -22,9 +24,17 @@ TIED = st.integers(-3, 3)
 
 
 def reference(a: np.ndarray, k: int, axis: int, mode: str) -> np.ndarray:
-    """The k largest (descending) or smallest (ascending) of ``a`` along ``axis``."""
-    wide = a.astype(np.float64)
-    order = np.argsort(-wide if mode == "largest" else wide, axis=axis, kind="stable")
+    """The k largest (descending) or smallest (ascending) of ``a`` along ``axis``.
+
+    Integers are ordered as integers (``~a`` reverses them without overflow:
+    float64 would tie 2**63 - 1 with 2**63), floats as float64.
+    """
+    if a.dtype.kind in "iu":
+        key = ~a if mode == "largest" else a
+    else:
+        wide = a.astype(np.float64)
+        key = -wide if mode == "largest" else wide
+    order = np.argsort(key, axis=axis, kind="stable")
     first = np.take(order, np.arange(k), axis=axis)
     return np.take_along_axis(a, first, axis=axis)
 
@@ -73,13 +83,20 @@ def test_top_k_on_a_row_of_ties_and_the_whole_axis(xpkit_backend, mode):
 def test_unsigned_and_narrow_integers(xpkit_backend):
     """``~x`` orders unsigned integers as well as signed ones (JAX's path)."""
     b = xpkit_backend
-    for name in ("uint8", "int8", "uint16", "int64"):
+    for name in ("uint8", "int8", "uint16", "uint32", "uint64", "int64"):
         if name not in b.dtypes:
             continue
         info = np.iinfo(name)
         a = np.array([info.max, info.min, 0, 1, info.max], dtype=name)
         for mode in ("largest", "smallest"):
             check(b, a, 3, 0, mode)
+        if info.bits == 64:  # (either side of the top bit: ndonnx sorted 2**63 first)
+            a = np.array([2**63 - 1, 5, -(2**63) if info.min else 2**63, 0], dtype=name)
+            for mode in ("largest", "smallest"):
+                check(b, a, 2, 0, mode)
+                np.testing.assert_array_equal(
+                    b.to_numpy(b.sort(b.asarray(a))), np.sort(a, kind="stable")
+                )
 
 
 @pytest.mark.xpkit_only(["numpy", "torch", "jax", "dask"], reason="stated for them")
@@ -93,6 +110,20 @@ def test_nan_counts_as_the_largest(xpkit_backend, mode):
         assert got[1] == 3.0
     else:
         assert got == [1.0, 2.0]
+
+
+@pytest.mark.xpkit_only(["numpy", "torch", "jax", "dask"], reason="stated for them")
+def test_a_nan_with_its_sign_bit_set_is_the_largest_too(xpkit_backend):
+    """``inf - inf`` is such a NaN on x86; JAX's ``lax.top_k`` ranked it below -inf."""
+    b = xpkit_backend
+    a = np.array([np.copysign(np.nan, -1.0), 1.0, 2.0, -np.inf])
+    x = b.asarray(a)
+    assert np.signbit(b.to_numpy(x)[0])  # (the sign bit arrived)
+    values, indices = b.top_k(x, 2)
+    assert np.isnan(b.to_numpy(values)[0])
+    assert b.to_numpy(indices).tolist() == [0, 2]
+    values, indices = b.top_k(x, 2, mode="smallest")
+    assert b.to_numpy(indices).tolist() == [3, 1]
 
 
 @pytest.mark.parametrize(
@@ -109,20 +140,25 @@ def test_nan_counts_as_the_largest(xpkit_backend, mode):
             ValueError,
             "mode must be 'largest' or 'smallest', got 'max'",
         ),
+        (
+            {"k": 1, "mode": np.array(["smallest"])},
+            TypeError,
+            "mode must be a str, 'largest' or 'smallest', got array(['smallest']",
+        ),
     ],
 )
 def test_bad_arguments_are_named(xpkit_backend, kwargs, error, message):
     b = xpkit_backend
     x = b.asarray(np.zeros((2, 4), dtype=np.float32))
     rest = {name: v for name, v in kwargs.items() if name != "k"}
-    with pytest.raises(error, match=message.replace("(", r"\(")):
+    with pytest.raises(error, match=re.escape(message)):
         b.top_k(x, kwargs["k"], **rest)
 
 
 def test_what_top_k_does_not_order_is_refused(xpkit_backend):
     b = xpkit_backend
     with pytest.raises(
-        TypeError, match="x has dtype bool, but top_k orders real numbers"
+        TypeError, match="x has dtype bool, but top_k takes the standard.s real numeric"
     ):
         b.top_k(b.asarray([True, False]), 1)
     with pytest.raises(ValueError, match="a 0-dimensional array has no axes"):
@@ -140,6 +176,7 @@ def test_k_may_be_a_numpy_integer(xpkit_backend):
 
 
 def test_torch_takes_topk_and_a_sort_where_topk_has_no_kernel(monkeypatch):
+    """torch 2.13's CPU ``topk`` and ``gather`` have no uint16/32/64 kernels."""
     torch = pytest.importorskip("torch")
     b = xpkit.Backend("torch")
     calls = []
@@ -149,5 +186,41 @@ def test_torch_takes_topk_and_a_sort_where_topk_has_no_kernel(monkeypatch):
     )
     check(b, np.array([[3, 1, 2], [0, 5, 4]], dtype=np.int32), 2, 1, "largest")
     assert len(calls) == 1
-    if "uint16" in b.dtypes:  # torch 2.13's CPU topk has no uint16 kernel
-        check(b, np.array([7, 1, 9, 3], dtype=np.uint16), 2, 0, "smallest")
+    a = np.array([[7, 1, 9, 3], [2**15, 0, 2**15 - 1, 9]])
+    for name in ("uint16", "uint32", "uint64"):
+        x = torch.from_numpy(a.astype(name))  # (outside the backend's dtypes)
+        for mode in ("largest", "smallest"):
+            values, indices = b.top_k(x, 2, mode=mode)
+            expected = reference(a.astype(name), 2, -1, mode)
+            np.testing.assert_array_equal(values.numpy(), expected)
+            np.testing.assert_array_equal(
+                np.take_along_axis(a, indices.numpy(), axis=-1), expected
+            )
+
+
+@pytest.mark.parametrize("chunks", [1, 2, 3])
+@pytest.mark.parametrize("mode", ["largest", "smallest"])
+def test_dask_takes_the_whole_axis_over_several_chunks(chunks, mode):
+    """``da.argtopk`` failed where k is the whole axis of several chunks."""
+    da = pytest.importorskip("dask.array")
+    b = xpkit.Backend("dask")
+    a = np.random.default_rng(3).integers(0, 4, size=(3, 5)).astype(np.float64)
+    for axis in (0, 1):
+        x = da.from_array(a, chunks=chunks)
+        values, indices = b.top_k(x, a.shape[axis], axis=axis, mode=mode)
+        expected = reference(a, a.shape[axis], axis, mode)
+        np.testing.assert_array_equal(values.compute(), expected)
+        np.testing.assert_array_equal(
+            np.take_along_axis(a, indices.compute(), axis=axis), expected
+        )
+
+
+def test_dask_refuses_an_axis_of_unknown_size_by_name():
+    da = pytest.importorskip("dask.array")
+    b = xpkit.Backend("dask")
+    x = da.from_array(np.array([3.0, 1.0, 2.0, 5.0]), chunks=2)
+    masked = x[x > 1]  # (chunks of unknown size)
+    with pytest.raises(ValueError, match=r"^x has an unknown size along axis 0"):
+        b.top_k(masked, 2)
+    values, _ = b.top_k(masked.compute_chunk_sizes(), 2)
+    assert values.compute().tolist() == [5.0, 3.0]

@@ -244,6 +244,15 @@ class Adapter:
         """
         return None
 
+    def refused_operand(self, x: Array) -> str | None:
+        """Why an operation of the facade must not take ``x``, or None.
+
+        The answer completes "<parameter> is ...": the library's functions
+        would ignore or drop what ``x`` holds beyond its values (a NumPy
+        masked array's mask). By default none.
+        """
+        return None
+
     #: Whether the library's arrays leave by DLPack (``__dlpack__``), and
     #: whether its namespace's ``from_dlpack(x, device=, copy=)`` takes
     #: other libraries' arrays. `Backend.move` tries DLPack only where the

@@ -4,31 +4,34 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._top_k import sorted_top_k
+from ._top_k import along
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from types import ModuleType
 
-    from .._typing import Array, Namespace
+    from .._typing import Array
     from ._top_k import TopK
 
 __all__ = ["set_default_dtype", "torch_top_k"]
 
 
-def torch_top_k(xp: Namespace, x: Array, k: int, axis: int, *, largest: bool) -> TopK:
+def torch_top_k(x: Array, k: int, axis: int, *, largest: bool) -> TopK:
     """``torch.topk(x, k, dim=axis, largest=largest, sorted=True)``.
 
     torch has no ``topk`` kernel for uint16, uint32 and uint64 on the CPU
-    (``NotImplementedError``): those take the stable sort. Any other error
-    (an OOM among them) propagates.
+    (``NotImplementedError``), nor a ``gather`` for them: those take
+    ``torch.sort`` (stable), which gives the values and their indices at
+    once, and its first k. Any other error (an OOM among them) propagates.
     """
     import torch
 
     try:
         values, indices = torch.topk(x, k, dim=axis, largest=largest, sorted=True)
     except NotImplementedError:
-        return sorted_top_k(xp, x, k, axis, largest=largest)
+        values, indices = torch.sort(x, dim=axis, descending=largest, stable=True)
+        first = along(axis, slice(0, k))
+        return values[first], indices[first]
     return values, indices
 
 

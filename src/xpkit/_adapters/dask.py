@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import AbstractContextManager
 from types import ModuleType
@@ -166,12 +167,26 @@ class DaskAdapter(Adapter):
 
         Their negative ``k`` is the smallest, ascending. Both sort by value,
         so the values at the indices are the values (ties are equal).
+        ``argtopk`` fails where ``k`` is the whole axis of several chunks:
+        there the axis is one chunk first (all of it is wanted anyway). An
+        axis of unknown size (chunks of NaN rows, after a boolean mask) is a
+        ValueError naming ``x``: dask's own error there names no argument.
         """
         import dask.array as da
 
+        size = x.shape[axis]
+        if math.isnan(size):
+            msg = (
+                f"x has an unknown size along axis {axis} (Dask's unknown chunk "
+                "sizes, as after a boolean mask): top_k needs it; call "
+                "x.compute_chunk_sizes() first"
+            )
+            raise ValueError(msg)
         if k == 0:  # (no k there: none of either, int64 as argtopk's)
             empty = x[along(axis, slice(0, 0))]
             return empty, xp.astype(empty, xp.int64)
+        if k == size and x.numblocks[axis] > 1:
+            x = x.rechunk({axis: -1})
         signed = k if largest else -k
         topk: Callable[..., Array] = da.topk  # (dask's are not annotated)
         argtopk: Callable[..., Array] = da.argtopk

@@ -312,7 +312,10 @@ class JaxAdapter(Adapter):
 
         The smallest integers are the largest of ``~x`` (no overflow, signed
         or not); the smallest floats go by the stable sort, where NaN sorts
-        last (``-x`` would keep NaN the largest).
+        last (``-x`` would keep NaN the largest). ``lax.top_k`` orders floats
+        totally, a NaN with its sign bit set (``inf - inf``) below ``-inf``:
+        it ranks a copy whose NaNs are all positive, so that every NaN is the
+        largest, as on the other libraries; the values are ``x``'s own.
         """
         import jax
 
@@ -321,7 +324,11 @@ class JaxAdapter(Adapter):
             return super().top_k(xp, x, k, axis, largest=largest)
         last = x.ndim - 1
         moved = x if axis == last else xp.moveaxis(x, axis, -1)
-        _, indices = jax.lax.top_k(moved if largest else ~moved, k)
+        if floating:
+            ranked = xp.where(xp.isnan(moved), xp.asarray(xp.nan, dtype=x.dtype), moved)
+        else:
+            ranked = moved if largest else ~moved
+        _, indices = jax.lax.top_k(ranked, k)
         values = xp.take_along_axis(moved, indices, axis=-1)
         if axis != last:
             values = xp.moveaxis(values, -1, axis)

@@ -10,10 +10,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ._base import Adapter, FastOps
+from ._top_k import along
 from ._trace import DtypeRules
 
 if TYPE_CHECKING:
     from .._typing import Array, HostArray, Namespace, NativeDevice
+    from ._top_k import TopK
     from ._trace import Traits
 
 __all__ = ["NdonnxAdapter"]
@@ -32,6 +34,16 @@ _DTYPE_RULES = DtypeRules(
 )
 #: Bytes an array holds beyond its values (its ONNX graph's objects).
 _ARRAY_BYTES = 1024
+
+
+def _uint64_key(xp: Namespace, x: Array) -> Array:
+    """int64 values in the order of ``x``'s uint64 ones.
+
+    ndonnx sorts uint64 as int64 (2**63 and above come before 0): the top
+    bit flipped, then read as int64, keeps their order (0 is -2**63).
+    """
+    top = xp.asarray(np.uint64(2**63))
+    return xp.astype(xp.bitwise_xor(x, top), xp.int64)
 
 
 class NdonnxAdapter(Adapter):
@@ -182,7 +194,34 @@ class NdonnxAdapter(Adapter):
                     raise IndexError(msg)
             return concat(arrays, axis=axis)
 
-        return ops._replace(concat=checked_concat)
+        sort = ops.sort
+
+        def checked_sort(
+            x: Array,
+            /,
+            *,
+            axis: int = -1,
+            descending: bool = False,
+            stable: bool = True,
+        ) -> Array:
+            if x.dtype == xp.uint64:
+                key = _uint64_key(xp, x)
+                order = xp.argsort(key, axis=axis, descending=descending, stable=stable)
+                return xp.take_along_axis(x, order, axis=axis)
+            return sort(x, axis=axis, descending=descending, stable=stable)
+
+        return ops._replace(concat=checked_concat, sort=checked_sort)
+
+    def top_k(
+        self, xp: Namespace, x: Array, k: int, axis: int, *, largest: bool
+    ) -> TopK:
+        """A stable sort of the axis; uint64 ordered by `_uint64_key`."""
+        if x.dtype != xp.uint64:
+            return super().top_k(xp, x, k, axis, largest=largest)
+        key = _uint64_key(xp, x)
+        order = xp.argsort(key, axis=axis, descending=largest, stable=True)
+        indices = order[along(axis, slice(0, k))]
+        return xp.take_along_axis(x, indices, axis=axis), indices
 
     def supported_dtypes(self, device: str) -> frozenset[str]:
         """The inspection API's dtypes (its ``kind`` has no default)."""

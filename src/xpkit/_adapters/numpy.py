@@ -143,6 +143,10 @@ class NumpyAdapter(Adapter):
             )
         return None
 
+    def refused_operand(self, x: Array) -> str | None:
+        """A masked array: NumPy's functions would ignore its mask (``argpartition``) or drop it."""
+        return None if type(x) is np.ndarray else self.lost_in_conversion(x)
+
     def unshareable(self, x: Array) -> Unshareable | None:
         """Scalars, and arrays `host_unshareable` names a reason for."""
         if not isinstance(x, np.ndarray):

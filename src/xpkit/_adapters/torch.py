@@ -166,7 +166,7 @@ class TorchAdapter(Adapter):
         self, xp: Namespace, x: Array, k: int, axis: int, *, largest: bool
     ) -> TopK:
         """``torch.topk`` (sorted) on every device; a stable sort where it has no kernel."""
-        return torch_top_k(xp, x, k, axis, largest=largest)
+        return torch_top_k(x, k, axis, largest=largest)
 
     def native_device_key(self, native: NativeDevice) -> Hashable:
         """``torch.device("cuda")`` means device 0, as tensors report it."""
