@@ -9,15 +9,18 @@ row without sorting them all, and ``xpkit.current_rows`` says where a
 batch's rows are in the whole input, so that each row leaves itself out.
 It prints the seconds per backend, of the first call (which plans: it
 traces what ``fn`` costs) and of the calls after it (the plan remembered),
-beside the same algorithm written by hand in that library alone: a
-function of one batch called in a loop over batches of the size xpkit
-chose ("by hand"), and the same loop holding each batch's distance block
-until the next one is made, as a loop written inline holds it ("held": see
-`by_hand` for why glibc's heap makes that differ). Each is timed in turn
-``--repeats`` times (5): the median seconds of each, the median of each
-round's ratio (xpkit's seconds over the other's) and the minor page faults
-of a call. Where scikit-learn is installed, its brute-force
-``NearestNeighbors`` too, with whether the indices agree.
+beside the same algorithm written by hand in that library alone, an
+inline loop over batches of the size xpkit chose ("by hand"), and that
+loop with each batch's temporaries deleted at its end ("dropped"), as
+``fn``'s are when it returns. Each is timed in turn ``--repeats`` times
+(5), each first in some rounds: the median seconds of each, the median and
+range of each round's ratio (xpkit's seconds over the other's), and the
+minor page faults of a call (where ``resource`` is). glibc gives the
+heap's free top back to the system where a batch's temporaries all die at
+its end, and the next batch faults that memory in again: an inline loop,
+whose last blocks live on until the next batch rebinds them, escapes that.
+Where scikit-learn is installed, its brute-force ``NearestNeighbors`` too,
+with whether the indices agree.
 """
 
 from __future__ import annotations
@@ -59,65 +62,48 @@ def neighbours_of_rows(points, k: int, backend: xpkit.Backend):
     return batch, points
 
 
-def by_hand_numpy(points: np.ndarray, k: int):
-    """The same algorithm in NumPy alone, one batch: argpartition, then a sort of the k.
+def by_hand_numpy(
+    points: np.ndarray, k: int, batch_size: int, *, drop: bool = False
+) -> np.ndarray:
+    """The same algorithm in NumPy alone: argpartition, then a sort of the k.
 
-    Returns ``batch(start, stop)``: the indices of rows ``start:stop``'s k
-    nearest rows, and the batch's distance block (for `by_hand`'s ``hold``).
+    ``drop``: each batch's temporaries are deleted at its end, as a
+    function's return deletes them (see `main` for why that costs time).
     """
     squares = (points * points).sum(axis=1)
-
-    def batch(start: int, stop: int):
-        rows = points[start:stop]
+    out = np.empty((len(points), k), dtype=np.int64)
+    for start in range(0, len(points), batch_size):
+        rows = points[start : start + batch_size]
         d = squares[None, :] - 2 * rows @ points.T
-        d[np.arange(stop - start), np.arange(start, stop)] = np.inf
+        d[np.arange(len(rows)), np.arange(start, start + len(rows))] = np.inf
         part = np.argpartition(d, k - 1, axis=1)[:, :k]
         order = np.argsort(np.take_along_axis(d, part, axis=1), axis=1)
-        return np.take_along_axis(part, order, axis=1), d
+        out[start : start + len(rows)] = np.take_along_axis(part, order, axis=1)
+        if drop:
+            del d, part, order
+    return out
 
-    return batch
 
-
-def by_hand_torch(points: np.ndarray, k: int):
-    """The same algorithm in torch alone, one batch: ``torch.topk``."""
+def by_hand_torch(
+    points: np.ndarray, k: int, batch_size: int, *, drop: bool = False
+) -> np.ndarray:
+    """The same algorithm in torch alone: ``torch.topk`` (``drop`` as for NumPy)."""
     import torch
 
     p = torch.from_numpy(points)
     squares = (p * p).sum(dim=1)
-
-    def batch(start: int, stop: int):
-        d = squares[None, :] - 2 * p[start:stop] @ p.T
-        d[torch.arange(stop - start), torch.arange(start, stop)] = np.inf
-        return torch.topk(d, k, dim=1, largest=False).indices.numpy(), d
-
-    return batch
+    out = torch.empty((len(p), k), dtype=torch.int64)
+    for start in range(0, len(p), batch_size):
+        rows = p[start : start + batch_size]
+        d = squares[None, :] - 2 * rows @ p.T
+        d[torch.arange(len(rows)), torch.arange(start, start + len(rows))] = np.inf
+        out[start : start + len(rows)] = torch.topk(d, k, dim=1, largest=False).indices
+        if drop:
+            del d
+    return out.numpy()
 
 
 BY_HAND = {"numpy": by_hand_numpy, "torch": by_hand_torch}
-
-
-def by_hand(
-    batch, n: int, k: int, batch_size: int, *, hold: bool = False
-) -> np.ndarray:
-    """Every batch of ``batch`` in a loop, each batch's indices written into one array.
-
-    ``hold``: the loop holds each batch's distance block until the next
-    one is made, as a loop written inline does (its ``d`` outlives the
-    iteration). glibc then finds no large free block at the heap's top
-    when a batch ends, keeps the heap, and the next batch makes its
-    temporaries without new page faults; where every temporary dies with
-    the batch (a function per batch, as ``map_batches`` calls ``fn``), it
-    gives that memory back and the next batch faults it in again.
-    """
-    out = np.empty((n, k), dtype=np.int64)
-    held = None
-    for start in range(0, n, batch_size):
-        stop = min(start + batch_size, n)
-        out[start:stop], d = batch(start, stop)
-        held = d if hold else None
-        del d
-    del held
-    return out
 
 
 def _agree(a: np.ndarray, b: np.ndarray, points: np.ndarray) -> bool:
@@ -137,19 +123,19 @@ def _on_host(points: np.ndarray, k: int, backend: xpkit.Backend) -> np.ndarray:
     return backend.to_numpy(nearest(points, k, backend))
 
 
-def _minor_faults() -> int:
-    """The process's minor page faults so far (-1 where ``resource`` is missing)."""
+def _minor_faults() -> int | None:
+    """The process's minor page faults so far (None where ``resource`` is missing)."""
     try:
         import resource
     except ImportError:  # (Windows)
-        return -1
+        return None
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
-def _ratio(seconds: dict[str, list[float]], who: str) -> float:
-    """The median of each round's xpkit seconds over ``who``'s."""
-    pairs = zip(seconds["xpkit"], seconds[who], strict=True)
-    return statistics.median(a / b for a, b in pairs)
+def _ratio(seconds: dict[str, list[float]], who: str) -> str:
+    """The median of each round's xpkit seconds over ``who``'s, and their range."""
+    ratios = sorted(a / b for a, b in zip(seconds["xpkit"], seconds[who], strict=True))
+    return f"{statistics.median(ratios):.2f} ({ratios[0]:.2f}-{ratios[-1]:.2f})"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -165,7 +151,7 @@ def main(argv: list[str] | None = None) -> None:
     print()
     print(
         f"{'backend':<12} {'first s':>8} {'xpkit s':>8} {'by hand s':>10} "
-        f"{'ratio':>6} {'held s':>7} {'ratio':>6}  agrees"
+        f"{'xpkit/hand':>18} {'dropped s':>10} {'xpkit/dropped':>18}  agrees"
     )
     reference, faults = None, []
     for name in args.backends.split(","):
@@ -179,37 +165,39 @@ def main(argv: list[str] | None = None) -> None:
         first = time.perf_counter() - start
         fn, on_device = neighbours_of_rows(points, args.k, backend)
         size = xpkit.plan_batches(fn, on_device, backend=backend).batch_size
-        hand = partial(by_hand, BY_HAND[backend.library](points, args.k))
-        runs = {  # xpkit (the plan remembered), by hand, by hand holding blocks
+        hand = BY_HAND[backend.library]
+        runs = {  # xpkit (the plan remembered); by hand in batches of its size
             "xpkit": partial(_on_host, points, args.k, backend),
-            "by hand": partial(hand, args.n, args.k, size),
-            "held": partial(hand, args.n, args.k, size, hold=True),
+            "by hand": partial(hand, points, args.k, size),
+            "dropped": partial(hand, points, args.k, size, drop=True),
         }
-        seconds, agrees = {who: [] for who in runs}, True
+        seconds = {who: [] for who in runs}
         faulted = {who: [] for who in runs}
-        for _ in range(max(args.repeats, 1)):  # in turn: a drift slows each
-            for who, run in runs.items():
+        results = {}
+        for round_ in range(max(args.repeats, 1)):  # in turn, each first in a round
+            names = [*runs][round_ % 3 :] + [*runs][: round_ % 3]
+            for who in names:
                 before, start = _minor_faults(), time.perf_counter()
-                got = run()
+                results[who] = runs[who]()
                 seconds[who].append(time.perf_counter() - start)
-                faulted[who].append(_minor_faults() - before)
-                if who == "xpkit":
-                    ours = got
-                else:
-                    agrees = agrees and _agree(ours, got, points)
+                if before is not None:
+                    faulted[who].append(_minor_faults() - before)
+        ours = results["xpkit"]
         reference = ours if reference is None else reference
+        agrees = all(_agree(ours, got, points) for got in results.values())
         agrees = agrees and _agree(ours, reference, points)
-        xp_s, hand_s, held_s = (statistics.median(seconds[w]) for w in runs)
+        xp_s, hand_s, dropped_s = (statistics.median(seconds[w]) for w in runs)
         print(
             f"{backend.name:<12} {first:8.2f} {xp_s:8.2f} {hand_s:10.2f} "
-            f"{_ratio(seconds, 'by hand'):6.2f} {held_s:7.2f} "
-            f"{_ratio(seconds, 'held'):6.2f}  {'yes' if agrees else 'NO'}"
+            f"{_ratio(seconds, 'by hand'):>18} {dropped_s:10.2f} "
+            f"{_ratio(seconds, 'dropped'):>18}  {'yes' if agrees else 'NO'}"
         )
-        faults.append((backend.name, [statistics.median(faulted[w]) for w in runs]))
-    if faults and faults[0][1][0] >= 0:
-        print("\nminor page faults per call (median): xpkit, by hand, held")
-        for name, (xp_f, hand_f, held_f) in faults:
-            print(f"{name:<12} {xp_f:>10,.0f} {hand_f:>10,.0f} {held_f:>10,.0f}")
+        if faulted["xpkit"]:
+            faults.append((backend.name, [statistics.median(faulted[w]) for w in runs]))
+    if faults:
+        print("\nminor page faults per call (median): xpkit, by hand, dropped")
+        for name, (xp_f, hand_f, dropped_f) in faults:
+            print(f"{name:<12} {xp_f:>10,.0f} {hand_f:>10,.0f} {dropped_f:>10,.0f}")
     if importlib.util.find_spec("sklearn") is None:
         print("\nscikit-learn is not installed: no comparison with NearestNeighbors")
         return

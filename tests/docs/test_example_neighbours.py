@@ -96,3 +96,27 @@ def test_the_script_runs_and_agrees():
     assert " NO" not in proc.stdout, proc.stdout
     if importlib.util.find_spec("sklearn") is not None:
         assert "indices agree with xpkit's: yes" in proc.stdout
+
+
+@pytest.mark.parametrize("library", ["numpy", "torch"])
+def test_by_hand_agrees_with_or_without_its_temporaries(library):
+    if library == "torch":
+        pytest.importorskip("torch")
+    example = _load_example()
+    points = np.random.default_rng(4).standard_normal((90, 5))
+    indices, _ = _reference(points, 3)
+    for drop in (False, True):
+        got = example.BY_HAND[library](points, 3, 16, drop=drop)
+        assert (got == indices).mean() > 0.99  # ties of distance aside
+
+
+def test_without_resource_the_script_prints_no_fault_table(monkeypatch, capsys):
+    """Off Unix (no ``resource``) there are no page faults to print, not zeros."""
+    example = _load_example()
+    assert example._minor_faults() is not None
+    monkeypatch.setitem(sys.modules, "resource", None)  # (import raises)
+    assert example._minor_faults() is None
+    example.main(["--n", "200", "--d", "4", "--k", "2", "--backends", "numpy"])
+    out = capsys.readouterr().out
+    assert "numpy " in out
+    assert "page faults" not in out

@@ -333,6 +333,7 @@ def test_operations_refuse_a_masked_array_by_name():
             lambda: b.expand_dims(masked, 0),
             lambda: b.flatnonzero(masked),
         ],
+        r"arrays\[1\]": [lambda: b.concatenate([plain.T, masked])],
         "A": [lambda: b.matmul(masked, plain)],
         "B": [lambda: b.matmul(plain.T, masked.T)],
     }
