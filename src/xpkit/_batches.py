@@ -377,7 +377,11 @@ def _after_oom(request: BatchRequest, failed: int) -> int | None:
 
 
 def _outputs_of(request: BatchRequest, *, keep: bool = True) -> Outputs:
-    """The outputs of ``request``'s call: ``out``, else where ``result_on`` says."""
+    """The outputs of ``request``'s call: ``out``, else where ``result_on`` says.
+
+    Not ``keep``ing them (`plan_batches`), the probe's first rows are still
+    checked against ``out``, and nothing is written into it.
+    """
     return Outputs(
         request.n,
         request.fn,
@@ -385,7 +389,7 @@ def _outputs_of(request: BatchRequest, *, keep: bool = True) -> Outputs:
         request.result_on,
         keep=keep,
         sources=request.sources,
-        into=request.out if keep else None,
+        into=request.out,
     )
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ._adapters._layout import host_extent
 from ._adapters._registry import adapter_for_array, get_adapter, to_host
 from ._dtypes import dtype_name
 from ._into import ChunkWriter, Out, check_layout, check_structure, target_of
@@ -441,7 +442,10 @@ def _shares_nothing(leaf: HostArray, sources: tuple[Array, ...]) -> bool:
 
     Two distinct arrays that each own their memory (``flags.owndata``: NumPy
     allocated it for them) hold two allocations, which never overlap: no
-    bounds are compared. Any other pair goes to ``np.may_share_memory``.
+    bounds are compared. Any other pair goes to ``np.may_share_memory``. A
+    source with no host view whose memory is known to lie on the host (a
+    torch tensor with its conjugate or negative bit set, whose resolved
+    result is its very memory) is compared by bounds (`Extent.overlaps`).
     """
     owns = leaf.flags.owndata
     for source in sources:
@@ -449,6 +453,10 @@ def _shares_nothing(leaf: HostArray, sources: tuple[Array, ...]) -> bool:
         if type(source) is not np.ndarray:  # (an ndarray is its own memory)
             adapter = adapter_for_array(source)
             view = None if adapter is None else adapter.host_view(source)
+            if view is None and adapter is not None:
+                where = adapter.memory_extent(source)
+                if where is not None and where.overlaps(host_extent(leaf)):
+                    return False
         if view is None:
             continue
         if owns and view is not leaf and view.flags.owndata:

@@ -9,6 +9,7 @@ import re
 import numpy as np
 import pytest
 from helpers import run_python, written_marks
+from numpy.lib.stride_tricks import as_strided
 
 import xpkit
 from xpkit._adapters import get_adapter
@@ -360,6 +361,26 @@ def test_joblib_workers_write_their_own_rows_into_a_shared_store(
     )
 
 
+def _fails_above_4_rows(x):
+    if x.shape[0] > 4:
+        raise MemoryError("injected: more than 4 rows")
+    return x * 2.0
+
+
+def test_a_worker_s_chunk_that_runs_out_of_memory_names_the_chunk(
+    tmp_path, writing_holds_nothing
+):
+    """Workers writing whole chunks of 8 rows split down to one chunk, not to
+    min_batch: the message says so (it said "even at min_batch=1")."""
+    pytest.importorskip("joblib")
+    z = _store(tmp_path, 64, 8)
+    sizing = {"bytes_per_item": 1.0, "budget_gb": 16 / GB}
+    with pytest.raises(MemoryError, match=r"even at one chunk of out \(8 rows: the"):
+        xpkit.map_batches(
+            _fails_above_4_rows, _data(64), out=z, executor="joblib", **sizing
+        )
+
+
 def test_tasks_smaller_than_a_chunk_bring_their_rows_back(tmp_path, monkeypatch):
     """Batches of 7 rows into chunks of 8: the workers would write parts of
     chunks, so the rows come back and are written here, each chunk once."""
@@ -496,10 +517,16 @@ def test_a_tensor_that_cannot_be_written_is_refused_before_fn_runs():
     expanded = torch.zeros((1, 3), dtype=torch.float64).expand(20, 3)
     with torch.inference_mode():
         inference = torch.zeros((20, 3), dtype=torch.float64)
+    overlapping = torch.zeros(62, dtype=torch.float64).as_strided((20, 3), (3, 2))
+    meta = torch.empty((20, 3), dtype=torch.float64, device="meta")
+    sparse = torch.zeros((20, 3), dtype=torch.float64).to_sparse()
     for out, match in (
         (grad, "requires grad"),
         (expanded, "share memory"),
+        (overlapping, r"share memory \(strides \(3, 2\)"),
         (inference, "an inference tensor"),  # (torch refused it after fn ran)
+        (meta, "a meta tensor"),  # (every result was dropped)
+        (sparse, "a sparse tensor"),  # (named an expanded one)
     ):
         with pytest.raises(ValueError, match=rf"^out cannot be written: .*{match}"):
             xpkit.map_batches(fn, x, out=out, **SEVEN)
@@ -507,6 +534,28 @@ def test_a_tensor_that_cannot_be_written_is_refused_before_fn_runs():
     with torch.inference_mode():  # (where torch writes into it)
         xpkit.map_batches(fn, x, out=inference, **SEVEN)
     np.testing.assert_array_equal(inference.numpy(), _data(20) * 2.0)
+
+
+def test_a_numpy_out_whose_elements_overlap_is_refused_before_fn_runs():
+    """``as_strided`` rows over one buffer: each batch overwrote the last."""
+    fn = Counted()
+    x = _data(20)
+    for out in (
+        as_strided(np.zeros(1), (20, 3), (0, 0)),
+        as_strided(np.zeros(62), (20, 3), (24, 16)),  # (rows overlap their neighbours)
+    ):
+        with pytest.raises(
+            ValueError, match=r"^out cannot be written: its elements share"
+        ):
+            xpkit.map_batches(fn, x, out=out, **SEVEN)
+    assert fn.calls == 0
+    for fine in (
+        np.zeros((3, 20)).T,
+        np.zeros((20, 6))[:, ::2],
+        np.zeros((20, 3))[::-1],
+    ):
+        xpkit.map_batches(fn, x, out=fine, **SEVEN)
+        np.testing.assert_array_equal(fine, x * 2.0)
 
 
 def test_a_sharded_store_is_written_a_whole_shard_at_a_time(tmp_path, monkeypatch):
@@ -589,3 +638,22 @@ def test_joblib_workers_write_their_own_rows_into_an_fsspec_store(
     _joblib_writes_its_own_rows(
         z, 400, {"bytes_per_item": 24.0, "budget_gb": 0.01}, monkeypatch
     )
+
+
+def test_plan_batches_checks_the_probe_s_rows_against_out_and_writes_nothing():
+    """Its probe ran fn (the trace could not follow it): the rows it gave are
+    checked as map_batches checks them, and out is left as it was."""
+
+    def value_dependent(rows):
+        return rows * 2.0 if float(rows[0, 0]) > -100 else rows
+
+    x = _data(20)
+    wrong = np.zeros((20, 3), dtype=np.int8)
+    with pytest.raises(
+        TypeError, match=r"^out has dtype int8, but fn=.* returns float64"
+    ):
+        xpkit.plan_batches(value_dependent, x, out=wrong, remember=False)
+    out = np.full((20, 3), 7.0)
+    plan = xpkit.plan_batches(value_dependent, x, out=out, remember=False)
+    assert plan.probe_rows > 0
+    np.testing.assert_array_equal(out, 7.0)

@@ -131,6 +131,25 @@ def test_a_repeated_result_is_never_an_input_or_unwritable(plans, name, result):
     assert got.flags.writeable
 
 
+@pytest.mark.parametrize("bit", ["conj", "neg"])
+def test_a_result_resolved_from_a_lazy_torch_view_is_not_the_input(plans, bit):
+    """``x.conj()`` of a conjugate view is its very memory (a host view of
+    the input there was none): writing the result changed the input."""
+    torch = pytest.importorskip("torch")
+    base = torch.arange(12.0, dtype=torch.float64).reshape(6, 2) * (1 + 1j)
+    before = base.clone()
+    lazy = base.conj() if bit == "conj" else torch._neg_view(base)
+    undo = torch.conj if bit == "conj" else torch._neg_view
+    for got in (
+        xpkit.map_batches(undo, lazy, **GIVEN),  # (planned as one batch)
+        xpkit.map_batches(undo, lazy, **GIVEN),  # (repeated)
+        xpkit.compute_oom_safe(undo, lazy),
+    ):
+        got[0, 0] = 99.0
+        assert torch.equal(base, before)
+    assert len(plans) == 1
+
+
 def test_a_fresh_result_is_kept_as_it_is(plans):
     fn = Counted()
     x = _data()

@@ -29,6 +29,7 @@ __all__ = [
     "host_extent",
     "host_unshareable",
     "native_layout",
+    "overlaps_itself",
 ]
 
 
@@ -185,6 +186,27 @@ def extent(
         else:
             low += (n - 1) * stride
     return Extent(place, low, high + itemsize, layout, address)
+
+
+def overlaps_itself(
+    shape: Sequence[int], strides: Sequence[int], itemsize: int
+) -> bool:
+    """Whether two elements of this layout may share memory (writes would clash).
+
+    The axes of more than one element, by the size of their step: each
+    step must clear every element the smaller steps reach. That holds for
+    every layout slicing and transposing make; a layout that fails it
+    (a zero step, ``as_strided`` rows that overlap) is taken as
+    overlapping, the rare interleaved one that does not included.
+    """
+    reach = itemsize
+    for step, n in sorted(
+        (abs(st), n) for st, n in zip(strides, shape, strict=True) if n > 1
+    ):
+        if step < reach:
+            return True
+        reach = step * n
+    return False
 
 
 def host_extent(host: HostArray) -> Extent:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._layout import Extent, Unshareable, extent
+from ._layout import Extent, Unshareable, extent, overlaps_itself
 
 if TYPE_CHECKING:
     from .._typing import Array
@@ -16,13 +16,21 @@ if TYPE_CHECKING:
 __all__ = ["tensor_extent", "tensor_unshareable", "tensor_unwritable"]
 
 
-def tensor_unwritable(x: Array, inference_mode: bool) -> str | None:
+def tensor_unwritable(x: Array, inference_mode: bool, strided: bool) -> str | None:
     """Why rows cannot be written into ``x``, or None.
 
-    A tensor that requires grad, an inference tensor outside inference
-    mode (``inference_mode``: whether it is on), or one whose rows share
-    memory (expanded).
+    A meta tensor (no memory), a sparse one (``strided``: its layout is
+    strided), a tensor that requires grad, an inference tensor outside
+    inference mode (``inference_mode``: whether it is on), or one whose
+    elements share memory (expanded, or overlapping strides).
     """
+    if x.device.type == "meta":
+        return "a meta tensor: it has a shape and a dtype but no memory to write into"
+    if not strided:
+        return (
+            f"a sparse tensor (layout {x.layout}), whose rows cannot be written "
+            "in place; give a dense one"
+        )
     if x.requires_grad:
         return "a tensor that requires grad (autograd refuses writes into it)"
     if x.is_inference() and not inference_mode:
@@ -30,11 +38,11 @@ def tensor_unwritable(x: Array, inference_mode: bool) -> str | None:
             "an inference tensor (made under torch.inference_mode, which "
             "alone may write into it)"
         )
-    steps = zip(x.stride(), x.shape, strict=True)
-    if any(step == 0 and size > 1 for step, size in steps):
+    if overlaps_itself(x.shape, x.stride(), 1):  # (strides in elements)
         return (
-            "a tensor whose elements share memory (expanded: a stride of 0); "
-            "give a contiguous one"
+            f"a tensor whose elements share memory (strides {tuple(x.stride())} "
+            f"for shape {tuple(x.shape)}: expanded or overlapping); give a "
+            "contiguous one"
         )
     return None
 

@@ -251,8 +251,9 @@ class TorchAdapter(Adapter):
         return x.layout is self._strided_layout() and not x.is_quantized
 
     def unwritable(self, x: Array) -> str | None:
-        """Grad, an inference tensor outside inference mode, expanded rows."""
-        return tensor_unwritable(x, _torch().is_inference_mode_enabled())
+        """Meta, sparse, grad, an inference tensor outside inference mode, overlapping elements."""
+        strided = x.layout is self._strided_layout()
+        return tensor_unwritable(x, _torch().is_inference_mode_enabled(), strided)
 
     def to_numpy(self, x: Array) -> HostArray:
         """Detach, move to the CPU when needed, then share memory with NumPy."""

@@ -175,17 +175,18 @@ def each_task_on_pool(
                     continue
                 if whole_task:
                     need = rows * bytes_per_row
+                    floor = (  # (a task of whole chunks splits down to one)
+                        f"one chunk of out ({chunk} rows: the workers write whole "
+                        "chunks; a store cut in smaller chunks splits further)"
+                        if whole_chunks and rows > min_batch
+                        else f"min_batch={min_batch}"
+                    )
                     msg = (
                         f"{caller}: rows {start}:{stop} ({rows} rows, about "
                         f"{need / 2**20:.1f} MiB with the overhead) could not run on "
-                        f"{pool.where} even at min_batch={min_batch}"
+                        f"{pool.where} even at {floor}"
                         f"{', running alone' if (start, stop) in alone else ''}: {cause}"
                     )
-                    if whole_chunks:
-                        msg += (
-                            f" (the workers write whole chunks of out, {chunk} rows: "
-                            "a store cut in smaller chunks splits further)"
-                        )
                     if died and need * _NOT_MEMORY < budget_bytes:
                         # Far under the budget, and still the worker dies: the
                         # cause is not memory (fn exits, interrupts, crashes).
