@@ -766,7 +766,11 @@ class Backend(Generic[ArrayT]):
         Raises
         ------
         TypeError
-            ``x`` is not an array of this backend's library.
+            ``x`` is not an array of this backend's library; a part of
+            ``idx`` is a bool or a float (NumPy would read a bool as a new
+            axis, ndonnx as 0 or 1); ``x``, ``idx`` or the methods' value
+            is a NumPy masked array (its mask would be ignored) or ``x`` a
+            NumPy matrix.
         IndexError
             An integer in ``idx`` is out of range for its axis (the message
             gives the index, the axis and its size), or ``idx`` indexes more

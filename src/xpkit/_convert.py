@@ -75,6 +75,11 @@ def host(x: Value, param: str) -> HostArray:
         refuse_lossy(adapter, x, param)
         on_host = adapter.to_numpy(x)
     else:
+        if isinstance(x, (list, tuple)) and x and adapter_for_array(x[0]) is not None:
+            for i, item in enumerate(x):  # (a list of arrays: each one's mask)
+                inner = adapter_for_array(item)
+                if inner is not None:
+                    refuse_lossy(inner, item, f"{param}[{i}]")
         try:
             on_host = np.asarray(x)
         except (ValueError, TypeError) as exc:

@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from ._adapters._layout import overlaps_itself
 from ._adapters._registry import adapter_for_array, get_adapter
 from ._adapters._stores import (
     bytes_held_while_writing,
@@ -201,12 +200,9 @@ def _check_leaf(name: str, leaf: Value, n: int) -> int:
         if not leaf.flags.writeable:
             msg = f"{name} is read-only (a NumPy array whose writeable flag is off)"
             raise ValueError(msg)
-        if overlaps_itself(leaf.shape, leaf.strides, leaf.itemsize):
-            msg = (
-                f"{name} cannot be written: its elements share memory (strides "
-                f"{leaf.strides} for shape {leaf.shape}, as as_strided makes); "
-                "give an array whose elements each have their own"
-            )
+        why = get_adapter("numpy").unwritable(leaf)
+        if why is not None:
+            msg = f"{name} cannot be written: it is {why}"
             raise ValueError(msg)
         return 1
     adapter = adapter_for_array(leaf)

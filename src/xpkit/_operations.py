@@ -327,6 +327,8 @@ class At(Generic[ArrayT]):
         update = getattr(self._at, name)
         value = self._value(y)
         adapter = self._facts.adapter
+        if copy is None and adapter.is_read_only(self._x):
+            copy = True  # (may update in place: where it cannot, a copy)
         if name in ("min", "max") and not adapter.owns(value):
             # array-api-extra makes a number an array without device=: on
             # the default device, which array-api-strict's device1 refuses.
@@ -338,6 +340,7 @@ class At(Generic[ArrayT]):
     def _value(self, y: Value) -> Value:
         """``y`` as array-api-extra takes it: this library's array or a number."""
         adapter = self._facts.adapter
+        _refuse_operand(y, "y")
         numpy_value = isinstance(y, (np.generic, np.ndarray))
         if numpy_value and y.dtype.kind not in "biufc":
             msg = f"y has non-numeric dtype {y.dtype} (value {y!r:.60})"
@@ -412,18 +415,36 @@ class At(Generic[ArrayT]):
 
 
 def _plain_index(idx: Value) -> Value:
-    """``idx`` with NumPy integers and bools as Python's (every library takes those)."""
+    """``idx`` with NumPy integers as Python's (every library takes those).
+
+    A bool or a float is no index: TypeError (NumPy reads a bool as a new
+    axis, ndonnx as 0 or 1; Dask took a float); so is a masked array.
+    """
     if type(idx) is tuple:
-        return tuple(_plain_part(p) for p in idx)
-    return _plain_part(idx)
+        return tuple(_plain_part(p, f"idx[{k}]") for k, p in enumerate(idx))
+    return _plain_part(idx, "idx")
 
 
-def _plain_part(part: Value) -> Value:
+def _plain_part(part: Value, name: str) -> Value:
+    if isinstance(part, (bool, np.bool_, float, np.floating)):
+        msg = (
+            f"{name}={part!r} is not an index: give an integer, a slice, None, "
+            "..., an integer array or a boolean mask array"
+        )
+        raise TypeError(msg)
     if isinstance(part, np.integer):
         return operator.index(part)
-    if isinstance(part, np.bool_):
-        return bool(part)
+    _refuse_operand(part, name)
     return part
+
+
+def _refuse_operand(value: Value, name: str) -> None:
+    """TypeError where ``value`` is an array an operation must not take (a masked one)."""
+    adapter = adapter_for_array(value)
+    refused = None if adapter is None else adapter.refused_operand(value)
+    if refused is not None:
+        msg = f"{name} is {refused}"
+        raise TypeError(msg)
 
 
 def _check_index(x: Array, idx: Value) -> None:
@@ -450,7 +471,7 @@ def _check_index(x: Array, idx: Value) -> None:
         if k == ellipsis:
             axis = len(shape) - sum(counted[k + 1 :])
             continue
-        if width == 1:
+        if width == 1 and not _is_mask(part):
             name = "idx" if type(idx) is not tuple else f"idx[{k}]"
             _check_in_range(part, name, axis, shape[axis])
         axis += width
@@ -458,7 +479,7 @@ def _check_index(x: Array, idx: Value) -> None:
 
 def _width(part: Value) -> int | None:
     """How many axes of ``x`` an index part uses; None where not known here."""
-    if part is None or part is Ellipsis or isinstance(part, (bool, np.bool_)):
+    if part is None or part is Ellipsis:
         return 0
     if isinstance(part, (int, np.integer, slice)):
         return 1
@@ -472,6 +493,16 @@ def _width(part: Value) -> int | None:
     if name == "bool":
         return len(tuple(part.shape))
     return 1 if name is not None and name.startswith(("int", "uint")) else None
+
+
+def _is_mask(part: Value) -> bool:
+    """Whether the index part ``part`` is a boolean mask array (it holds no positions)."""
+    if isinstance(part, (int, np.integer, slice)) or adapter_for_array(part) is None:
+        return False
+    try:
+        return dtype_name(part.dtype) == "bool"
+    except (AttributeError, TypeError):
+        return False
 
 
 def _check_in_range(part: Value, name: str, axis: int, size: object) -> None:

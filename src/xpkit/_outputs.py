@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ._adapters._layout import host_extent
 from ._adapters._registry import adapter_for_array, get_adapter, to_host
 from ._dtypes import dtype_name
 from ._into import ChunkWriter, Out, check_layout, check_structure, target_of
@@ -26,6 +25,7 @@ from ._rows import Marker, ResultSpec, Rows, rows_of, split_result
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from ._adapters._layout import Extent
     from ._backend import Backend
     from ._typing import Array, DType, HostArray, UserFunction, UserResult
 
@@ -455,7 +455,7 @@ def _shares_nothing(leaf: HostArray, sources: tuple[Array, ...]) -> bool:
             view = None if adapter is None else adapter.host_view(source)
             if view is None and adapter is not None:
                 where = adapter.memory_extent(source)
-                if where is not None and where.overlaps(host_extent(leaf)):
+                if where is not None and where.overlaps(_extent_of(leaf)):
                     return False
         if view is None:
             continue
@@ -464,6 +464,13 @@ def _shares_nothing(leaf: HostArray, sources: tuple[Array, ...]) -> bool:
         if np.may_share_memory(leaf, view):
             return False
     return True
+
+
+def _extent_of(leaf: HostArray) -> Extent:
+    """Where host ``leaf``'s elements lie."""
+    where = get_adapter("numpy").memory_extent(leaf)
+    assert where is not None  # (a NumPy array's memory is its own)
+    return where
 
 
 def outputs_of_all_rows(

@@ -545,7 +545,8 @@ def test_a_numpy_out_whose_elements_overlap_is_refused_before_fn_runs():
         as_strided(np.zeros(62), (20, 3), (24, 16)),  # (rows overlap their neighbours)
     ):
         with pytest.raises(
-            ValueError, match=r"^out cannot be written: its elements share"
+            ValueError,
+            match=r"^out cannot be written: it is an array whose elements share",
         ):
             xpkit.map_batches(fn, x, out=out, **SEVEN)
     assert fn.calls == 0

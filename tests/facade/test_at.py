@@ -8,6 +8,8 @@ themselves are rows of tests/test_bad_inputs.py; here, what must work.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -163,3 +165,57 @@ def test_jax_jit_cannot_check_a_traced_index():
 
     out = put(jax.numpy.zeros(2), 5)  # JAX drops the update: no error to give
     np.testing.assert_array_equal(np.asarray(out), [0.0, 0.0])
+
+
+@pytest.mark.xpkit_skip(
+    ["array_api_strict-strictest"], reason="its boolean indexing is switched off"
+)
+def test_a_boolean_mask_selects_positions_it_does_not_hold(xpkit_backend):
+    """A 1-D mask was read as an integer array: its True (1) out of range
+    for a 1-element axis, and min/max of booleans on array-api-strict."""
+    b = xpkit_backend
+    x = b.asarray([5.0, 6.0, 7.0])
+    mask = b.asarray([True, False, True])
+    assert _host(b, b.at(x, mask).set(0.0, copy=True)).tolist() == [0.0, 6.0, 0.0]
+    one = b.asarray([5.0])
+    assert _host(b, b.at(one, b.asarray([True])).add(1.0, copy=True)).tolist() == [6.0]
+    assert _host(b, x).tolist() == [5.0, 6.0, 7.0]
+
+
+@pytest.mark.parametrize("part", [True, np.bool_(False), 1.0, np.float32(0.0)])
+def test_a_bool_or_a_float_is_no_index(xpkit_backend, part):
+    """ndonnx read True as 1 and False as 0, Dask took 1.0 as 1."""
+    b = xpkit_backend
+    x = b.asarray([5.0, 6.0])
+    with pytest.raises(
+        TypeError, match="^" + re.escape(f"idx={part!r} is not an index")
+    ):
+        b.at(x, part)
+    with pytest.raises(TypeError, match="^" + re.escape(f"idx[1]={part!r} is not")):
+        b.at(b.asarray([[5.0, 6.0]]), (0, part))
+
+
+def test_a_masked_value_or_index_is_refused_on_every_backend(xpkit_backend):
+    """Their masks were dropped: a masked value written, a masked index used."""
+    b = xpkit_backend
+    x = b.asarray([5.0, 6.0])
+    for value in (np.ma.array([1.0, 2.0], mask=[False, True]), np.ma.masked):
+        with pytest.raises(TypeError, match=r"^y is a NumPy masked array"):
+            b.at(x, slice(None)).set(value, copy=True)
+    with pytest.raises(TypeError, match=r"^idx is a NumPy masked array"):
+        b.at(x, np.ma.array([0, 1], mask=[False, True]))
+    assert _host(b, x).tolist() == [5.0, 6.0]
+
+
+def test_copy_none_copies_a_read_only_array_of_array_api_strict():
+    """A move of a read-only NumPy array: the update raised NumPy's own
+    "assignment destination is read-only" (a read-only NumPy array copies)."""
+    pytest.importorskip("array_api_strict")
+    b = xpkit.Backend("array_api_strict")
+    source = np.arange(3.0)
+    source.flags.writeable = False
+    x = b.move(source)
+    assert _host(b, b.at(x, 0).set(9.0)).tolist() == [9.0, 1.0, 2.0]
+    assert source.tolist() == [0.0, 1.0, 2.0]
+    with pytest.raises(ValueError, match="read-only"):
+        b.at(x, 0).set(9.0, copy=False)  # (in place or raise, as asked)

@@ -16,6 +16,7 @@ One policy on every backend:
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -345,6 +346,32 @@ def test_operations_refuse_a_masked_array_by_name():
     assert masked.data.tolist() == [[1.0, 5.0, 3.0]]
 
 
+def test_a_list_of_masked_arrays_is_refused_by_name(xpkit_backend):
+    """``asarray([masked])`` made a plain array of the masked values."""
+    b = xpkit_backend
+    masked = np.ma.masked_array([1.0, 2.0], mask=[False, True])
+    with pytest.raises(TypeError, match=r"^x\[1\] is a NumPy masked array"):
+        b.asarray([np.zeros(2), masked])
+
+
+def test_operations_refuse_a_numpy_matrix_by_name():
+    """Always 2-D: flatnonzero of [[0, 1], [2, 0]] gave [0, 0], matmul kept a
+    vector 2-D. Conversions still take it (as a plain array)."""
+    b = xpkit.Backend("numpy")
+    with warnings.catch_warnings():  # (np.matrix is pending deprecation)
+        warnings.simplefilter("ignore", PendingDeprecationWarning)
+        m = np.asmatrix([[0.0, 1.0], [2.0, 0.0]])
+    for param, call in (
+        ("array", lambda: b.flatnonzero(m)),
+        ("A", lambda: b.matmul(m, np.ones(2))),
+        ("array", lambda: b.sort(m)),
+        ("x", lambda: b.top_k(m, 1)),
+    ):
+        with pytest.raises(TypeError, match=rf"^{param} is a NumPy matrix"):
+            call()
+    assert type(b.asarray(m)) is np.ndarray
+
+
 @pytest.mark.parametrize("bad", ["abc", None, b"x", object()])
 def test_copy_refuses_what_is_not_numeric_data(xpkit_backend, bad):
     with pytest.raises(TypeError, match=r"^array has non-numeric dtype"):
@@ -555,3 +582,18 @@ def test_an_extent_shares_what_numpy_says_is_shared(first, second):
     a = np.arange(60.0).reshape(6, 10)
     x, y = first(a), second(a)
     assert host_extent(x).shares(host_extent(y)) is np.shares_memory(x, y)
+
+
+def test_torch_takes_numpy_s_long_long_integers():
+    """``np.array([2**63])`` is ``ulonglong`` ('Q'), which torch refused by type
+    (a raw TypeError) though it holds uint64 of the same bytes."""
+    pytest.importorskip("torch")
+    b = xpkit.Backend("torch")
+    big = np.array([1, 2**64 - 1], dtype="Q")
+    for got, expected in (
+        (b.asarray([2**63]), [2**63]),
+        (b.asarray(big), [1, 2**64 - 1]),
+        (b.copy(big), [1, 2**64 - 1]),
+        (b.asarray(np.array([-5], dtype="q")), [-5]),
+    ):
+        assert b.to_numpy(got).tolist() == expected

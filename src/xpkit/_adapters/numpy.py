@@ -11,7 +11,12 @@ import array_api_compat
 import numpy as np
 
 from ._base import Adapter, FastOps
-from ._layout import Unshareable, contiguous_host_copy, host_unshareable
+from ._layout import (
+    Unshareable,
+    contiguous_host_copy,
+    host_unshareable,
+    overlaps_itself,
+)
 from ._top_k import partitioned_top_k
 from ._trace import DtypeRules
 
@@ -143,9 +148,30 @@ class NumpyAdapter(Adapter):
             )
         return None
 
+    def unwritable(self, x: Array) -> str | None:
+        """An array whose elements share memory (``as_strided``): each write clashes."""
+        if not overlaps_itself(x.shape, x.strides, x.itemsize):
+            return None
+        return (
+            f"an array whose elements share memory (strides {x.strides} for "
+            f"shape {x.shape}, as as_strided makes); give one whose elements "
+            "each have their own"
+        )
+
     def refused_operand(self, x: Array) -> str | None:
-        """A masked array: NumPy's functions would ignore its mask (``argpartition``) or drop it."""
-        return None if type(x) is np.ndarray else self.lost_in_conversion(x)
+        """A masked array (NumPy's functions would ignore its mask or drop it), a matrix.
+
+        ``np.matrix`` is always 2-D and its ``*`` is a matrix product:
+        ``flatnonzero`` of one read its rows, ``matmul`` kept a vector 2-D.
+        """
+        if type(x) is np.ndarray:
+            return None
+        if isinstance(x, np.matrix):
+            return (
+                "a NumPy matrix (always 2-D, its * a matrix product), which the "
+                "standard's functions misread; pass np.asarray(x)"
+            )
+        return self.lost_in_conversion(x)
 
     def unshareable(self, x: Array) -> Unshareable | None:
         """Scalars, and arrays `host_unshareable` names a reason for."""

@@ -76,6 +76,16 @@ class StrictAdapter(Adapter):
         view: HostArray = np.from_dlpack(x)
         return view
 
+    def is_read_only(self, x: Array) -> bool:
+        """An array over read-only memory (a move of a read-only NumPy array)."""
+        return not np.from_dlpack(x).flags.writeable
+
+    def unwritable(self, x: Array) -> str | None:
+        """An array over read-only memory (`is_read_only`)."""
+        if not self.is_read_only(x):
+            return None
+        return "an array over read-only memory (made from a read-only NumPy array)"
+
     def contiguous_copy(self, x: Array) -> Array:
         """``asarray(x, copy=True)``: a C-ordered copy on ``x``'s device."""
         return self.namespace().asarray(x, copy=True)

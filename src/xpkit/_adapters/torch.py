@@ -71,6 +71,15 @@ def _indexed(native: NativeDevice) -> NativeDevice:
     return native
 
 
+#: NumPy's ``long long`` types that torch refuses by type, and the int64 and
+#: uint64 of the same size it takes (where ``long`` is 64 bits; else itself).
+_LONG_LONG = {
+    char: np.dtype(view)
+    for char, view in (("q", np.int64), ("Q", np.uint64))
+    if np.dtype(view).char != char
+}
+
+
 class TorchAdapter(Adapter):
     """PyTorch through ``array_api_compat.torch``; device order cuda → xpu → mps → cpu."""
 
@@ -312,12 +321,18 @@ class TorchAdapter(Adapter):
         torch refuses negative strides (``x[::-1]``), swapped bytes
         (``'>f8'``) and NumPy extension dtypes (ml_dtypes' bfloat16, which
         goes through float32 exactly); those are copied first. So is a
-        read-only array: a tensor over its memory could be written.
+        read-only array: a tensor over its memory could be written. NumPy's
+        ``longlong`` and ``ulonglong`` (``'q'``, ``'Q'``: what ``np.array``
+        makes of an int at or above 2**63), which torch refuses by type, are
+        viewed as the int64 and uint64 of the same bytes.
         """
         host = native_layout(host)
         if not host.flags.writeable:
             host = host.copy()
-        if host.dtype.name == "bfloat16":  # ml_dtypes': torch.asarray refuses it
+        char = host.dtype.char
+        if char in _LONG_LONG:
+            host = host.view(_LONG_LONG[char])
+        elif host.dtype.name == "bfloat16":  # ml_dtypes': torch.asarray refuses it
             host = host.astype(np.float32)
         return xp.asarray(host, dtype=dtype, device=device)
 
