@@ -775,6 +775,12 @@ class Backend(Generic[ArrayT]):
             An integer in ``idx`` is out of range for its axis (the message
             gives the index, the axis and its size), or ``idx`` indexes more
             axes than ``x`` has.
+        ValueError
+            From the methods: a number that would change in ``x``'s dtype
+            (300 into uint8, 0.5 or NaN into an integer dtype, an imaginary
+            part into a real one, a finite value that overflows a float); a
+            number that fits arrives as ``x``'s kind (2.0 into an integer
+            array as 2) on every library.
         ImportError
             array-api-extra, a dependency of xpkit, is missing (an install
             without dependencies): ``pip install array-api-extra``.

@@ -280,6 +280,9 @@ class At(Generic[ArrayT]):
         torch update, say: convert it with `Backend.asarray`) or not a
         number; ``copy`` is not a bool or None. A NumPy scalar or 0-d
         NumPy array ``y`` is taken as the Python number it holds.
+    ValueError
+        From the methods: a number ``y`` that would change in ``x``'s dtype
+        (`_fitted`).
     IndexError
         An integer in ``idx`` is out of range for its axis.
     ImportError
@@ -345,11 +348,10 @@ class At(Generic[ArrayT]):
         if numpy_value and y.dtype.kind not in "biufc":
             msg = f"y has non-numeric dtype {y.dtype} (value {y!r:.60})"
             raise TypeError(msg)
+        if (numpy_value and y.ndim == 0) or isinstance(y, _PY_SCALARS):
+            # A number (a NumPy one as the Python number it holds), as x's kind.
+            return _fitted(y.item() if numpy_value else y, self._x)
         if adapter.owns(y) or _stands_in(self._facts, y):
-            return y
-        if numpy_value and y.ndim == 0:
-            return y.item()  # a NumPy number: the Python number it holds
-        if isinstance(y, _PY_SCALARS):
             return y
         other = adapter_for_array(y)
         if other is not None:
@@ -412,6 +414,51 @@ class At(Generic[ArrayT]):
     ) -> ArrayT:
         """``x[idx] = maximum(x[idx], y)``, returning the updated array."""
         return self._apply("max", y, copy, xp)
+
+
+def _fitted(value: complex, x: Array) -> complex:
+    """The number ``value`` as ``x``'s dtype's kind of Python number, unchanged.
+
+    Every library casts an update's number to ``x``'s dtype, each its own
+    way (300 into uint8: JAX 44, NumPy OverflowError; -1: torch 255; NaN
+    into an integer: JAX 0; 0.5: 0; 1+2j into a float: 1.0), and some
+    refuse a number of another kind (array-api-strict: 2.0 or True into an
+    integer array). A ValueError where the value would change: an integer
+    dtype takes the integers it holds, a bool dtype 0 and 1, a real dtype
+    any real number that stays finite (rounded to its precision). The
+    value comes back as an int, a bool, a float or a complex, as the dtype
+    is.
+    """
+    try:
+        target = np.dtype(dtype_name(x.dtype))
+    except (TypeError, ValueError, AttributeError):
+        return value  # (a dtype NumPy has no name for: bfloat16, say)
+    if target.kind == "c":
+        return complex(value)
+    if isinstance(value, complex):
+        if value.imag:
+            msg = (
+                f"y={value!r} has an imaginary part, but x has the real dtype {target}"
+            )
+            raise ValueError(msg)
+        value = value.real
+    if target.kind == "f":
+        if math.isfinite(value) and abs(value) > float(np.finfo(target).max):
+            msg = (
+                f"y={value!r} overflows x's dtype {target} (its largest is "
+                f"{np.finfo(target).max})"
+            )
+            raise ValueError(msg)
+        return float(value)
+    integral = isinstance(value, int) or (math.isfinite(value) and value == int(value))
+    if target.kind == "b" and integral and value in (0, 1):
+        return bool(value)
+    if target.kind in "iu" and integral:
+        info = np.iinfo(target)
+        if info.min <= value <= info.max:
+            return int(value)
+    msg = f"y={value!r} does not fit x's dtype {target}: the update would change it"
+    raise ValueError(msg)
 
 
 def _plain_index(idx: Value) -> Value:

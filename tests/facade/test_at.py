@@ -219,3 +219,50 @@ def test_copy_none_copies_a_read_only_array_of_array_api_strict():
     assert source.tolist() == [0.0, 1.0, 2.0]
     with pytest.raises(ValueError, match="read-only"):
         b.at(x, 0).set(9.0, copy=False)  # (in place or raise, as asked)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "value"),
+    [
+        ("uint8", 300),  # JAX wrote 44, NumPy raised OverflowError
+        ("uint8", np.int64(300)),  # NumPy wrote 44
+        ("uint8", -1),  # torch and JAX wrote 255
+        ("int32", float("nan")),  # JAX wrote 0
+        ("int32", 0.5),  # 0 nearly everywhere; array-api-strict refused it
+        ("int32", float("inf")),
+        ("float32", 1 + 2j),  # JAX wrote 1.0
+        ("float32", 1e300),  # inf
+    ],
+)
+def test_a_number_that_would_change_in_x_s_dtype_is_refused(
+    xpkit_backend, dtype, value
+):
+    b = xpkit_backend
+    if dtype not in b.dtypes:
+        pytest.skip(f"{b.name} holds no {dtype}")
+    x = b.asarray(np.array([1, 2], dtype=dtype))
+    for method in ("set", "add"):
+        with pytest.raises(
+            ValueError, match=r"^y=.* (does not fit|overflows|has an imag)"
+        ):
+            getattr(b.at(x, 0), method)(value, copy=True)
+    assert _host(b, x).tolist() == [1.0, 2.0]
+
+
+def test_a_number_that_fits_arrives_as_x_s_kind(xpkit_backend):
+    """2.0 and True into integers, 0.1 into float32 (rounded), inf into a
+    float: the same on every library (array-api-strict refused 2.0 and True,
+    JAX warned of 2.0)."""
+    b = xpkit_backend
+    ints = b.asarray(np.array([1, 2], dtype="int32"))
+    assert _host(b, b.at(ints, 0).set(2.0, copy=True)).tolist() == [2.0, 2.0]
+    assert _host(b, b.at(ints, 1).set(True, copy=True)).tolist() == [1.0, 1.0]
+    assert _host(b, b.at(ints, 0).add(np.float64(3.0), copy=True)).tolist() == [
+        4.0,
+        2.0,
+    ]
+    if "float32" in b.dtypes:
+        floats = b.asarray(np.array([1.0, 2.0], dtype="float32"))
+        got = b.to_numpy(b.at(floats, 0).set(0.1, copy=True))
+        assert got.tolist() == [np.float32(0.1), 2.0]
+        assert np.isinf(b.to_numpy(b.at(floats, 1).set(float("inf"), copy=True))[1])
