@@ -15,7 +15,7 @@ import numpy as np
 from array_api_compat import numpy as _np_xp
 
 from ._adapters._registry import adapter_for_array
-from ._args import check_copy, refuse_lossy
+from ._args import check_copy, own_dtype, refuse_lossy
 from ._cast_checks import check_cast_keeps_values
 from ._dtypes import dtype_name
 
@@ -59,8 +59,7 @@ def move_from(
     when no value changes, as `asarray` narrows.
     """
     refuse_lossy(source, x, param)
-    own = dtype_name(x.dtype)
-    assert own is not None
+    own = own_dtype(x, param)  # (a TypeError naming param, not dtype=)
     target, xp_dtype = f.dtype_pair(own, dev_str, f"{param} has dtype {own}")
     if target != own and source.values_at_hand(x):
         check_cast_keeps_values(

@@ -221,6 +221,13 @@ def test_sort(xpkit_backend, rng, axis):
     close(b, b.sort(b.asarray(a), axis=axis), np.sort(a, axis=axis))
 
 
+def test_sort_of_a_0d_array_is_out_of_range_everywhere(xpkit_backend):
+    """torch returned the 0-d tensor as it was."""
+    b = xpkit_backend
+    with pytest.raises(ValueError, match=r"^axis=-1 is out of range: a 0-dimensional"):
+        b.sort(b.asarray(1.0))
+
+
 @pytest.mark.xpkit_requires("linalg")
 @pytest.mark.parametrize("shape", [(6, 4), (4, 6)])
 @pytest.mark.parametrize("full", [False, True])

@@ -441,3 +441,9 @@ def test_a_library_whose_from_dlpack_takes_no_device_still_shares(monkeypatch):
     copied = target.move(x, copy=True)
     assert not np.shares_memory(copied.numpy(), x)
     np.testing.assert_array_equal(copied.numpy(), x)
+
+
+def test_a_move_of_non_numeric_data_names_x(xpkit_backend):
+    """It named a ``dtype=`` argument the caller never passed."""
+    with pytest.raises(TypeError, match=r"^x has dtype <U1, which is not a numeric"):
+        xpkit_backend.move(np.array(["a"]))

@@ -118,7 +118,8 @@ class TorchAdapter(Adapter):
         promotes dtypes) where torch refuses mixed dtypes with a RuntimeError
         (it refuses every mixed pair, so no dtype check on the way in); ``sort`` takes the values of a
         stable ``Tensor.sort`` (the standard's default: it orders -0.0 before
-        0.0 as they came, as the wrapper does); ``expand_dims`` is
+        0.0 as they came, as the wrapper does; a 0-d tensor, which torch
+        returns as it is, is an IndexError as elsewhere); ``expand_dims`` is
         ``torch.unsqueeze``; ``concat`` is ``torch.cat`` (which promotes dtypes
         as the standard does).
         """
@@ -142,6 +143,9 @@ class TorchAdapter(Adapter):
 
         def sort(x: Array, /, *, axis: int = -1) -> Array:
             if type(x) is tensor:  # (torch's argument parser charges for each arg)
+                if not x.ndim:  # (torch returns a 0-d tensor as it is)
+                    msg = "a 0-dimensional tensor has no axis to sort"
+                    raise IndexError(msg)
                 if axis == -1:
                     return native_sort(x, stable=True)[0]
                 return native_sort(x, dim=axis, stable=True)[0]
