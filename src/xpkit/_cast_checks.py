@@ -219,7 +219,9 @@ def scalar_cast_loss(value: Value, target: str) -> str | None:
         if isinstance(value, int) and abs(value) > _FLOAT_MAX["float64"]:
             return "(it would overflow to inf)"
         return None
-    if isinstance(value, (float, np.floating)) and not math.isfinite(float(value)):
+    if isinstance(value, np.floating):  # (np.float32 beside a Python limit overflows)
+        value = float(value)
+    if isinstance(value, float) and not math.isfinite(value):
         return None
     if abs(value) >= limit:
         return "(it would overflow to inf)"

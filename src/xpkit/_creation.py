@@ -13,6 +13,8 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Generic, NamedTuple
 
+import numpy as np
+
 from ._args import (
     check_scalar,
     check_shape,
@@ -34,6 +36,7 @@ __all__ = [
     "full_like",
     "like_args",
     "ones_like",
+    "python_number",
     "zeros_like",
 ]
 
@@ -104,7 +107,7 @@ def full(f: Facts[ArrayT], shape: Value, fill_value: Value, dtype: DType) -> Arr
         name, source = asked, dtype_source(dtype, "")
     target, xp_dtype = f.dtype_pair(name, None, source)
     check_fill_fits(fill_value, target)
-    return f.xp.full(shape, fill_value, dtype=xp_dtype, device=f.native)
+    return f.xp.full(shape, python_number(fill_value), dtype=xp_dtype, device=f.native)
 
 
 def like_args(
@@ -127,7 +130,17 @@ def full_like(
     """`Backend.full_like`'s slow path: another shape, dtype or device, or host data."""
     out_shape, xp_dtype, native = like_args(f, array, shape, dtype, device)
     check_fill_fits(fill_value, xp_dtype)
-    return f.xp.full(out_shape, fill_value, dtype=xp_dtype, device=native)
+    return f.xp.full(
+        out_shape, python_number(fill_value), dtype=xp_dtype, device=native
+    )
+
+
+def python_number(fill_value: Value) -> Value:
+    """A NumPy number as the Python number it holds (checked to fit).
+
+    array-api-strict takes Python scalars only, torch no ``np.uint64``.
+    """
+    return fill_value.item() if isinstance(fill_value, np.generic) else fill_value
 
 
 def ones_like(

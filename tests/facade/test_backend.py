@@ -221,6 +221,22 @@ def test_sort(xpkit_backend, rng, axis):
     close(b, b.sort(b.asarray(a), axis=axis), np.sort(a, axis=axis))
 
 
+def test_numpy_numbers_fill_as_python_numbers(xpkit_backend):
+    """array-api-strict refused NumPy scalars, torch an np.uint64."""
+    b = xpkit_backend
+    got = b.full((2,), np.int64(3))
+    assert b.to_numpy(got).tolist() == [3, 3]
+    if "float32" in b.dtypes:
+        assert b.to_numpy(b.full((1,), np.float32(1.5), dtype="float32")).tolist() == [
+            1.5
+        ]
+    assert b.to_numpy(b.full_like(got, np.int32(-4))).tolist() == [-4, -4]
+    if "uint64" in b.dtypes:
+        big = b.asarray(np.array([1], dtype=np.uint64))
+        top = b.full_like(big, np.uint64(2**64 - 1))
+        assert b.to_numpy(top).tolist() == [2**64 - 1]
+
+
 def test_sort_of_a_0d_array_is_out_of_range_everywhere(xpkit_backend):
     """torch returned the 0-d tensor as it was."""
     b = xpkit_backend
