@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import xpkit.testing
 from xpkit.testing import assert_close, assert_equal, default_tolerance
 
 
@@ -197,3 +198,23 @@ def test_asserts_hide_their_frames(pytester):
 )
 def test_default_tolerance(dtype, rtol):
     assert default_tolerance(dtype) == (pytest.approx(rtol), 0.0)
+
+
+def test_masks_inside_lists_and_dask_chunks_are_refused_not_dropped():
+    """np.asarray of a list dropped a masked element's mask, and a Dask array
+    of masked chunks computed to plain values: both asserts passed on data
+    that differ where the mask is."""
+    masked = np.ma.masked_array([1.0, 999.0], mask=[False, True])
+    plain = np.array([[1.0, 999.0]])
+    for check in (xpkit.testing.assert_close, xpkit.testing.assert_equal):
+        with pytest.raises(TypeError, match=r"^desired\[0\] is a NumPy masked array"):
+            check(plain, [masked], check_namespace=False)
+        with pytest.raises(TypeError, match=r"^actual\[0\]\[0\] is a NumPy masked"):
+            check([[masked]], plain[None], check_namespace=False)
+    with pytest.raises(TypeError, match=r"^x\[0\] is a NumPy masked array"):
+        xpkit.testing.assert_array_almost_equal([masked], plain)
+    xpkit.testing.assert_close(plain, [[1.0, 999.0]], check_namespace=False)
+    da = pytest.importorskip("dask.array")
+    lazy = da.ma.masked_greater(da.from_array(np.array([1.0, 2.0, 3.0])), 2.5)
+    with pytest.raises(TypeError, match=r"^actual is a Dask array of NumPy masked"):
+        xpkit.testing.assert_equal(lazy, da.from_array(np.array([1.0, 2.0, 3.0])))

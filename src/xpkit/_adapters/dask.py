@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import sys
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import AbstractContextManager
 from types import ModuleType
@@ -79,6 +80,17 @@ class DaskAdapter(Adapter):
     def owns(self, x: object) -> bool:
         """``dask.array.Array`` instances."""
         return bool(array_api_compat.is_dask_array(x))
+
+    def lost_in_conversion(self, x: Array) -> str | None:
+        """A Dask array of NumPy masked chunks: computing it to NumPy drops the masks."""
+        ma = sys.modules.get("numpy.ma")
+        meta = getattr(x, "_meta", None)
+        if ma is not None and isinstance(meta, ma.MaskedArray):
+            return (
+                "a Dask array of NumPy masked chunks, whose masks the conversion "
+                "would drop; pass x.map_blocks(np.ma.filled, value) instead"
+            )
+        return None
 
     def device_key(self, x: Array) -> Hashable:
         """Dask arrays live on the (lazy) CPU."""

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .._adapters._registry import ADAPTERS, adapter_for_array, to_host
-from .._args import refuse_lossy
 from .._backend import Backend
 from .._dtypes import PrecisionWarning
+from ._lossy import refuse_lossy_data
 from ._running import running_variant
 
 if TYPE_CHECKING:
@@ -94,10 +94,8 @@ def assert_array_almost_equal(
                 stacklevel=2,
             )
         decimal = FLOAT32_DEVICE_DECIMAL
-    for name, v in (("x", x), ("y", y)):
-        lib = adapter_for_array(v)
-        if lib is not None:
-            refuse_lossy(lib, v, name)
+    refuse_lossy_data(x, "x")
+    refuse_lossy_data(y, "y")
     np.testing.assert_array_almost_equal(
         to_host(x), to_host(y), decimal=int(decimal), err_msg=err_msg, verbose=verbose
     )

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .._adapters._registry import ADAPTERS, adapter_for_array, to_host
-from .._args import refuse_lossy
 from .._dtypes import dtype_name, narrowed
+from ._lossy import refuse_lossy_data
 from ._running import RunningVariant, running_variant
 
 if TYPE_CHECKING:
@@ -236,9 +236,8 @@ def _compare_meta(
             msg = f"{name} must be a bool, got {flag!r}"
             raise TypeError(msg)
     lib_a, lib_d = adapter_for_array(actual), adapter_for_array(desired)
-    for name, lib, x in (("actual", lib_a, actual), ("desired", lib_d, desired)):
-        if lib is not None:
-            refuse_lossy(lib, x, name)
+    refuse_lossy_data(actual, "actual")
+    refuse_lossy_data(desired, "desired")
     running = running_variant()
     # Inside a test of the plugin, a NumPy array may be the reference for a
     # result of the variant's library.
