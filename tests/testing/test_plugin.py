@@ -718,3 +718,59 @@ def test_a_library_that_fails_to_import_is_not_switched(pytester, monkeypatch):
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
     assert "libtorch_cuda.so" in result.stdout.str()
     assert result.ret == 0
+
+
+# -- markers written wrong: a usage error, not a marker that does nothing -----
+
+
+def _marks(decorator, param_id="numpy"):
+    from xpkit.testing._markers import marks_for
+    from xpkit.testing._variants import BackendParam
+
+    library = param_id.split("-")[0]
+    param = BackendParam(library, None, param_id)
+    return marks_for([decorator.mark], param, frozenset({"numpy", "torch-cpu"}))
+
+
+@pytest.mark.parametrize(
+    ("decorator", "message"),
+    [
+        (pytest.mark.xpkit_skip("tourch*", reason="r"), "unknown backend 'tourch\\*'"),
+        (pytest.mark.xpkit_skip(reason="r"), "names no backends"),
+        (pytest.mark.xpkit_skip([], reason="r"), "names no backends"),
+        (
+            pytest.mark.xpkit_skip("numpy", "torch-cpu", reason="r"),
+            "it takes \\(backends, reason\\)",
+        ),
+        (pytest.mark.xpkit_only("numpy", "torch-cpu"), "names a backend"),
+        (
+            pytest.mark.xpkit_skip("numpy", reason="r", condition=False),
+            "no 'condition'",
+        ),
+        (pytest.mark.xpkit_xfail("numpy", reason="r", stict=False), "no 'stict'"),
+        (pytest.mark.xpkit_skip(123, reason="r"), "unknown backend 123"),
+    ],
+)
+def test_a_marker_written_wrong_is_a_usage_error(decorator, message):
+    """Each was accepted and did nothing, or something else (the second
+    backend taken as the reason, condition=False skipping all the same)."""
+    with pytest.raises(pytest.UsageError, match=message):
+        _marks(decorator)
+
+
+def test_xpkit_xfail_hands_raises_and_run_to_pytest():
+    """They were dropped: a TypeError passed as the ValueError expected."""
+    (mark,) = _marks(
+        pytest.mark.xpkit_xfail("numpy", reason="r", raises=ValueError, run=False)
+    )
+    assert mark.mark.name == "xfail"
+    assert mark.mark.kwargs == {
+        "reason": "r",
+        "strict": True,
+        "raises": ValueError,
+        "run": False,
+    }
+    assert _marks(
+        pytest.mark.xpkit_skip("numpy*", reason="r")
+    )  # (a pattern that matches)
+    assert _marks(pytest.mark.xpkit_skip("*-cuda", reason="r")) == []  # (none here)

@@ -20,6 +20,7 @@ parametrized.
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Sequence
 
 import pytest
@@ -60,8 +61,9 @@ MARKER_LINES = (
         "with *, a library key that is no variant's id all of its variants)"
     ),
     (
-        "xpkit_xfail(backends, reason, strict=True): expect failure on these "
-        "backends (strict=False: a pass is no failure)"
+        "xpkit_xfail(backends, reason, strict=True, raises=None, run=True): expect "
+        "failure on these backends (strict=False: a pass is no failure; raises "
+        "and run as pytest's xfail)"
     ),
     "xpkit_only(backends, reason=''): skip on every backend but these",
     (
@@ -136,6 +138,8 @@ def marks_for(
     if param.skip:
         marks.append(pytest.mark.skip(reason=param.skip))
     for mark in written:
+        if mark.name in _TAKES:
+            _check_written(mark)
         if mark.name in SUITE_MARKERS:
             suite_marks(mark, param)  # (checked here; applied at setup)
         elif mark.name == "xpkit_skip" and _matches(mark, param, ids):
@@ -164,8 +168,52 @@ def marks_for(
             if not isinstance(strict, bool):
                 msg = f"@pytest.mark.xpkit_xfail strict= takes True or False, not {strict!r}"
                 raise pytest.UsageError(msg)
-            marks.append(pytest.mark.xfail(reason=reason, strict=strict))
+            extra = {k: mark.kwargs[k] for k in ("raises", "run") if k in mark.kwargs}
+            marks.append(pytest.mark.xfail(reason=reason, strict=strict, **extra))
     return marks
+
+
+#: The keyword arguments each of xpkit's per-backend markers takes.
+_TAKES = {
+    "xpkit_skip": frozenset({"backends", "reason"}),
+    "xpkit_only": frozenset({"backends", "reason"}),
+    "xpkit_xfail": frozenset({"backends", "reason", "strict", "raises", "run"}),
+}
+
+
+def _check_written(mark: pytest.Mark) -> None:
+    """UsageError for a marker written so that it would not do what it says.
+
+    An unknown keyword (``stict=``, ``condition=``: it would be ignored),
+    no backends named, a reason given twice, or a second positional
+    argument that names a backend (it is the reason: name several backends
+    in a list).
+    """
+    unknown = sorted(set(mark.kwargs) - _TAKES[mark.name])
+    if unknown:
+        msg = (
+            f"@pytest.mark.{mark.name} takes no {', '.join(map(repr, unknown))} "
+            f"(it takes backends, then {', '.join(sorted(_TAKES[mark.name] - {'backends'}))})"
+        )
+        raise pytest.UsageError(msg)
+    named = mark.args[0] if mark.args else mark.kwargs.get("backends")
+    if not named:
+        msg = f"@pytest.mark.{mark.name} names no backends: give them first (a name or a list)"
+        raise pytest.UsageError(msg)
+    if len(mark.args) > 2 or (len(mark.args) == 2 and "reason" in mark.kwargs):
+        msg = (
+            f"@pytest.mark.{mark.name}{mark.args!r}: it takes (backends, reason); "
+            "name several backends in a list"
+        )
+        raise pytest.UsageError(msg)
+    second = mark.args[1] if len(mark.args) == 2 else None
+    if isinstance(second, str) and is_backend(second):
+        msg = (
+            f"@pytest.mark.{mark.name}({mark.args[0]!r}, {second!r}): the second "
+            f"argument is the reason, but {second!r} names a backend; name several "
+            "backends in a list"
+        )
+        raise pytest.UsageError(msg)
 
 
 def param_marks(items: list[pytest.Item]) -> None:
@@ -214,10 +262,14 @@ def _missing(mark: pytest.Mark, param: BackendParam) -> list[str]:
 def _matches(mark: pytest.Mark, param: BackendParam, ids: frozenset[str]) -> bool:
     """Whether ``mark`` names ``param``'s variant (the rule of `matches`)."""
     backends = mark.args[0] if mark.args else mark.kwargs.get("backends", ())
-    if isinstance(backends, str):
-        backends = [backends]
+    if not isinstance(backends, (list, tuple, set, frozenset)):
+        backends = [backends]  # (a name, or what is none: refused below)
     for name in backends:
-        if not (is_backend(name) or any(c in name for c in "*?[")):
+        pattern = isinstance(name, str) and any(c in name for c in "*?[")
+        if pattern:  # (its library part must match one: "tourch*" matches none)
+            head = name.split("-", 1)[0]
+            pattern = any(fnmatch.fnmatchcase(key, head) for key in ADAPTERS)
+        if not isinstance(name, str) or not (is_backend(name) or pattern):
             msg = (
                 f"@pytest.mark.{mark.name} names unknown backend {name!r}; use library "
                 f"keys ({', '.join(ADAPTERS)}), variant ids (<key>-<device>[-<mode>]) "
