@@ -42,7 +42,8 @@ def is_oom_error(exc: BaseException) -> bool:
     ``OutOfMemoryError``, JAX's ``RESOURCE_EXHAUSTED`` and host
     ``MemoryError``s, anywhere in the ``__cause__``/``__context__`` chain or
     among the members of an exception group (``asyncio.TaskGroup``, trio
-    nurseries).
+    nurseries). A ``KeyboardInterrupt``, ``SystemExit`` or
+    ``GeneratorExit`` never is, even one raised while an OOM was handled.
 
     Parameters
     ----------
@@ -78,6 +79,8 @@ def is_oom_error(exc: BaseException) -> bool:
     if not isinstance(exc, BaseException):
         msg = f"exc must be an exception, got {exc!r}"
         raise TypeError(msg)
+    if _stops(exc):
+        return False  # (Ctrl-C or an exit while an OOM was handled: never retried)
     seen: set[int] = set()
     todo: list[BaseException] = [exc]
     while todo:
@@ -93,6 +96,18 @@ def is_oom_error(exc: BaseException) -> bool:
         context = None if link.__suppress_context__ else link.__context__
         todo += [e for e in (link.__cause__, context) if e is not None]
     return False
+
+
+def _stops(exc: BaseException) -> bool:
+    """Whether ``exc`` stops the program rather than failing (or a group holds one).
+
+    ``KeyboardInterrupt``, ``SystemExit`` and ``GeneratorExit`` are no
+    errors of the work: one raised while an out-of-memory error was handled
+    (in its ``__context__``) still stops, and is never split and retried.
+    """
+    if isinstance(exc, BaseExceptionGroup):
+        return any(_stops(e) for e in exc.exceptions)
+    return not isinstance(exc, Exception)
 
 
 def empty_device_cache() -> None:
@@ -189,10 +204,11 @@ def split_on_oom(
     keeps its result: this knows nothing of results or rows). On an OOM
     (`is_oom_error`) the failed attempt's frames are cleared, outside the
     ``except`` block `release_after_oom` frees what it left, and the piece
-    is split in half, each half run in turn; a piece as large as one that
-    failed is split before it is tried. Below ``min_chunk`` rows the error
-    is re-raised, or what ``at_floor(start, stop, error)`` makes of it
-    (raised from it).
+    is split in half, each half run in turn (where half would be under
+    ``min_chunk``: ``min_chunk`` rows, then the rest); a piece as large as
+    one that failed is split before it is tried. At ``min_chunk`` rows or
+    fewer the error is re-raised, or what ``at_floor(start, stop, error)``
+    makes of it (raised from it).
 
     Returns None when no OOM happened, else the row count of the largest
     piece that succeeded after a split (what a caller can use as its batch
@@ -206,9 +222,9 @@ def split_on_oom(
     while pending:
         start, stop = pending.pop()
         size = stop - start
-        if size >= smallest_failed and size // 2 >= min_chunk:
+        if size >= smallest_failed and size > min_chunk:
             # A piece this large already ran out of memory: split without trying.
-            mid = start + size // 2
+            mid = start + max(size // 2, min_chunk)
             pending += [(mid, stop), (start, mid)]
             continue
         try:
@@ -216,7 +232,7 @@ def split_on_oom(
         except BaseException as exc:
             if not is_oom_error(exc) or isinstance(exc, UnsplittableMemoryError):
                 raise
-            if size // 2 < min_chunk:
+            if size <= min_chunk:
                 if at_floor is None:
                     raise
                 raise at_floor(start, stop, exc) from exc
@@ -231,7 +247,8 @@ def split_on_oom(
         split = True
         smallest_failed = min(smallest_failed, size)
         release_after_oom()
-        mid = start + size // 2
+        # In halves; where half is under min_chunk, min_chunk rows and the rest.
+        mid = start + max(size // 2, min_chunk)
         logger().info(
             "out of memory on rows %d:%d (%d rows), retrying as %d + %d rows (%s)",
             start,

@@ -161,11 +161,13 @@ def test_compute_oom_safe_never_runs_a_failed_size_again():
 
 def test_map_batches_min_batch_is_the_floor_for_recovery():
     """At min_batch the MemoryError names the rows and what they needed, as
-    on an executor (the user's bare error came back here), from fn's own."""
+    on an executor (the user's bare error came back here), from fn's own.
+    Ten rows that fail split into min_batch=8 rows and the rest: the 8 rows
+    are tried (it gave up at ten, naming min_batch, which it never tried)."""
     a = np.arange(40.0)[:, None]
     with pytest.raises(
         MemoryError,
-        match=r"^map_batches: rows 0:10 \(10 rows, about .* MiB with the overhead\) "
+        match=r"^map_batches: rows 0:8 \(8 rows, about .* MiB with the overhead\) "
         r"could not run on numpy even at min_batch=8: out of memory \(MemoryError",
     ) as info:
         xpkit.map_batches(CountingFn(capacity=3), a, a, budget_gb=1.0, min_batch=8)
@@ -177,7 +179,7 @@ def test_iter_batches_names_itself_at_min_batch():
     batches = xpkit.iter_batches(
         CountingFn(capacity=3), a, a, bytes_per_item=8.0, budget_gb=1.0, min_batch=8
     )
-    with pytest.raises(MemoryError, match=r"^iter_batches: rows 0:10 \(10 rows"):
+    with pytest.raises(MemoryError, match=r"^iter_batches: rows 0:8 \(8 rows"):
         list(batches)
 
 
@@ -714,3 +716,46 @@ def test_large_host_batches_of_a_library_that_keeps_freed_memory_hand_it_back(
     keeps = get_adapter(library).keeps_freed_host_memory
     assert keeps == (library == "torch")
     assert len(trims) == (64 // 16 if keeps else 0)  # after each large batch only
+
+
+def test_recovery_tries_min_batch_rows_before_it_gives_up():
+    """Half of 100 rows is under min_batch=64: 64 rows and the rest are tried
+    (it raised at 100 rows, "even at min_batch=64"), and a size that failed
+    is not tried again."""
+    sizes = []
+
+    def fn(rows):
+        sizes.append(len(rows))
+        if len(rows) > 64:
+            raise MemoryError("injected: more than 64 rows")
+        return rows * 2.0
+
+    a = np.arange(600.0).reshape(200, 3)
+    got = xpkit.map_batches(fn, a, min_batch=64, bytes_per_item=24, budget_gb=1.0)
+    assert_equal(got, a * 2.0)
+    assert sizes == [200, 100, 64, 36, 64, 36]
+    sizes.clear()
+    assert_equal(xpkit.compute_oom_safe(fn, a, min_chunk=64), a * 2.0)
+    assert sizes == [200, 100, 64, 36, 64, 36]
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, SystemExit])
+def test_an_interrupt_raised_while_an_oom_is_handled_is_not_retried(stop):
+    """Its __context__ held the MemoryError: Ctrl-C was split and retried down
+    to one row, then came back as a MemoryError."""
+    calls = []
+
+    def fn(rows):
+        calls.append(len(rows))
+        try:
+            raise MemoryError
+        except MemoryError:
+            raise stop()  # noqa: B904 - its __context__ is the MemoryError, on purpose
+
+    a = np.ones((100, 2))
+    with pytest.raises(stop):
+        xpkit.map_batches(fn, a, bytes_per_item=16, budget_gb=1.0, remember=False)
+    with pytest.raises(stop):
+        xpkit.compute_oom_safe(fn, a)
+    assert calls == [100, 100]
+    assert not xpkit.is_oom_error(BaseExceptionGroup("g", [MemoryError(), stop()]))
