@@ -140,7 +140,24 @@ def cost_of(
 def _traced(
     request: BatchRequest, budget_bytes: float, reasons: list[str]
 ) -> Cost | None:
-    """The cost from the first tracer that follows ``fn`` (None: none does)."""
+    """The cost from the first tracer that follows ``fn`` (None: none does).
+
+    Inputs whose rows are not contiguous (a Fortran-order array, a strided
+    view) are not traced: the trace's inputs are contiguous, and a reshape
+    of such rows copies them where a trace would count a view (12 times
+    the budget was seen); the probe measures the real batches.
+    """
+    scattered = [
+        i
+        for i, a in enumerate(request.arrays)
+        if not request.adapter.rows_contiguous(a)
+    ]
+    if scattered:
+        reasons.append(
+            f"arrays[{scattered[0]}] is not contiguous: a trace cannot tell "
+            "where fn would copy its rows"
+        )
+        return None
     for tracer in _tracers(request):
         try:
             return _trace_cost(tracer, request, budget_bytes)

@@ -397,15 +397,17 @@ def _operands_key(
 
 
 def _row_key(a: Array) -> Hashable:
-    """An input by library, row shape and dtype.
+    """An input by library, row shape, dtype and whether its rows are contiguous.
 
     The dtype is the library's own object (hashable on every library, and
     never compared with another library's: the library's key comes first).
+    Contiguous rows are traced; others are measured (`xpkit._cost`): a
+    Fortran-order input's cost is not a C-order one's.
     """
     adapter = adapter_for_array(a)
     if adapter is None:
         raise _Unkeyable
-    return (adapter.key, tuple(a.shape[1:]), a.dtype)
+    return (adapter.key, tuple(a.shape[1:]), a.dtype, adapter.rows_contiguous(a))
 
 
 #: The types whose values are their own keys (each equal only to itself).

@@ -429,6 +429,13 @@ class Adapter:
         """
         return (self.key, self.device_key(x), self.config_token(), x.shape, x.dtype)
 
+    def rows_contiguous(self, x: Array) -> bool:
+        """Whether ``x``'s rows lie contiguous in memory, as a trace's inputs do.
+
+        By default they do (libraries whose arrays have no strides to see).
+        """
+        return True
+
     def strictest_mode(self) -> Any:
         """A context manager for this library's strictest mode, or None."""
         return None

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._layout import Extent, Unshareable, extent, overlaps_itself
+import numpy as np
+
+from ._layout import Extent, Unshareable, extent, native_layout, overlaps_itself
 
 if TYPE_CHECKING:
-    from .._typing import Array
+    from .._typing import Array, HostArray
 
-__all__ = ["tensor_extent", "tensor_unshareable", "tensor_unwritable"]
+__all__ = ["tensor_extent", "tensor_unshareable", "tensor_unwritable", "torch_takes"]
 
 
 def tensor_unwritable(x: Array, inference_mode: bool, strided: bool) -> str | None:
@@ -79,3 +81,34 @@ def tensor_extent(x: Array) -> Extent | None:
     place = "host" if x.device.type == "cpu" else str(x.device)
     strides = [step * size for step in x.stride()]
     return extent(place, x.data_ptr(), x.shape, strides, size)
+
+
+#: NumPy's ``long long`` types that torch refuses by type, and the int64 and
+#: uint64 of the same size it takes (where ``long`` is 64 bits; else itself).
+_LONG_LONG = {
+    char: np.dtype(view)
+    for char, view in (("q", np.int64), ("Q", np.uint64))
+    if np.dtype(view).char != char
+}
+
+
+def torch_takes(host: HostArray) -> HostArray:
+    """``host`` in a layout ``torch.asarray`` takes: itself where it is one.
+
+    torch refuses negative strides (``x[::-1]``), swapped bytes (``'>f8'``)
+    and NumPy extension dtypes (ml_dtypes' bfloat16, which goes through
+    float32 exactly); those are copied first. So is a read-only array: a
+    tensor over its memory could be written. NumPy's ``longlong`` and
+    ``ulonglong`` (``'q'``, ``'Q'``: what ``np.array`` makes of an int at
+    or above 2**63), which torch refuses by type, are viewed as the int64
+    and uint64 of the same bytes.
+    """
+    host = native_layout(host)
+    if not host.flags.writeable:
+        host = host.copy()
+    char = host.dtype.char
+    if char in _LONG_LONG:
+        return host.view(_LONG_LONG[char])
+    if host.dtype.name == "bfloat16":  # ml_dtypes': torch.asarray refuses it
+        return host.astype(np.float32)
+    return host

@@ -80,11 +80,17 @@ class NumpyAdapter(Adapter):
         return None
 
     def input_key(self, x: Array) -> Hashable:
-        """By class, shape and dtype: one device, no settings (`Adapter.input_key`).
+        """By class, shape, dtype and strides: one device, no settings (`Adapter.input_key`).
 
-        The class tells a masked array (refused) from a plain one.
+        The class tells a masked array (refused) from a plain one; the
+        strides a Fortran-order array from a C-order one (reshaping its
+        rows copies them).
         """
-        return (self.key, x.__class__, x.shape, x.dtype)
+        return (self.key, x.__class__, x.shape, x.dtype, x.strides)
+
+    def rows_contiguous(self, x: Array) -> bool:
+        """C-contiguous (a row slice of it is too)."""
+        return bool(x.flags.c_contiguous)
 
     def fast_ops(self, xp: Namespace) -> FastOps:
         """NumPy's own functions where they follow the standard for ndarrays."""

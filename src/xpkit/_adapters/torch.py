@@ -14,11 +14,15 @@ import numpy as np
 
 from ._base import Adapter, FastOps, Replace, Tagged
 from ._device_memory import MemoryCap, MemoryInfo, MemoryProbe
-from ._layout import native_layout
 from ._peak import PeakMeter, host_meter
 from ._torch_compile import compiled_whole, eager_only, is_compiling
 from ._torch_dispatch import DispatchPeak
-from ._torch_layout import tensor_extent, tensor_unshareable, tensor_unwritable
+from ._torch_layout import (
+    tensor_extent,
+    tensor_unshareable,
+    tensor_unwritable,
+    torch_takes,
+)
 from ._torch_memory import (
     accelerator_cap,
     accelerator_memory,
@@ -69,15 +73,6 @@ def _indexed(native: NativeDevice) -> NativeDevice:
     if native.type != "cpu" and native.index is None:
         return _torch().device(native.type, 0)
     return native
-
-
-#: NumPy's ``long long`` types that torch refuses by type, and the int64 and
-#: uint64 of the same size it takes (where ``long`` is 64 bits; else itself).
-_LONG_LONG = {
-    char: np.dtype(view)
-    for char, view in (("q", np.int64), ("Q", np.uint64))
-    if np.dtype(view).char != char
-}
 
 
 class TorchAdapter(Adapter):
@@ -250,8 +245,16 @@ class TorchAdapter(Adapter):
         return None
 
     def input_key(self, x: Array) -> Hashable:
-        """`Adapter.input_key` and the layout (a sparse tensor is refused)."""
-        return (super().input_key(x), x.layout)
+        """`Adapter.input_key`, the layout (a sparse tensor is refused) and the strides."""
+        return (
+            super().input_key(x),
+            x.layout,
+            x.stride() if x.layout is self._strided_layout() else None,
+        )
+
+    def rows_contiguous(self, x: Array) -> bool:
+        """``x.is_contiguous()`` (a sparse tensor is refused before)."""
+        return x.layout is not self._strided_layout() or bool(x.is_contiguous())
 
     def _strided_layout(self) -> object:
         strided = self._strided
@@ -320,25 +323,8 @@ class TorchAdapter(Adapter):
     def from_host(
         self, xp: Namespace, host: HostArray, dtype: DType, device: NativeDevice
     ) -> Array:
-        """``torch.asarray`` of the array in a layout torch takes.
-
-        torch refuses negative strides (``x[::-1]``), swapped bytes
-        (``'>f8'``) and NumPy extension dtypes (ml_dtypes' bfloat16, which
-        goes through float32 exactly); those are copied first. So is a
-        read-only array: a tensor over its memory could be written. NumPy's
-        ``longlong`` and ``ulonglong`` (``'q'``, ``'Q'``: what ``np.array``
-        makes of an int at or above 2**63), which torch refuses by type, are
-        viewed as the int64 and uint64 of the same bytes.
-        """
-        host = native_layout(host)
-        if not host.flags.writeable:
-            host = host.copy()
-        char = host.dtype.char
-        if char in _LONG_LONG:
-            host = host.view(_LONG_LONG[char])
-        elif host.dtype.name == "bfloat16":  # ml_dtypes': torch.asarray refuses it
-            host = host.astype(np.float32)
-        return xp.asarray(host, dtype=dtype, device=device)
+        """``torch.asarray`` of the array in a layout torch takes (`torch_takes`)."""
+        return xp.asarray(torch_takes(host), dtype=dtype, device=device)
 
     has_default_float = True
 
