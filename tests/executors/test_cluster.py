@@ -213,10 +213,25 @@ def test_progress_follows_completed_tasks(client, data, monkeypatch, tmp_path):
 
 
 def test_closed_client_is_rejected(client):
-    other = distributed.Client(client.scheduler.address, set_as_default=False)
+    # (the last test's cancellations settle first: a second client's handshake
+    # read a message of theirs once, and distributed's own check failed)
+    assert _settles_to_zero(client)
+    other = _second_client(client.scheduler.address)
     other.close()
     with pytest.raises(ValueError, match="is not running"):
         xpkit.map_batches(jobs.work, np.ones((4, 8)), np.ones(4), executor=other)
+
+
+def _second_client(address):
+    """A second client of the scheduler at ``address`` (its handshake tried again
+    where distributed's own check of it fails, as it did once under load)."""
+    for attempt in range(3):
+        try:
+            return distributed.Client(address, set_as_default=False)
+        except AssertionError:  # (distributed's `assert len(msg) == 1` on connect)
+            if attempt == 2:
+                raise
+    raise AssertionError  # pragma: no cover - the loop returns or raises
 
 
 def _scheduler_tasks(client):
