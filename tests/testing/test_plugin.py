@@ -95,6 +95,16 @@ def test_unknown_backend_is_a_usage_error(pytester):
     result.stderr.fnmatch_lines(["*names unknown backends ?'tensorflow'?*"])
 
 
+def test_a_selection_that_leaves_nothing_is_a_usage_error(pytester):
+    """Every test was skipped ("got empty parameter set") and the run passed."""
+    pytester.makepyfile(test_user=USER_TEST)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--xpkit-backends=numpy,-numpy"
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*selects no variant: numpy,-numpy leaves out all*"])
+
+
 def test_a_backend_this_machine_lacks_is_not_called_unknown(pytester, monkeypatch):
     from xpkit._select import find_gpus
 

@@ -181,6 +181,14 @@ def pytest_configure(config: pytest.Config) -> None:
                 f"available here: {', '.join(known)}"
             )
             raise pytest.UsageError(msg)
+        if not selected(available_backend_params(libraries_named(wanted)), wanted) and (
+            not selected(available_backend_params(), wanted)
+        ):  # ("numpy,-numpy": each name is known, and together they leave nothing)
+            msg = (
+                f"--xpkit-backends / {ENV_VAR} selects no variant: {','.join(wanted)} "
+                "leaves out all it takes"
+            )
+            raise pytest.UsageError(msg)
     for line in MARKER_LINES:
         config.addinivalue_line("markers", line)
     switch_for_session(config, wanted)
