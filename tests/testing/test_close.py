@@ -218,19 +218,3 @@ def test_masks_inside_lists_and_dask_chunks_are_refused_not_dropped():
     lazy = da.ma.masked_greater(da.from_array(np.array([1.0, 2.0, 3.0])), 2.5)
     with pytest.raises(TypeError, match=r"^actual is a Dask array of NumPy masked"):
         xpkit.testing.assert_equal(lazy, da.from_array(np.array([1.0, 2.0, 3.0])))
-
-
-def test_a_complex_nan_matches_only_where_each_part_does():
-    """``isnan`` of a complex number is true where either part is NaN:
-    nan+1j matched 1+nanj and nan+7j, and both asserts passed."""
-    nan = float("nan")
-    for check in (assert_close, assert_equal):
-        for a, d in (
-            (complex(nan, 1), complex(1, nan)),
-            (complex(nan, 1), complex(nan, 7)),
-        ):
-            with pytest.raises(AssertionError, match="1 of 1 elements differ"):
-                check(np.array([a]), np.array([d]))
-        check(np.array([complex(nan, 1)]), np.array([complex(nan, 1)]))
-        check(np.array([complex(nan, nan)]), np.array([complex(nan, nan)]))
-    assert_close(np.array([complex(nan, 1.0)]), np.array([complex(nan, 1.0 + 1e-12)]))

@@ -321,24 +321,6 @@ def _narrowing_note(running: RunningVariant, desired: str) -> str:
     )
 
 
-def _nans_match(af: HostArray, df: HostArray, rtol: float, atol: float) -> HostArray:
-    """Where both are NaN: a complex one where each part is NaN in both, or close.
-
-    ``isnan`` of a complex number is true where either part is NaN:
-    ``nan+1j`` matched ``1+nanj`` (and ``nan+7j``).
-    """
-    both = np.isnan(af) & np.isnan(df)
-    if af.dtype.kind != "c":
-        return both
-
-    def part(x: HostArray, y: HostArray) -> HostArray:
-        ok: HostArray = (np.isnan(x) & np.isnan(y)) | (x == y)
-        near: HostArray = np.abs(x - y) <= atol + rtol * np.abs(y)
-        return ok | near
-
-    return both & part(af.real, df.real) & part(af.imag, df.imag)
-
-
 def _compare_values(a: HostArray, d: HostArray, rtol: float, atol: float) -> None:
     __tracebackhide__ = True
     if a.size == 0:
@@ -360,7 +342,7 @@ def _compare_values(a: HostArray, d: HostArray, rtol: float, atol: float) -> Non
             # only to NaN; the tolerance applies to finite pairs alone.
             finite = np.isfinite(af) & np.isfinite(df)
             close = (finite & (diff <= allowed)) | (af == df)
-            close |= _nans_match(af, df, rtol, atol)
+            close |= np.isnan(af) & np.isnan(df)
             excess = np.where(finite, diff - allowed, np.inf)
         bad = ~close
         excess = np.where(bad, np.maximum(excess, np.nextafter(0.0, 1.0)), 0.0)
