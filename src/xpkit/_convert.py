@@ -38,6 +38,7 @@ __all__ = [
     "host",
     "keeps_dtype",
     "ref",
+    "refuse_lossy_data",
     "to_cpu",
     "to_numpy",
     "traced",
@@ -76,10 +77,7 @@ def host(x: Value, param: str) -> HostArray:
         on_host = adapter.to_numpy(x)
     else:
         if isinstance(x, (list, tuple)) and x and adapter_for_array(x[0]) is not None:
-            for i, item in enumerate(x):  # (a list of arrays: each one's mask)
-                inner = adapter_for_array(item)
-                if inner is not None:
-                    refuse_lossy(inner, item, f"{param}[{i}]")
+            refuse_lossy_data(x, param)  # (a list of arrays: each one's mask)
         try:
             on_host = np.asarray(x)
         except (ValueError, TypeError) as exc:
@@ -91,6 +89,21 @@ def host(x: Value, param: str) -> HostArray:
     if not on_host.flags.writeable:  # read-only views (e.g. of JAX arrays)
         on_host = on_host.copy()
     return on_host
+
+
+def refuse_lossy_data(x: Value, param: str) -> None:
+    """`refuse_lossy` for an array of any library, or each array a list holds.
+
+    A list or tuple (nested too) of arrays would go through ``np.asarray``,
+    which drops a masked array's mask silently: each array in it is checked,
+    named by its place (``x[1]``).
+    """
+    adapter = adapter_for_array(x)
+    if adapter is not None:
+        refuse_lossy(adapter, x, param)
+    elif isinstance(x, (list, tuple)):
+        for i, item in enumerate(x):
+            refuse_lossy_data(item, f"{param}[{i}]")
 
 
 def castable(

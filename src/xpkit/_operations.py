@@ -82,11 +82,8 @@ def check_operand(f: Facts[ArrayT], x: Value, param: str) -> None:
     array, whose mask they would ignore or drop).
     """
     if f.adapter.owns(x):
-        refused = f.adapter.refused_operand(x)
-        if refused is None:
-            return
-        msg = f"{param} is {refused}"
-        raise TypeError(msg)
+        _refuse_operand(x, param)
+        return
     if _stands_in(f, x):
         return
     adapter = adapter_for_array(x)

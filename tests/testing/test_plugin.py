@@ -86,23 +86,23 @@ def test_environment_variable_narrows_the_backends(pytester, monkeypatch):
     assert passed_ids(result) == {"numpy", "torch-cpu"}
 
 
-def test_unknown_backend_is_a_usage_error(pytester):
+@pytest.mark.parametrize(
+    ("selection", "said"),
+    [
+        ("numpy,tensorflow", "*names unknown backends ?'tensorflow'?*"),
+        # (every test was skipped, "got empty parameter set", and the run passed)
+        ("numpy,-numpy", "*selects no variant: numpy,-numpy leaves out all*"),
+    ],
+)
+def test_a_selection_that_names_or_leaves_nothing_is_a_usage_error(
+    pytester, selection, said
+):
     pytester.makepyfile(test_user=USER_TEST)
     result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "--xpkit-backends=numpy,tensorflow"
+        "-p", "no:cacheprovider", f"--xpkit-backends={selection}"
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*names unknown backends ?'tensorflow'?*"])
-
-
-def test_a_selection_that_leaves_nothing_is_a_usage_error(pytester):
-    """Every test was skipped ("got empty parameter set") and the run passed."""
-    pytester.makepyfile(test_user=USER_TEST)
-    result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "--xpkit-backends=numpy,-numpy"
-    )
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*selects no variant: numpy,-numpy leaves out all*"])
+    result.stderr.fnmatch_lines([said])
 
 
 def test_a_backend_this_machine_lacks_is_not_called_unknown(pytester, monkeypatch):

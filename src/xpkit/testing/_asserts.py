@@ -9,8 +9,8 @@ import numpy as np
 
 from .._adapters._registry import ADAPTERS, adapter_for_array, to_host
 from .._backend import Backend
+from .._convert import refuse_lossy_data
 from .._dtypes import PrecisionWarning
-from ._lossy import refuse_lossy_data
 from ._running import running_variant
 
 if TYPE_CHECKING:

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .._adapters._registry import ADAPTERS, adapter_for_array, to_host
+from .._convert import refuse_lossy_data
 from .._dtypes import dtype_name, narrowed
-from ._lossy import refuse_lossy_data
 from ._running import RunningVariant, running_variant
 
 if TYPE_CHECKING:
