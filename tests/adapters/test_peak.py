@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 import tracemalloc
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -315,26 +316,65 @@ def test_a_measurement_after_the_measuring_context_ended_is_measured():
 
 
 def test_another_threads_process_wide_measurement_is_waited_for():
-    started = threading.Event()
-    seen: list[object] = []
+    """A thread that works while it measures is waited for, however long."""
+    waiting = threading.Event()
+    order: list[str] = []
 
-    def slow():
-        started.set()
-        time.sleep(0.3)
+    def busy():  # uses CPU until the other thread has waited 3x STILL_SECONDS
+        waiting.wait(30)
+        until = time.thread_time() + 3 * _peak.STILL_SECONDS
+        while time.thread_time() < until:
+            pass
+        order.append("first")
         return 2
 
-    first = threading.Thread(target=lambda: seen.append(_Fixed().measure(slow)))
+    first = threading.Thread(target=lambda: order.append(_Fixed().measure(busy)))
     first.start()
-    started.wait(5)
-    began = time.perf_counter()
+    while not _peak._turn_taken():
+        time.sleep(0.001)
+    waiting.set()
     assert _Fixed().measure(lambda: 8) == (8, 8)  # its own, after the first one
-    assert time.perf_counter() - began >= 0.1
-    first.join(5)
-    assert seen == [(2, 2)]
+    order.append("second")
+    first.join(30)
+    assert order == ["first", (2, 2), "second"]
+
+
+def test_a_measuring_thread_that_waits_for_this_one_is_not_waited_for(monkeypatch):
+    """fn hands work to another thread that measures: no wait on the lock fn holds."""
+    monkeypatch.setattr(_peak, "WAIT_SECONDS", 600.0)
+    inner: list[object] = []
+
+    def hands_off():
+        worker = threading.Thread(
+            target=lambda: inner.append(_Fixed().measure(lambda: 1)), daemon=True
+        )
+        worker.start()
+        worker.join(120)  # the old wait was WAIT_SECONDS, here 600 s
+        return 0 if worker.is_alive() else 5
+
+    assert _Fixed().measure(hands_off) == (5, 5)
+    assert inner == [(1, None)]  # unmeasured: the waiting measurement counts it
+
+
+def test_without_a_cpu_clock_the_wait_ends_after_wait_seconds(monkeypatch):
+    monkeypatch.setattr(_peak, "_own_cpu_clock", lambda: None)
+    monkeypatch.setattr(_peak, "WAIT_SECONDS", 0.2)
+    inner: list[object] = []
+
+    def hands_off():
+        worker = threading.Thread(
+            target=lambda: inner.append(_Fixed().measure(lambda: 1)), daemon=True
+        )
+        worker.start()
+        worker.join(60)
+        return 3
+
+    assert _Fixed().measure(hands_off) == (3, 3)
+    assert inner == [(1, None)]
 
 
 def test_a_meter_of_one_threads_allocations_never_waits():
-    assert _peak._LOCK.acquire(timeout=1)  # as if another thread were measuring
+    assert _peak._LOCK.acquire(timeout=1)  # as if another thread measured
     try:
         began = time.perf_counter()
         assert _Local().measure(lambda: 9) == (9, 9)
@@ -347,7 +387,7 @@ def test_a_meter_of_one_threads_allocations_never_waits():
 
 def test_a_measurement_that_waited_too_long_runs_unmeasured(monkeypatch):
     monkeypatch.setattr(_peak, "WAIT_SECONDS", 0.05)
-    assert _peak._LOCK.acquire(timeout=1)  # as if another thread were measuring
+    assert _peak._LOCK.acquire(timeout=1)  # as if another thread measured
     try:
         result, peak = _Fixed().measure(lambda: "ran")
     finally:
@@ -368,6 +408,29 @@ def test_map_batches_inside_fn_of_map_batches_does_not_deadlock():
     worker.start()
     worker.join(timeout=60)
     assert not worker.is_alive(), "nested map_batches deadlocked"
+    np.testing.assert_array_equal(done[0], x * 2.0 + 1.0)
+
+
+def test_map_batches_in_a_pool_thread_of_a_measured_fn_does_not_wait(monkeypatch):
+    """fn, which the trace cannot follow, maps its rows in a thread pool."""
+    monkeypatch.setattr(_peak, "WAIT_SECONDS", 600.0)
+    pool = ThreadPoolExecutor(2)
+    x = np.arange(4000.0).reshape(2000, 2)
+
+    def inner(block):
+        return block * 2.0 if float(block.sum()) > -1 else block  # a value read
+
+    def outer(block):
+        return pool.submit(xpkit.map_batches, inner, block).result() + 1.0
+
+    done: list[np.ndarray] = []
+    worker = threading.Thread(
+        target=lambda: done.append(xpkit.map_batches(outer, x)), daemon=True
+    )
+    worker.start()
+    worker.join(timeout=120)  # each probe of the old code waited WAIT_SECONDS
+    assert not worker.is_alive(), "a pool thread waited for the lock fn holds"
+    pool.shutdown()
     np.testing.assert_array_equal(done[0], x * 2.0 + 1.0)
 
 

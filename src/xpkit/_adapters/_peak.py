@@ -23,12 +23,17 @@ Linux the resident memory comes from psutil, so the meter needs no
 
 A meter that reads process-wide statistics measures one call at a time
 (`PeakMeter.process_wide`): a thread whose measurement finds another
-thread's under way waits for it, at most `WAIT_SECONDS` (so a ``fn`` that
-waits on that thread cannot deadlock), then runs unmeasured. A call made
-inside a measurement of the same context (``fn`` itself calls
-`map_batches`, in its thread or in a copy of its context, such as
-``asyncio.to_thread`` makes) runs unmeasured: the outer measurement counts
-it. Unmeasured calls report None. Meters that follow one thread's own
+thread's under way waits for it while that thread works (its CPU time
+grows), at most `WAIT_SECONDS`. Where the measuring thread has used no CPU
+for `STILL_SECONDS`, it is waiting itself, perhaps for this very thread (a
+``fn`` that hands its rows to a thread pool whose work calls `map_batches`
+again), so this thread does not wait on: it runs unmeasured, and the
+waiting measurement counts what it allocates. Where a thread's CPU time
+cannot be read (no ``pthread_getcpuclockid``), only `WAIT_SECONDS` ends
+the wait. A call made inside a measurement of the same context (``fn``
+itself calls `map_batches`, in its thread or in a copy of its context, such
+as ``asyncio.to_thread`` makes) runs unmeasured: the outer measurement
+counts it. Unmeasured calls report None. Meters that follow one thread's own
 allocations (torch's dispatch mode, CuPy's memory hooks) measure in every
 thread at once.
 """
@@ -41,12 +46,16 @@ import ctypes.util
 import os
 import sys
 import threading
+import time
 import tracemalloc
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 
 __all__ = [
     "SAMPLE_SECONDS",
+    "STILL_SECONDS",
+    "WAIT_SECONDS",
     "PeakMeter",
     "host_meter",
     "release_freed_host_memory",
@@ -55,12 +64,21 @@ __all__ = [
 
 T = TypeVar("T")
 
-#: One process-wide measurement at a time in this process.
-_LOCK = threading.Lock()
-#: How long a measurement waits for another thread's to end.
-WAIT_SECONDS = 30.0
 #: How often the host meter reads the process's memory while a call runs.
 SAMPLE_SECONDS = 0.0005
+
+# -- Whose turn it is to measure ---------------------------------------------------
+
+#: One process-wide measurement at a time in this process.
+_LOCK = threading.Lock()
+#: The longest a measurement waits for another thread's.
+WAIT_SECONDS = 30.0
+#: How long the measuring thread must use no CPU to be judged waiting.
+STILL_SECONDS = 0.2
+#: How often a waiting thread looks at the measuring one.
+_POLL_SECONDS = 0.02
+#: The CPU clock of the thread whose measurement is under way, or None.
+_HOLDER: list[Callable[[], float] | None] = [None]
 
 
 class _Measuring:
@@ -78,10 +96,89 @@ _MEASURING: contextvars.ContextVar[_Measuring | None] = contextvars.ContextVar(
 )
 
 
-def _inside_a_measurement() -> bool:
+def _inside() -> bool:
     """Whether the current context is inside a measurement that has not ended."""
     measuring = _MEASURING.get()
     return measuring is not None and measuring.open
+
+
+def _turn_taken() -> bool:
+    """Whether another process-wide measurement is under way now."""
+    return _LOCK.locked()
+
+
+@contextmanager
+def _measuring(process_wide: bool) -> Iterator[bool]:
+    """Mark the current context as measuring; yield whether it has its turn.
+
+    A process-wide measurement first takes its turn (`_take_turn`); where it
+    gets none, the body runs unmeasured (False). Meters that follow their
+    own thread's allocations always measure (True).
+    """
+    turn = _take_turn() if process_wide else False
+    if process_wide and not turn:
+        yield False
+        return
+    mark = _Measuring()
+    token = _MEASURING.set(mark)
+    if turn:
+        _HOLDER[0] = _own_cpu_clock()
+    try:
+        yield True
+    finally:
+        mark.open = False
+        _MEASURING.reset(token)
+        if turn:
+            _HOLDER[0] = None
+            _LOCK.release()
+
+
+def _take_turn() -> bool:
+    """Acquire the measurement lock; False where this thread should not wait.
+
+    Waits while the measuring thread works, at most `WAIT_SECONDS`; gives up
+    as soon as that thread has used no CPU for `STILL_SECONDS`.
+    """
+    deadline = time.monotonic() + WAIT_SECONDS
+    watched: Callable[[], float] | None = None
+    seen, still_since = -1.0, 0.0
+    while True:
+        if _LOCK.acquire(timeout=_POLL_SECONDS):
+            return True
+        now = time.monotonic()
+        if now >= deadline:
+            return False
+        holder = _HOLDER[0]
+        if holder is None:
+            continue
+        try:
+            spent = holder()
+        except OSError:  # it ended between two reads: the lock is free soon
+            continue
+        if holder is not watched or spent != seen:
+            watched, seen, still_since = holder, spent, now
+        elif now - still_since >= STILL_SECONDS:
+            return False
+
+
+def _own_cpu_clock() -> Callable[[], float] | None:
+    """A reader of the calling thread's CPU seconds for other threads, or None."""
+    get_clock = getattr(time, "pthread_getcpuclockid", None)
+    if get_clock is None:  # pragma: no cover - Windows
+        return None
+    try:
+        clock = get_clock(threading.get_ident())
+        time.clock_gettime(clock)
+    except (OSError, OverflowError):  # pragma: no cover - no per-thread clock
+        return None
+
+    def spent() -> float:
+        return time.clock_gettime(clock)
+
+    return spent
+
+
+# -- The meters ---------------------------------------------------------------------
 
 
 class PeakMeter:
@@ -113,27 +210,20 @@ class PeakMeter:
         """``run()``'s result and the peak bytes allocated while it ran.
 
         The peak is None when ``run`` ran unmeasured: inside a measurement of
-        the same context, or after `WAIT_SECONDS` waiting for another
-        thread's, or where the meter could not see the call's memory.
+        the same context, or where another thread's measurement was under way
+        and this thread did not wait for it (`_take_turn`), or
+        where the meter could not see the call's memory.
         """
-        if _inside_a_measurement():
+        if _inside():
             return run(), None
-        locked = self.process_wide
-        if locked and not _LOCK.acquire(timeout=WAIT_SECONDS):
-            return run(), None
-        measuring = _Measuring()
-        token = _MEASURING.set(measuring)
-        try:
+        with _measuring(self.process_wide) as measured:
+            if not measured:
+                return run(), None
             return self._measure(run)
-        finally:
-            measuring.open = False
-            _MEASURING.reset(token)
-            if locked:
-                _LOCK.release()
 
     def try_measure(self, run: Callable[[], T]) -> tuple[T, int | None]:
         """`measure`, without waiting for another thread's measurement."""
-        if self.process_wide and _LOCK.locked():
+        if self.process_wide and _turn_taken():
             return run(), None
         return self.measure(run)
 
