@@ -748,8 +748,9 @@ class Backend(Generic[ArrayT]):
         x : array
             An array of this backend's library.
         idx : index, default ``slice(None)``
-            What ``x[idx]`` would select (integers, slices, ``None``,
-            ``...``, a boolean mask, or a tuple of them). An integer out of
+            What ``x[idx]`` would select (integers, slices, ``...``, a
+            boolean mask, or a tuple of them; fewer than ``x``'s axes leave
+            the rest whole, as in NumPy, on every library). An integer out of
             range for its axis is an `IndexError` on every library (JAX and
             ndonnx would drop the update silently), checked where ``x``'s
             shape is known: always but for Dask's unknown chunk sizes,
@@ -768,7 +769,7 @@ class Backend(Generic[ArrayT]):
         TypeError
             ``x`` is not an array of this backend's library; a part of
             ``idx`` is a bool or a float (NumPy would read a bool as a new
-            axis, ndonnx as 0 or 1); ``x``, ``idx`` or the methods' value
+            axis, ndonnx as 0 or 1) or None (an update takes no new axis); ``x``, ``idx`` or the methods' value
             is a NumPy masked array (its mask would be ignored) or ``x`` a
             NumPy matrix.
         IndexError

@@ -307,6 +307,7 @@ class At(Generic[ArrayT]):
         check_operand(facts, x, "x")
         idx = _plain_index(idx)
         _check_index(x, idx)
+        idx = _completed(x, idx)
         try:
             from array_api_extra import at
         except ImportError as exc:
@@ -462,7 +463,9 @@ def _plain_index(idx: Value) -> Value:
     """``idx`` with NumPy integers as Python's (every library takes those).
 
     A bool or a float is no index: TypeError (NumPy reads a bool as a new
-    axis, ndonnx as 0 or 1; Dask took a float); so is a masked array.
+    axis, ndonnx as 0 or 1; Dask took a float); so is a masked array, and
+    None: the standard's ``__setitem__`` takes no new axis (Dask raised
+    AttributeError, array-api-strict IndexError).
     """
     if type(idx) is tuple:
         return tuple(_plain_part(p, f"idx[{k}]") for k, p in enumerate(idx))
@@ -470,6 +473,12 @@ def _plain_index(idx: Value) -> Value:
 
 
 def _plain_part(part: Value, name: str) -> Value:
+    if part is None:
+        msg = (
+            f"{name}=None adds an axis, which an update's index cannot take "
+            "(the standard's __setitem__ takes none): leave it out"
+        )
+        raise TypeError(msg)
     if isinstance(part, (bool, np.bool_, float, np.floating)):
         msg = (
             f"{name}={part!r} is not an index: give an integer, a slice, None, "
@@ -519,6 +528,22 @@ def _check_index(x: Array, idx: Value) -> None:
             name = "idx" if type(idx) is not tuple else f"idx[{k}]"
             _check_in_range(part, name, axis, shape[axis])
         axis += width
+
+
+def _completed(x: Array, idx: Value) -> Value:
+    """``idx`` with a trailing ``...`` where it indexes fewer axes than ``x`` has.
+
+    NumPy's rule, which the standard leaves unspecified and array-api-strict
+    and ndonnx refuse: ``at(x, 0)`` on a matrix updates its first row on
+    every library. An index whose width is not known here is left alone.
+    """
+    parts = idx if type(idx) is tuple else (idx,)
+    if any(p is Ellipsis for p in parts):
+        return idx
+    widths = [_width(p) for p in parts]
+    if None in widths or sum(w for w in widths if w is not None) >= len(x.shape):
+        return idx
+    return (*parts, Ellipsis)
 
 
 def _width(part: Value) -> int | None:

@@ -266,3 +266,35 @@ def test_a_number_that_fits_arrives_as_x_s_kind(xpkit_backend):
         got = b.to_numpy(b.at(floats, 0).set(0.1, copy=True))
         assert got.tolist() == [np.float32(0.1), 2.0]
         assert np.isinf(b.to_numpy(b.at(floats, 1).set(float("inf"), copy=True))[1])
+
+
+@pytest.mark.parametrize(
+    ("idx", "row"),
+    [(0, 0), (-1, 1), ((slice(None), 1), None), (slice(0, 1), 0)],
+    ids=["int", "negative", "a column", "a slice"],
+)
+def test_an_index_of_fewer_axes_than_x_has_means_the_rest_whole(
+    xpkit_backend, idx, row
+):
+    """NumPy's rule (array-api-strict refused ``at(x, 0)`` on a 2-D x)."""
+    b = xpkit_backend
+    start = np.arange(6.0).reshape(2, 3)
+    expected = start.copy()
+    expected[idx] = -1.0
+    out = b.at(b.asarray(start), idx).set(-1.0, copy=True)
+    np.testing.assert_array_equal(_host(b, out), expected)
+    out = b.at(b.asarray(start), idx).add(
+        b.asarray(np.ones(3) if row is not None else np.ones(2)), copy=True
+    )
+    expected = start.copy()
+    expected[idx] += np.ones(3) if row is not None else np.ones(2)
+    np.testing.assert_array_equal(_host(b, out), expected)
+
+
+@pytest.mark.parametrize("idx", [None, (None, 0), (0, None), (..., None)])
+def test_a_new_axis_in_an_update_index_is_refused_by_name(xpkit_backend, idx):
+    """The standard's __setitem__ takes no None (Dask raised AttributeError)."""
+    b = xpkit_backend
+    x = b.asarray(np.zeros((2, 3)))
+    with pytest.raises(TypeError, match=r"idx(\[\d\])?=None"):
+        b.at(x, idx)
