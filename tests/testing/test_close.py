@@ -43,6 +43,21 @@ def test_assert_close_namespace_mismatch():
     assert_close(torch.ones(2, dtype=torch.float64), np.ones(2), check_namespace=False)
 
 
+def test_two_libraries_on_the_host_are_on_one_device(monkeypatch):
+    """JAX's CPU and NumPy's host compared as one device (they were not)."""
+    jnp = pytest.importorskip("jax.numpy")
+    from xpkit._adapters import get_adapter
+
+    a = jnp.asarray([1.0, 2.0], dtype=jnp.float32)
+    desired = np.asarray([1.0, 2.0], dtype=np.float32)
+    assert_close(a, desired, check_namespace=False)
+    xpkit.testing.assert_equal(a, desired, check_namespace=False)
+    jax_adapter = type(get_adapter("jax"))
+    monkeypatch.setattr(jax_adapter, "device_str", lambda self, d: "cuda:0")
+    with pytest.raises(AssertionError, match="devices differ: actual on 'cuda:0'"):
+        assert_close(a, desired, check_namespace=False)
+
+
 def test_assert_close_device_mismatch():
     strict = pytest.importorskip("array_api_strict")
     a = strict.asarray([1.0, 2.0])
