@@ -35,6 +35,7 @@ import traceback
 from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
+from ._adapters._registry import adapter_for_array
 from ._adapters._shapes._run import ShapeTracer
 from ._adapters._trace import CannotFollow, Profile, Tracer
 from ._cost_model import Cost, fit
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     from ._outputs import Outputs
     from ._request import BatchRequest
     from ._rows import Rows
+    from ._typing import Array
 
 __all__ = [
     "PROBE_BUDGET_SHARE",
@@ -147,11 +149,7 @@ def _traced(
     of such rows copies them where a trace would count a view (12 times
     the budget was seen); the probe measures the real batches.
     """
-    scattered = [
-        i
-        for i, a in enumerate(request.arrays)
-        if not request.adapter.rows_contiguous(a)
-    ]
+    scattered = [i for i, a in enumerate(request.arrays) if not _rows_contiguous(a)]
     if scattered:
         reasons.append(
             f"arrays[{scattered[0]}] is not contiguous: a trace cannot tell "
@@ -165,6 +163,16 @@ def _traced(
             reasons.append(f"{tracer.name} could not follow fn: {exc}")
             logger().info("map_batches: %s", reasons[-1])
     return None
+
+
+def _rows_contiguous(a: Array) -> bool:
+    """Whether ``a``'s rows are contiguous, asked of its own library's adapter.
+
+    ``a`` may be of another library than the request's (``backend=`` moves
+    each batch): the target's adapter cannot read its layout.
+    """
+    adapter = adapter_for_array(a)
+    return adapter is None or adapter.rows_contiguous(a)
 
 
 def _tracers(request: BatchRequest) -> list[Tracer]:

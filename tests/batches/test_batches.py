@@ -68,6 +68,27 @@ def test_map_batches_matches_unbatched_on_every_backend(xpkit_backend):
     assert fn.sizes == [10] * 10
 
 
+@pytest.mark.parametrize("direction", ["numpy inputs", "inputs of the backend"])
+def test_a_backend_of_another_library_moves_the_inputs_and_traces_fn(
+    xpkit_backend, direction
+):
+    """backend= naming another library than the inputs' (the README's call).
+
+    The cost is traced (no bytes_per_item): the trace once asked the target
+    library's adapter about the source library's arrays (AttributeError).
+    """
+    b = xpkit_backend
+    a = np.arange(200.0).reshape(100, 2)
+    if direction == "numpy inputs":
+        x, target = a, b
+    else:
+        x, target = b.asarray(a), xpkit.Backend("numpy")
+    got = xpkit.map_batches(lambda r: r * 2.0, x, backend=target, remember=False)
+    np.testing.assert_array_equal(np.asarray(target.to_numpy(got)), a * 2.0)
+    plan = xpkit.plan_batches(lambda r: r * 2.0, x, backend=target, remember=False)
+    assert plan.batch_size >= 1
+
+
 def test_map_batches_overhead_multiplies_the_per_item_bytes():
     a = np.zeros((64, 128))  # 1 KiB per row
     fn = CountingFn()
