@@ -263,14 +263,14 @@ class HerePool:
     def start(self, job, arrays):
         self.job, self.arrays = job, arrays
 
-    def submit(self, start, stop):
+    def submit(self, start, stop, *, pad=True):
         from concurrent.futures import Future
 
         from xpkit._rows import run_rows
 
         future: Future = Future()
         try:
-            future.set_result(run_rows(self.job, start, stop, *self.arrays))
+            future.set_result(run_rows(self.job, start, stop, *self.arrays, pad=pad))
         except Exception as exc:  # noqa: BLE001 - the task's error, for the driver
             future.set_exception(exc)
         self.starts[future] = start

@@ -318,15 +318,16 @@ class Job:
         self.fn, self.args, self.kwargs, self.backend, self.pad_to, self.sink = state
 
 
-def run_rows(job: Job, start: int, stop: int, *arrays: Array) -> Rows:
+def run_rows(job: Job, start: int, stop: int, *arrays: Array, pad: bool = True) -> Rows:
     """An executor's task: ``fn`` on rows ``start:stop``, its arrays on the host.
 
-    An exception of ``fn`` that cannot be pickled cannot travel back from a
+    ``pad``: as `Job.run`'s (False for a batch cut smaller after an OOM,
+    which padding would grow back to the size that failed). An exception of ``fn`` that cannot be pickled cannot travel back from a
     worker process (joblib's workers then died, read as a memory death): it
     becomes a RuntimeError that names its type, its message and the rows.
     """
     try:
-        result = job.run(arrays, start, stop, common_rows(arrays))
+        result = job.run(arrays, start, stop, common_rows(arrays), pad=pad)
     except Exception as exc:
         if _travels(exc):
             raise

@@ -250,9 +250,9 @@ class _HerePool(HerePool, Pool):
         self.failed_seen: int | None = None
         self.submitted: list[tuple[int, int | None]] = []
 
-    def submit(self, start, stop):
+    def submit(self, start, stop, *, pad=True):
         self.submitted.append((stop - start, self.failed_seen))
-        return super().submit(start, stop)
+        return super().submit(start, stop, pad=pad)
 
     def wait(self, futures):
         done = super().wait(futures)
@@ -289,6 +289,37 @@ def test_a_pool_never_runs_a_size_that_failed_again(slots):
     assert after[0][0] <= 1000 // 2
 
 
+def test_a_padded_last_batch_cut_after_an_oom_is_not_padded_back():
+    """pad_to = 100 (pad=True): the halves of a failed last task run unpadded."""
+    sizes: list[int] = []
+
+    def fn(x):
+        sizes.append(int(x.shape[0]))
+        if x.shape[0] > 30:
+            raise MemoryError(x.shape[0])
+        return x * 2.0
+
+    x = np.arange(500.0)[:, None]
+    job = Job(fn)
+    job.pad_to = 100
+    outputs = Outputs(len(x), fn, sources=(x,))
+    steps = each_task_on_pool(
+        _HerePool(1),
+        job,
+        (x,),
+        outputs,
+        first=0,
+        batch=100,
+        min_batch=1,
+        bytes_per_row=8.0,
+        budget_bytes=1e9,
+        bar=None,
+    )
+    _to_the_end(steps)
+    np.testing.assert_array_equal(outputs.value(), x * 2.0)
+    assert_no_failed_size_again(sizes, 30)
+
+
 class _LosingPool(HerePool, Pool):
     """A pool whose tasks lose their inputs with a worker, as ``lose`` says.
 
@@ -301,7 +332,7 @@ class _LosingPool(HerePool, Pool):
         super().__init__(slots)
         self.lose, self.round, self.submitted = lose, 0, []
 
-    def submit(self, start, stop):
+    def submit(self, start, stop, *, pad=True):
         from concurrent.futures import Future
 
         self.submitted.append((start, stop, self.round))
@@ -309,7 +340,7 @@ class _LosingPool(HerePool, Pool):
             future: Future = Future()
             future.set_exception(InputsLost("cancelled"))
             return future
-        return super().submit(start, stop)
+        return super().submit(start, stop, pad=pad)
 
     def wait(self, futures):
         self.round += 1
@@ -393,25 +424,28 @@ class _DyingPool(HerePool, Pool):
         super().__init__(slots)
         self.kills, self.pending, self.alone_deaths = kills, {}, []
 
-    def submit(self, start, stop):
+    def submit(self, start, stop, *, pad=True):
         from concurrent.futures import Future
 
         future: Future = Future()
-        self.pending[future] = (start, stop)
+        self.pending[future] = (start, stop, pad)
         return future
 
     def wait(self, futures):
         from xpkit._rows import run_rows
 
         flight = [self.pending.pop(f) for f in futures]
+        pads = [pad for _, _, pad in flight]
+        flight = [(start, stop) for start, stop, _ in flight]
         dies = self.kills(flight)
         if dies and len(flight) == 1:
             self.alone_deaths.append(flight[0])
-        for future, (start, stop) in zip(futures, flight, strict=True):
+        for future, (start, stop), pad in zip(futures, flight, pads, strict=True):
             if dies:
                 future.set_exception(InputsLost("cancelled"))
             else:
-                future.set_result(run_rows(self.job, start, stop, *self.arrays))
+                rows = run_rows(self.job, start, stop, *self.arrays, pad=pad)
+                future.set_result(rows)
         return [(f, None if dies else f.result(), f.exception()) for f in futures]
 
 

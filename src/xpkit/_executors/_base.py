@@ -51,8 +51,11 @@ class Pool:
         """Ship the job (``fn`` and its whole operands) and the inputs (once)."""
         raise NotImplementedError
 
-    def submit(self, start: int, stop: int) -> TaskFuture:
-        """Run rows ``start:stop`` as one task; a future."""
+    def submit(self, start: int, stop: int, *, pad: bool = True) -> TaskFuture:
+        """Run rows ``start:stop`` as one task; a future.
+
+        ``pad``: whether a last batch may be padded (`xpkit._rows.Job.run`).
+        """
         raise NotImplementedError
 
     def wait(self, futures: list[TaskFuture]) -> list[Finished]:

@@ -105,7 +105,9 @@ def each_task_on_pool(
                     mid = start + half  # a batch this size failed
                     queue.extendleft([(mid, stop), (start, mid)])
                     continue
-                running[pool.submit(start, stop)] = (start, stop)
+                # (padding a last batch cut after an OOM would grow it back)
+                pad = job.pad_to <= limit
+                running[pool.submit(start, stop, pad=pad)] = (start, stop)
             died_now = False  # (one death takes every task in flight: counted once)
             for future, result, error in pool.wait(list(running)):
                 start, stop = running.pop(future)

@@ -178,13 +178,19 @@ class DaskPool(Pool):
         )
         raise RuntimeError(msg) from last
 
-    def submit(self, start: int, stop: int) -> TaskFuture:
+    def submit(self, start: int, stop: int, *, pad: bool = True) -> TaskFuture:
         if any(f.status != "finished" for f in self._shipped):
             logger().info("map_batches: inputs lost with a worker; shipping them again")
             self._await_a_worker((start, stop))
             self._ship((start, stop))
         return self._client.submit(
-            run_rows, self._shipped[0], start, stop, *self._shipped[1:], pure=False
+            run_rows,
+            self._shipped[0],
+            start,
+            stop,
+            *self._shipped[1:],
+            pad=pad,
+            pure=False,
         )
 
     def _await_a_worker(self, rows: tuple[int, int] | None) -> None:

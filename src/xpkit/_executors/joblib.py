@@ -40,9 +40,9 @@ def _receive(job: Job, arrays: tuple[Array, ...]) -> None:
     unblock_sigint()
 
 
-def _run_shipped(start: int, stop: int) -> Rows:
+def _run_shipped(start: int, stop: int, pad: bool) -> Rows:
     job, arrays = _SHIPPED["job"]
-    return run_rows(job, start, stop, *arrays)
+    return run_rows(job, start, stop, *arrays, pad=pad)
 
 
 class JoblibPool(Pool):
@@ -90,7 +90,9 @@ class JoblibPool(Pool):
         )
         return self._executor
 
-    def _submit_starting(self, executor: Loky, start: int, stop: int) -> Future[Rows]:
+    def _submit_starting(
+        self, executor: Loky, start: int, stop: int, pad: bool
+    ) -> Future[Rows]:
         """A submit to ``executor`` that starts worker processes.
 
         It runs in a thread of its own, with SIGINT blocked: no Ctrl-C stops
@@ -110,7 +112,7 @@ class JoblibPool(Pool):
             try:
                 _start_trackers()
                 block_sigint()
-                submitted.append(executor.submit(_run_shipped, start, stop))
+                submitted.append(executor.submit(_run_shipped, start, stop, pad))
             except BaseException as exc:  # noqa: BLE001 - raised in the caller
                 failed.append(exc)
             finally:
@@ -122,22 +124,22 @@ class JoblibPool(Pool):
             raise failed[0]
         return submitted[0]
 
-    def submit(self, start: int, stop: int) -> Future[Rows]:
+    def submit(self, start: int, stop: int, *, pad: bool = True) -> Future[Rows]:
         if self._executor is None:
             self._fresh_executor()
         try:
-            return self._submit(start, stop)
+            return self._submit(start, stop, pad)
         except self._broken:  # a worker died since the last submit
             self._fresh_executor()
-            return self._submit(start, stop)
+            return self._submit(start, stop, pad)
 
-    def _submit(self, start: int, stop: int) -> Future[Rows]:
+    def _submit(self, start: int, stop: int, pad: bool) -> Future[Rows]:
         executor: Loky = self._executor  # (made by `submit` before this)
         # loky starts workers in a submit: all of them at first, and one in
         # place of a worker that left (as one does when its memory grew).
         if len(getattr(executor, "_processes", {})) < self.slots:
-            return self._submit_starting(executor, start, stop)
-        future: Future[Rows] = executor.submit(_run_shipped, start, stop)
+            return self._submit_starting(executor, start, stop, pad)
+        future: Future[Rows] = executor.submit(_run_shipped, start, stop, pad)
         return future
 
     def wait(self, futures: list[Future[Rows]]) -> list[Finished]:
