@@ -318,18 +318,27 @@ class Job:
         self.fn, self.args, self.kwargs, self.backend, self.pad_to, self.sink = state
 
 
-def run_rows(job: Job, start: int, stop: int, *arrays: Array, pad: bool = True) -> Rows:
+def run_rows(
+    job: Job,
+    start: int,
+    stop: int,
+    *arrays: Array,
+    pad: bool = True,
+    travels: Callable[[BaseException], bool] | None = None,
+) -> Rows:
     """An executor's task: ``fn`` on rows ``start:stop``, its arrays on the host.
 
     ``pad``: as `Job.run`'s (False for a batch cut smaller after an OOM,
-    which padding would grow back to the size that failed). An exception of ``fn`` that cannot be pickled cannot travel back from a
-    worker process (joblib's workers then died, read as a memory death): it
+    which padding would grow back to the size that failed). An exception
+    of ``fn`` that cannot travel back from a worker process (``travels``:
+    the executor's own test of that; plain pickle's by default) would be
+    lost there (joblib's workers then died, read as a memory death): it
     becomes a RuntimeError that names its type, its message and the rows.
     """
     try:
         result = job.run(arrays, start, stop, common_rows(arrays), pad=pad)
     except Exception as exc:
-        if _travels(exc):
+        if (travels or _travels)(exc):
             raise
         msg = (
             f"fn raised {type(exc).__module__}.{type(exc).__qualname__} on rows "

@@ -507,6 +507,34 @@ def test_an_exception_that_cannot_travel_back_is_named_not_a_death(data, two_cpu
         )
 
 
+def test_fns_own_exception_classes_arrive_as_themselves(two_cpus):
+    """Classes defined in a function (or __main__) travel by value, as
+    cloudpickle sends them: they became RuntimeError, and a MemoryError
+    subclass was not split as an OOM (the local run recovered)."""
+    pytest.importorskip("cloudpickle")
+
+    class MyError(Exception):
+        pass
+
+    class BatchTooLarge(MemoryError):
+        pass
+
+    def fails(x):
+        raise MyError("bad input row")
+
+    def too_large_above_30(x):
+        if x.shape[0] > 30:
+            raise BatchTooLarge(f"{x.shape[0]} rows")
+        return x * 2.0
+
+    x = np.arange(1000.0).reshape(500, 2)
+    given = {"bytes_per_item": 16, "budget_gb": 16 * 100 / 2**30, "remember": False}
+    with pytest.raises(MyError, match="^bad input row$"):
+        xpkit.map_batches(fails, x, executor="joblib", **given)
+    got = xpkit.map_batches(too_large_above_30, x, executor="joblib", **given)
+    np.testing.assert_array_equal(got, x * 2.0)
+
+
 def test_a_task_passes_an_exception_that_travels_as_it_is():
     from xpkit._rows import Job
 

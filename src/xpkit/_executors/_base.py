@@ -7,6 +7,10 @@ back NumPy results; `xpkit._executors._driver.each_task_on_pool` drives any pool
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import io
+import pickle
 from typing import TYPE_CHECKING
 
 from .._typing import Array, TaskFuture, UserFunction
@@ -14,7 +18,14 @@ from .._typing import Array, TaskFuture, UserFunction
 if TYPE_CHECKING:
     from .._rows import Job, Rows
 
-__all__ = ["EXECUTORS", "Finished", "InputsLost", "Pool", "check_sendable"]
+__all__ = [
+    "EXECUTORS",
+    "Finished",
+    "InputsLost",
+    "Pool",
+    "check_sendable",
+    "travels_back",
+]
 
 #: The executor names `map_batches` accepts besides None and a dask Client.
 EXECUTORS = ("dask", "joblib")
@@ -93,15 +104,8 @@ def check_sendable(fn: UserFunction, where: str) -> None:
     The pickle is streamed into nothing: a closure over a large array costs
     no copy of it here.
     """
-    import importlib
-    import importlib.util
-    import pickle
-
-    pickler: type[pickle.Pickler] = pickle.Pickler
-    if importlib.util.find_spec("cloudpickle") is not None:  # what dask and loky use
-        pickler = importlib.import_module("cloudpickle").CloudPickler
     try:
-        pickler(_Discard(), protocol=pickle.HIGHEST_PROTOCOL).dump(fn)
+        _pickler()(_Discard(), protocol=pickle.HIGHEST_PROTOCOL).dump(fn)
     except Exception as exc:  # noqa: BLE001 - any pickling failure
         msg = (
             f"fn={fn!r} cannot be sent to {where} ({type(exc).__name__}: {exc}); "
@@ -109,3 +113,29 @@ def check_sendable(fn: UserFunction, where: str) -> None:
             "and closures"
         )
         raise TypeError(msg) from None
+
+
+def travels_back(exc: BaseException) -> bool:
+    """Whether ``exc`` survives the trip from a worker as the executors send it.
+
+    loky and Dask pickle with cloudpickle, which sends a class defined in
+    ``__main__`` or inside a function by value: such an exception arrives
+    as itself (plain pickle refuses it).
+    """
+    buffer = io.BytesIO()
+    try:
+        _pickler()(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(exc)
+        pickle.loads(buffer.getvalue())
+    except Exception:  # noqa: BLE001 - any failure: it cannot travel
+        return False
+    return True
+
+
+def _pickler() -> type[pickle.Pickler]:
+    """The pickler dask and loky send with: cloudpickle's where installed."""
+    if importlib.util.find_spec("cloudpickle") is not None:
+        pickler: type[pickle.Pickler] = importlib.import_module(
+            "cloudpickle"
+        ).CloudPickler
+        return pickler
+    return pickle.Pickler

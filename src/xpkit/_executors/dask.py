@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from .._log import logger
 from .._memory import BYTES_PER_GB, HEADROOM, MIN_BUDGET_GB, host_available_bytes
 from .._rows import run_rows
-from ._base import InputsLost, Pool
+from ._base import InputsLost, Pool, travels_back
 
 if TYPE_CHECKING:
     from .._rows import Job
@@ -190,6 +190,7 @@ class DaskPool(Pool):
             stop,
             *self._shipped[1:],
             pad=pad,
+            travels=travels_back,
             pure=False,
         )
 

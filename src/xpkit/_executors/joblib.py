@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from .._memory import BYTES_PER_GB, HEADROOM, MIN_BUDGET_GB, host_available_bytes
 from .._rows import run_rows
-from ._base import Pool
+from ._base import Pool, travels_back
 from ._interrupts import block_sigint, unblock_sigint
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ def _receive(job: Job, arrays: tuple[Array, ...]) -> None:
 
 def _run_shipped(start: int, stop: int, pad: bool) -> Rows:
     job, arrays = _SHIPPED["job"]
-    return run_rows(job, start, stop, *arrays, pad=pad)
+    return run_rows(job, start, stop, *arrays, pad=pad, travels=travels_back)
 
 
 class JoblibPool(Pool):
