@@ -359,6 +359,8 @@ def _costed_plan(request: BatchRequest, outputs: Outputs) -> tuple[Cost, BatchPl
     learned = plan_memory.recall(request.key)
     cost = cost_of(request, outputs, learned, budget * BYTES_PER_GB, plan_memory)
     plan = make_plan(request, cost, learned, budget, measured)
+    if not cost.remembered and cost.rows_seen:  # (the plan checked its batch)
+        plan_memory.learn_rows_seen(request.key, plan.batch_size)
     return cost, plan
 
 

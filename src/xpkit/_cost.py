@@ -106,13 +106,29 @@ def cost_of(
     if request.bytes_per_item is not None:
         return Cost(request.bytes_per_item, 0.0, "given")
     if learned is not None and learned.source:  # (a fit alone has no cost)
-        return Cost(
+        recalled = Cost(
             learned.bytes_per_item,
             learned.fixed_bytes,
             learned.recalled_as,
             squared=learned.squared_bytes,
             remembered=True,
             output_row_bytes=learned.output_row_bytes,
+            rows_seen=learned.rows_seen,
+        )
+        # Not stretched beyond the rows it was fitted at (0: not known): a
+        # curve fitted on few rows (a first call on 40 rows, or in a small
+        # budget) is an extrapolation beyond them; a pairwise fn whose small
+        # batches fit a straight line planned 56 times its budget from one.
+        seen = learned.rows_seen
+        if not seen or (
+            seen >= request.n
+            or recalled.rows_within(budget_bytes, request.overhead) <= seen
+        ):
+            return recalled
+        logger().info(
+            "map_batches: the remembered cost was fitted at %d rows at most; "
+            "this call would plan more from it: costing fn afresh",
+            learned.rows_seen,
         )
     if request.n == 0:
         return _input_rows(request, "no rows to probe")
@@ -131,6 +147,7 @@ def cost_of(
                 output_row_bytes=cost.output_row_bytes,
                 alive=request.alive,
                 squared_bytes=cost.squared,
+                rows_seen=cost.rows_seen,
             ),
         )
         if cost.limit is not None:
@@ -327,6 +344,7 @@ def _trace_cost(tracer: Tracer, request: BatchRequest, budget_bytes: float) -> C
         f"traced by {tracer.name}",
         squared=squared,
         exact=exact,
+        rows_seen=max(k for k, _ in points),
         output_row_bytes=tracer.output_row_bytes,
     )
 
@@ -455,7 +473,15 @@ def _probe(
         squared,
         [r for r, _ in points],
     )
-    return Cost(per_item, fixed, source, squared=squared, probe_rows=start, limit=limit)
+    return Cost(
+        per_item,
+        fixed,
+        source,
+        squared=squared,
+        probe_rows=start,
+        limit=limit,
+        rows_seen=max(k for k, _ in points),
+    )
 
 
 def _run_probe(

@@ -40,6 +40,10 @@ class Cost:
     output_row_bytes : int or None
         Bytes of one row of ``fn``'s outputs, where the tracer or the probe
         saw them (None: not known yet).
+    rows_seen : int
+        The most rows the model was fitted at (traced or measured; 0: none).
+        Beyond them it is an extrapolation, which a remembered cost is not
+        stretched to (`xpkit._cost.cost_of`).
     """
 
     per_item: float
@@ -51,6 +55,7 @@ class Cost:
     remembered: bool = False
     exact: Callable[[int], int | None] | None = None
     output_row_bytes: int | None = None
+    rows_seen: int = 0
 
     def peak(self, rows: float) -> float:
         """The model's peak bytes at ``rows`` rows."""

@@ -6,7 +6,8 @@ signature: the same function (its code, and the values it closes over,
 binds or takes by default), the same row shape and dtype of every input,
 the same ``whole`` operands and the same backend and device. A second call
 with that signature plans without probing, and starts from the batch size
-that worked.
+that worked, as long as it plans no more rows than the cost was fitted at
+(`Learned.rows_seen`; beyond them ``fn`` is costed afresh).
 
 What a function holds is keyed so that the memory keeps nothing of the
 caller's alive: numbers of every type by type and value (Python's, NumPy
@@ -104,6 +105,10 @@ class Learned(NamedTuple):
         (``"remembered: traced by shape-only arrays at 14:03:12"``).
     squared_bytes : float
         The cost's term in the rows squared (0: a straight line).
+    rows_seen : int
+        The most rows the cost was fitted at, or a plan from it ran at when
+        it was new (0: not known): a later call that would plan more rows
+        from it costs ``fn`` afresh (`PlanMemory.learn_rows_seen`).
     """
 
     bytes_per_item: float
@@ -115,6 +120,7 @@ class Learned(NamedTuple):
     alive: tuple[Callable[[], object], ...] = ()
     recalled_as: str = ""
     squared_bytes: float = 0.0
+    rows_seen: int = 0
 
 
 class PlanMemory:
@@ -277,6 +283,15 @@ class PlanMemory:
             self._version += 1
             while len(self._entries) > self.maxsize:
                 self._entries.popitem(last=False)
+
+    def learn_rows_seen(self, key: Signature | None, rows: int) -> None:
+        """A plan made from ``key``'s new cost runs batches of ``rows``."""
+        if key is None or not self.enabled:
+            return
+        with self._lock:
+            entry = self._living_entry(key)
+            if entry is not None and entry.source and rows > entry.rows_seen:
+                self._entries[key] = entry._replace(rows_seen=rows)
 
     def learn_fit(
         self,

@@ -591,3 +591,47 @@ def test_an_entry_of_dead_objects_teaches_nothing_to_its_key_s_next_owner():
     entry = memory.recall(("k",))
     assert entry is not None
     assert (entry.fits, entry.source) == (90, "")  # a fresh entry, not the dead one
+
+
+#: A child that maps a pairwise fn (a (rows, rows, 8) temporary) over 4,000
+#: rows in a 16 MiB budget, after a first call that taught a cost from few
+#: rows ("rows": 40 rows; "budget": the 4,000 rows in a 64 kiB budget), and
+#: prints the true peak of the second call over its budget (tracemalloc,
+#: started before NumPy: nothing else allocates there).
+_STRETCHED = """
+import sys, tracemalloc
+tracemalloc.start()
+import numpy as np
+import xpkit
+
+def pairwise(x):
+    d = ((x[:, None, :] - x[None, :, :]) ** 2).sum(axis=-1)
+    return d.min(axis=1)
+
+budget = 16 / 1024
+large = np.ones((4000, 8))
+if sys.argv[1] == "rows":
+    xpkit.map_batches(pairwise, np.ones((40, 8)), budget_gb=budget)
+elif sys.argv[1] == "budget":
+    xpkit.map_batches(pairwise, large, budget_gb=budget / 256)
+plan = xpkit.plan_batches(pairwise, large, budget_gb=budget)
+tracemalloc.reset_peak()
+base = tracemalloc.get_traced_memory()[0]
+xpkit.map_batches(pairwise, large, budget_gb=budget)
+print((tracemalloc.get_traced_memory()[1] - base) / (budget * 2**30), plan.source)
+"""
+
+
+@pytest.mark.parametrize("first", ["none", "rows", "budget"])
+def test_a_remembered_cost_is_not_stretched_beyond_the_rows_it_saw(first):
+    """A cost fitted on 40 rows (or a 64 kiB budget's batch) planned 3,629
+    rows of a pairwise fn for the next call: 56 times its budget."""
+    from helpers import run_python
+
+    done = run_python(_STRETCHED, first, timeout=240)
+    assert done.returncode == 0, done.stderr
+    ratio, source = done.stdout.split(maxsplit=1)
+    assert float(ratio) <= 1.15, (first, done.stdout)
+    assert float(ratio) >= 0.3, (first, done.stdout)
+    if first != "none":  # (what was learned from few rows is not used)
+        assert not source.startswith("remembered"), source
