@@ -363,7 +363,7 @@ def signature(
             where,
         )
         hash(key)
-    except (_Unkeyable, TypeError):
+    except Exception:  # noqa: BLE001 - any object that cannot be keyed: no key
         return None, ()
     return key, tuple(refs)
 
@@ -395,7 +395,7 @@ def exact_signature(
             parts.append(adapter.input_key(a))
         key = tuple(parts)
         hash(key)
-    except (_Unkeyable, TypeError):
+    except Exception:  # noqa: BLE001 - any object that cannot be keyed: no key
         return None, ()
     return key, tuple(refs)
 

@@ -635,3 +635,42 @@ def test_a_remembered_cost_is_not_stretched_beyond_the_rows_it_saw(first):
     assert float(ratio) >= 0.3, (first, done.stdout)
     if first != "none":  # (what was learned from few rows is not used)
         assert not source.startswith("remembered"), source
+
+
+def test_an_object_that_cannot_be_keyed_whatever_it_raises_has_no_signature():
+    """A number whose conversion raised RuntimeError crashed the call."""
+
+    class Odd(float):
+        def __float__(self):
+            msg = "no plain value"
+            raise RuntimeError(msg)
+
+    odd = Odd(2.0)
+
+    def fn(rows):
+        return rows * 2.0 if odd is not None else rows
+
+    x = _data(100)
+    assert signature(fn, (x,), (), "here") == (None, ())
+    assert exact_signature(fn, (x,), (), "here") == (None, ())
+    np.testing.assert_array_equal(xpkit.map_batches(fn, x), x * 2.0)
+
+
+def test_an_object_that_raises_on_any_attribute_is_no_array():
+    """A proxy in a closure or whole= crashed map_batches: array-api-compat
+    read its ``dtype`` to tell whether it is a JAX array."""
+
+    class Proxy:
+        def __getattr__(self, name):
+            msg = f"proxy has no attribute {name!r}"
+            raise RuntimeError(msg)
+
+    proxy = Proxy()
+
+    def fn(rows):
+        return rows * 2.0 if proxy is not None else rows
+
+    x = _data(100)
+    np.testing.assert_array_equal(xpkit.map_batches(fn, x), x * 2.0)
+    got = xpkit.map_batches(lambda rows, p: rows * 2.0, x, whole=(proxy,))
+    np.testing.assert_array_equal(got, x * 2.0)

@@ -79,8 +79,16 @@ class JaxAdapter(Adapter):
         return namespace
 
     def owns(self, x: object) -> bool:
-        """``jax.Array`` instances (tracers included)."""
-        return bool(array_api_compat.is_jax_array(x))
+        """``jax.Array`` instances (tracers included).
+
+        array-api-compat reads ``x.dtype`` of any object (for JAX's
+        zero-gradient arrays): an object whose attributes raise (a proxy) is
+        no JAX array, whatever it raised.
+        """
+        try:
+            return bool(array_api_compat.is_jax_array(x))
+        except Exception:  # noqa: BLE001 - see above
+            return False
 
     def to_numpy(self, x: Array) -> HostArray:
         """``np.asarray``: zero-copy (read-only) on the CPU, a copy from GPUs."""
