@@ -14,11 +14,12 @@ caller's alive: numbers of every type by type and value (Python's, NumPy
 scalars by their dtype too, a 0-d array in host memory by library, dtype
 and value; ``np.int64(8)``, ``8`` and ``np.int32(8)`` are three keys, and
 NaN is one), strings by value, other arrays by library, shape and dtype,
-classes and modules by themselves, a builtin bound method (``tensor.mul``,
-``ndarray.sum``) by its name and its owner's key, and any other object by
-identity through a weak reference: its entries hold only while it lives.
-A key holds numbers, strings, dtypes, code objects, classes, modules and
-the C functions of modules and classes; an entry, weak references.
+modules by themselves, a builtin bound method (``tensor.mul``,
+``ndarray.sum``) by its name and its owner's key, and classes and any
+other object by identity through a weak reference: its entries hold only
+while it lives. A key holds numbers, strings, dtypes, code objects,
+modules and the C functions and types of modules and classes; an entry,
+weak references.
 
 A call that ran as one batch with room to spare is also remembered as such
 (`PlanMemory.learn_one_batch`), with the state it was planned under (the
@@ -455,7 +456,7 @@ def _value_key(v: Value, refs: list[Callable[[], object]], depth: int) -> Hashab
     if isinstance(v, np.generic):
         return _scalar_key(v)
     if isinstance(v, _BASES):  # a subclass: an IntEnum member, a str subclass
-        return _subclass_key(v)
+        return (_class_key(cls, refs), _subclass_key(v))
     adapter = adapter_for_array(v)
     if adapter is not None:
         shape = tuple(v.shape)
@@ -464,8 +465,10 @@ def _value_key(v: Value, refs: list[Callable[[], object]], depth: int) -> Hashab
         return _scalar_array_key(adapter, v)
     if isinstance(v, tuple):
         return ("tuple", tuple(_value_key(i, refs, depth + 1) for i in v))
-    if isinstance(v, (types.ModuleType, type)):
+    if isinstance(v, types.ModuleType):
         return ("named", v)
+    if isinstance(v, type):
+        return _class_key(v, refs)
     if callable(v):
         return _callable_key(v, refs, depth + 1)
     return _identity(v, refs)
@@ -497,10 +500,10 @@ def _scalar_key(v: np.generic) -> Hashable:
 
 
 def _subclass_key(v: complex | str | bytes) -> Hashable:
-    """An instance of a subclass of a Python number or text type, by its value.
+    """The plain value of an instance of a subclass of a number or text type.
 
-    The key holds the class and the plain value, not the instance (which
-    may carry attributes of its own).
+    The key holds it (with the class, `_class_key`), not the instance
+    (which may carry attributes of its own).
     """
     plain: complex | str | bytes
     try:  # (a subclass may convert itself by a method of its own)
@@ -516,7 +519,7 @@ def _subclass_key(v: complex | str | bytes) -> Hashable:
             plain = bytes(v)
     except (TypeError, ValueError, OverflowError):
         raise _Unkeyable from None
-    return (type(v), _number(plain))
+    return _number(plain)
 
 
 def _scalar_array_key(adapter: Adapter, v: Array) -> Hashable:
@@ -581,7 +584,9 @@ def _callable_key(fn: object, refs: list[Callable[[], object]], depth: int) -> H
         )
     if isinstance(fn, _BUILTIN_METHODS):
         return _builtin_method_key(fn, refs, depth)
-    if isinstance(fn, (type, *_DESCRIPTORS)):
+    if isinstance(fn, type):
+        return _class_key(fn, refs)
+    if isinstance(fn, _DESCRIPTORS):
         return ("named", fn)
     return _identity(fn, refs)
 
@@ -622,9 +627,28 @@ def _builtin_method_key(
 
 
 def _identity(v: object, refs: list[Callable[[], object]]) -> Hashable:
-    """``v`` by identity, while it lives (a weak reference checks that)."""
+    """``v`` by identity, while it lives (a weak reference checks that).
+
+    Its class by ``id`` too, never the class itself: a class made per call
+    (a factory's, a test's) would hold what its methods close over; while
+    ``v`` lives, so does its class.
+    """
     try:
         refs.append(weakref.ref(v))
     except TypeError:
         raise _Unkeyable from None
-    return ("object", type(v), id(v))
+    return ("object", id(type(v)), id(v))
+
+
+def _class_key(cls: type, refs: list[Callable[[], object]]) -> Hashable:
+    """A class by identity, while it lives (a weak reference checks that).
+
+    A key holding a class made per call kept it, and all its methods close
+    over, alive (240 MB of 30 folds' weights). A class that cannot be
+    weakly referenced is held (a C type).
+    """
+    try:
+        refs.append(weakref.ref(cls))
+    except TypeError:
+        return ("named", cls)
+    return ("class", id(cls))
