@@ -36,7 +36,9 @@ batch catches what a stale cost would let through).
 
 from __future__ import annotations
 
+import array
 import cmath
+import collections.abc
 import functools
 import math
 import threading
@@ -433,6 +435,17 @@ _BASES = (int, float, complex, str, bytes)
 #: What a NaN is keyed by: ``nan != nan``, and a tuple holding two NaN
 #: objects made apart compares unequal (the same object compares equal).
 _NAN = "nan"
+#: Containers whose contents may change while they live: no identity key
+#: (their cost would outlive a change), so no signature.
+_MUTABLE = (
+    list,
+    dict,
+    bytearray,
+    array.array,
+    collections.abc.MutableSequence,
+    collections.abc.MutableSet,
+    collections.abc.MutableMapping,
+)
 #: How deep a closure over closures is followed before giving up.
 _DEPTH = 4
 
@@ -465,6 +478,8 @@ def _value_key(v: Value, refs: list[Callable[[], object]], depth: int) -> Hashab
         return _scalar_array_key(adapter, v)
     if isinstance(v, tuple):
         return ("tuple", tuple(_value_key(i, refs, depth + 1) for i in v))
+    if isinstance(v, _MUTABLE):  # (a list subclass, a set, a deque: it may change)
+        raise _Unkeyable
     if isinstance(v, types.ModuleType):
         return ("named", v)
     if isinstance(v, type):

@@ -440,17 +440,18 @@ def test_a_bound_builtin_method_of_an_array_is_keyed_by_its_owner(method, rows):
     assert owner() is None
 
 
-class _Table(dict):
-    """An object (not an array) whose builtin methods a caller may pass."""
+class _Table(frozenset):
+    """An object (not an array, not mutable) whose builtin methods a caller may pass."""
 
 
 def test_a_bound_builtin_method_of_an_object_lives_as_long_as_its_object():
-    table = _Table(a=1)
+    table = _Table({1})
     owner = weakref.ref(table)
     memory = PlanMemory()
-    key, alive = signature(table.get, (_data(4),), (), "here")
+    key, alive = signature(table.issubset, (_data(4),), (), "here")
     assert key is not None
-    assert signature(_Table(a=1).get, (_data(4),), (), "here")[0] != key  # by identity
+    other = _Table({1}).issubset
+    assert signature(other, (_data(4),), (), "here")[0] != key  # by identity
     assert signature(math.sqrt, (_data(4),), (), "here")[0] is not None  # a module's
     assert signature(np.ndarray.sum, (_data(4),), (), "here")[0] is not None  # unbound
     memory.learn_cost(key, Learned(8.0, 0.0, "measured by test", alive=alive))
@@ -704,3 +705,26 @@ def test_a_class_made_per_call_is_not_kept_alive():
         del w, model, model_class
     gc.collect()
     assert [r() is None for r in refs[:10]] == [True] * 10
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: type("Sizes", (list,), {})([2]),
+        lambda: __import__("collections").deque([2]),
+        lambda: {2},
+        lambda: __import__("array").array("q", [2]),
+        lambda: type("Config", (dict,), {})(k=2),
+    ],
+    ids=["list subclass", "deque", "set", "array.array", "dict subclass"],
+)
+def test_a_mutable_container_in_a_closure_has_no_signature(make):
+    """Keyed by identity, a changed container kept its old cost (12x)."""
+    held = make()
+
+    def fn(rows):
+        return rows * float(len(held))
+
+    x = _data(10)
+    assert signature(fn, (x,), (), "here") == (None, ())
+    assert exact_signature(fn, (x,), (), "here") == (None, ())
