@@ -395,7 +395,8 @@ def exact_signature(
             adapter = adapter_for_array(a)
             if adapter is None:
                 return None, ()
-            parts.append(adapter.input_key(a))
+            key = adapter.input_key(a)
+            parts.append((key, adapter.cost_mode()) if adapter.has_cost_mode else key)
         key = tuple(parts)
         hash(key)
     except Exception:  # noqa: BLE001 - any object that cannot be keyed: no key
@@ -415,8 +416,9 @@ def _operands_key(
 
 
 def _row_key(a: Array) -> Hashable:
-    """An input by library, row shape, dtype and whether its rows are contiguous.
+    """An input by library, row shape, dtype, layout and the library's modes.
 
+    The modes are those that change a call's cost (`Adapter.cost_mode`).
     The dtype is the library's own object (hashable on every library, and
     never compared with another library's: the library's key comes first).
     Contiguous rows are traced; others are measured (`xpkit._cost`): a
@@ -425,7 +427,13 @@ def _row_key(a: Array) -> Hashable:
     adapter = adapter_for_array(a)
     if adapter is None:
         raise _Unkeyable
-    return (adapter.key, tuple(a.shape[1:]), a.dtype, adapter.rows_contiguous(a))
+    return (
+        adapter.key,
+        tuple(a.shape[1:]),
+        a.dtype,
+        adapter.rows_contiguous(a),
+        adapter.cost_mode() if adapter.has_cost_mode else None,
+    )
 
 
 #: The types whose values are their own keys (each equal only to itself).

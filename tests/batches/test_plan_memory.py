@@ -728,3 +728,22 @@ def test_a_mutable_container_in_a_closure_has_no_signature(make):
     x = _data(10)
     assert signature(fn, (x,), (), "here") == (None, ())
     assert exact_signature(fn, (x,), (), "here") == (None, ())
+
+
+def test_torch_grad_mode_is_part_of_the_signature():
+    """A cost learned under no_grad planned 3.5x the rows with grad on."""
+    torch = pytest.importorskip("torch")
+    x = torch.ones((10, 4))
+    w = torch.ones((4, 4), requires_grad=True)
+
+    def fn(rows):
+        return rows @ w
+
+    for sign in (signature, exact_signature):
+        with torch.no_grad():
+            off, _ = sign(fn, (x,), (), "here")
+        on, _ = sign(fn, (x,), (), "here")
+        with torch.inference_mode():
+            inference, _ = sign(fn, (x,), (), "here")
+        assert None not in (off, on, inference)
+        assert len({off, on, inference}) == 3

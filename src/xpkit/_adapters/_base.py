@@ -417,6 +417,19 @@ class Adapter:
         key: Hashable = array_api_compat.device(x)
         return key
 
+    #: Whether the library has modes that change what a call costs
+    #: (`cost_mode`; the plan memory asks only where it has).
+    has_cost_mode: ClassVar[bool] = False
+
+    def cost_mode(self) -> Hashable:
+        """The library's modes in force now that change what a call costs.
+
+        A part of every input's key in the plan memory: torch's grad and
+        inference modes (autograd keeps what a backward pass would need).
+        None where it has none.
+        """
+        return None
+
     def config_token(self) -> Hashable:
         """Library settings that change what a Backend supports (cache key)."""
         return None

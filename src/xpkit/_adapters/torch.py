@@ -91,6 +91,13 @@ class TorchAdapter(Adapter):
     #: the arguments find nothing wrong with, and so let through.
     argument_errors = (TypeError, ValueError, IndexError, RuntimeError)
 
+    has_cost_mode = True
+
+    def cost_mode(self) -> Hashable:
+        """Whether autograd records (grad mode) and whether inference mode is on."""
+        torch = _torch()
+        return (torch.is_grad_enabled(), torch.is_inference_mode_enabled())
+
     def namespace(self) -> ModuleType:
         """``array_api_compat.torch``."""
         import array_api_compat.torch as xp
