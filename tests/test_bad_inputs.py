@@ -334,6 +334,22 @@ ONCE: dict[str, Row] = {
         ValueError,
         "max_memory_gb must be at most",
     ),
+    "n_jobs budget negative, no arrays": Row(
+        lambda: xpkit.auto_n_jobs_for_arrays([], max_memory_gb=-1),
+        ValueError,
+        "max_memory_gb must be a finite positive",
+    ),
+    "n_jobs budget str, only None": Row(
+        lambda: xpkit.auto_n_jobs_for_arrays([None], max_memory_gb="lots"),
+        TypeError,
+        "max_memory_gb",
+    ),
+    "n_jobs one array for the items": Row(
+        lambda: xpkit.auto_n_jobs_for_arrays(np.zeros((1000, 10))),
+        TypeError,
+        r"arrays must be an iterable of the map's items, got one array of shape "
+        r"\(1000, 10\): give \[x\]",
+    ),
     "n_jobs min_jobs 0": Row(
         lambda: xpkit.auto_n_jobs_for_arrays([X], min_jobs=0),
         ValueError,

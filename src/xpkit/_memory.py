@@ -573,9 +573,10 @@ def auto_n_jobs_for_arrays(
         ``max_memory_gb`` is not a finite positive number, or ``min_jobs`` is
         not positive.
     TypeError
-        ``arrays`` is not iterable, or an item is neither None nor an array
-        of a supported library (a list, a string, any other object); the
-        message names it as ``arrays[i]`` and gives its type.
+        ``arrays`` is not iterable or is one array (whose rows would read as
+        the items), or an item is neither None nor an array of a supported
+        library (a list, a string, any other object); the message names it
+        as ``arrays[i]`` and gives its type.
 
     Examples
     --------
@@ -586,16 +587,22 @@ def auto_n_jobs_for_arrays(
     2
     """
     floor = check_count("min_jobs", min_jobs)
+    if max_memory_gb is not None:  # (checked with no arrays too)
+        max_memory_gb = check_gb("max_memory_gb", max_memory_gb)
     if isinstance(arrays, (str, bytes)) or not isinstance(arrays, Iterable):
         msg = f"arrays must be an iterable of arrays, got {type(arrays).__qualname__}"
+        raise TypeError(msg)
+    if adapter_for_array(arrays) is not None:  # (its rows would read as the items)
+        msg = (
+            f"arrays must be an iterable of the map's items, got one array of "
+            f"shape {tuple(cast('Array', arrays).shape)}: give [x] for one item"
+        )
         raise TypeError(msg)
     sizes = [
         array_nbytes(_check_item(i, a)) for i, a in enumerate(arrays) if a is not None
     ]
     if not sizes:
         return floor
-    if max_memory_gb is not None:
-        max_memory_gb = check_gb("max_memory_gb", max_memory_gb)
     return n_jobs_for_item_bytes(max(*sizes, 1), max_memory_gb, floor)
 
 
