@@ -145,7 +145,10 @@ class PlanMemory:
     Raises
     ------
     ValueError
-        ``maxsize`` is not a positive int.
+        ``maxsize`` is not a positive int (given or assigned; a smaller
+        bound drops the least recently used at once).
+    TypeError
+        ``enabled`` is assigned anything but a bool.
 
     Examples
     --------
@@ -164,16 +167,41 @@ class PlanMemory:
     """
 
     def __init__(self, maxsize: int = 256) -> None:
-        if isinstance(maxsize, bool) or not isinstance(maxsize, int) or maxsize < 1:
-            msg = f"maxsize must be a positive int, got {maxsize!r}"
-            raise ValueError(msg)
-        self.maxsize = maxsize
-        self.enabled = True
         self._entries: OrderedDict[Signature, Learned] = OrderedDict()
         # call -> (version, state, weak references): calls that ran as one batch.
         self._one_batch: OrderedDict[Hashable, _OneBatch] = OrderedDict()
         self._version = 0
         self._lock = threading.Lock()
+        self._enabled = True
+        self.maxsize = maxsize
+
+    @property
+    def maxsize(self) -> int:
+        """Signatures kept; the least recently used go first."""
+        return self._maxsize
+
+    @maxsize.setter
+    def maxsize(self, maxsize: int) -> None:
+        if isinstance(maxsize, bool) or not isinstance(maxsize, int) or maxsize < 1:
+            msg = f"maxsize must be a positive int, got {maxsize!r}"
+            raise ValueError(msg)
+        with self._lock:
+            self._maxsize = maxsize
+            for kept in (self._entries, self._one_batch):
+                while len(kept) > maxsize:
+                    kept.popitem(last=False)
+
+    @property
+    def enabled(self) -> bool:
+        """Whether calls recall and learn."""
+        return self._enabled
+
+    @enabled.setter
+    def enabled(self, enabled: bool) -> None:
+        if not isinstance(enabled, bool):
+            msg = f"enabled must be a bool, got {enabled!r}"
+            raise TypeError(msg)
+        self._enabled = enabled
 
     def __len__(self) -> int:
         with self._lock:

@@ -269,6 +269,17 @@ def test_the_memory_is_bounded_least_recently_used_first():
     assert [e.source for e in memory.entries()] == ["a", "c"]
     with pytest.raises(ValueError, match="maxsize must be a positive int, got 0"):
         PlanMemory(maxsize=0)
+    memory.maxsize = 1  # a smaller bound drops the least recent at once
+    assert [e.source for e in memory.entries()] == ["c"]
+    for bad in (-1, 0, 2.0, True):  # (a negative one crashed the next learn)
+        with pytest.raises(
+            ValueError, match=f"maxsize must be a positive int, got {bad}"
+        ):
+            memory.maxsize = bad
+    assert memory.maxsize == 1
+    with pytest.raises(TypeError, match="enabled must be a bool, got 'no'"):
+        memory.enabled = "no"
+    assert memory.enabled is True
 
 
 def test_an_oom_fit_survives_a_new_measurement():
