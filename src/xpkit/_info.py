@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import platform
 import sys
+import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
 from ._adapters._registry import ADAPTERS, get_adapter
@@ -27,10 +29,19 @@ if TYPE_CHECKING:
     from ._adapters._base import Adapter
     from ._typing import DaskClient, JSONObject
 
-__all__ = ["CONNECT_S", "collect_info", "print_info", "scheduler_problem"]
+__all__ = [
+    "ANSWER_S",
+    "CONNECT_S",
+    "collect_info",
+    "print_info",
+    "scheduler_problem",
+]
 
 #: Seconds ``xpkit info`` waits for a scheduler to answer.
 CONNECT_S = 3.0
+#: Seconds `xpkit info` waits for a scheduler's whole answer (handshake and
+#: the cluster's description).
+ANSWER_S = 15.0
 
 
 def collect_info(
@@ -110,10 +121,46 @@ def _cluster(address: str | None) -> JSONObject | None:
         why = scheduler_problem(address)
         if why is not None:
             return {"scheduler": address, "error": why}
-        with client_class(address, timeout=CONNECT_S, set_as_default=False) as client:
-            return cluster_info(client)
+
+        def ask() -> JSONObject:
+            with client_class(
+                address, timeout=CONNECT_S, set_as_default=False
+            ) as client:
+                return cluster_info(client)
+
+        return _within(ask, ANSWER_S, address)
     except Exception as exc:  # noqa: BLE001 - report, don't crash
         return {"scheduler": address, "error": f"{type(exc).__name__}: {exc}"}
+
+
+def _within(ask: Callable[[], JSONObject], seconds: float, address: str) -> JSONObject:
+    """``ask()``, or an error where it has not answered within ``seconds``.
+
+    A port that accepts the connection and never speaks (a hung scheduler,
+    another service) held ``Client`` in its handshake, which its own
+    timeout does not bound: ``xpkit info`` waited forever. The question runs
+    in a daemon thread, left behind where it does not answer.
+    """
+    answers: list[JSONObject] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            answers.append(ask())
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, name="xpkit-info-scheduler", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if answers:
+        return answers[0]
+    if errors:
+        raise errors[0]
+    return {
+        "scheduler": address,
+        "error": f"TimeoutError: no answer from the scheduler within {seconds:g} s",
+    }
 
 
 def _backend_info(entry: InventoryEntry) -> JSONObject:

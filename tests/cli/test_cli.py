@@ -6,6 +6,7 @@ import io
 import json
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -144,6 +145,32 @@ def test_info_tells_a_bad_scheduler_address_without_making_a_client(
     assert err.startswith(
         f"xpkit info: the scheduler {address} is not reachable: {why}"
     )
+
+
+def test_info_gives_up_on_a_scheduler_that_never_answers(monkeypatch, capsys):
+    """A port that accepts and never speaks held ``xpkit info`` forever
+    (distributed's handshake is not bounded by the Client's timeout)."""
+    pytest.importorskip("distributed")
+    import socket
+
+    from xpkit import _info
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    held: list[object] = []
+    accepting = threading.Thread(
+        target=lambda: held.extend(server.accept() for _ in range(8)), daemon=True
+    )
+    accepting.start()
+    monkeypatch.setattr(_info, "ANSWER_S", 2.0)
+    address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
+    try:
+        assert main(["info", "--scheduler", address], out=io.StringIO()) == 1
+    finally:
+        server.close()
+    err = capsys.readouterr().err
+    assert "no answer from the scheduler within 2 s" in err, err
 
 
 def test_info_without_distributed_says_what_to_install(monkeypatch, capsys):
