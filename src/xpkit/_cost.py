@@ -164,7 +164,8 @@ def _traced(
     Inputs whose rows are not contiguous (a Fortran-order array, a strided
     view) are not traced: the trace's inputs are contiguous, and a reshape
     of such rows copies them where a trace would count a view (12 times
-    the budget was seen); the probe measures the real batches.
+    the budget was seen); the probe measures the real batches. The same
+    for a whole operand that is not contiguous (7.5 times).
     """
     scattered = [i for i, a in enumerate(request.arrays) if not _rows_contiguous(a)]
     if scattered:
@@ -173,6 +174,14 @@ def _traced(
             "where fn would copy its rows"
         )
         return None
+    job = request.job
+    for name, operand in (*enumerate(job.args), *job.kwargs.items()):
+        if not _rows_contiguous(operand):  # (its shape-only stand-in is)
+            reasons.append(
+                f"whole operand {name} is not contiguous: a trace cannot tell "
+                "where fn would copy it"
+            )
+            return None
     for tracer in _tracers(request):
         try:
             return _trace_cost(tracer, request, budget_bytes)

@@ -175,6 +175,9 @@ class PlanMemory:
         self._enabled = True
         self.maxsize = maxsize
 
+    # (Read as _maxsize and _enabled where a call reads them: a property's
+    # getter is a Python call on every map_batches.)
+
     @property
     def maxsize(self) -> int:
         """Signatures kept; the least recently used go first."""
@@ -235,19 +238,19 @@ class PlanMemory:
         Nothing is kept when something was learned since ``version`` (the
         plan may be out of date already).
         """
-        if not self.enabled:
+        if not self._enabled:
             return
         with self._lock:
             if version != self._version:
                 return
             self._one_batch.pop(call, None)
             self._one_batch[call] = (version, state, alive)
-            while len(self._one_batch) > self.maxsize:
+            while len(self._one_batch) > self._maxsize:
                 self._one_batch.popitem(last=False)
 
     def one_batch(self, call: Hashable, state: Hashable) -> bool:
         """Whether ``call`` runs as one batch again: same ``state``, nothing learned since."""
-        if not self.enabled:
+        if not self._enabled:
             return False
         entry = self._one_batch.get(call)  # (a dict read needs no lock)
         if entry is None or entry[0] != self._version or entry[1] != state:
@@ -267,7 +270,7 @@ class PlanMemory:
 
     def recall(self, key: Signature | None) -> Learned | None:
         """What ``key`` taught (now the most recently used); None if unknown."""
-        if key is None or not self.enabled:
+        if key is None or not self._enabled:
             return None
         with self._lock:
             entry = self._entries.get(key)
@@ -298,7 +301,7 @@ class PlanMemory:
         learned: Learned,
     ) -> None:
         """Remember a measured cost for ``key`` (what an OOM taught stays)."""
-        if key is None or not self.enabled:
+        if key is None or not self._enabled:
             return
         when = learned.learned_at or time.time()
         clock = time.strftime("%H:%M:%S", time.localtime(when))
@@ -312,12 +315,12 @@ class PlanMemory:
                 learned = learned._replace(fits=old.fits)
             self._entries[key] = learned
             self._version += 1
-            while len(self._entries) > self.maxsize:
+            while len(self._entries) > self._maxsize:
                 self._entries.popitem(last=False)
 
     def learn_rows_seen(self, key: Signature | None, rows: int) -> None:
         """A plan made from ``key``'s new cost runs batches of ``rows``."""
-        if key is None or not self.enabled:
+        if key is None or not self._enabled:
             return
         with self._lock:
             entry = self._living_entry(key)
@@ -335,7 +338,7 @@ class PlanMemory:
         A signature not seen yet gets an entry with no cost (``alive``: the
         weak references its key names objects by).
         """
-        if key is None or not self.enabled:
+        if key is None or not self._enabled:
             return
         with self._lock:
             entry = self._living_entry(key)
@@ -345,7 +348,7 @@ class PlanMemory:
             self._entries[key] = entry._replace(fits=fits)
             self._version += 1
             self._entries.move_to_end(key)
-            while len(self._entries) > self.maxsize:
+            while len(self._entries) > self._maxsize:
                 self._entries.popitem(last=False)
 
     def relax_fit(self, key: Signature | None, rows: int, planned: int) -> None:
@@ -355,7 +358,7 @@ class PlanMemory:
     def _update(
         self, key: Signature | None, change: Callable[[Learned], Learned]
     ) -> None:
-        if key is None or not self.enabled:
+        if key is None or not self._enabled:
             return
         with self._lock:
             entry = self._living_entry(key)
@@ -509,8 +512,8 @@ def _value_key(v: Value, refs: list[Callable[[], object]], depth: int) -> Hashab
     adapter = adapter_for_array(v)
     if adapter is not None:
         shape = tuple(v.shape)
-        if shape:
-            return ("array", adapter.key, shape, v.dtype)
+        if shape:  # (its layout: one that is not contiguous is measured)
+            return ("array", adapter.key, shape, v.dtype, adapter.rows_contiguous(v))
         return _scalar_array_key(adapter, v)
     if isinstance(v, tuple):
         return ("tuple", tuple(_value_key(i, refs, depth + 1) for i in v))
