@@ -320,6 +320,36 @@ def test_a_padded_last_batch_cut_after_an_oom_is_not_padded_back():
     assert_no_failed_size_again(sizes, 30)
 
 
+def test_a_task_whose_half_is_under_min_batch_tries_min_batch_rows_first():
+    """As the local split does: min_batch rows, then the rest (the driver
+    raised "even at min_batch=40" having never tried 40 rows)."""
+    sizes: list[int] = []
+
+    def fn(x):
+        sizes.append(int(x.shape[0]))
+        if x.shape[0] > 45:
+            raise MemoryError(x.shape[0])
+        return x * 2.0
+
+    x = np.arange(500.0)[:, None]
+    outputs = Outputs(len(x), fn, sources=(x,))
+    steps = each_task_on_pool(
+        _HerePool(1),
+        Job(fn),
+        (x,),
+        outputs,
+        first=0,
+        batch=100,
+        min_batch=40,
+        bytes_per_row=8.0,
+        budget_bytes=1e9,
+        bar=None,
+    )
+    _to_the_end(steps)
+    np.testing.assert_array_equal(outputs.value(), x * 2.0)
+    assert max(sizes[sizes.index(50) + 1 :]) <= 45  # none above what fitted again
+
+
 class _LosingPool(HerePool, Pool):
     """A pool whose tasks lose their inputs with a worker, as ``lose`` says.
 

@@ -100,8 +100,8 @@ def each_task_on_pool(
                 ):
                     break  # (the tasks in flight end first; then it runs alone)
                 start, stop = queue.popleft()
-                half = _half(stop - start, chunk if whole_chunks else 1)
-                if stop - start > limit and half and half >= min_batch:
+                half = _cut(stop - start, chunk, whole_chunks, min_batch)
+                if stop - start > limit and half:
                     mid = start + half  # a batch this size failed
                     queue.extendleft([(mid, stop), (start, mid)])
                     continue
@@ -142,8 +142,8 @@ def each_task_on_pool(
                     if died
                     else f"out of memory ({type(error).__name__}: {str(error)[:200]})"
                 )
-                half = _half(rows, chunk if whole_chunks else 1)
-                whole_task = not half or half < min_batch  # (it cannot be split)
+                half = _cut(rows, chunk, whole_chunks, min_batch)
+                whole_task = not half  # (it cannot be split)
                 if died and (start, stop) not in retried and (lost or whole_task):
                     # A worker's death takes every task in flight with it (their
                     # inputs, on Dask; the pool, on joblib): these rows may not
@@ -199,7 +199,7 @@ def each_task_on_pool(
                         raise RuntimeError(msg) from (None if lost else error)
                     raise MemoryError(msg) from (None if lost else error)
                 mid = start + half
-                limit = min(limit, rows - half)
+                limit = min(limit, max(half, rows - half))
                 logger().info(
                     "map_batches: rows %d:%d on %s: %s; resubmitting them as "
                     "%d + %d rows",
@@ -239,6 +239,22 @@ _MAX_DEATHS = 64
 def _half(rows: int, chunk: int) -> int:
     """Rows of the first half of a task of ``rows``, on a multiple of ``chunk`` (0: none)."""
     return rows // 2 // chunk * chunk
+
+
+def _cut(rows: int, chunk: int, whole_chunks: bool, min_batch: int) -> int:
+    """Rows of the first part of a task of ``rows`` cut after an OOM (0: it cannot be).
+
+    Its half (on whole chunks where the workers write chunks); where that is
+    under ``min_batch``, ``min_batch`` rows and then the rest, as the local
+    split does (`xpkit._oom.split_on_oom`); never a part under ``min_batch``
+    first.
+    """
+    half = _half(rows, chunk if whole_chunks else 1)
+    if half >= min_batch:
+        return half
+    if not whole_chunks and rows > min_batch:
+        return min_batch
+    return 0
 
 
 def _check_tiled(done: dict[int, int], first: int, n: int) -> None:
