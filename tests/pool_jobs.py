@@ -74,6 +74,21 @@ def fails_with(exc: BaseException):
     return fn
 
 
+def raises_on_a_worker(exc: BaseException):
+    """``work`` here (the probe), ``exc`` raised on a dask worker."""
+
+    def fn(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        import distributed
+
+        try:
+            distributed.get_worker()
+        except ValueError:  # not on a worker
+            return work(x, y)
+        raise exc
+
+    return fn
+
+
 def exit_first_batch(marker: Path, above: int):
     """``work``, but the first attempt at the batch holding row 0 (above
     ``above`` rows) kills its own process, as the kernel's OOM killer would."""

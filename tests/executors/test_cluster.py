@@ -170,6 +170,20 @@ def test_other_errors_propagate_unchanged(client, data):
         )
 
 
+@pytest.mark.parametrize("exc", [SystemExit(3), KeyboardInterrupt()])
+def test_fns_exit_or_interrupt_reaches_the_caller_and_kills_no_worker(
+    client, data, exc
+):
+    """Raised on a worker, either killed it; xpkit split and resubmitted the
+    rows as deaths for memory until the cluster had no worker left."""
+    x, y = data
+    workers = set(client.scheduler_info()["workers"])
+    with pytest.raises(type(exc)) as raised:
+        xpkit.map_batches(jobs.raises_on_a_worker(exc), x, y, executor=client)
+    assert raised.value.args == exc.args
+    assert set(client.scheduler_info()["workers"]) == workers  # none restarted
+
+
 def test_xpkit_info_shows_the_cluster(client):
     address = client.scheduler.address
     run = run_xpkit("info", "--json", "--scheduler", address, check=True)

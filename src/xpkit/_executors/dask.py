@@ -15,7 +15,7 @@ from .._rows import run_rows
 from ._base import InputsLost, Pool, travels_back
 
 if TYPE_CHECKING:
-    from .._rows import Job
+    from .._rows import Job, Rows
     from .._typing import Array, DaskClient, JSONObject, TaskFuture
     from ._base import Finished
 
@@ -37,6 +37,41 @@ _ASKS = 5
 POLL_S = 0.1
 #: Scatters of the inputs tried while workers die under them, before giving up.
 _SHIP_TRIES = 5
+
+
+class _Escaped(Exception):
+    """A ``SystemExit`` or ``KeyboardInterrupt`` that ``fn`` raised on a worker.
+
+    Raised there as it is, either ends the worker's thread and kills the
+    worker: xpkit read that as a death for memory and split the rows again
+    and again (the user's cluster lost its workers). It travels back as
+    this exception, and `DaskPool.wait` raises the original in its stead.
+    """
+
+    def __init__(self, kind: str, args: tuple[object, ...]) -> None:
+        super().__init__(kind, args)
+        self.kind, self.exc_args = kind, args
+
+    def original(self) -> BaseException:
+        """The exception ``fn`` raised, made again here."""
+        if self.kind == "SystemExit":
+            return SystemExit(*self.exc_args)
+        return KeyboardInterrupt(*self.exc_args)
+
+
+def _run_on_worker(
+    job: Job,
+    start: int,
+    stop: int,
+    *arrays: Array,
+    pad: bool,
+    travels: Callable[[BaseException], bool],
+) -> Rows:
+    """`run_rows` on a worker, ``fn``'s exit or interrupt sent back as `_Escaped`."""
+    try:
+        return run_rows(job, start, stop, *arrays, pad=pad, travels=travels)
+    except (SystemExit, KeyboardInterrupt) as exc:
+        raise _Escaped(type(exc).__name__, exc.args) from None
 
 
 def unreachable_scheduler(address: str, timeout: float) -> str | None:
@@ -184,7 +219,7 @@ class DaskPool(Pool):
             self._await_a_worker((start, stop))
             self._ship((start, stop))
         return self._client.submit(
-            run_rows,
+            _run_on_worker,
             self._shipped[0],
             start,
             stop,
@@ -238,7 +273,10 @@ class DaskPool(Pool):
                 except CancelledError:  # its inputs went with a worker meanwhile
                     out.append((future, None, InputsLost("cancelled")))
             elif status == "error":
-                out.append((future, None, future.exception()))
+                error = future.exception()
+                if isinstance(error, _Escaped):  # fn's own exit or interrupt
+                    error = error.original()
+                out.append((future, None, error))
             elif status == "cancelled":  # e.g. its inputs went with a worker
                 out.append((future, None, InputsLost("cancelled")))
         if not out:  # woken by a result that was lost: it will be recomputed
