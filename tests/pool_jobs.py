@@ -239,11 +239,6 @@ def kill_above(rows: int):
     return fn
 
 
-def interrupt(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Raises KeyboardInterrupt (which takes a dask worker process down)."""
-    raise KeyboardInterrupt
-
-
 def sigkill(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """SIGKILLs its worker process at every size."""
     os.kill(os.getpid(), 9)

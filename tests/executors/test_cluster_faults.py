@@ -82,11 +82,9 @@ def test_a_worker_the_nanny_kills_for_memory_is_split(client, data, tmp_path):
     _keeps_a_worker(client)
 
 
-@pytest.mark.parametrize(
-    ("fn", "rows"), [(jobs.interrupt, 8), (jobs.sigkill, 2), (jobs.exits, 2)]
-)
+@pytest.mark.parametrize(("fn", "rows"), [(jobs.sigkill, 2), (jobs.exits, 2)])
 def test_a_worker_taken_down_at_every_size_is_a_clear_error(data, fn, rows):
-    """KeyboardInterrupt, SIGKILL, os._exit in fn: after the split down to one
+    """SIGKILL, os._exit in fn: after the split down to one
     row and its retry, the documented RuntimeError naming the rows (dask's
     FutureCancelledError "reason: unknown" escaped once). On a cluster of its
     own: each death takes a worker down, and how soon the nanny brings them
