@@ -165,6 +165,43 @@ def test_joblib_refuses_a_function_it_cannot_send():
         )
 
 
+class _RebuiltNowhere:
+    """Pickles, but cannot be unpickled (on a worker, it would die starting)."""
+
+    def __reduce__(self):
+        return (_cannot_rebuild, ())
+
+
+def _cannot_rebuild():
+    msg = "cannot rebuild on the worker"
+    raise RuntimeError(msg)
+
+
+@pytest.mark.parametrize(
+    ("operand", "why"),
+    [
+        (__import__("threading").Lock(), r"TypeError: cannot pickle '_thread.lock'"),
+        (_RebuiltNowhere(), "RuntimeError: cannot rebuild on the worker"),
+    ],
+    ids=["unpicklable", "not rebuilt"],
+)
+def test_joblib_refuses_a_whole_operand_it_cannot_send(operand, why):
+    """It failed unnamed (TypeError from pickle), or the workers died at
+    start-up, read as deaths for memory (RuntimeError after 6 s)."""
+    with pytest.raises(
+        TypeError,
+        match=rf"whole operand 1 \({type(operand).__qualname__}\) cannot be sent "
+        rf"to joblib's \d+ worker processes \({why}",
+    ):
+        xpkit.map_batches(
+            lambda r, w, extra: r * 2.0,
+            np.zeros((4, 1)),
+            whole=(np.ones(2), operand),
+            executor="joblib",
+            bytes_per_item=8.0,
+        )
+
+
 class _SizedPool:
     """Stands in for a pool's two sizing answers (threads, per-task memory)."""
 

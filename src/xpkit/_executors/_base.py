@@ -13,6 +13,7 @@ import io
 import pickle
 from typing import TYPE_CHECKING
 
+from .._adapters._registry import adapter_for_array
 from .._typing import Array, TaskFuture, UserFunction
 
 if TYPE_CHECKING:
@@ -55,8 +56,19 @@ class Pool:
         raise NotImplementedError
 
     def check(self, job: Job) -> None:
-        """Refuse, before anything runs, a job the workers cannot receive."""
+        """Refuse, before anything runs, a job the workers cannot receive.
+
+        ``fn``, and each whole operand that is not an array (an array always
+        travels): pickled and unpickled, as a worker would receive it. One
+        that unpickles nowhere killed the workers as they started, read as
+        deaths for memory.
+        """
         check_sendable(job.fn, self.where)
+        named: list[tuple[int | str, object]] = [*enumerate(job.args)]
+        named += job.kwargs.items()
+        for name, operand in named:
+            if adapter_for_array(operand) is None:
+                _check_operand_sendable(operand, name, self.where)
 
     def start(self, job: Job, arrays: tuple[Array, ...]) -> None:
         """Ship the job (``fn`` and its whole operands) and the inputs (once)."""
@@ -111,6 +123,20 @@ def check_sendable(fn: UserFunction, where: str) -> None:
             f"fn={fn!r} cannot be sent to {where} ({type(exc).__name__}: {exc}); "
             "define it at module level, or install cloudpickle for lambdas "
             "and closures"
+        )
+        raise TypeError(msg) from None
+
+
+def _check_operand_sendable(operand: object, name: int | str, where: str) -> None:
+    """TypeError unless the whole operand ``name`` survives the trip to a worker."""
+    buffer = io.BytesIO()
+    try:
+        _pickler()(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(operand)
+        pickle.loads(buffer.getvalue())
+    except Exception as exc:  # noqa: BLE001 - any failure: it cannot travel
+        msg = (
+            f"whole operand {name} ({type(operand).__qualname__}) cannot be sent "
+            f"to {where} ({type(exc).__name__}: {exc})"
         )
         raise TypeError(msg) from None
 
