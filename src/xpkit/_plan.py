@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
+from ._adapters._registry import adapter_for_array
 from ._into import aligned_batch, chunk_rows, held_while_writing
 from ._log import logger
 from ._memory import (
@@ -414,11 +415,13 @@ def _outputs_fit(request: BatchRequest, output_bytes: int | None) -> bool | None
 def _pool_budgets(pool: Pool, request: BatchRequest) -> tuple[float, float]:
     """``(hard, soft)``: the per-task memory budget on ``pool``, and the cache ceiling.
 
-    Both in GB, the ceiling within the budget; measured once for the call.
+    Both in GB, the ceiling within the budget; measured once for the call,
+    less what every worker holds: the inputs and the whole operands.
     """
     if request.budget_gb is not None:
         return request.budget_gb, request.budget_gb
-    measured = pool.task_budget_gb(sum(array_nbytes(a) for a in request.arrays))
+    shipped = [a for a in request.sources if adapter_for_array(a) is not None]
+    measured = pool.task_budget_gb(sum(array_nbytes(a) for a in shipped))
     configured = configured_budget_gb()
     if configured is not None:  # a budget set here only lowers the workers'
         return min(configured, measured), min(configured, measured)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
-from ._adapters._registry import get_adapter
+from ._adapters._registry import adapter_for_array, get_adapter
 from ._args import check_count, check_gb, check_positive
 from ._backend import Backend, coerce_backend
 from ._executors import Pool, pool_for
@@ -127,6 +127,12 @@ class BatchRequest(NamedTuple):
         return (*self.arrays, *job.args, *job.kwargs.values())
 
 
+def _shipped_arrays(arrays: tuple[Array, ...], job: Job) -> tuple[Array, ...]:
+    """The arrays each worker of a pool receives: the inputs and the whole operands."""
+    operands = (*job.args, *job.kwargs.values())
+    return (*arrays, *[a for a in operands if adapter_for_array(a) is not None])
+
+
 def batch_request(call: BatchCall, caller: str = "map_batches") -> BatchRequest:
     """Check the arguments of ``call`` (TypeError/ValueError naming the bad one).
 
@@ -188,8 +194,10 @@ def batch_request(call: BatchCall, caller: str = "map_batches") -> BatchRequest:
     moved = None if backend is None else coerce_backend(backend, "backend")
     owner = Backend.from_arrays(*arrays) if moved is None else moved
     adapter = get_adapter(owner.library)
-    pool = None if executor is None else pool_for(executor, arrays)
     job = Job(fn, whole, moved)
+    pool = None
+    if executor is not None:  # (every worker holds the inputs and the operands)
+        pool = pool_for(executor, _shipped_arrays(arrays, job))
     if pool is not None:
         pool.check(job)
     key: Signature | None = None

@@ -275,6 +275,34 @@ def test_joblib_worker_count_follows_memory(two_cpus, caplog):
     assert any("joblib's 2 worker processes" in r.getMessage() for r in caplog.records)
 
 
+def test_whole_operands_count_in_the_workers_and_their_budgets(
+    two_cpus, caplog, monkeypatch
+):
+    """Each worker holds the whole operands too: an 8 MB operand beside 80
+    bytes of rows capped nothing (2 workers under a budget for one), and
+    each task's budget left them out."""
+    from xpkit._executors.joblib import JoblibPool
+
+    caplog.set_level(logging.INFO, logger="xpkit")
+    asked: list[int] = []
+    real = JoblibPool.task_budget_gb
+    monkeypatch.setattr(
+        JoblibPool,
+        "task_budget_gb",
+        lambda self, input_bytes: asked.append(input_bytes) or real(self, input_bytes),
+    )
+    w = np.zeros((1_000_000, 1))  # 8 MB
+    rows = np.zeros((10, 1))
+    with (
+        xpkit.memory_budget(1.5 * w.nbytes / 2**30),
+        pytest.warns(xpkit.MemoryCapWarning, match="worker count at 1"),
+    ):
+        got = xpkit.map_batches(lambda r, w: r * 2, rows, whole=(w,), executor="joblib")
+    assert got.shape == rows.shape
+    assert any("joblib's 1 worker processes" in r.getMessage() for r in caplog.records)
+    assert asked == [rows.nbytes + w.nbytes]
+
+
 class _HerePool(HerePool, Pool):
     """A pool that runs each task as it is submitted, here.
 
