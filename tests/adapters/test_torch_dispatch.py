@@ -131,3 +131,50 @@ def test_threads_measure_at_once_without_waiting():
     for t in threads:
         t.join(30)
     assert sorted(peaks) == [(k, 2 * k * MIB) for k in (1, 2, 3, 4)]
+
+
+_NO_DYNAMO = """
+import json, os, sys, warnings
+import torch
+import xpkit
+
+env, filters = dict(os.environ), list(warnings.filters)
+x = torch.arange(2000.0).reshape(1000, 2)
+got = xpkit.map_batches(lambda r: r * 2.0 if float(r[0, 0]) > -1 else r, x)
+plan = xpkit.plan_batches(lambda r: r * 3.0 if float(r[0, 0]) > -1 else r, x)
+print(json.dumps({
+    "dynamo": "torch._dynamo" in sys.modules,
+    "env": sorted(set(os.environ.items()) ^ set(env.items())),
+    "filters": len(warnings.filters) - len(filters),
+    "source": plan.source,
+    "same": bool((got == (x * 2.0).numpy()).all()),
+}))
+"""
+
+
+def test_the_meter_imports_no_compiler_and_changes_no_process_state():
+    """Its mode's first operation imported torch._dynamo (1 s), which set
+    TORCHINDUCTOR_CACHE_DIR in os.environ and added a warnings filter."""
+    import json
+
+    from helpers import run_python
+
+    done = run_python(_NO_DYNAMO, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["source"].startswith("measured by torch dispatch"), got
+    assert got["same"], got
+    assert got == {**got, "dynamo": False, "env": [], "filters": 0}
+
+
+def test_with_the_compiler_imported_the_meter_still_counts():
+    import torch._dynamo  # noqa: F401 - the process has it, as a torch.compile user does
+
+    from xpkit._adapters._torch_dispatch import DispatchPeak
+
+    def make() -> torch.Tensor:
+        return torch.ones(1000) * 2.0
+
+    result, peak = DispatchPeak("cpu", None, 1).measure(make)
+    assert result.shape == (1000,)
+    assert peak >= 4000

@@ -18,6 +18,7 @@ that code's operations return is counted.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
@@ -30,8 +31,9 @@ __all__ = ["DispatchPeak"]
 
 T = TypeVar("T")
 
-#: The ``TorchDispatchMode`` subclass, made on first use (torch imported).
-_MODE: list[type] = []
+#: The ``TorchDispatchMode`` subclasses, made on first use (torch imported):
+#: by whether ``torch._dynamo`` was imported then (`_mode_type`).
+_MODE: dict[bool, type] = {}
 
 
 class _Live:
@@ -75,8 +77,18 @@ class _Live:
 
 
 def _mode_type() -> type:
-    """A ``TorchDispatchMode`` that feeds each operation's outputs to a `_Live`."""
-    if not _MODE:
+    """A ``TorchDispatchMode`` that feeds each operation's outputs to a `_Live`.
+
+    torch wraps a mode's ``__torch_dispatch__`` in ``torch._dynamo.disable``,
+    which imports ``torch._dynamo`` at its first call, and that import sets
+    ``TORCHINDUCTOR_CACHE_DIR`` in ``os.environ`` and adds a warnings
+    filter: a probe changed the caller's process state. Where the process
+    has not imported dynamo, the mode asks torch not to wrap it (its
+    documented ``_should_skip_dynamo`` switch); where it has, torch's
+    default stands (nothing more is imported).
+    """
+    dynamo = "torch._dynamo" in sys.modules
+    if dynamo not in _MODE:
         import torch
         from torch.multiprocessing.reductions import StorageWeakRef
         from torch.utils._python_dispatch import TorchDispatchMode
@@ -106,14 +118,20 @@ def _mode_type() -> type:
             live.add(storages_of(out), inputs, StorageWeakRef)
             return out
 
+        def skip_dynamo(cls: type) -> bool:  # noqa: ARG001 - torch's signature
+            return dynamo
+
         # (made with type(): the class exists only once torch is imported)
-        mode = type(
+        _MODE[dynamo] = type(
             "CountingMode",
             (TorchDispatchMode,),
-            {"__init__": init, "__torch_dispatch__": dispatch},
+            {
+                "__init__": init,
+                "__torch_dispatch__": dispatch,
+                "_should_skip_dynamo": classmethod(skip_dynamo),
+            },
         )
-        _MODE.append(mode)
-    return _MODE[0]
+    return _MODE[dynamo]
 
 
 class DispatchPeak(PeakMeter):
