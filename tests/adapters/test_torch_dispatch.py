@@ -168,7 +168,7 @@ def test_the_meter_imports_no_compiler_and_changes_no_process_state():
 
 
 def test_with_the_compiler_imported_the_meter_still_counts():
-    import torch._dynamo  # noqa: F401 - the process has it, as a torch.compile user does
+    import torch._dynamo  # the process has it, as a torch.compile user does
 
     from xpkit._adapters._torch_dispatch import DispatchPeak
 
