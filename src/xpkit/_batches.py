@@ -359,8 +359,27 @@ def _costed_plan(request: BatchRequest, outputs: Outputs) -> tuple[Cost, BatchPl
     learned = plan_memory.recall(request.key)
     cost = cost_of(request, outputs, learned, budget * BYTES_PER_GB, plan_memory)
     plan = make_plan(request, cost, learned, budget, measured)
-    if not cost.remembered and cost.rows_seen:  # (the plan checked its batch)
-        plan_memory.learn_rows_seen(request.key, plan.batch_size)
+    if cost.remembered and 0 < cost.rows_seen < plan.planned_batch_size:
+        # Not stretched beyond the rows it was fitted at: a curve fitted on
+        # few rows (a first call on 40 rows, or in a small budget) is a guess
+        # beyond them; a pairwise fn whose small batches fit a straight line
+        # planned 56 times its budget from one.
+        logger().info(
+            "map_batches: the remembered cost was fitted for %d rows a batch; "
+            "this plan would run %d: costing fn afresh",
+            cost.rows_seen,
+            plan.planned_batch_size,
+        )
+        cost = cost_of(request, outputs, None, budget * BYTES_PER_GB, plan_memory)
+        plan = make_plan(request, cost, learned, budget, measured)
+    if not cost.remembered and cost.rows_seen:
+        # What a plan from it plans for these rows: the batch, or all the rows
+        # where the batch takes all that the probe left.
+        left = request.n - cost.probe_rows
+        planned = plan.planned_batch_size
+        plan_memory.learn_rows_seen(
+            request.key, request.n if planned >= left else planned
+        )
     return cost, plan
 
 

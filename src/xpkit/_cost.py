@@ -106,7 +106,7 @@ def cost_of(
     if request.bytes_per_item is not None:
         return Cost(request.bytes_per_item, 0.0, "given")
     if learned is not None and learned.source:  # (a fit alone has no cost)
-        recalled = Cost(
+        return Cost(
             learned.bytes_per_item,
             learned.fixed_bytes,
             learned.recalled_as,
@@ -114,21 +114,6 @@ def cost_of(
             remembered=True,
             output_row_bytes=learned.output_row_bytes,
             rows_seen=learned.rows_seen,
-        )
-        # Not stretched beyond the rows it was fitted at (0: not known): a
-        # curve fitted on few rows (a first call on 40 rows, or in a small
-        # budget) is an extrapolation beyond them; a pairwise fn whose small
-        # batches fit a straight line planned 56 times its budget from one.
-        seen = learned.rows_seen
-        if not seen or (
-            seen >= request.n
-            or recalled.rows_within(budget_bytes, request.overhead) <= seen
-        ):
-            return recalled
-        logger().info(
-            "map_batches: the remembered cost was fitted at %d rows at most; "
-            "this call would plan more from it: costing fn afresh",
-            learned.rows_seen,
         )
     if request.n == 0:
         return _input_rows(request, "no rows to probe")

@@ -481,7 +481,7 @@ def _plain_part(part: Value, name: str) -> Value:
         raise TypeError(msg)
     if isinstance(part, (bool, np.bool_, float, np.floating)):
         msg = (
-            f"{name}={part!r} is not an index: give an integer, a slice, None, "
+            f"{name}={part!r} is not an index: give an integer, a slice, "
             "..., an integer array or a boolean mask array"
         )
         raise TypeError(msg)
@@ -538,8 +538,8 @@ def _completed(x: Array, idx: Value) -> Value:
     every library. An index whose width is not known here is left alone.
     """
     parts = idx if type(idx) is tuple else (idx,)
-    if any(p is Ellipsis for p in parts):
-        return idx
+    if any(p is Ellipsis or _is_mask(p) for p in parts):
+        return idx  # (the standard takes a boolean mask only as the whole index)
     widths = [_width(p) for p in parts]
     if None in widths or sum(w for w in widths if w is not None) >= len(x.shape):
         return idx

@@ -13,8 +13,8 @@ What a function holds is keyed so that the memory keeps nothing of the
 caller's alive: numbers of every type by type and value (Python's, NumPy
 scalars by their dtype too, a 0-d array in host memory by library, dtype
 and value; ``np.int64(8)``, ``8`` and ``np.int32(8)`` are three keys, and
-NaN is one), strings by value, other arrays by library, shape and dtype,
-modules by themselves, a builtin bound method (``tensor.mul``,
+NaN is one), strings by value, other arrays by library, shape, dtype and
+layout, modules by themselves, a builtin bound method (``tensor.mul``,
 ``ndarray.sum``) by its name and its owner's key, and classes and any
 other object by identity through a weak reference: its entries hold only
 while it lives. A key holds numbers, strings, dtypes, code objects,
@@ -109,9 +109,10 @@ class Learned(NamedTuple):
     squared_bytes : float
         The cost's term in the rows squared (0: a straight line).
     rows_seen : int
-        The most rows the cost was fitted at, or a plan from it ran at when
-        it was new (0: not known): a later call that would plan more rows
-        from it costs ``fn`` afresh (`PlanMemory.learn_rows_seen`).
+        The most rows a batch was fitted at, or planned at when the cost was
+        new (all the rows, where that plan's batch took all the probe left;
+        0: not known): a later plan from it of larger batches (more rows, a
+        larger budget) costs ``fn`` afresh (`PlanMemory.learn_rows_seen`).
     """
 
     bytes_per_item: float
@@ -319,7 +320,7 @@ class PlanMemory:
                 self._entries.popitem(last=False)
 
     def learn_rows_seen(self, key: Signature | None, rows: int) -> None:
-        """A plan made from ``key``'s new cost runs batches of ``rows``."""
+        """A plan made from ``key``'s new cost planned batches of ``rows``."""
         if key is None or not self._enabled:
             return
         with self._lock:
@@ -493,7 +494,7 @@ def _value_key(v: Value, refs: list[Callable[[], object]], depth: int) -> Hashab
     """``v`` as part of a signature (see the module docstring).
 
     Numbers and strings by type and value; NumPy scalars by type, dtype and
-    value; arrays by library, shape and dtype (a 0-d array in host memory
+    value; arrays by library, shape, dtype and layout (a 0-d array in host memory
     by its value too); tuples by their items; classes and modules by
     themselves; functions by their code and what they hold; other objects by
     identity, through a weak reference appended to ``refs``.
@@ -666,7 +667,7 @@ def _builtin_method_key(
     """A function written in C: by itself where a module holds it, else by its owner.
 
     ``w.mul`` holds the tensor ``w``: its key is its type, its name and
-    ``w``'s key (an array by library, shape and dtype; an object by weak
+    ``w``'s key (an array by library, shape, dtype and layout; an object by weak
     identity), never the bound method, which would keep ``w`` alive.
     """
     owner = fn.__self__

@@ -202,10 +202,10 @@ def batch_request(call: BatchCall, caller: str = "map_batches") -> BatchRequest:
         pool.check(job)
     key: Signature | None = None
     alive: tuple[Callable[[], object], ...] = ()
-    if remember:
-        key, alive = signature(
-            fn, arrays, whole, (adapter.key, owner.device, result_on)
-        )
+    if remember:  # (the target library's modes too: backend= moves the rows)
+        mode = adapter.cost_mode() if adapter.has_cost_mode else None
+        where = (adapter.key, owner.device, result_on, mode)
+        key, alive = signature(fn, arrays, whole, where)
     return BatchRequest(  # (by position: a NamedTuple's fields, in order)
         fn,
         arrays,

@@ -356,9 +356,64 @@ def test_a_measuring_thread_that_waits_for_this_one_is_not_waited_for(monkeypatc
     assert inner == [(1, None)]  # unmeasured: the waiting measurement counts it
 
 
-def test_without_a_cpu_clock_the_wait_ends_after_wait_seconds(monkeypatch):
+def test_a_measuring_thread_that_polls_for_this_one_is_not_waited_for(monkeypatch):
+    """A poll loop (joblib's threading backend sleeps 10 ms a round) woke the
+    measuring thread often enough to read as working: 30 s a probe."""
+    monkeypatch.setattr(_peak, "WAIT_SECONDS", 600.0)
+    inner: list[object] = []
+
+    def polls():
+        worker = threading.Thread(
+            target=lambda: inner.append(_Fixed().measure(lambda: 1)), daemon=True
+        )
+        worker.start()
+        for _ in range(12_000):  # 120 s at most
+            if not worker.is_alive():
+                return 5
+            time.sleep(0.01)
+        return 0
+
+    assert _Fixed().measure(polls) == (5, 5)
+    assert inner == [(1, None)]
+
+
+@pytest.mark.parametrize("clock", ["read", "none"])
+def test_the_process_working_for_a_still_thread_is_waited_for(monkeypatch, clock):
+    """JAX's calling thread waits while XLA's threads compute: the process's
+    CPU says the measurement works (without a thread clock, it alone)."""
+    if clock == "none":
+        monkeypatch.setattr(_peak, "_own_cpu_clock", lambda: None)
+    waiting = threading.Event()
+    order: list[object] = []
+
+    def spin():
+        waiting.wait(30)
+        until = time.thread_time() + 3 * _peak.STILL_SECONDS
+        while time.thread_time() < until:
+            pass
+
+    def waits_on_a_busy_thread():
+        helper = threading.Thread(target=spin)
+        helper.start()
+        helper.join(60)
+        order.append("first")
+        return 2
+
+    first = threading.Thread(
+        target=lambda: order.append(_Fixed().measure(waits_on_a_busy_thread))
+    )
+    first.start()
+    while not _peak._turn_taken():
+        time.sleep(0.001)
+    waiting.set()
+    assert _Fixed().measure(lambda: 8) == (8, 8)  # its own, after the first one
+    first.join(30)
+    assert order == ["first", (2, 2)]
+
+
+def test_without_a_thread_clock_a_still_process_is_not_waited_for(monkeypatch):
     monkeypatch.setattr(_peak, "_own_cpu_clock", lambda: None)
-    monkeypatch.setattr(_peak, "WAIT_SECONDS", 0.2)
+    monkeypatch.setattr(_peak, "WAIT_SECONDS", 600.0)
     inner: list[object] = []
 
     def hands_off():
@@ -366,7 +421,7 @@ def test_without_a_cpu_clock_the_wait_ends_after_wait_seconds(monkeypatch):
             target=lambda: inner.append(_Fixed().measure(lambda: 1)), daemon=True
         )
         worker.start()
-        worker.join(60)
+        worker.join(120)
         return 3
 
     assert _Fixed().measure(hands_off) == (3, 3)

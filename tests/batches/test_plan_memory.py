@@ -758,3 +758,38 @@ def test_torch_grad_mode_is_part_of_the_signature():
             inference, _ = sign(fn, (x,), (), "here")
         assert None not in (off, on, inference)
         assert len({off, on, inference}) == 3
+    # NumPy rows moved to torch by backend=: the target's modes count.
+    rows, b = np.ones((10, 4)), xpkit.Backend("torch")
+    with torch.no_grad():
+        off = xpkit.plan_batches(fn, rows, backend=b)
+    on = xpkit.plan_batches(fn, rows, backend=b)
+    assert not off.remembered
+    assert not on.remembered  # (the other mode's cost is not recalled)
+
+
+#: The rows of each call of the probed fn below.
+_PROBED_CALLS: list[int] = []
+
+
+@pytest.mark.parametrize("rows", [3000, 40_000])
+def test_a_probed_call_repeated_neither_probes_nor_traces_again(rows):
+    """Where the probe's rows and one batch took all the rows, the cost was
+    remembered as fitted for that batch alone, and every repeat probed."""
+    calls = _PROBED_CALLS  # (a global: a closure over a list has no signature)
+    calls.clear()
+
+    def fn(block):  # reads a value: measured, not traced
+        _PROBED_CALLS.append(int(block.shape[0]))
+        return block * 2.0 if float(block[0, 0]) > -1 else block
+
+    x = _data(rows)
+    with xpkit.memory_budget(0.02):
+        first = xpkit.plan_batches(fn, x)
+        if not first.source.startswith("measured"):
+            pytest.skip(f"nothing measures here: {first.source}")
+        xpkit.map_batches(fn, x)
+        calls.clear()
+        again = xpkit.plan_batches(fn, x)
+        xpkit.map_batches(fn, x)
+    assert again.remembered, again.source
+    assert calls == [again.batch_size] * again.n_batches  # no probe's rows

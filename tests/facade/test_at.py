@@ -291,6 +291,19 @@ def test_an_index_of_fewer_axes_than_x_has_means_the_rest_whole(
     np.testing.assert_array_equal(_host(b, out), expected)
 
 
+@pytest.mark.xpkit_requires("data_dependent_shapes")  # (strictest: no masks)
+def test_a_mask_of_the_first_axis_updates_whole_rows(xpkit_backend):
+    """A boolean index is the whole index (no ``...`` added after it: the
+    standard, and array-api-strict and ndonnx, take a mask only alone)."""
+    b = xpkit_backend
+    start = np.arange(6.0).reshape(2, 3)
+    mask = np.array([True, False])
+    expected = start.copy()
+    expected[mask] = -1.0
+    out = b.at(b.asarray(start), b.asarray(mask)).set(-1.0, copy=True)
+    np.testing.assert_array_equal(_host(b, out), expected)
+
+
 @pytest.mark.parametrize("idx", [None, (None, 0), (0, None), (..., None)])
 def test_a_new_axis_in_an_update_index_is_refused_by_name(xpkit_backend, idx):
     """The standard's __setitem__ takes no None (Dask raised AttributeError)."""

@@ -23,17 +23,20 @@ Linux the resident memory comes from psutil, so the meter needs no
 
 A meter that reads process-wide statistics measures one call at a time
 (`PeakMeter.process_wide`): a thread whose measurement finds another
-thread's under way waits for it while that thread works (its CPU time
-grows), at most `WAIT_SECONDS`. Where the measuring thread has used no CPU
-for `STILL_SECONDS`, it is waiting itself, perhaps for this very thread (a
-``fn`` that hands its rows to a thread pool whose work calls `map_batches`
-again), so this thread does not wait on: it runs unmeasured, and the
-waiting measurement counts what it allocates. Where a thread's CPU time
-cannot be read (no ``pthread_getcpuclockid``), only `WAIT_SECONDS` ends
-the wait. A call made inside a measurement of the same context (``fn``
-itself calls `map_batches`, in its thread or in a copy of its context, such
-as ``asyncio.to_thread`` makes) runs unmeasured: the outer measurement
-counts it. Unmeasured calls report None. Meters that follow one thread's own
+thread's under way waits for it while that thread works, at most
+`WAIT_SECONDS`. Where, over `STILL_SECONDS`, the measuring thread used
+under `THREAD_SHARE` of a CPU (a poll loop's wake-ups stay under it) and
+the whole process under `PROCESS_SHARE` (so that no thread computes for
+it, as XLA's do while JAX's calling thread waits), it is waiting itself,
+perhaps for this very thread (a ``fn`` that hands its rows to a thread
+pool whose work calls `map_batches` again): this thread does not wait on,
+it runs unmeasured, and the waiting measurement counts what it allocates.
+Where a thread's CPU time cannot be read (no ``pthread_getcpuclockid``:
+macOS, Windows), the process's alone decides. A call made inside a
+measurement of the same context (``fn`` itself calls `map_batches`, in its
+thread or in a copy of its context, such as ``asyncio.to_thread`` makes)
+runs unmeasured: the outer measurement counts it. Unmeasured calls report
+None. Meters that follow one thread's own
 allocations (torch's dispatch mode, CuPy's memory hooks) measure in every
 thread at once.
 """
@@ -53,8 +56,10 @@ from contextlib import contextmanager
 from typing import TypeVar
 
 __all__ = [
+    "PROCESS_SHARE",
     "SAMPLE_SECONDS",
     "STILL_SECONDS",
+    "THREAD_SHARE",
     "WAIT_SECONDS",
     "PeakMeter",
     "host_meter",
@@ -73,12 +78,29 @@ SAMPLE_SECONDS = 0.0005
 _LOCK = threading.Lock()
 #: The longest a measurement waits for another thread's.
 WAIT_SECONDS = 30.0
-#: How long the measuring thread must use no CPU to be judged waiting.
+#: How long the measuring thread is watched before it is judged waiting.
 STILL_SECONDS = 0.2
+#: Below this share of one CPU over `STILL_SECONDS`, the measuring thread
+#: waits (a poll loop's wake-ups stay under it)...
+THREAD_SHARE = 0.05
+#: ... and, below this share, no thread of the process works for it (XLA's
+#: or a BLAS's threads compute while the measuring thread waits on them).
+PROCESS_SHARE = 0.25
 #: How often a waiting thread looks at the measuring one.
 _POLL_SECONDS = 0.02
-#: The CPU clock of the thread whose measurement is under way, or None.
-_HOLDER: list[Callable[[], float] | None] = [None]
+
+
+class _Holder:
+    """The measurement under way: its thread's CPU clock, where it can be read."""
+
+    __slots__ = ("thread_cpu",)
+
+    def __init__(self) -> None:
+        self.thread_cpu = _own_cpu_clock()
+
+
+#: The measurement under way, or None.
+_HOLDER: list[_Holder | None] = [None]
 
 
 class _Measuring:
@@ -122,7 +144,7 @@ def _measuring(process_wide: bool) -> Iterator[bool]:
     mark = _Measuring()
     token = _MEASURING.set(mark)
     if turn:
-        _HOLDER[0] = _own_cpu_clock()
+        _HOLDER[0] = _Holder()
     try:
         yield True
     finally:
@@ -136,12 +158,14 @@ def _measuring(process_wide: bool) -> Iterator[bool]:
 def _take_turn() -> bool:
     """Acquire the measurement lock; False where this thread should not wait.
 
-    Waits while the measuring thread works, at most `WAIT_SECONDS`; gives up
-    as soon as that thread has used no CPU for `STILL_SECONDS`.
+    Waits while the measuring thread works, at most `WAIT_SECONDS`. Over
+    each `STILL_SECONDS`, where that thread used under `THREAD_SHARE` of a
+    CPU (where its clock can be read) and the process under
+    `PROCESS_SHARE`, it waits itself, perhaps for this thread: no more wait.
     """
     deadline = time.monotonic() + WAIT_SECONDS
-    watched: Callable[[], float] | None = None
-    seen, still_since = -1.0, 0.0
+    watched: _Holder | None = None
+    window = (0.0, 0.0, 0.0)  # (when, the holder's CPU, the process's CPU)
     while True:
         if _LOCK.acquire(timeout=_POLL_SECONDS):
             return True
@@ -152,13 +176,23 @@ def _take_turn() -> bool:
         if holder is None:
             continue
         try:
-            spent = holder()
+            thread = 0.0 if holder.thread_cpu is None else holder.thread_cpu()
         except OSError:  # it ended between two reads: the lock is free soon
             continue
-        if holder is not watched or spent != seen:
-            watched, seen, still_since = holder, spent, now
-        elif now - still_since >= STILL_SECONDS:
+        process = time.process_time()
+        if holder is not watched:
+            watched, window = holder, (now, thread, process)
+            continue
+        began, thread_then, process_then = window
+        span = now - began
+        if span < STILL_SECONDS:
+            continue
+        if (
+            thread - thread_then < THREAD_SHARE * span
+            and process - process_then < PROCESS_SHARE * span
+        ):
             return False
+        window = (now, thread, process)
 
 
 def _own_cpu_clock() -> Callable[[], float] | None:

@@ -128,17 +128,43 @@ def check_sendable(fn: UserFunction, where: str) -> None:
 
 
 def _check_operand_sendable(operand: object, name: int | str, where: str) -> None:
-    """TypeError unless the whole operand ``name`` survives the trip to a worker."""
-    buffer = io.BytesIO()
+    """TypeError unless the whole operand ``name`` survives the trip to a worker.
+
+    Its pickle is kept (and unpickled, as a worker would) up to
+    `_UNPICKLED_BYTES`; a larger one is streamed into nothing (its copy
+    would double it here), checked for pickling alone.
+    """
+    kept = _Kept(_UNPICKLED_BYTES)
     try:
-        _pickler()(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(operand)
-        pickle.loads(buffer.getvalue())
+        _pickler()(kept, protocol=pickle.HIGHEST_PROTOCOL).dump(operand)
+        if kept.whole:
+            pickle.loads(kept.buffer.getvalue())
     except Exception as exc:  # noqa: BLE001 - any failure: it cannot travel
         msg = (
             f"whole operand {name} ({type(operand).__qualname__}) cannot be sent "
             f"to {where} ({type(exc).__name__}: {exc})"
         )
         raise TypeError(msg) from None
+
+
+#: The largest pickle of a whole operand that is unpickled here to check it.
+_UNPICKLED_BYTES = 64 * 2**20
+
+
+class _Kept:
+    """A file that keeps what is written to it up to ``most`` bytes, then nothing."""
+
+    def __init__(self, most: int) -> None:
+        self.buffer, self.most, self.whole = io.BytesIO(), most, True
+
+    def write(self, data: bytes | memoryview) -> int:
+        size = memoryview(data).nbytes
+        if self.whole and self.buffer.tell() + size <= self.most:
+            self.buffer.write(data)
+        elif self.whole:
+            self.whole = False
+            self.buffer = io.BytesIO()  # (its bytes freed)
+        return size
 
 
 def travels_back(exc: BaseException) -> bool:
