@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
-from ._adapters._registry import adapter_for_array
 from ._into import aligned_batch, chunk_rows, held_while_writing
 from ._log import logger
 from ._memory import (
@@ -420,8 +419,7 @@ def _pool_budgets(pool: Pool, request: BatchRequest) -> tuple[float, float]:
     """
     if request.budget_gb is not None:
         return request.budget_gb, request.budget_gb
-    shipped = [a for a in request.sources if adapter_for_array(a) is not None]
-    measured = pool.task_budget_gb(sum(array_nbytes(a) for a in shipped))
+    measured = pool.task_budget_gb(sum(array_nbytes(a) for a in request.shipped))
     configured = configured_budget_gb()
     if configured is not None:  # a budget set here only lowers the workers'
         return min(configured, measured), min(configured, measured)

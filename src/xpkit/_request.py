@@ -119,6 +119,11 @@ class BatchRequest(NamedTuple):
     caller: str = "map_batches"
 
     @property
+    def shipped(self) -> tuple[Array, ...]:
+        """The arrays each worker of a pool holds: the inputs and the whole operands."""
+        return _shipped_arrays(self.arrays, self.job)
+
+    @property
     def sources(self) -> tuple[Array, ...]:
         """Every array ``fn`` sees: the inputs and the whole operands."""
         job = self.job
