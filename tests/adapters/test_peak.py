@@ -339,44 +339,6 @@ def test_another_threads_process_wide_measurement_is_waited_for():
     assert order == ["first", (2, 2), "second"]
 
 
-def test_a_measuring_thread_that_waits_for_this_one_is_not_waited_for(monkeypatch):
-    """fn hands work to another thread that measures: no wait on the lock fn holds."""
-    monkeypatch.setattr(_peak, "WAIT_SECONDS", 600.0)
-    inner: list[object] = []
-
-    def hands_off():
-        worker = threading.Thread(
-            target=lambda: inner.append(_Fixed().measure(lambda: 1)), daemon=True
-        )
-        worker.start()
-        worker.join(120)  # the old wait was WAIT_SECONDS, here 600 s
-        return 0 if worker.is_alive() else 5
-
-    assert _Fixed().measure(hands_off) == (5, 5)
-    assert inner == [(1, None)]  # unmeasured: the waiting measurement counts it
-
-
-def test_a_measuring_thread_that_polls_for_this_one_is_not_waited_for(monkeypatch):
-    """A poll loop (joblib's threading backend sleeps 10 ms a round) woke the
-    measuring thread often enough to read as working: 30 s a probe."""
-    monkeypatch.setattr(_peak, "WAIT_SECONDS", 600.0)
-    inner: list[object] = []
-
-    def polls():
-        worker = threading.Thread(
-            target=lambda: inner.append(_Fixed().measure(lambda: 1)), daemon=True
-        )
-        worker.start()
-        for _ in range(12_000):  # 120 s at most
-            if not worker.is_alive():
-                return 5
-            time.sleep(0.01)
-        return 0
-
-    assert _Fixed().measure(polls) == (5, 5)
-    assert inner == [(1, None)]
-
-
 @pytest.mark.parametrize("clock", ["read", "none"])
 def test_the_process_working_for_a_still_thread_is_waited_for(monkeypatch, clock):
     """JAX's calling thread waits while XLA's threads compute: the process's
@@ -411,9 +373,19 @@ def test_the_process_working_for_a_still_thread_is_waited_for(monkeypatch, clock
     assert order == ["first", (2, 2)]
 
 
-def test_without_a_thread_clock_a_still_process_is_not_waited_for(monkeypatch):
-    monkeypatch.setattr(_peak, "_own_cpu_clock", lambda: None)
-    monkeypatch.setattr(_peak, "WAIT_SECONDS", 600.0)
+@pytest.mark.parametrize(
+    ("waits", "clock"), [("join", True), ("poll", True), ("join", False)]
+)
+def test_a_measuring_thread_that_waits_for_this_one_is_not_waited_for(
+    monkeypatch, waits, clock
+):
+    """fn hands work to another thread that measures: no wait on the lock fn
+    holds, whether fn joins it or polls it (joblib's threading backend sleeps
+    10 ms a round: it read as working, 30 s a probe), and without a thread
+    clock (macOS, Windows: the process's CPU decides)."""
+    monkeypatch.setattr(_peak, "WAIT_SECONDS", 600.0)  # (the old wait: 30 s)
+    if not clock:
+        monkeypatch.setattr(_peak, "_own_cpu_clock", lambda: None)
     inner: list[object] = []
 
     def hands_off():
@@ -421,11 +393,16 @@ def test_without_a_thread_clock_a_still_process_is_not_waited_for(monkeypatch):
             target=lambda: inner.append(_Fixed().measure(lambda: 1)), daemon=True
         )
         worker.start()
-        worker.join(120)
-        return 3
+        if waits == "join":
+            worker.join(120)
+        for _ in range(12_000):  # 120 s at most
+            if not worker.is_alive():
+                return 5
+            time.sleep(0.01)
+        return 0
 
-    assert _Fixed().measure(hands_off) == (3, 3)
-    assert inner == [(1, None)]
+    assert _Fixed().measure(hands_off) == (5, 5)
+    assert inner == [(1, None)]  # unmeasured: the waiting measurement counts it
 
 
 def test_a_meter_of_one_threads_allocations_never_waits():

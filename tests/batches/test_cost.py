@@ -286,17 +286,24 @@ print(json.dumps({"traced": traced.source, "source": plan.source,
 """
 
 
+def _measured_not_traced(script: str, reason: str) -> dict:
+    """The child's figures, where it measured (``reason``) what a trace saw
+    contiguous, and what it computed is right."""
+    done = run_python(script, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["traced"] == "traced by shape-only arrays", got
+    assert reason in got["source"], got
+    assert not got["remembered"], got
+    assert got["same"], got
+    return got
+
+
 def test_a_whole_operand_that_is_not_contiguous_is_measured_not_traced():
     """A Fortran-order whole operand was traced as a contiguous one, and
     keyed as the C-order one: 7.5 times the budget, the plan unaware.
     Measured in a child by tracemalloc."""
-    done = run_python(_FORTRAN_WHOLE, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    got = json.loads(done.stdout.strip().splitlines()[-1])
-    assert got["traced"] == "traced by shape-only arrays", got
-    assert "whole operand 0 is not contiguous" in got["source"], got
-    assert not got["remembered"], got
-    assert got["same"], got
+    got = _measured_not_traced(_FORTRAN_WHOLE, "whole operand 0 is not contiguous")
     # The copy of w alone (10 MB) is more than the budget: no batch keeps it,
     # but the plan knows about what a batch costs (the sampled RSS, page-
     # granular, saw 0.6-0.7 of the true peak here).
@@ -307,11 +314,5 @@ def test_rows_that_are_not_contiguous_are_measured_not_traced():
     """A Fortran-order input's reshape copies its rows: the trace (whose
     inputs are contiguous) counted a view, and the C-order call's plan was
     reused, 12 times over the budget. Measured in a child by tracemalloc."""
-    done = run_python(_FORTRAN, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    got = json.loads(done.stdout.strip().splitlines()[-1])
-    assert got["traced"] == "traced by shape-only arrays", got
-    assert "arrays[0] is not contiguous" in got["source"], got
-    assert not got["remembered"], got
-    assert got["same"], got
+    got = _measured_not_traced(_FORTRAN, "arrays[0] is not contiguous")
     assert got["peak"] <= 1.15 * got["budget"] + PAGE, got

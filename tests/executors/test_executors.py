@@ -332,16 +332,9 @@ class _HerePool(HerePool, Pool):
 def test_a_pool_never_runs_a_size_that_failed_again(slots):
     """An OOM at 1000 rows: its halves, and every queued batch, at 500 or fewer."""
     sizes: list[int] = []
-
-    def fn(x):
-        sizes.append(int(x.shape[0]))
-        if x.shape[0] > 300:
-            raise MemoryError(x.shape[0])
-        return x * 2.0
-
     x = np.arange(8000.0)[:, None]
     pool = _HerePool(slots)
-    outputs, steps = _steps(pool, fn, x, 1000)
+    outputs, steps = _steps(pool, _failing_above(300, sizes), x, 1000)
     resubmitted = _to_the_end(steps)
     np.testing.assert_array_equal(outputs.value(), x * 2.0)
     assert resubmitted > 0
@@ -354,32 +347,23 @@ def test_a_pool_never_runs_a_size_that_failed_again(slots):
     assert after[0][0] <= 1000 // 2
 
 
-def test_a_padded_last_batch_cut_after_an_oom_is_not_padded_back():
-    """pad_to = 100 (pad=True): the halves of a failed last task run unpadded."""
-    sizes: list[int] = []
+def _failing_above(rows: int, sizes: list[int]):
+    """A fn that records the rows of each call, out of memory above ``rows``."""
 
     def fn(x):
         sizes.append(int(x.shape[0]))
-        if x.shape[0] > 30:
+        if x.shape[0] > rows:
             raise MemoryError(x.shape[0])
         return x * 2.0
 
+    return fn
+
+
+def test_a_padded_last_batch_cut_after_an_oom_is_not_padded_back():
+    """pad_to = 100 (pad=True): the halves of a failed last task run unpadded."""
+    sizes: list[int] = []
     x = np.arange(500.0)[:, None]
-    job = Job(fn)
-    job.pad_to = 100
-    outputs = Outputs(len(x), fn, sources=(x,))
-    steps = each_task_on_pool(
-        _HerePool(1),
-        job,
-        (x,),
-        outputs,
-        first=0,
-        batch=100,
-        min_batch=1,
-        bytes_per_row=8.0,
-        budget_bytes=1e9,
-        bar=None,
-    )
+    outputs, steps = _steps(_HerePool(1), _failing_above(30, sizes), x, 100, pad_to=100)
     _to_the_end(steps)
     np.testing.assert_array_equal(outputs.value(), x * 2.0)
     assert_no_failed_size_again(sizes, 30)
@@ -389,26 +373,9 @@ def test_a_task_whose_half_is_under_min_batch_tries_min_batch_rows_first():
     """As the local split does: min_batch rows, then the rest (the driver
     raised "even at min_batch=40" having never tried 40 rows)."""
     sizes: list[int] = []
-
-    def fn(x):
-        sizes.append(int(x.shape[0]))
-        if x.shape[0] > 45:
-            raise MemoryError(x.shape[0])
-        return x * 2.0
-
     x = np.arange(500.0)[:, None]
-    outputs = Outputs(len(x), fn, sources=(x,))
-    steps = each_task_on_pool(
-        _HerePool(1),
-        Job(fn),
-        (x,),
-        outputs,
-        first=0,
-        batch=100,
-        min_batch=40,
-        bytes_per_row=8.0,
-        budget_bytes=1e9,
-        bar=None,
+    outputs, steps = _steps(
+        _HerePool(1), _failing_above(45, sizes), x, 100, min_batch=40
     )
     _to_the_end(steps)
     np.testing.assert_array_equal(outputs.value(), x * 2.0)
@@ -446,17 +413,19 @@ def _double(x):
     return x * 2.0
 
 
-def _steps(pool, fn, x, batch):
+def _steps(pool, fn, x, batch, *, min_batch=1, pad_to=0):
     """The driver's run of ``fn`` over ``x`` on ``pool``: (its outputs, its steps)."""
     outputs = Outputs(len(x), fn, sources=(x,))
+    job = Job(fn)
+    job.pad_to = pad_to
     steps = each_task_on_pool(
         pool,
-        Job(fn),
+        job,
         (x,),
         outputs,
         first=0,
         batch=batch,
-        min_batch=1,
+        min_batch=min_batch,
         bytes_per_row=8.0,
         budget_bytes=1e9,
         bar=None,
