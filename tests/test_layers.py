@@ -61,6 +61,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "xpkit._into",
             "xpkit._written",
             "xpkit._plan_memory",
+            "xpkit._signatures",
             "xpkit._cost_model",
             "xpkit._plan",
             "xpkit._local",

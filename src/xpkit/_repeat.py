@@ -42,8 +42,9 @@ from ._memory import (
 )
 from ._oom import UnsplittableMemoryError, at_min_batch, is_oom_error
 from ._outputs import outputs_of_all_rows
-from ._plan_memory import exact_signature, plan_memory
+from ._plan_memory import plan_memory
 from ._rows import TRACING_ADAPTERS, refuse_traced
+from ._signatures import exact_signature
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable, Mapping

@@ -16,11 +16,12 @@ from ._backend import Backend, coerce_backend
 from ._executors import Pool, pool_for
 from ._into import Out, check_out
 from ._outputs import PLACES
-from ._plan_memory import Signature, signature
 from ._rows import Job, common_rows, refuse_traced
+from ._signatures import signature
 
 if TYPE_CHECKING:
     from ._adapters._base import Adapter
+    from ._plan_memory import Signature
     from ._typing import Array, UserFunction, Value
 
 __all__ = ["BatchCall", "BatchRequest", "batch_request"]

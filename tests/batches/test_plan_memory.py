@@ -19,13 +19,8 @@ import pytest
 
 import xpkit
 from xpkit._adapters import get_adapter
-from xpkit._plan_memory import (
-    GROW_AFTER,
-    Learned,
-    PlanMemory,
-    exact_signature,
-    signature,
-)
+from xpkit._plan_memory import GROW_AFTER, Learned, PlanMemory
+from xpkit._signatures import exact_signature, signature
 
 
 class Counted:
