@@ -373,13 +373,12 @@ def _costed_plan(request: BatchRequest, outputs: Outputs) -> tuple[Cost, BatchPl
         cost = cost_of(request, outputs, None, budget * BYTES_PER_GB, plan_memory)
         plan = make_plan(request, cost, learned, budget, measured)
     if not cost.remembered and cost.rows_seen:
-        # What a plan from it plans for these rows: the batch, or all the rows
-        # where the batch takes all that the probe left.
-        left = request.n - cost.probe_rows
-        planned = plan.planned_batch_size
-        plan_memory.learn_rows_seen(
-            request.key, request.n if planned >= left else planned
-        )
+        # The batch a plan from this cost makes here at most: what the budget
+        # allows (a pool's share per thread, or the rows the probe left, may
+        # have made this one smaller), within these rows.
+        allowed = cost.rows_within(plan.budget_gb * BYTES_PER_GB, request.overhead)
+        seen = max(plan.planned_batch_size, min(allowed, request.n))
+        plan_memory.learn_rows_seen(request.key, seen)
     return cost, plan
 
 

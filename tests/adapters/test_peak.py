@@ -376,7 +376,7 @@ def test_the_process_working_for_a_still_thread_is_waited_for(monkeypatch, clock
 @pytest.mark.parametrize(
     ("waits", "clock"), [("join", True), ("poll", True), ("join", False)]
 )
-def test_a_measuring_thread_that_waits_for_this_one_is_not_waited_for(
+def test_a_measuring_thread_that_waits_for_this_one_is_measured_beside(
     monkeypatch, waits, clock
 ):
     """fn hands work to another thread that measures: no wait on the lock fn
@@ -402,7 +402,49 @@ def test_a_measuring_thread_that_waits_for_this_one_is_not_waited_for(
         return 0
 
     assert _Fixed().measure(hands_off) == (5, 5)
-    assert inner == [(1, None)]  # unmeasured: the waiting measurement counts it
+    assert inner == [(1, 1)]  # measured beside the still one (which counts it too)
+
+
+_IDLE_HOLDER = """
+import json, threading, time, tracemalloc
+tracemalloc.start()
+import numpy as np
+import xpkit
+
+held = threading.Event()
+
+def idle(x):  # reads a value (measured), then waits on I/O, measured
+    float(x.sum())
+    held.set()
+    time.sleep(3)
+    return x[:, :1] * 1.0
+
+def wide(x):  # reads a value (measured): 16 kB a row
+    float(x.sum())
+    return (x[:, :, None] * np.ones(200)).sum(axis=(1, 2))[:, None]
+
+waiting = threading.Thread(
+    target=lambda: xpkit.map_batches(idle, np.random.rand(100, 10), remember=False)
+)
+waiting.start()
+held.wait(60)
+tracemalloc.reset_peak()
+start = tracemalloc.get_traced_memory()[0]
+out = xpkit.map_batches(wide, np.random.rand(20000, 10), budget_gb=0.05 / 1.073741824)
+peak = tracemalloc.get_traced_memory()[1] - start - out.nbytes
+waiting.join()
+print(json.dumps({"peak": peak, "budget": 50_000_000}))
+"""
+
+
+def test_a_probe_beside_an_idle_measurement_keeps_its_budget():
+    """A thread whose probe found another's measurement idle (waiting on
+    I/O) ran unmeasured, planned from its input rows: 64 times its budget.
+    It measures beside it. True peak by tracemalloc in a child."""
+    done = run_python(_IDLE_HOLDER, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["peak"] <= 1.5 * got["budget"], got
 
 
 def test_a_meter_of_one_threads_allocations_never_waits():

@@ -766,9 +766,12 @@ def test_torch_grad_mode_is_part_of_the_signature():
 _PROBED_CALLS: list[int] = []
 
 
-@pytest.mark.parametrize("rows", [3000, 40_000])
-def test_a_probed_call_repeated_neither_probes_nor_traces_again(rows):
-    """Where the probe's rows and one batch took all the rows, the cost was
+@pytest.mark.parametrize(
+    ("rows", "executor"), [(3000, None), (40_000, None), (20_000, "joblib")]
+)
+def test_a_probed_call_repeated_neither_probes_nor_traces_again(rows, executor):
+    """Where the probe's rows and one batch took all the rows (or a pool's
+    share per thread was less than the budget allowed), the cost was
     remembered as fitted for that batch alone, and every repeat probed."""
     calls = _PROBED_CALLS  # (a global: a closure over a list has no signature)
     calls.clear()
@@ -778,13 +781,15 @@ def test_a_probed_call_repeated_neither_probes_nor_traces_again(rows):
         return block * 2.0 if float(block[0, 0]) > -1 else block
 
     x = _data(rows)
-    with xpkit.memory_budget(0.02):
-        first = xpkit.plan_batches(fn, x)
+    budget = 0.004 if executor else 0.02  # (a pool: each thread's share is less)
+    with xpkit.memory_budget(budget):
+        first = xpkit.plan_batches(fn, x, executor=executor)
         if not first.source.startswith("measured"):
             pytest.skip(f"nothing measures here: {first.source}")
-        xpkit.map_batches(fn, x)
+        xpkit.map_batches(fn, x, executor=executor)
         calls.clear()
-        again = xpkit.plan_batches(fn, x)
-        xpkit.map_batches(fn, x)
+        again = xpkit.plan_batches(fn, x, executor=executor)
+        xpkit.map_batches(fn, x, executor=executor)
     assert again.remembered, again.source
-    assert calls == [again.batch_size] * again.n_batches  # no probe's rows
+    if executor is None:  # (a pool's calls are in its workers)
+        assert calls == [again.batch_size] * again.n_batches  # no probe's rows

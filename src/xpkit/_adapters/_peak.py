@@ -30,7 +30,8 @@ the whole process under `PROCESS_SHARE` (so that no thread computes for
 it, as XLA's do while JAX's calling thread waits), it is waiting itself,
 perhaps for this very thread (a ``fn`` that hands its rows to a thread
 pool whose work calls `map_batches` again): this thread does not wait on,
-it runs unmeasured, and the waiting measurement counts what it allocates.
+it measures alongside (the still one's memory does not change meanwhile),
+and the waiting measurement counts what it allocates too.
 Where a thread's CPU time cannot be read (no ``pthread_getcpuclockid``:
 macOS, Windows), the process's alone decides. A call made inside a
 measurement of the same context (``fn`` itself calls `map_batches`, in its
@@ -131,47 +132,56 @@ def _turn_taken() -> bool:
 
 @contextmanager
 def _measuring(process_wide: bool) -> Iterator[bool]:
-    """Mark the current context as measuring; yield whether it has its turn.
+    """Mark the current context as measuring; yield whether it measures.
 
-    A process-wide measurement first takes its turn (`_take_turn`); where it
-    gets none, the body runs unmeasured (False). Meters that follow their
-    own thread's allocations always measure (True).
+    A process-wide measurement first takes its turn (`_take_turn`): it holds
+    the lock, or measures alongside a measurement that is still (whose
+    memory does not change meanwhile), or, after `WAIT_SECONDS`, runs
+    unmeasured (False). Meters that follow their own thread's allocations
+    always measure (True).
     """
-    turn = _take_turn() if process_wide else False
-    if process_wide and not turn:
+    turn = _take_turn() if process_wide else _ALONGSIDE
+    if turn is _NONE:
         yield False
         return
     mark = _Measuring()
     token = _MEASURING.set(mark)
-    if turn:
+    if turn is _TURN:
         _HOLDER[0] = _Holder()
     try:
         yield True
     finally:
         mark.open = False
         _MEASURING.reset(token)
-        if turn:
+        if turn is _TURN:
             _HOLDER[0] = None
             _LOCK.release()
 
 
-def _take_turn() -> bool:
-    """Acquire the measurement lock; False where this thread should not wait.
+#: What `_take_turn` gives: the lock, a measurement beside a still one, none.
+_TURN, _ALONGSIDE, _NONE = "turn", "alongside", "none"
 
-    Waits while the measuring thread works, at most `WAIT_SECONDS`. Over
-    each `STILL_SECONDS`, where that thread used under `THREAD_SHARE` of a
-    CPU (where its clock can be read) and the process under
-    `PROCESS_SHARE`, it waits itself, perhaps for this thread: no more wait.
+
+def _take_turn() -> str:
+    """The measurement lock (`_TURN`), else how this thread measures.
+
+    Waits while the measuring thread works, at most `WAIT_SECONDS` (then
+    `_NONE`: unmeasured). Over each `STILL_SECONDS`, where that thread used
+    under `THREAD_SHARE` of a CPU (where its clock can be read) and the
+    process under `PROCESS_SHARE`, it waits itself, perhaps for this
+    thread: this one measures alongside it (`_ALONGSIDE`), since its memory
+    does not change while it waits (running unmeasured, a thread beside an
+    idle one planned from its input rows: 64 times its budget).
     """
     deadline = time.monotonic() + WAIT_SECONDS
     watched: _Holder | None = None
     window = (0.0, 0.0, 0.0)  # (when, the holder's CPU, the process's CPU)
     while True:
         if _LOCK.acquire(timeout=_POLL_SECONDS):
-            return True
+            return _TURN
         now = time.monotonic()
         if now >= deadline:
-            return False
+            return _NONE
         holder = _HOLDER[0]
         if holder is None:
             continue
@@ -191,7 +201,7 @@ def _take_turn() -> bool:
             thread - thread_then < THREAD_SHARE * span
             and process - process_then < PROCESS_SHARE * span
         ):
-            return False
+            return _ALONGSIDE
         window = (now, thread, process)
 
 
@@ -244,9 +254,9 @@ class PeakMeter:
         """``run()``'s result and the peak bytes allocated while it ran.
 
         The peak is None when ``run`` ran unmeasured: inside a measurement of
-        the same context, or where another thread's measurement was under way
-        and this thread did not wait for it (`_take_turn`), or
-        where the meter could not see the call's memory.
+        the same context, or after `WAIT_SECONDS` waiting for another
+        thread's (`_take_turn`), or where the meter could not see the call's
+        memory.
         """
         if _inside():
             return run(), None
