@@ -369,6 +369,21 @@ def test_a_padded_last_batch_cut_after_an_oom_is_not_padded_back():
     assert_no_failed_size_again(sizes, 30)
 
 
+def test_a_padded_last_task_that_fails_at_min_batch_runs_its_own_rows():
+    """Two tasks of 38 in flight, the last padded to 38: both fail; the
+    last (37 rows, min_batch=37) was fatal, though its own rows fit (the
+    local run recovers)."""
+    sizes: list[int] = []
+    x = np.arange(75.0)[:, None]
+    outputs, steps = _steps(
+        _HerePool(2), _failing_above(37, sizes), x, 38, min_batch=37, pad_to=38
+    )
+    _to_the_end(steps)
+    np.testing.assert_array_equal(outputs.value(), x * 2.0)
+    assert sizes[:2] == [38, 38]  # 0:38, and 38:75 padded to 38: both fail
+    assert 37 in sizes[2:]  # 38:75's own rows, unpadded
+
+
 def test_a_task_whose_half_is_under_min_batch_tries_min_batch_rows_first():
     """As the local split does: min_batch rows, then the rest (the driver
     raised "even at min_batch=40" having never tried 40 rows)."""

@@ -86,6 +86,7 @@ def each_task_on_pool(
     limit = batch  # the largest batch worth submitting; shrinks after a failure
     retried: set[tuple[int, int]] = set()
     alone: set[tuple[int, int]] = set()  # rows that run with nothing beside them
+    padded: set[tuple[int, int]] = set()  # a last task that runs padded
     resubmitted = deaths = 0
     in_flight = pool.slots * pool.per_slot
     try:
@@ -107,6 +108,8 @@ def each_task_on_pool(
                     continue
                 # (padding a last batch cut after an OOM would grow it back)
                 pad = job.pad_to <= limit
+                if pad and stop == n and stop - start < job.pad_to:
+                    padded.add((start, stop))
                 running[pool.submit(start, stop, pad=pad)] = (start, stop)
             died_now = False  # (one death takes every task in flight: counted once)
             for future, result, error in pool.wait(list(running)):
@@ -174,6 +177,13 @@ def each_task_on_pool(
                             stop,
                             pool.where,
                         )
+                    continue
+                if whole_task and (start, stop) in padded:
+                    # A last task padded to pad_to: run its own rows, unpadded.
+                    padded.discard((start, stop))
+                    limit = min(limit, rows)
+                    queue.appendleft((start, stop))
+                    resubmitted += 1
                     continue
                 if whole_task:
                     need = rows * bytes_per_row
