@@ -134,11 +134,8 @@ def _check_operand_sendable(operand: object, name: int | str, where: str) -> Non
     `_UNPICKLED_BYTES`; a larger one is streamed into nothing (its copy
     would double it here), checked for pickling alone.
     """
-    kept = _Kept(_UNPICKLED_BYTES)
     try:
-        _pickler()(kept, protocol=pickle.HIGHEST_PROTOCOL).dump(operand)
-        if kept.whole:
-            pickle.loads(kept.buffer.getvalue())
+        _round_trip(operand)
     except Exception as exc:  # noqa: BLE001 - any failure: it cannot travel
         msg = (
             f"whole operand {name} ({type(operand).__qualname__}) cannot be sent "
@@ -174,13 +171,23 @@ def travels_back(exc: BaseException) -> bool:
     ``__main__`` or inside a function by value: such an exception arrives
     as itself (plain pickle refuses it).
     """
-    buffer = io.BytesIO()
     try:
-        _pickler()(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(exc)
-        pickle.loads(buffer.getvalue())
+        _round_trip(exc)
     except Exception:  # noqa: BLE001 - any failure: it cannot travel
         return False
     return True
+
+
+def _round_trip(value: object) -> None:
+    """Pickle ``value`` as the executors send it, and unpickle it as a worker would.
+
+    A pickle over `_UNPICKLED_BYTES` is streamed into nothing (its copy
+    would double it here) and not unpickled. Raises what either raises.
+    """
+    kept = _Kept(_UNPICKLED_BYTES)
+    _pickler()(kept, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
+    if kept.whole:
+        pickle.loads(kept.buffer.getvalue())
 
 
 def _pickler() -> type[pickle.Pickler]:
