@@ -51,6 +51,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "xpkit._creation",
             "xpkit._moves",
             "xpkit._operations",
+            "xpkit._at",
             "xpkit._top_k",
             "xpkit._inputs",
             "xpkit._resolve",

@@ -19,10 +19,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from ._adapters._types import BackendName
+from ._at import At
 from ._backend import BACKEND_NAMES, Backend
 from ._current_rows import current_rows
 from ._dtypes import PrecisionWarning
-from ._operations import At
 from ._version import __version__
 
 if TYPE_CHECKING:

@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Generic, TypeVar, cast, overload
 from . import _convert, _creation, _inputs, _moves, _operations, _top_k
 from ._adapters._registry import ADAPTERS
 from ._args import check_axis, check_scalar, raise_if_axis_out_of_range
+from ._at import At
 from ._cast_checks import check_fill_fits
 from ._dtypes import dtype_name
 from ._facts import ArrayT, Facts, bind, unavailable
-from ._operations import At
 from ._resolve import (
     BACKEND_NAMES,
     adapter_for_name,
@@ -757,7 +757,13 @@ class Backend(Generic[ArrayT]):
             inside ``jax.jit`` too. An integer array's values are checked
             where they are at hand; traced or lazy ones (inside
             ``jax.jit``, Dask) cannot be, and there JAX drops the updates
-            out of range.
+            out of range. A slice may step back (``x[::-1]``) on every
+            library: torch's slices take no negative step, so the forward
+            slice of the same elements is updated, with an array value
+            reversed to match. Where an integer array holds one position
+            twice, the libraries differ, as array-api-extra says: ``add``
+            applies the value once on NumPy, torch and Dask, and once per
+            occurrence on JAX.
 
         Returns
         -------

@@ -331,3 +331,31 @@ def test_tracers_in_threads_at_once_each_see_their_own_peak(numpy_profile):
     with ThreadPoolExecutor(len(rows)) as pool:
         seen = list(pool.map(run, range(len(rows))))
     assert seen == [[p] * 30 for p in alone]
+
+
+@pytest.mark.parametrize("own", [False, True], ids=["array_namespace", "Backend.xp"])
+def test_flip_and_an_update_that_steps_back_are_followed(xpkit_backend, own):
+    """A backward update is followed wherever a forward one is, and ``flip``:
+    array-api-compat's torch ``flip`` calls the tensor's ``flip`` method,
+    which shape-only arrays lacked (the trace gave up and fn was measured).
+    (``Backend.xp`` taken into fn, as the nearest-neighbours example does,
+    reaches shape-only arrays where the library dispatches to them: NumPy's
+    and torch's protocols.)"""
+    b = xpkit_backend
+    if own and b.library not in ("numpy", "torch"):
+        pytest.skip("its namespace's functions do not dispatch to shape-only arrays")
+    x = b.asarray(np.ones((64, 4)))
+
+    def flipped(r):
+        xp = b.xp if own else array_api_compat.array_namespace(r)
+        return b.at(r, (slice(None), slice(None, None, -1))).set(xp.flip(r, axis=1))
+
+    def forward(r):
+        return b.at(r, (slice(None), slice(None))).set(r * 2.0)
+
+    # (where a forward update is followed: array-api-strict's is measured)
+    plain = xpkit.plan_batches(forward, x, backend=b, remember=False)
+    plan = xpkit.plan_batches(flipped, x, backend=b, remember=False)
+    assert plan.source.startswith("traced") == plain.source.startswith("traced"), (
+        plan.source
+    )

@@ -311,3 +311,88 @@ def test_a_new_axis_in_an_update_index_is_refused_by_name(xpkit_backend, idx):
     x = b.asarray(np.zeros((2, 3)))
     with pytest.raises(TypeError, match=r"idx(\[\d\])?=None"):
         b.at(x, idx)
+
+
+#: Slices that step back (torch's own slices take none), alone and with others.
+BACKWARD = {
+    "reversed": slice(None, None, -1),
+    "every other, back": slice(3, 0, -2),
+    "from the end": slice(-1, -4, -2),
+    "empty": pytest.param(
+        slice(0, 3, -1),
+        marks=pytest.mark.xpkit_skip(
+            ["dask"], reason="Dask's own update of an empty slice by an array fails"
+        ),
+    ),
+    "rows back, one column": (slice(None, None, -1), 1),
+    "one row, columns back": (2, slice(None, None, -2)),
+    "both back": (slice(None, None, -1), slice(4, 0, -1)),
+    "ellipsis, last back": (..., slice(None, None, -1)),
+}
+
+
+def _numbered(shape):
+    """Values that tell every position apart (a reversal shows)."""
+    return np.arange(100.0, 100.0 + np.prod(shape)).reshape(shape)
+
+
+@pytest.mark.parametrize("idx", list(BACKWARD.values()), ids=list(BACKWARD))
+def test_a_slice_that_steps_back_updates_what_numpy_updates(xpkit_backend, idx):
+    """torch refused a negative step ("step must be greater than zero"): its
+    update is the forward slice of the same elements, the value reversed."""
+    b = xpkit_backend
+    start = np.arange(20.0).reshape(4, 5)
+    selected = start[idx].shape
+    for value in (-1.0, _numbered(selected), _numbered(selected[-1:])):
+        expected = start.copy()
+        expected[idx] = value
+        y = value if isinstance(value, float) else b.asarray(value)
+        out = b.at(b.asarray(start), idx).set(y, copy=True)
+        np.testing.assert_array_equal(_host(b, out), expected)
+        expected = start.copy()
+        expected[idx] += value
+        out = b.at(b.asarray(start), idx).add(y, copy=True)
+        np.testing.assert_array_equal(_host(b, out), expected)
+
+
+_TWO_ARRAYS = pytest.mark.xpkit_skip(
+    ["dask"], reason="Dask's update takes one integer array at most"
+)
+
+
+@pytest.mark.xpkit_skip(
+    ["array_api_strict", "array_api_strict-*", "ndonnx"],
+    reason="their __setitem__ takes no integer array",
+)
+@pytest.mark.parametrize(
+    "idx",
+    [
+        pytest.param((slice(None, None, -1), np.array([0, 3])), id="back, then array"),
+        pytest.param((np.array([2, 0]), slice(None, None, -2)), id="array, then back"),
+        pytest.param(
+            (np.array([[1], [3]]), slice(None, None, -1), np.array([0, 1])),
+            id="arrays apart",
+            marks=_TWO_ARRAYS,
+        ),
+        pytest.param(
+            (np.array([1, 3]), slice(4, 0, -1), np.array([0, 1])),
+            id="back between",
+            marks=_TWO_ARRAYS,
+        ),
+    ],
+)
+def test_a_slice_that_steps_back_beside_an_integer_array(xpkit_backend, idx):
+    """NumPy's rule for where the arrays' axes stand (first, when they are
+    not adjacent), which torch keeps: the value is reversed along the right
+    axis."""
+    b = xpkit_backend
+    start = np.arange(40.0).reshape(4, 5, 2)[:, :, : 2 if len(idx) == 3 else 1]
+    start = np.ascontiguousarray(start if len(idx) == 3 else start[:, :, 0])
+    selected = start[idx].shape
+    expected = start.copy()
+    expected[idx] = _numbered(selected)
+    device_idx = tuple(b.asarray(p) if isinstance(p, np.ndarray) else p for p in idx)
+    out = b.at(b.asarray(start), device_idx).set(
+        b.asarray(_numbered(selected)), copy=True
+    )
+    np.testing.assert_array_equal(_host(b, out), expected)

@@ -264,6 +264,9 @@ class Adapter:
     #: can always be written in place (torch and CuPy have no read-only
     #: arrays): a read-only source is then copied before it is shared.
     always_writable: ClassVar[bool] = False
+    #: Whether ``x[idx] = y`` broadcasts an array ``y`` to the selection
+    #: (ndonnx's failed to: `Backend.at` broadcasts it there first).
+    updates_broadcast: ClassVar[bool] = True
 
     def unshareable(self, x: Array) -> Unshareable | None:
         """Why ``x``'s memory must not be handed to another library as it is.

@@ -63,6 +63,7 @@ class NdonnxAdapter(Adapter):
     capabilities = frozenset({"data_dependent_shapes"})
     #: ``ndx.add(array, ndarray)`` takes the ndarray as a constant.
     precheck_operands = True
+    updates_broadcast = False
     #: Shape inference refuses a bad axis or shape with onnx's
     #: ``InferenceError``, a direct subclass of Exception (see `argument_error_types`).
     argument_errors = (TypeError, ValueError, IndexError, AttributeError)

@@ -388,6 +388,10 @@ class ShapeArray:
         order[a], order[b] = order[b], order[a]
         return permuted(self, tuple(order))
 
+    def flip(self, *dims: Value) -> ShapeArray:
+        """A reversed copy (torch's method, which array-api-compat's ``flip`` calls)."""
+        return copy_of(self)
+
     def dot(self, other: Value) -> ShapeArray:
         """``self @ other``."""
         return matmul(self, other)
