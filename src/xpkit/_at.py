@@ -20,6 +20,7 @@ from array_api_compat import array_namespace
 
 from ._adapters._registry import adapter_for_array
 from ._args import check_copy
+from ._cast_checks import scalar_cast_loss
 from ._dtypes import dtype_name
 from ._facts import ArrayT
 from ._operations import check_operand, refuse_operand, stands_in
@@ -66,13 +67,15 @@ class At(Generic[ArrayT]):
         ``x`` is not an array of ``backend``'s library. From the methods:
         ``y`` is an array of another library (a NumPy array given to a
         torch update, say: convert it with `Backend.asarray`) or not a
-        number; ``copy`` is not a bool or None. A NumPy scalar or 0-d
-        NumPy array ``y`` is taken as the Python number it holds.
+        number; ``copy`` is not a bool or None; ``divide`` of an integer
+        or bool ``x``. A NumPy scalar or 0-d NumPy array ``y`` is taken as
+        the Python number it holds.
     ValueError
         From the methods: a number ``y`` that would change in ``x``'s dtype
-        (`_fitted`).
+        (`_fitted`); a negative ``power`` of an integer ``x``.
     IndexError
-        An integer in ``idx`` is out of range for its axis.
+        An integer in ``idx`` is out of range for its axis; ``idx`` holds
+        two ``...``.
     ImportError
         array-api-extra is not installed.
 
@@ -97,7 +100,10 @@ class At(Generic[ArrayT]):
         facts = backend._facts
         check_operand(facts, x, "x")
         idx = _plain_index(idx)
-        _check_index(x, idx)
+        _check_index(x, idx)  # (before narrow integers become positions)
+        idx = (
+            tuple(map(_as_positions, idx)) if type(idx) is tuple else _as_positions(idx)
+        )
         idx = _completed(x, idx)
         idx, reversed_axes = _forward(x, idx)
         try:
@@ -121,6 +127,8 @@ class At(Generic[ArrayT]):
         check_copy(copy)
         update = getattr(self._at, name)
         value = self._value(y)
+        if name in ("divide", "power"):
+            _refuse_integer_quotient(name, value, self._x)
         adapter = self._facts.adapter
         if copy is None and adapter.is_read_only(self._x):
             copy = True  # (may update in place: where it cannot, a copy)
@@ -222,11 +230,13 @@ def _fitted(value: complex, x: Array) -> complex:
 
     Every library casts an update's number to ``x``'s dtype, each its own
     way (300 into uint8: JAX 44, NumPy OverflowError; -1: torch 255; NaN
-    into an integer: JAX 0; 0.5: 0; 1+2j into a float: 1.0), and some
-    refuse a number of another kind (array-api-strict: 2.0 or True into an
-    integer array). A ValueError where the value would change: an integer
-    dtype takes the integers it holds, a bool dtype 0 and 1, a real dtype
-    any real number that stays finite (rounded to its precision). The
+    into an integer: JAX 0; 0.5: 0; 1+2j into a float: 1.0; 1e300 into
+    complex64: inf), and some refuse a number of another kind
+    (array-api-strict: 2.0 or True into an integer array). A ValueError
+    where the value would change, by the fills' rule (`scalar_cast_loss`):
+    an integer dtype takes the integers it holds, a bool dtype 0 and 1, a
+    float dtype (each part of a complex one) any number that neither
+    overflows to inf nor underflows to 0 (rounded to its precision). The
     value comes back as an int, a bool, a float or a complex, as the dtype
     is.
     """
@@ -234,32 +244,41 @@ def _fitted(value: complex, x: Array) -> complex:
         target = np.dtype(dtype_name(x.dtype))
     except (TypeError, ValueError, AttributeError):
         return value  # (a dtype NumPy has no name for: bfloat16, say)
+    reason = scalar_cast_loss(value, target.name)
+    if reason is not None:
+        msg = f"y={value!r:.60} does not fit x's dtype {target} {reason}"
+        raise ValueError(msg)
     if target.kind == "c":
         return complex(value)
     if isinstance(value, complex):
-        if value.imag:
-            msg = (
-                f"y={value!r} has an imaginary part, but x has the real dtype {target}"
-            )
-            raise ValueError(msg)
         value = value.real
     if target.kind == "f":
-        if math.isfinite(value) and abs(value) > float(np.finfo(target).max):
-            msg = (
-                f"y={value!r} overflows x's dtype {target} (its largest is "
-                f"{np.finfo(target).max})"
-            )
-            raise ValueError(msg)
         return float(value)
-    integral = isinstance(value, int) or (math.isfinite(value) and value == int(value))
-    if target.kind == "b" and integral and value in (0, 1):
-        return bool(value)
-    if target.kind in "iu" and integral:
-        info = np.iinfo(target)
-        if info.min <= value <= info.max:
-            return int(value)
-    msg = f"y={value!r} does not fit x's dtype {target}: the update would change it"
-    raise ValueError(msg)
+    return bool(value) if target.kind == "b" else int(value)
+
+
+def _refuse_integer_quotient(name: str, value: Value, x: Array) -> None:
+    """An update whose result an integer ``x`` cannot hold, refused on every library.
+
+    ``divide`` (a true quotient) and ``power`` by a negative number: NumPy
+    and torch raised their own errors, JAX, Dask and ndonnx wrote truncated
+    quotients (``divide(0)``: INT32_MAX, INT64_MIN) or garbage.
+    """
+    try:
+        kind = dtype_name(x.dtype)
+    except (AttributeError, TypeError):
+        return
+    if kind is None or not kind.startswith(("int", "uint", "bool")):
+        return
+    if name == "divide":
+        msg = (
+            f"divide on x of dtype {kind}: a quotient is a float, which x cannot "
+            "hold; convert x to a floating dtype first"
+        )
+        raise TypeError(msg)
+    if isinstance(value, (int, float)) and value < 0:
+        msg = f"y={value!r}: x of dtype {kind} takes no negative power"
+        raise ValueError(msg)
 
 
 def _plain_index(idx: Value) -> Value:
@@ -294,6 +313,32 @@ def _plain_part(part: Value, name: str) -> Value:
     return part
 
 
+#: Integer index dtypes every library takes as positions.
+_POSITIONS = frozenset({"int64", "int32"})
+
+
+def _as_positions(part: Value) -> Value:
+    """An integer index array of a narrower dtype as the library's index dtype.
+
+    torch read a uint8 array as a mask (``[0, 1, 1, 0]`` updated position
+    2, which it does not hold) and refused int8 and int16 ones.
+    """
+    if adapter_for_array(part) is None:
+        return part
+    try:
+        name = dtype_name(part.dtype)
+    except (AttributeError, TypeError):
+        return part
+    if name is None or name in _POSITIONS or not name.startswith(("int", "uint")):
+        return part
+    ns = array_namespace(part)
+    try:  # (the standard's: int32 for JAX without 64-bit types)
+        indexing = ns.__array_namespace_info__().default_dtypes()["indexing"]
+    except (AttributeError, KeyError, TypeError):
+        indexing = ns.int64
+    return ns.astype(part, indexing)
+
+
 def _check_index(x: Array, idx: Value) -> None:
     """IndexError where an integer in ``idx`` is out of range for ``x``'s shape.
 
@@ -304,8 +349,9 @@ def _check_index(x: Array, idx: Value) -> None:
     parts = idx if type(idx) is tuple else (idx,)
     shape = tuple(x.shape)
     widths = [_width(p) for p in parts]
-    if sum(p is Ellipsis for p in parts) > 1:
-        return  # an index the library must judge
+    if sum(p is Ellipsis for p in parts) > 1:  # (torch and ndonnx took it)
+        msg = f"idx={idx!r:.80} holds more than one ...: an index takes one at most"
+        raise IndexError(msg)
     counted = [w for w in widths if w is not None]
     if len(counted) < len(widths):
         return

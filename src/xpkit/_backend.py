@@ -777,17 +777,22 @@ class Backend(Generic[ArrayT]):
             ``idx`` is a bool or a float (NumPy would read a bool as a new
             axis, ndonnx as 0 or 1) or None (an update takes no new axis); ``x``, ``idx`` or the methods' value
             is a NumPy masked array (its mask would be ignored) or ``x`` a
-            NumPy matrix.
+            NumPy matrix; ``divide`` of an integer or bool ``x`` (a
+            quotient is a float).
         IndexError
             An integer in ``idx`` is out of range for its axis (the message
-            gives the index, the axis and its size), or ``idx`` indexes more
-            axes than ``x`` has.
+            gives the index, the axis and its size), ``idx`` indexes more
+            axes than ``x`` has, or holds two ``...``. (An integer array of
+            a narrow dtype, uint8 say, holds positions on every library:
+            torch read uint8 as a mask.)
         ValueError
             From the methods: a number that would change in ``x``'s dtype
             (300 into uint8, 0.5 or NaN into an integer dtype, an imaginary
-            part into a real one, a finite value that overflows a float); a
-            number that fits arrives as ``x``'s kind (2.0 into an integer
-            array as 2) on every library.
+            part into a real one, a value that overflows a float or a
+            complex part to inf or underflows to 0, as the fills refuse);
+            a negative ``power`` of an integer ``x``. A number that fits
+            arrives as ``x``'s kind (2.0 into an integer array as 2) on
+            every library. An array value is the library's to cast.
         ImportError
             array-api-extra, a dependency of xpkit, is missing (an install
             without dependencies): ``pip install array-api-extra``.

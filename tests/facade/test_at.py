@@ -232,6 +232,10 @@ def test_copy_none_copies_a_read_only_array_of_array_api_strict():
         ("int32", float("inf")),
         ("float32", 1 + 2j),  # JAX wrote 1.0
         ("float32", 1e300),  # inf
+        ("complex64", 1e300),  # inf: a complex dtype was not checked
+        ("complex64", 1e-50j),  # 0
+        ("float32", 1e-50),  # 0 (the fills refused it)
+        ("float64", 2**1100),  # OverflowError, not ValueError
     ],
 )
 def test_a_number_that_would_change_in_x_s_dtype_is_refused(
@@ -246,7 +250,7 @@ def test_a_number_that_would_change_in_x_s_dtype_is_refused(
             ValueError, match=r"^y=.* (does not fit|overflows|has an imag)"
         ):
             getattr(b.at(x, 0), method)(value, copy=True)
-    assert _host(b, x).tolist() == [1.0, 2.0]
+    assert np.asarray(b.to_numpy(x)).tolist() == [1, 2]
 
 
 def test_a_number_that_fits_arrives_as_x_s_kind(xpkit_backend):
@@ -396,3 +400,44 @@ def test_a_slice_that_steps_back_beside_an_integer_array(xpkit_backend, idx):
         b.asarray(_numbered(selected)), copy=True
     )
     np.testing.assert_array_equal(_host(b, out), expected)
+
+
+@pytest.mark.xpkit_skip(
+    ["array_api_strict", "array_api_strict-*", "ndonnx"],
+    reason="their __setitem__ takes no integer array",
+)
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "int16", "uint16", "int32"])
+def test_a_narrow_integer_index_array_holds_positions(xpkit_backend, dtype):
+    """torch read a uint8 index as a mask (position 2 changed, which the
+    index does not hold) and refused int8 and int16 ones."""
+    b = xpkit_backend
+    if dtype not in b.dtypes:
+        pytest.skip(f"{b.name} holds no {dtype}")
+    positions = np.array([0, 1, 1, 0], dtype=dtype)
+    expected = np.arange(4.0)
+    expected[positions] = 7.0
+    out = b.at(b.asarray(np.arange(4.0)), b.asarray(positions)).set(7.0, copy=True)
+    np.testing.assert_array_equal(_host(b, out), expected)
+
+
+def test_an_index_of_two_ellipses_is_refused_on_every_backend(xpkit_backend):
+    """NumPy refused it; torch and ndonnx updated every element, Dask failed."""
+    b = xpkit_backend
+    with pytest.raises(IndexError, match=r"more than one \.\.\."):
+        b.at(b.asarray(np.zeros((2, 3))), (..., ...))
+
+
+def test_an_integer_array_takes_no_quotient_and_no_negative_power(xpkit_backend):
+    """JAX, Dask and ndonnx wrote truncated quotients (divide(0): INT32_MAX
+    or INT64_MIN) and garbage powers; NumPy and torch raised their own."""
+    b = xpkit_backend
+    x = b.asarray(np.array([4, 5, 6], dtype=np.int32))
+    update = b.at(x, slice(None))
+    for y in (2, 0):
+        with pytest.raises(TypeError, match=r"divide on x of dtype int32"):
+            update.divide(y, copy=True)
+    with pytest.raises(ValueError, match=r"y=-1: x of dtype int32 takes no negative"):
+        update.power(-1, copy=True)
+    expected = np.array([4, 5, 6]) ** 2
+    np.testing.assert_array_equal(b.to_numpy(update.power(2, copy=True)), expected)
+    assert np.asarray(b.to_numpy(x)).tolist() == [4, 5, 6]

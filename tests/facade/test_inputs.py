@@ -454,6 +454,10 @@ def test_concatenate_shape_mismatch_names_arrays_and_shapes(xpkit_backend):
     ):
         b.concatenate([a22, a22, b.asarray(np.ones(3))])
     assert tuple(b.concatenate([a22, a32]).shape) == (5, 2)
+    empty = b.asarray(np.zeros(0))  # (torch.cat skipped it: (2, 2), silently)
+    for axis in (0, 1, -1):
+        with pytest.raises(ValueError, match=r"arrays\[1\] has shape \(0,\)"):
+            b.concatenate([a22, empty], axis=axis)
 
 
 def test_matmul_shape_mismatch_names_a_and_b_and_shapes(xpkit_backend):

@@ -161,11 +161,18 @@ class TorchAdapter(Adapter):
         def concat(arrays: Sequence[Array], /, *, axis: int | None = 0) -> Array:
             # torch.cat promotes dtypes as the standard does; axis=None (flatten)
             # is the compat wrapper's job.
-            if axis == 0:
-                return native_cat(arrays)
-            if axis is not None:
-                return native_cat(arrays, axis)
-            return compat_concat(arrays, axis=axis)
+            if axis is None:
+                return compat_concat(arrays, axis=axis)
+            out = native_cat(arrays) if axis == 0 else native_cat(arrays, axis)
+            if out.ndim != 1:  # (torch.cat skips an empty 1-D tensor: legacy)
+                for a in arrays:
+                    if a.ndim != out.ndim:
+                        shapes = ", ".join(str(tuple(a.shape)) for a in arrays)
+                        msg = (
+                            f"arrays must all have {out.ndim} axes, got shapes {shapes}"
+                        )
+                        raise ValueError(msg)
+            return out
 
         return FastOps(
             matmul=matmul,
