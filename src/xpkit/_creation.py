@@ -107,7 +107,8 @@ def full(f: Facts[ArrayT], shape: Value, fill_value: Value, dtype: DType) -> Arr
         name, source = asked, dtype_source(dtype, "")
     target, xp_dtype = f.dtype_pair(name, None, source)
     check_fill_fits(fill_value, target)
-    return f.xp.full(shape, python_number(fill_value), dtype=xp_dtype, device=f.native)
+    number = python_number(fill_value, xp_dtype)
+    return f.xp.full(shape, number, dtype=xp_dtype, device=f.native)
 
 
 def like_args(
@@ -131,16 +132,26 @@ def full_like(
     out_shape, xp_dtype, native = like_args(f, array, shape, dtype, device)
     check_fill_fits(fill_value, xp_dtype)
     return f.xp.full(
-        out_shape, python_number(fill_value), dtype=xp_dtype, device=native
+        out_shape, python_number(fill_value, xp_dtype), dtype=xp_dtype, device=native
     )
 
 
-def python_number(fill_value: Value) -> Value:
-    """A NumPy number as the Python number it holds (checked to fit).
+def python_number(fill_value: Value, dtype: DType) -> Value:
+    """A NumPy number as the Python number it holds (checked to fit ``dtype``).
 
-    array-api-strict takes Python scalars only, torch no ``np.uint64``.
+    array-api-strict takes Python scalars only, torch no ``np.uint64``; a
+    complex number (checked: its imaginary part is 0) for a real ``dtype``
+    is its real part as that dtype's kind (JAX and ndonnx refused ``1+0j``).
     """
-    return fill_value.item() if isinstance(fill_value, np.generic) else fill_value
+    value = fill_value.item() if isinstance(fill_value, np.generic) else fill_value
+    if isinstance(value, complex):
+        name = dtype_name(dtype)
+        if name is not None and not name.startswith("complex"):
+            real = value.real
+            if name == "bool":
+                return bool(real)
+            return int(real) if name.startswith(("int", "uint")) else real
+    return value
 
 
 def ones_like(

@@ -87,8 +87,15 @@ def _check_one(
             )
             raise TypeError(msg)
         dev, native = (ref[0].device, ref[0].native) if ref else (f.device, f.native)
-        x = move_from(f, x, adapter, dev, native, None, param)
-        adapter = mine
+        moved = move_from(f, x, adapter, dev, native, None, param)
+        source = own_dtype(x, param)
+        # Checked where its values are, where here they would not be (Dask's
+        # arrays are lazy: a torch 2**40 became 0 in int32).
+        lazy = not mine.values_at_hand(moved)
+        if ref and source != ref[0].name and lazy and adapter.values_at_hand(x):
+            values = host(x, param)
+            castable(f, values, source, ref[0].name, param, on_host=True)
+        x, adapter = moved, mine
     if adapter is mine:
         return _check_own(f, x, param, ref, convert)
     values = host(x, param)

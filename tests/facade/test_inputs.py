@@ -269,6 +269,26 @@ def test_check_arrays_refuses_a_float_y_an_integer_x_would_truncate(xpkit_backen
     assert _values(b, out[1]) == [0.0, 4.0, -2.0]
 
 
+def test_check_arrays_converts_another_library_s_array_unchanged_or_refuses(
+    xpkit_backend,
+):
+    """Dask checked a converted torch tensor as one of its own lazy arrays,
+    so not at all: 2**40 became 0 in int32, 0.5 became 0."""
+    torch = pytest.importorskip("torch")
+    b = xpkit_backend
+    if b.library == "torch":
+        pytest.skip("torch's tensors are this backend's own")
+    first = b.asarray(np.array([1], dtype=np.int32))
+    for bad, shown in (
+        (torch.tensor([2**40, 7]), "1099511627776"),
+        (torch.tensor([0.5]), r"0\.5"),
+    ):
+        with pytest.raises(ValueError, match=rf"^inputs\[1\] holds {shown}"):
+            b.check_arrays(first, bad, convert=True)
+    out = b.check_arrays(first, torch.tensor([3, 7]), convert=True)
+    assert _values(b, out[1]) == [3, 7]
+
+
 @pytest.mark.xpkit_requires("float64")  # fills float64
 @pytest.mark.parametrize(
     ("fill", "dtype", "shown"),
@@ -292,6 +312,22 @@ def test_full_refuses_a_fill_value_the_dtype_would_change(
         ValueError, match=rf"^fill_value={shown} does not fit dtype {dtype}"
     ):
         b.full_like(ref, fill)
+
+
+@pytest.mark.parametrize(
+    ("fill", "dtype", "expected"),
+    [(1 + 0j, "float32", 1.0), (np.complex64(3), "int32", 3), (1 + 0j, "bool", True)],
+)
+def test_a_complex_fill_with_no_imaginary_part_fills_a_real_dtype(
+    xpkit_backend, fill, dtype, expected
+):
+    """NumPy, torch, array-api-strict and Dask took it; JAX and ndonnx raised
+    their own errors (the value fits: its imaginary part is 0)."""
+    b = xpkit_backend
+    filled = b.full((2,), fill, dtype=dtype)
+    like = b.full_like(b.asarray(np.zeros(2, dtype=dtype)), fill)
+    for out in (filled, like):
+        assert np.asarray(b.to_numpy(out)).tolist() == [expected, expected]
 
 
 def test_full_names_fill_value_past_every_integer_dtype(xpkit_backend):
