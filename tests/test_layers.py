@@ -40,6 +40,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "xpkit._executors._interrupts",
             "xpkit._statement",
             "xpkit._current_rows",
+            "xpkit._result_spec",
         ),
     ),
     ("adapters", ("xpkit._adapters*",)),

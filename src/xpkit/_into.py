@@ -43,6 +43,7 @@ from ._adapters._stores import (
     rows_per_write,
     written_by_workers,
 )
+from ._result_spec import sequence_spec
 
 if TYPE_CHECKING:
     from ._adapters._layout import Extent
@@ -109,7 +110,7 @@ def check_out(
                 f"out must be an array or a non-empty tuple, list or dict, got {out!r}"
             )
             raise ValueError(msg)
-        spec: ResultSpec = (type(out).__name__, len(out))
+        spec: ResultSpec = sequence_spec(out)
         named = [(f"out[{i}]", leaf) for i, leaf in enumerate(out)]
     elif isinstance(out, Mapping):
         if not out:
@@ -379,4 +380,5 @@ def _structure(spec: ResultSpec) -> str:
         return "one array"
     if spec[0] == "dict":
         return f"a dict with keys {list(spec[1])}"
-    return f"a {spec[0]} of {spec[1]} arrays"
+    kind = spec[2].__name__ if spec[0] == "namedtuple" else spec[0]
+    return f"a {kind} of {spec[1]} arrays"

@@ -417,6 +417,9 @@ class Outputs:
             return dict(zip(self._spec[1], leaves, strict=True))
         if kind == "list":
             return list(leaves)
+        if kind == "namedtuple":
+            named: UserResult = self._spec[2](*leaves)
+            return named
         return tuple(leaves)
 
 

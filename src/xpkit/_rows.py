@@ -19,6 +19,7 @@ from ._adapters._base import Adapter
 from ._adapters._registry import ADAPTERS, adapter_for_array, to_host
 from ._args import refuse_lossy
 from ._current_rows import ROWS
+from ._result_spec import sequence_spec
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -54,8 +55,9 @@ __all__ = [
     "to_host",
 ]
 
-#: The structure of ``fn``'s result: ``("array",)``, ``("tuple" | "list", k)``
-#: or ``("dict", keys)`` (compared as it is between batches).
+#: The structure of ``fn``'s result: ``("array",)``, ``("tuple" | "list", k)``,
+#: ``("namedtuple", k, its class)`` or ``("dict", keys)`` (compared as it is
+#: between batches).
 ResultSpec = tuple[Any, ...]
 
 
@@ -95,7 +97,7 @@ def rows_of(result: UserResult) -> Rows | None:
         return Rows(_ONE_ARRAY, [result])
     if isinstance(result, (tuple, list)) and result:
         leaves = list(result)
-        spec: ResultSpec = (type(result).__name__, len(result))
+        spec = sequence_spec(result)
     elif isinstance(result, (dict, Mapping)) and result:  # (dict: no ABC check)
         leaves = list(result.values())
         spec = ("dict", tuple(result))
@@ -236,7 +238,13 @@ def trim_rows(result: UserResult, rows: int) -> UserResult:
     if isinstance(result, Mapping):
         return {k: trim_rows(v, rows) for k, v in result.items()}
     if isinstance(result, (tuple, list)):
-        return type(result)(trim_rows(v, rows) for v in result)
+        trimmed = [trim_rows(v, rows) for v in result]
+        # (a named tuple takes its fields one by one)
+        return (
+            type(result)(*trimmed)
+            if hasattr(result, "_fields")
+            else type(result)(trimmed)
+        )
     return result[:rows, ...]
 
 

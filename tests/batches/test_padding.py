@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import namedtuple
+
 import numpy as np
 import pytest
 
@@ -71,3 +73,31 @@ def test_jax_compiles_fn_once_over_ten_batches():
     traces.clear()
     xpkit.map_batches(fn, x, backend=b, pad=False, **_batches_of(10, n))
     assert traces == [(7, 4)]  # (10, 4) is cached: only the short tail compiles again
+
+
+#: A named tuple result (module level: it travels to joblib's workers).
+Pair = namedtuple("Pair", "total first")
+
+
+def _pair(x):
+    return Pair(x.sum(1), x[:, 0])
+
+
+@pytest.mark.parametrize("executor", [None, "joblib"])
+def test_a_named_tuple_result_is_trimmed_and_given_back_as_one(executor):
+    """Trimming the padded last batch rebuilt it as ``Pair(generator)``: a
+    TypeError (JAX pads by default); unpadded, it came back a plain tuple."""
+    x = np.arange(74.0).reshape(37, 2)
+    for pad in (True, False):
+        got = xpkit.map_batches(
+            _pair, x, pad=pad, executor=executor, **_batches_of(10, 37)
+        )
+        assert type(got) is Pair
+        np.testing.assert_array_equal(got.total, x.sum(1))
+        np.testing.assert_array_equal(got.first, x[:, 0])
+    out = Pair(np.empty(37), np.empty(37))
+    got = xpkit.map_batches(_pair, x, out=out, pad=True, **_batches_of(10, 37))
+    assert got.total is out.total
+    np.testing.assert_array_equal(out.total, x.sum(1))
+    pieces = list(xpkit.iter_batches(_pair, x, pad=True, **_batches_of(10, 37)))
+    assert [type(piece) for _, piece in pieces] == [Pair] * 4
