@@ -87,6 +87,10 @@ def each_batch_here(
     def piece(s: int, e: int, split: bool) -> None:
         outputs.put(s, e, outputs.take(job.run(arrays, s, e, n, pad=not split), s, e))
 
+    def padded(s: int, e: int) -> bool:
+        """Whether rows ``s:e``, unsplit, ran padded (a short last batch)."""
+        return bool(job.pad_to) and e - s < job.pad_to and e == n
+
     peaks: list[int | None] = []
 
     def measured(s: int, e: int, split: bool) -> None:
@@ -114,12 +118,12 @@ def each_batch_here(
             stop = stop_at_chunk(start, stop, n, chunk)
         span = (start, stop)
         if check is not None and stop - start == batch:
-            fitted = split_on_oom(measured, span, request.min_batch, at_floor)
+            fitted = split_on_oom(measured, span, request.min_batch, at_floor, padded)
             if fitted is None and peaks and peaks[0] is not None:
                 batch = planned = checked_batch(request, plan, batch, peaks[0], check)
             check = None
         else:
-            fitted = split_on_oom(piece, span, request.min_batch, at_floor)
+            fitted = split_on_oom(piece, span, request.min_batch, at_floor, padded)
         if trim:
             release_freed_host_memory()
         if fitted is not None:  # (smaller than any piece that failed)

@@ -197,6 +197,7 @@ def split_on_oom(
     span: tuple[int, int],
     min_chunk: int,
     at_floor: Callable[[int, int, BaseException], BaseException] | None = None,
+    padded: Callable[[int, int], bool] | None = None,
 ) -> int | None:
     """Run ``run`` over rows ``span``, halving a piece that runs out of memory.
 
@@ -208,7 +209,9 @@ def split_on_oom(
     ``min_chunk``: ``min_chunk`` rows, then the rest); a piece as large as
     one that failed is split before it is tried. At ``min_chunk`` rows or
     fewer the error is re-raised, or what ``at_floor(start, stop, error)``
-    makes of it (raised from it).
+    makes of it (raised from it), unless the piece's first attempt ran
+    padded (``padded(start, stop)``: ``run`` pads an unsplit piece): it
+    runs once more, its own rows alone, first.
 
     Returns None when no OOM happened, else the row count of the largest
     piece that succeeded after a split (what a caller can use as its batch
@@ -232,7 +235,8 @@ def split_on_oom(
         except BaseException as exc:
             if not is_oom_error(exc) or isinstance(exc, UnsplittableMemoryError):
                 raise
-            if size <= min_chunk:
+            alone = not split and padded is not None and padded(start, stop)
+            if size <= min_chunk and not alone:
                 if at_floor is None:
                     raise
                 raise at_floor(start, stop, exc) from exc
@@ -245,8 +249,14 @@ def split_on_oom(
             continue
         # Outside the except block: the exception and its frames are gone.
         split = True
-        smallest_failed = min(smallest_failed, size)
         release_after_oom()
+        if size <= min_chunk:  # (padded, and failed: its own rows, unpadded)
+            logger().info(
+                "out of memory on padded rows %d:%d: run unpadded", start, stop
+            )
+            pending.append((start, stop))
+            continue
+        smallest_failed = min(smallest_failed, size)
         # In halves; where half is under min_chunk, min_chunk rows and the rest.
         mid = start + max(size // 2, min_chunk)
         logger().info(

@@ -18,9 +18,10 @@ the arguments again (the same values passed those checks) or planning.
 A new host reading, another budget in force, anything learned or cleared
 in the plan memory, or an object the key names by identity gone ends it.
 An OOM in such a call goes to the planned path with the rows that failed
-(`Repeat.failed`): it plans again, in batches of at most half of them,
-and splits further where those run out of memory too; where half of them
-is under ``min_batch`` the error is raised at once, as a split would.
+(`Repeat.failed`): it plans again, in batches of at most half of them
+(``min_batch`` where half is under it, as a split runs ``min_batch`` rows,
+then the rest), and splits further where those run out of memory too;
+where they are ``min_batch`` rows or fewer the error is raised at once.
 """
 
 from __future__ import annotations
@@ -142,7 +143,7 @@ def repeat(call: BatchCall) -> UserResult | Repeat:
     except BaseException as exc:
         if not is_oom_error(exc) or isinstance(exc, UnsplittableMemoryError):
             raise
-        if n // 2 < min_batch:  # (as the planned path names them)
+        if n <= min_batch:  # (as the planned path names them)
             where = Backend.from_arrays(*arrays).name
             error = at_min_batch("map_batches", (0, n), where, min_batch, exc)
             raise error from exc
@@ -151,7 +152,7 @@ def repeat(call: BatchCall) -> UserResult | Repeat:
             "map_batches: out of memory repeating a one-batch call of %d rows; "
             "planning it again in batches of at most %d",
             n,
-            n // 2,
+            max(n // 2, min_batch),
         )
         return Repeat(key, alive, n)
     finally:

@@ -101,3 +101,25 @@ def test_a_named_tuple_result_is_trimmed_and_given_back_as_one(executor):
     np.testing.assert_array_equal(out.total, x.sum(1))
     pieces = list(xpkit.iter_batches(_pair, x, pad=True, **_batches_of(10, 37)))
     assert [type(piece) for _, piece in pieces] == [Pair] * 4
+
+
+@pytest.mark.parametrize(("n", "min_batch"), [(81, 1), (100, 25)])
+def test_a_padded_last_batch_that_fails_at_min_batch_runs_its_own_rows(n, min_batch):
+    """The last batch (1 or 20 rows, padded to 40) ran out of memory and, at
+    min_batch or under, was fatal in the local loop, though its own rows fit
+    (the executors ran them unpadded)."""
+    seen: list[tuple[int, int]] = []
+
+    def fn(x):
+        rows = xpkit.current_rows()
+        seen.append((len(rows), x.shape[0]))
+        if x.shape[0] > len(rows):  # padded: out of memory
+            raise MemoryError("the padded batch does not fit")
+        return x * 2.0
+
+    x = np.arange(float(n))[:, None]
+    args = _batches_of(40, n, min_batch=min_batch)
+    got = xpkit.map_batches(fn, x, pad=True, **args)
+    np.testing.assert_array_equal(got, x * 2.0)
+    last = n - 80
+    assert seen[-2:] == [(last, 40), (last, last)]  # padded, then its own rows

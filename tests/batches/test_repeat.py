@@ -369,11 +369,11 @@ def test_an_oom_in_a_repeat_never_runs_its_size_again(plans):
     assert max(fn.sizes) <= 250  # the next call starts from what fitted
 
 
-def test_an_oom_in_a_repeat_that_cannot_be_halved_raises_at_once(plans):
-    """Half of the rows is under min_batch: the error, not a second try."""
+def test_an_oom_in_a_repeat_of_min_batch_rows_raises_at_once(plans):
+    """No fewer rows may run: the error, not a second try."""
     fn = Counted()
     x = _data(200)
-    options = {**GIVEN, "min_batch": 150}
+    options = {**GIVEN, "min_batch": 200}
     _learned(fn, x, **options)
     fn.fails_above = 100
     fn.sizes.clear()
@@ -381,11 +381,27 @@ def test_an_oom_in_a_repeat_that_cannot_be_halved_raises_at_once(plans):
     with pytest.raises(
         MemoryError,
         match=r"^map_batches: rows 0:200 \(200 rows\) could not run on numpy even "
-        r"at min_batch=150: out of memory",
+        r"at min_batch=200: out of memory",
     ) as info:
         xpkit.map_batches(fn, x, **options)
     assert fn.sizes == [200]  # (it was [200, 200])
     assert isinstance(info.value.__cause__, MemoryError)  # fn's own
+
+
+def test_an_oom_in_a_repeat_whose_half_is_under_min_batch_runs_min_batch_rows(plans):
+    """min_batch rows, then the rest, as a split runs them: the repeat raised
+    at once where half its rows was under min_batch (a planned call ran)."""
+    fn = Counted()
+    x = _data(200)
+    options = {**GIVEN, "min_batch": 150}
+    _learned(fn, x, **options)
+    fn.fails_above = 160
+    fn.sizes.clear()
+    np.testing.assert_array_equal(xpkit.map_batches(fn, x, **options), x * 2.0)
+    assert fn.sizes == [200, 150, 50]
+    fn.fails_above = 100  # (150 rows no longer fit: the error names them)
+    with pytest.raises(MemoryError, match=r"rows 0:150 \(150 rows.*min_batch=150"):
+        xpkit.map_batches(fn, x, **options)
 
 
 def test_a_device_measured_on_each_call_is_never_repeated(plans, monkeypatch):
