@@ -275,6 +275,14 @@ def raise_unsendable(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     raise Unsendable
 
 
+def raise_beside_unsendable(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Raises a plain ValueError while handling an exception that cannot travel."""
+    try:
+        raise Unsendable
+    except Unsendable:
+        raise ValueError("raised while handling one that cannot travel") from None
+
+
 def always_exit(x: np.ndarray) -> np.ndarray:
     """Kills its worker process every time (not a memory problem at all)."""
     os.kill(os.getpid(), 9)

@@ -343,19 +343,44 @@ def run_rows(
     lost there (joblib's workers then died, read as a memory death): it
     becomes a RuntimeError that names its type, its message and the rows.
     """
+    travels = travels or _travels
+    lost: str | None = None
     try:
         result = job.run(arrays, start, stop, common_rows(arrays), pad=pad)
     except Exception as exc:
-        if (travels or _travels)(exc):
+        if travels(exc) or _travels_alone(exc, travels):
             raise
-        msg = (
+        lost = (
             f"fn raised {type(exc).__module__}.{type(exc).__qualname__} on rows "
             f"{start}:{stop}, which cannot be pickled to travel back from the "
             f"worker: {str(exc)[:500]}"
         )
-        raise RuntimeError(msg) from None
+    if lost is not None:
+        # (raised outside the except block: fn's exception is not its context,
+        # which Dask pickles too, and failing, it sent a bare Exception)
+        raise RuntimeError(lost)
     rows = host_rows(result, job.fn, f"rows {start}:{stop}")
     return rows if job.sink is None else job.sink(start, stop, rows)
+
+
+def _travels_alone(
+    exc: BaseException, travels: Callable[[BaseException], bool]
+) -> bool:
+    """Whether ``exc`` travels without its cause and context, dropped where it does.
+
+    Dask pickles the chain with the exception (tblib's support, which it
+    installs), and where a link cannot be pickled it sent a bare
+    ``Exception`` holding the repr instead; joblib sends the exception
+    alone. Either way ``exc`` arrives as itself, without its chain.
+    """
+    cause, context = exc.__cause__, exc.__context__
+    if cause is None and context is None:
+        return False
+    exc.__cause__ = exc.__context__ = None
+    if travels(exc):
+        return True
+    exc.__cause__, exc.__context__ = cause, context
+    return False
 
 
 def _travels(exc: BaseException) -> bool:

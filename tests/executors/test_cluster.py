@@ -170,6 +170,24 @@ def test_other_errors_propagate_unchanged(client, data):
         )
 
 
+def test_exceptions_that_cannot_travel_arrive_named_or_without_their_chain(
+    client, data
+):
+    """Dask pickles an exception's context too (tblib): both arrived as a bare
+    ``Exception`` holding a repr, where joblib gave the RuntimeError naming
+    the one and the ValueError itself."""
+    x, y = data
+    with pytest.raises(RuntimeError, match=r"^fn raised pool_jobs\.Unsendable on rows"):
+        xpkit.map_batches(
+            jobs.raise_unsendable, x, y, executor=client, **jobs.BATCHES_OF_64
+        )
+    with pytest.raises(ValueError, match="^raised while handling one") as raised:
+        xpkit.map_batches(
+            jobs.raise_beside_unsendable, x, y, executor=client, **jobs.BATCHES_OF_64
+        )
+    assert raised.type is ValueError
+
+
 @pytest.mark.parametrize("exc", [SystemExit(3), KeyboardInterrupt()])
 def test_fns_exit_or_interrupt_reaches_the_caller_and_kills_no_worker(
     client, data, exc
