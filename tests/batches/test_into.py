@@ -559,6 +559,14 @@ def test_a_numpy_out_whose_elements_overlap_is_refused_before_fn_runs():
         np.testing.assert_array_equal(fine, x * 2.0)
 
 
+def test_an_empty_out_of_zero_strides_is_taken_for_zero_rows():
+    """NumPy makes an empty array with zero strides: read as one whose
+    elements share memory, though it has none."""
+    out = np.empty((0, 2))
+    got = xpkit.map_batches(lambda r: r[:, :2] * 2.0, np.zeros((0, 3)), out=out)
+    assert got is out
+
+
 def test_a_sharded_store_is_written_a_whole_shard_at_a_time(tmp_path, monkeypatch):
     """Its chunks are inner ones: two writers of one shard would lose rows."""
     zarr = pytest.importorskip("zarr")

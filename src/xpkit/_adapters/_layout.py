@@ -197,8 +197,11 @@ def overlaps_itself(
     step must clear every element the smaller steps reach. That holds for
     every layout slicing and transposing make; a layout that fails it
     (a zero step, ``as_strided`` rows that overlap) is taken as
-    overlapping, the rare interleaved one that does not included.
+    overlapping, the rare interleaved one that does not included. A layout
+    of no elements overlaps nowhere (NumPy gives an empty array zero strides).
     """
+    if 0 in shape:
+        return False
     reach = itemsize
     for step, n in sorted(
         (abs(st), n) for st, n in zip(strides, shape, strict=True) if n > 1
