@@ -757,7 +757,7 @@ class Backend(Generic[ArrayT]):
             shape is known: always but for Dask's unknown chunk sizes,
             inside ``jax.jit`` too. An integer array's values are checked
             where they are at hand; traced or lazy ones (inside
-            ``jax.jit``, Dask) cannot be, and there JAX drops the updates
+            ``jax.jit``, Dask) cannot be, and there JAX and Dask drop the updates
             out of range. A slice may step back (``x[::-1]``) on every
             library: torch's slices take no negative step, so the forward
             slice of the same elements is updated, with an array value
