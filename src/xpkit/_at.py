@@ -104,6 +104,8 @@ class At(Generic[ArrayT]):
         idx = (
             tuple(map(_as_positions, idx)) if type(idx) is tuple else _as_positions(idx)
         )
+        if type(idx) is tuple and not facts.adapter.ints_join_arrays:
+            idx = _ints_as_arrays(idx)
         idx = _completed(x, idx)
         idx, reversed_axes = _forward(x, idx)
         try:
@@ -156,11 +158,10 @@ class At(Generic[ArrayT]):
             # (a stand-in of a trace of fn: its own namespace follows it)
             ns: Namespace = self._facts.xp if owned else y.__array_namespace__()
             y = _reversed(y, self._reversed, ns)
-            if not adapter.updates_broadcast:
-                x: Array = self._x
-                selected = tuple(x[self._idx].shape)
-                if tuple(y.shape) != selected:
-                    y = ns.broadcast_to(y, selected)
+            shape = tuple(y.shape)
+            broadcast = not adapter.updates_broadcast
+            if broadcast or (shape and shape[0] == 1):  # (JAX refused (1, 3) for (3,))
+                y = _to_selection(y, self._x, self._idx, ns, broadcast=broadcast)
             return y
         other = adapter_for_array(y)
         if other is not None:
@@ -431,10 +432,16 @@ def _check_in_range(part: Value, name: str, axis: int, size: object) -> None:
         return  # traced (jax.jit) or lazy (Dask) values: not at hand
     if math.prod(part.shape) == 0:
         return
-    # The extremes, computed where the index lives: two numbers travel.
+    # The extremes, computed where the index lives: two numbers travel
+    # (the whole index, where the library has no min of its dtype: torch's
+    # uint16, uint32 and uint64).
     ixp = array_namespace(part)
-    low = int(adapter.to_numpy(ixp.min(part)))
-    high = int(adapter.to_numpy(ixp.max(part)))
+    try:
+        low = int(adapter.to_numpy(ixp.min(part)))
+        high = int(adapter.to_numpy(ixp.max(part)))
+    except (NotImplementedError, RuntimeError, TypeError):
+        on_host = adapter.to_numpy(part)
+        low, high = int(on_host.min()), int(on_host.max())
     for value in (low, high):
         if not -size <= value < size:
             msg = (
@@ -442,6 +449,33 @@ def _check_in_range(part: Value, name: str, axis: int, size: object) -> None:
                 f"which has size {size}"
             )
             raise IndexError(msg)
+
+
+def _ints_as_arrays(parts: tuple[Value, ...]) -> tuple[Value, ...]:
+    """Each integer beside integer arrays (or a mask) as a one-element array.
+
+    NumPy's rule: an integer beside arrays is one of them, its axis among
+    theirs, first where they are not adjacent. torch's and Dask's integer is
+    a basic index, and ``x[0, :, arange(4)]`` put the arrays' axis last: a
+    square update wrote its values transposed. A one-element array
+    broadcasts as the integer does (Dask, which takes one array at most,
+    then refuses the index). Adjacent, both rules place the axes alike.
+    """
+    advanced = [k for k, p in enumerate(parts) if not _is_basic(p)]
+    arrays = [parts[k] for k in advanced if not isinstance(parts[k], int)]
+    if (
+        not arrays
+        or any(_width(a) is None or not tuple(a.shape) for a in arrays)
+        or advanced == list(range(advanced[0], advanced[-1] + 1))  # (adjacent: alike)
+        or not any(isinstance(parts[k], int) for k in advanced)
+    ):
+        return parts
+    ns = array_namespace(arrays[0])
+    where = adapter_for_array(arrays[0])
+    device = None if where is None else where.device_of(arrays[0])
+    return tuple(
+        ns.asarray([p], device=device) if isinstance(p, int) else p for p in parts
+    )
 
 
 def _forward(x: Array, idx: Value) -> tuple[Value, tuple[int, ...]]:
@@ -536,6 +570,28 @@ def _forward_slice(part: slice, size: object) -> slice | None:
     if not chosen:
         return slice(0, 0)
     return slice(chosen[-1], chosen[0] + 1, -chosen.step)
+
+
+def _to_selection(
+    y: Array, x: Array, idx: Value, xp: Namespace, *, broadcast: bool
+) -> Array:
+    """``y`` as NumPy's ``x[idx] = y`` takes it.
+
+    Its leading axes of one element are dropped where it has more axes than
+    ``x[idx]`` (JAX refused them), and with ``broadcast`` (for ndonnx, whose
+    update did not) it is broadcast to that shape. Left as it is where a size is not known (a symbolic axis) or it does
+    not broadcast (the library's error says so).
+    """
+    selected = tuple(x[idx].shape)
+    shape = tuple(y.shape)
+    if not all(isinstance(d, int) for d in (*selected, *shape)):
+        return y
+    extra = len(shape) - len(selected)
+    if extra > 0 and all(d == 1 for d in shape[:extra]):
+        y, shape = xp.reshape(y, shape[extra:]), shape[extra:]
+    if not broadcast or shape == selected or len(shape) > len(selected):
+        return y
+    return xp.broadcast_to(y, selected)
 
 
 def _reversed(y: Array, axes: tuple[int, ...], xp: Namespace) -> Array:

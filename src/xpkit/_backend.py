@@ -761,7 +761,11 @@ class Backend(Generic[ArrayT]):
             out of range. A slice may step back (``x[::-1]``) on every
             library: torch's slices take no negative step, so the forward
             slice of the same elements is updated, with an array value
-            reversed to match. Where an integer array holds one position
+            reversed to match (Dask's own update of an empty slice by an
+            array fails; a list in ``idx`` is the library's to judge). An
+            integer beside an integer array places its axes as NumPy
+            does (torch's and Dask's were placed as basic indices: where
+            they are apart, Dask, which takes one array, refuses it). Where an integer array holds one position
             twice, the libraries differ, as array-api-extra says: ``add``
             applies the value once on NumPy, torch and Dask, and once per
             occurrence on JAX.

@@ -43,7 +43,7 @@ from ._adapters._stores import (
     rows_per_write,
     written_by_workers,
 )
-from ._result_spec import sequence_spec
+from ._result_spec import describe_spec, sequence_spec
 
 if TYPE_CHECKING:
     from ._adapters._layout import Extent
@@ -297,7 +297,7 @@ def check_structure(out: Out, spec: ResultSpec, fn: UserFunction) -> None:
         return
     msg = (
         f"out does not match fn={fn!r}'s result: fn returned "
-        f"{_structure(spec)}, out is {_structure(out.spec)}"
+        f"{describe_spec(spec)}, out is {describe_spec(out.spec)}"
     )
     raise ValueError(msg)
 
@@ -373,12 +373,3 @@ def _name(spec: ResultSpec, i: int) -> str:
     if spec[0] == "array":
         return "out"
     return f"out[{spec[1][i]!r}]" if spec[0] == "dict" else f"out[{i}]"
-
-
-def _structure(spec: ResultSpec) -> str:
-    if spec[0] == "array":
-        return "one array"
-    if spec[0] == "dict":
-        return f"a dict with keys {list(spec[1])}"
-    kind = spec[2].__name__ if spec[0] == "namedtuple" else spec[0]
-    return f"a {kind} of {spec[1]} arrays"

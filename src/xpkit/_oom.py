@@ -209,9 +209,10 @@ def split_on_oom(
     ``min_chunk``: ``min_chunk`` rows, then the rest); a piece as large as
     one that failed is split before it is tried. At ``min_chunk`` rows or
     fewer the error is re-raised, or what ``at_floor(start, stop, error)``
-    makes of it (raised from it), unless the piece's first attempt ran
-    padded (``padded(start, stop)``: ``run`` pads an unsplit piece): it
-    runs once more, its own rows alone, first.
+    makes of it (raised from it). A piece whose first attempt ran padded
+    (``padded(start, stop)``: ``run`` pads an unsplit piece) that runs out
+    of memory runs once more on its own rows first, whatever its size; its
+    success teaches no size (it was not split).
 
     Returns None when no OOM happened, else the row count of the largest
     piece that succeeded after a split (what a caller can use as its batch
@@ -222,6 +223,7 @@ def split_on_oom(
     split = False
     smallest_failed = last - first + 1
     pending = [span]
+    rerun = None  # (a padded piece that failed, run again on its own rows)
     while pending:
         start, stop = pending.pop()
         size = stop - start
@@ -230,6 +232,7 @@ def split_on_oom(
             mid = start + max(size // 2, min_chunk)
             pending += [(mid, stop), (start, mid)]
             continue
+        alone = False
         try:
             run(start, stop, split)
         except BaseException as exc:
@@ -244,17 +247,18 @@ def split_on_oom(
             traceback.clear_frames(exc.__traceback__)
             reason = f"{type(exc).__name__}: {str(exc)[:200]}"
         else:
-            if split:
+            if split and (start, stop) != rerun:  # (a rerun teaches no size)
                 fitted = max(fitted or 0, size)
             continue
         # Outside the except block: the exception and its frames are gone.
         split = True
         release_after_oom()
-        if size <= min_chunk:  # (padded, and failed: its own rows, unpadded)
+        if alone:  # (padded, and failed: its own rows first, unpadded)
             logger().info(
                 "out of memory on padded rows %d:%d: run unpadded", start, stop
             )
-            pending.append((start, stop))
+            rerun = (start, stop)
+            pending.append(rerun)
             continue
         smallest_failed = min(smallest_failed, size)
         # In halves; where half is under min_chunk, min_chunk rows and the rest.

@@ -20,6 +20,7 @@ from ._dtypes import dtype_name
 from ._into import ChunkWriter, Out, check_layout, check_structure, target_of
 from ._memory import BYTES_PER_GB, array_nbytes, available_bytes
 from ._oom import UnsplittableMemoryError, is_oom_error
+from ._result_spec import describe_spec
 from ._rows import Marker, ResultSpec, Rows, rows_of, split_result
 
 if TYPE_CHECKING:
@@ -248,8 +249,8 @@ class Outputs:
             return Rows(self._spec, [by_key[k] for k in self._spec[1]], rows.placed)
         if spec != self._spec:
             msg = (
-                f"fn={self.fn!r} returned {_describe(spec)} for {_where(start, stop)} but "
-                f"{_describe(self._spec)} before"
+                f"fn={self.fn!r} returned {describe_spec(spec)} for {_where(start, stop)} but "
+                f"{describe_spec(self._spec)} before"
             )
             raise ValueError(msg)
         return rows
@@ -418,7 +419,7 @@ class Outputs:
         if kind == "list":
             return list(leaves)
         if kind == "namedtuple":
-            named: UserResult = self._spec[2](*leaves)
+            named: UserResult = self._spec[2].make(leaves)
             return named
         return tuple(leaves)
 
@@ -523,11 +524,3 @@ def _row_shape(leaf: Array) -> tuple[int, ...]:
 
 def _where(start: int, stop: int) -> str:
     return f"rows {start}:{stop}"
-
-
-def _describe(spec: ResultSpec) -> str:
-    if spec[0] == "array":
-        return "one array"
-    if spec[0] == "dict":
-        return f"a dict with keys {list(spec[1])}"
-    return f"a {spec[0]} of {spec[1]} arrays"

@@ -19,7 +19,7 @@ from ._adapters._base import Adapter
 from ._adapters._registry import ADAPTERS, adapter_for_array, to_host
 from ._args import refuse_lossy
 from ._current_rows import ROWS
-from ._result_spec import sequence_spec
+from ._result_spec import rebuilt, sequence_spec
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -56,7 +56,7 @@ __all__ = [
 ]
 
 #: The structure of ``fn``'s result: ``("array",)``, ``("tuple" | "list", k)``,
-#: ``("namedtuple", k, its class)`` or ``("dict", keys)`` (compared as it is
+#: ``("namedtuple", k, NamedTupleKind)`` or ``("dict", keys)`` (compared as it is
 #: between batches).
 ResultSpec = tuple[Any, ...]
 
@@ -238,13 +238,7 @@ def trim_rows(result: UserResult, rows: int) -> UserResult:
     if isinstance(result, Mapping):
         return {k: trim_rows(v, rows) for k, v in result.items()}
     if isinstance(result, (tuple, list)):
-        trimmed = [trim_rows(v, rows) for v in result]
-        # (a named tuple takes its fields one by one)
-        return (
-            type(result)(*trimmed)
-            if hasattr(result, "_fields")
-            else type(result)(trimmed)
-        )
+        return rebuilt(result, [trim_rows(v, rows) for v in result])
     return result[:rows, ...]
 
 
@@ -366,20 +360,26 @@ def run_rows(
 def _travels_alone(
     exc: BaseException, travels: Callable[[BaseException], bool]
 ) -> bool:
-    """Whether ``exc`` travels without its cause and context, dropped where it does.
+    """Whether ``exc`` travels without its context (then its cause), dropped where it does.
 
     Dask pickles the chain with the exception (tblib's support, which it
     installs), and where a link cannot be pickled it sent a bare
     ``Exception`` holding the repr instead; joblib sends the exception
-    alone. Either way ``exc`` arrives as itself, without its chain.
+    alone. Either way ``exc`` arrives as itself: without the context it
+    was raised in, and without the cause it was raised from only where
+    that cannot travel either.
     """
-    cause, context = exc.__cause__, exc.__context__
+    cause, context, suppress = exc.__cause__, exc.__context__, exc.__suppress_context__
     if cause is None and context is None:
         return False
-    exc.__cause__ = exc.__context__ = None
+    exc.__context__ = None
+    if cause is not None and travels(exc):
+        return True
+    exc.__cause__ = None
     if travels(exc):
         return True
     exc.__cause__, exc.__context__ = cause, context
+    exc.__suppress_context__ = suppress
     return False
 
 

@@ -103,11 +103,12 @@ def test_a_named_tuple_result_is_trimmed_and_given_back_as_one(executor):
     assert [type(piece) for _, piece in pieces] == [Pair] * 4
 
 
-@pytest.mark.parametrize(("n", "min_batch"), [(81, 1), (100, 25)])
+@pytest.mark.parametrize(("n", "min_batch"), [(81, 1), (100, 25), (95, 1)])
 def test_a_padded_last_batch_that_fails_at_min_batch_runs_its_own_rows(n, min_batch):
-    """The last batch (1 or 20 rows, padded to 40) ran out of memory and, at
-    min_batch or under, was fatal in the local loop, though its own rows fit
-    (the executors ran them unpadded)."""
+    """The last batch (1, 20 or 15 rows, padded to 40) ran out of memory and,
+    at min_batch or under, was fatal in the local loop, though its own rows
+    fit (the executors ran them unpadded); over it, it was split in halves,
+    and the plan memory learned the halves' size for every later call."""
     seen: list[tuple[int, int]] = []
 
     def fn(x):
@@ -123,3 +124,5 @@ def test_a_padded_last_batch_that_fails_at_min_batch_runs_its_own_rows(n, min_ba
     np.testing.assert_array_equal(got, x * 2.0)
     last = n - 80
     assert seen[-2:] == [(last, 40), (last, last)]  # padded, then its own rows
+    # (the rerun taught no size: it split nothing, and batches of 40 ran)
+    assert xpkit.plan_batches(fn, x, **args).batch_size == 40

@@ -406,7 +406,9 @@ def test_a_slice_that_steps_back_beside_an_integer_array(xpkit_backend, idx):
     ["array_api_strict", "array_api_strict-*", "ndonnx"],
     reason="their __setitem__ takes no integer array",
 )
-@pytest.mark.parametrize("dtype", ["uint8", "int8", "int16", "uint16", "int32"])
+@pytest.mark.parametrize(
+    "dtype", ["uint8", "int8", "int16", "uint16", "int32", "uint32", "uint64"]
+)
 def test_a_narrow_integer_index_array_holds_positions(xpkit_backend, dtype):
     """torch read a uint8 index as a mask (position 2 changed, which the
     index does not hold) and refused int8 and int16 ones."""
@@ -441,3 +443,86 @@ def test_an_integer_array_takes_no_quotient_and_no_negative_power(xpkit_backend)
     expected = np.array([4, 5, 6]) ** 2
     np.testing.assert_array_equal(b.to_numpy(update.power(2, copy=True)), expected)
     assert np.asarray(b.to_numpy(x)).tolist() == [4, 5, 6]
+
+
+@pytest.mark.parametrize(
+    ("idx", "value_shape"),
+    [(0, (1, 3)), (slice(None), (1, 1, 3)), (slice(None), (3,)), (slice(1, 3), (1,))],
+    ids=["row, one leading", "all, two leading", "all, a row", "two rows, one"],
+)
+def test_a_value_broadcasts_as_numpy_s_setitem_takes_it(
+    xpkit_backend, idx, value_shape
+):
+    """ndonnx's update failed on a value of fewer axes, and then on one of
+    leading axes of one element, which NumPy takes."""
+    b = xpkit_backend
+    start = np.zeros((4, 3))
+    value = np.arange(1.0, 1.0 + np.prod(value_shape)).reshape(value_shape)
+    expected = start.copy()
+    expected[idx] = value
+    out = b.at(b.asarray(start), idx).set(b.asarray(value), copy=True)
+    np.testing.assert_array_equal(_host(b, out), expected)
+
+
+#: Dask takes one integer array at most: an integer apart from one is made one.
+_ONE_ARRAY = pytest.mark.xpkit_skip(["dask"], reason="two arrays: Dask refuses them")
+
+
+@pytest.mark.xpkit_skip(
+    ["array_api_strict", "array_api_strict-*", "ndonnx"],
+    reason="their __setitem__ takes no integer array",
+)
+@pytest.mark.parametrize(
+    "idx",
+    [
+        pytest.param(
+            (1, slice(None), np.array([0, 1, 3])), id="apart", marks=_ONE_ARRAY
+        ),
+        pytest.param(
+            (1, slice(None, None, -1), np.array([0, 1, 3])),
+            id="apart, back",
+            marks=_ONE_ARRAY,
+        ),
+        pytest.param(
+            (slice(None), 1, np.array([0, 1, 3])),
+            id="adjacent",
+            marks=pytest.mark.xpkit_skip(["dask"], reason="Dask's own update fails"),
+        ),
+    ],
+)
+def test_an_integer_beside_an_integer_array_places_axes_as_numpy(xpkit_backend, idx):
+    """NumPy puts the axes of an integer and an array that are not adjacent
+    first; torch's integer is a basic index, so a square update was written
+    transposed (and this one refused as a shape mismatch)."""
+    b = xpkit_backend
+    start = np.zeros((3, 5, 4))
+    selected = start[idx].shape  # (3, 5) where apart: the arrays' axis first
+    value = _numbered(selected)
+    expected = start.copy()
+    expected[idx] = value
+    device_idx = tuple(b.asarray(p) if isinstance(p, np.ndarray) else p for p in idx)
+    out = b.at(b.asarray(start), device_idx).set(b.asarray(value), copy=True)
+    np.testing.assert_array_equal(_host(b, out), expected)
+
+
+def test_dask_refuses_an_integer_apart_from_an_integer_array():
+    """Its integer is a basic index: a square update was written transposed."""
+    pytest.importorskip("dask", reason="needs Dask: pip install 'xpkit[dask]'")
+    b = xpkit.Backend("dask")
+    x = b.asarray(np.zeros((3, 4, 4)))
+    idx = (0, slice(None), b.asarray(np.arange(4)))
+    with pytest.raises(NotImplementedError, match="at most one"):
+        b.to_numpy(b.at(x, idx).set(b.asarray(_numbered((4, 4))), copy=True))
+
+
+def test_torch_takes_an_unsigned_index_it_cannot_reduce():
+    """torch has no min of uint16, uint32 or uint64: the range check failed
+    with NotImplementedError ("min_values_cpu" not implemented)."""
+    torch = pytest.importorskip("torch")
+    b = xpkit.Backend("torch")
+    x = b.asarray(np.zeros(300))
+    for dtype in (torch.uint16, torch.uint32, torch.uint64):
+        out = b.at(x, torch.tensor([0, 250], dtype=dtype)).set(7.0, copy=True)
+        assert out.nonzero().flatten().tolist() == [0, 250]
+        with pytest.raises(IndexError, match="holds 300"):
+            b.at(x, torch.tensor([0, 300], dtype=dtype))

@@ -267,6 +267,9 @@ class Adapter:
     #: Whether ``x[idx] = y`` broadcasts an array ``y`` to the selection
     #: (ndonnx's failed to: `Backend.at` broadcasts it there first).
     updates_broadcast: ClassVar[bool] = True
+    #: Whether an integer beside an integer array in an index joins the
+    #: arrays' axes, as NumPy's does (torch's is a basic index: other axes).
+    ints_join_arrays: ClassVar[bool] = True
 
     def unshareable(self, x: Array) -> Unshareable | None:
         """Why ``x``'s memory must not be handed to another library as it is.

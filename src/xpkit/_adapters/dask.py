@@ -127,6 +127,7 @@ class DaskAdapter(Adapter):
     #: Its arrays export no DLPack and its namespace imports none.
     dlpack_export = False
     dlpack_import = False
+    ints_join_arrays = False
 
     #: A lazy graph: a result is assembled on the host, then wrapped.
     writable_rows = False

@@ -126,12 +126,8 @@ class TorchAdapter(Adapter):
         as the standard does).
         """
         torch = _torch()
-        tensor, native_matmul, native_sort = (
-            torch.Tensor,
-            torch.matmul,
-            torch.Tensor.sort,
-        )
-        unsqueeze = torch.unsqueeze
+        tensor, native_matmul, unsqueeze = torch.Tensor, torch.matmul, torch.unsqueeze
+        native_sort = tensor.sort
         compat_matmul, compat_sort, compat_expand = xp.matmul, xp.sort, xp.expand_dims
         native_cat, compat_concat = torch.cat, xp.concat
 
@@ -316,6 +312,7 @@ class TorchAdapter(Adapter):
 
     #: torch has no read-only tensors.
     always_writable = True
+    ints_join_arrays = False
 
     def unshareable(self, x: Array) -> Unshareable | None:
         """Lazy conjugate and negative bits (DLPack drops them), zero strides."""
