@@ -190,8 +190,8 @@ def map_batches(
     Returns
     -------
     array, or a tuple, list or dict of arrays
-        ``fn``'s results for all rows, in the structure ``fn`` returns
-        (``out`` itself, where given). Never
+        ``fn``'s results for all rows, in the structure ``fn`` returns (a
+        named tuple as one of its class; ``out`` itself, where given). Never
         an input, a whole operand or memory shared with one. Where one call
         of ``fn`` covers every row, its own host result is returned as it is
         (not copied); a ``fn`` that returns the same buffer on every call
