@@ -53,6 +53,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "xpkit._moves",
             "xpkit._operations",
             "xpkit._at",
+            "xpkit._at_index",
             "xpkit._top_k",
             "xpkit._inputs",
             "xpkit._resolve",

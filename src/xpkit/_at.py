@@ -1,25 +1,31 @@
 """`At`, what `Backend.at` returns: functional updates of ``x[idx]``.
 
-`At` checks the index (`_plain_index`, `_check_index`, `_completed`: the
-same rules on every library) and the update's value (`_fitted`), then
-hands both to array-api-extra's ``at``. A slice with a negative step is
-updated as the forward slice of the same elements, the value reversed to
-match (`_forward`): torch's slices take no negative step, and ndonnx's and
-Dask's updates through one failed (a shape error; an empty one, a row and
-columns stepping back).
+`At` takes the index through `xpkit._at_index` (NumPy's rules, checked
+and kept on every library) and checks the update's value (`_fitted`), then
+hands both to array-api-extra's ``at``. An array value is laid out for
+the index as the library reads it: reversed along the axes of a slice
+that steps back (updated as the forward one: torch's slices take no
+negative step, and ndonnx's and Dask's updates through one failed), its
+leading axes of one element dropped, and its axes moved where torch and
+Dask place them otherwise than NumPy (`xpkit._at_index.placement`).
 """
 
 from __future__ import annotations
 
-import math
-import operator
 from typing import TYPE_CHECKING, Generic
 
 import numpy as np
-from array_api_compat import array_namespace
 
 from ._adapters._registry import adapter_for_array
 from ._args import check_copy
+from ._at_index import (
+    as_positions,
+    check_index,
+    completed,
+    forward,
+    placement,
+    plain_index,
+)
 from ._cast_checks import scalar_cast_loss
 from ._dtypes import dtype_name
 from ._facts import ArrayT
@@ -94,20 +100,17 @@ class At(Generic[ArrayT]):
            [3., 2.]])
     """
 
-    __slots__ = ("_at", "_facts", "_idx", "_reversed", "_x")
+    __slots__ = ("_at", "_facts", "_idx", "_moved", "_reversed", "_x")
 
     def __init__(self, backend: Backend[ArrayT], x: ArrayT, idx: Value) -> None:
         facts = backend._facts
         check_operand(facts, x, "x")
-        idx = _plain_index(idx)
-        _check_index(x, idx)  # (before narrow integers become positions)
-        idx = (
-            tuple(map(_as_positions, idx)) if type(idx) is tuple else _as_positions(idx)
-        )
-        if type(idx) is tuple and not facts.adapter.ints_join_arrays:
-            idx = _ints_as_arrays(idx)
-        idx = _completed(x, idx)
-        idx, reversed_axes = _forward(x, idx)
+        idx = plain_index(idx)
+        check_index(x, idx)  # (before narrow integers become positions)
+        idx = tuple(map(as_positions, idx)) if type(idx) is tuple else as_positions(idx)
+        idx = completed(x, idx)
+        idx, reversed_axes = forward(x, idx)
+        moved = None if facts.adapter.ints_join_arrays else placement(x, idx)
         try:
             from array_api_extra import at
         except ImportError as exc:
@@ -121,6 +124,7 @@ class At(Generic[ArrayT]):
         self._x = x
         self._idx = idx
         self._reversed = reversed_axes
+        self._moved = moved
         self._at = at(target, idx)
 
     def _apply(
@@ -162,6 +166,10 @@ class At(Generic[ArrayT]):
             broadcast = not adapter.updates_broadcast
             if broadcast or (shape and shape[0] == 1):  # (JAX refused (1, 3) for (3,))
                 y = _to_selection(y, self._x, self._idx, ns, broadcast=broadcast)
+            if self._moved is not None:  # (where torch and Dask place the axes)
+                y = ns.permute_dims(
+                    ns.broadcast_to(y, self._moved.shape), self._moved.order
+                )
             return y
         other = adapter_for_array(y)
         if other is not None:
@@ -280,296 +288,6 @@ def _refuse_integer_quotient(name: str, value: Value, x: Array) -> None:
     if isinstance(value, (int, float)) and value < 0:
         msg = f"y={value!r}: x of dtype {kind} takes no negative power"
         raise ValueError(msg)
-
-
-def _plain_index(idx: Value) -> Value:
-    """``idx`` with NumPy integers as Python's (every library takes those).
-
-    A bool or a float is no index: TypeError (NumPy reads a bool as a new
-    axis, ndonnx as 0 or 1; Dask took a float); so is a masked array, and
-    None: the standard's ``__setitem__`` takes no new axis (Dask raised
-    AttributeError, array-api-strict IndexError).
-    """
-    if type(idx) is tuple:
-        return tuple(_plain_part(p, f"idx[{k}]") for k, p in enumerate(idx))
-    return _plain_part(idx, "idx")
-
-
-def _plain_part(part: Value, name: str) -> Value:
-    if part is None:
-        msg = (
-            f"{name}=None adds an axis, which an update's index cannot take "
-            "(the standard's __setitem__ takes none): leave it out"
-        )
-        raise TypeError(msg)
-    if isinstance(part, (bool, np.bool_, float, np.floating)):
-        msg = (
-            f"{name}={part!r} is not an index: give an integer, a slice, "
-            "..., an integer array or a boolean mask array"
-        )
-        raise TypeError(msg)
-    if isinstance(part, np.integer):
-        return operator.index(part)
-    refuse_operand(part, name)
-    return part
-
-
-#: Integer index dtypes every library takes as positions.
-_POSITIONS = frozenset({"int64", "int32"})
-
-
-def _as_positions(part: Value) -> Value:
-    """An integer index array of a narrower dtype as the library's index dtype.
-
-    torch read a uint8 array as a mask (``[0, 1, 1, 0]`` updated position
-    2, which it does not hold) and refused int8 and int16 ones.
-    """
-    if adapter_for_array(part) is None:
-        return part
-    try:
-        name = dtype_name(part.dtype)
-    except (AttributeError, TypeError):
-        return part
-    if name is None or name in _POSITIONS or not name.startswith(("int", "uint")):
-        return part
-    ns = array_namespace(part)
-    try:  # (the standard's: int32 for JAX without 64-bit types)
-        indexing = ns.__array_namespace_info__().default_dtypes()["indexing"]
-    except (AttributeError, KeyError, TypeError):
-        indexing = ns.int64
-    return ns.astype(part, indexing)
-
-
-def _check_index(x: Array, idx: Value) -> None:
-    """IndexError where an integer in ``idx`` is out of range for ``x``'s shape.
-
-    The same check on every library, where the shape is static (JAX under
-    ``jit`` included); an axis of unknown size (Dask's unknown chunks, a
-    symbolic size) and an index of a kind not known here are not checked.
-    """
-    parts = idx if type(idx) is tuple else (idx,)
-    shape = tuple(x.shape)
-    widths = [_width(p) for p in parts]
-    if sum(p is Ellipsis for p in parts) > 1:  # (torch and ndonnx took it)
-        msg = f"idx={idx!r:.80} holds more than one ...: an index takes one at most"
-        raise IndexError(msg)
-    counted = [w for w in widths if w is not None]
-    if len(counted) < len(widths):
-        return
-    if sum(counted) > len(shape):
-        msg = f"idx indexes {sum(counted)} axes, but x has {len(shape)} (shape {shape})"
-        raise IndexError(msg)
-    ellipsis = next((k for k, p in enumerate(parts) if p is Ellipsis), len(parts))
-    axis = 0
-    for k, (part, width) in enumerate(zip(parts, counted, strict=True)):
-        if k == ellipsis:
-            axis = len(shape) - sum(counted[k + 1 :])
-            continue
-        if width == 1 and not _is_mask(part):
-            name = "idx" if type(idx) is not tuple else f"idx[{k}]"
-            _check_in_range(part, name, axis, shape[axis])
-        axis += width
-
-
-def _completed(x: Array, idx: Value) -> Value:
-    """``idx`` with a trailing ``...`` where it indexes fewer axes than ``x`` has.
-
-    NumPy's rule, which the standard leaves unspecified and array-api-strict
-    and ndonnx refuse: ``at(x, 0)`` on a matrix updates its first row on
-    every library. An index whose width is not known here is left alone.
-    """
-    parts = idx if type(idx) is tuple else (idx,)
-    if any(p is Ellipsis or _is_mask(p) for p in parts):
-        return idx  # (the standard takes a boolean mask only as the whole index)
-    widths = [_width(p) for p in parts]
-    if None in widths or sum(w for w in widths if w is not None) >= len(x.shape):
-        return idx
-    return (*parts, Ellipsis)
-
-
-def _width(part: Value) -> int | None:
-    """How many axes of ``x`` an index part uses; None where not known here."""
-    if part is None or part is Ellipsis:
-        return 0
-    if isinstance(part, (int, np.integer, slice)):
-        return 1
-    adapter = adapter_for_array(part)
-    if adapter is None:
-        return None  # a list, or an object with __index__: the library judges
-    try:
-        name = dtype_name(part.dtype)
-    except (AttributeError, TypeError):
-        return None
-    if name == "bool":
-        return len(tuple(part.shape))
-    return 1 if name is not None and name.startswith(("int", "uint")) else None
-
-
-def _is_mask(part: Value) -> bool:
-    """Whether the index part ``part`` is a boolean mask array (it holds no positions)."""
-    if isinstance(part, (int, np.integer, slice)) or adapter_for_array(part) is None:
-        return False
-    try:
-        return dtype_name(part.dtype) == "bool"
-    except (AttributeError, TypeError):
-        return False
-
-
-def _check_in_range(part: Value, name: str, axis: int, size: object) -> None:
-    """IndexError where the integer (or integer array) ``part`` misses the axis."""
-    if isinstance(size, bool) or not isinstance(size, int):
-        return  # an unknown (None, NaN) or symbolic size
-    if isinstance(part, slice):
-        return
-    if isinstance(part, (int, np.integer)):
-        i = operator.index(part)
-        if not -size <= i < size:
-            msg = f"{name}={i} is out of range for axis {axis} of x, which has size {size}"
-            raise IndexError(msg)
-        return
-    adapter = adapter_for_array(part)
-    if adapter is None or not adapter.values_at_hand(part):
-        return  # traced (jax.jit) or lazy (Dask) values: not at hand
-    if math.prod(part.shape) == 0:
-        return
-    # The extremes, computed where the index lives: two numbers travel
-    # (the whole index, where the library has no min of its dtype: torch's
-    # uint16, uint32 and uint64).
-    ixp = array_namespace(part)
-    try:
-        low = int(adapter.to_numpy(ixp.min(part)))
-        high = int(adapter.to_numpy(ixp.max(part)))
-    except (NotImplementedError, RuntimeError, TypeError):
-        on_host = adapter.to_numpy(part)
-        low, high = int(on_host.min()), int(on_host.max())
-    for value in (low, high):
-        if not -size <= value < size:
-            msg = (
-                f"{name} holds {value}, out of range for axis {axis} of x, "
-                f"which has size {size}"
-            )
-            raise IndexError(msg)
-
-
-def _ints_as_arrays(parts: tuple[Value, ...]) -> tuple[Value, ...]:
-    """Each integer beside integer arrays (or a mask) as a one-element array.
-
-    NumPy's rule: an integer beside arrays is one of them, its axis among
-    theirs, first where they are not adjacent. torch's and Dask's integer is
-    a basic index, and ``x[0, :, arange(4)]`` put the arrays' axis last: a
-    square update wrote its values transposed. A one-element array
-    broadcasts as the integer does (Dask, which takes one array at most,
-    then refuses the index). Adjacent, both rules place the axes alike.
-    """
-    advanced = [k for k, p in enumerate(parts) if not _is_basic(p)]
-    arrays = [parts[k] for k in advanced if not isinstance(parts[k], int)]
-    if (
-        not arrays
-        or any(_width(a) is None or not tuple(a.shape) for a in arrays)
-        or advanced == list(range(advanced[0], advanced[-1] + 1))  # (adjacent: alike)
-        or not any(isinstance(parts[k], int) for k in advanced)
-    ):
-        return parts
-    ns = array_namespace(arrays[0])
-    where = adapter_for_array(arrays[0])
-    device = None if where is None else where.device_of(arrays[0])
-    return tuple(
-        ns.asarray([p], device=device) if isinstance(p, int) else p for p in parts
-    )
-
-
-def _forward(x: Array, idx: Value) -> tuple[Value, tuple[int, ...]]:
-    """``idx`` with each negative-step slice as the forward one of the same elements.
-
-    ``x[8:2:-2]`` is ``x[4:9:2]`` read backwards, on every library (see the
-    module's docstring for why). Returns the index and the axes of
-    ``x[idx]`` that run backwards, counted from its last (-1): an update's
-    array value is reversed along them (`_reversed`). The axes follow
-    NumPy's rule, which torch keeps: a slice or ``...`` keeps its axes in
-    order; the axes of integer arrays (a mask: one) and, beside them,
-    integers stand where the first of them does if they are adjacent, else
-    before all others. An index whose widths are not known here is left to
-    the library.
-    """
-    parts = idx if type(idx) is tuple else (idx,)
-    if not any(_steps_back(p) for p in parts):
-        return idx, ()
-    widths = [_width(p) for p in parts]
-    if None in widths or sum(p is Ellipsis for p in parts) > 1:
-        return idx, ()
-    counted = [w for w in widths if w is not None]
-    shape = tuple(x.shape)
-    rest = len(shape) - sum(counted)  # the axes ``...`` (or the end) stands for
-    advanced = [k for k, p in enumerate(parts) if not _is_basic(p)]
-    block = _advanced_ndim(parts, advanced)
-    together = (
-        advanced == list(range(advanced[0], advanced[-1] + 1)) if advanced else True
-    )
-    out: list[int | None] = (
-        [] if together else [None] * block
-    )  # result axes: a slice's k
-    axis, forward = 0, list(parts)
-    for k, (part, width) in enumerate(zip(parts, counted, strict=True)):
-        if part is Ellipsis:
-            out += [None] * rest
-            axis += rest
-            continue
-        if isinstance(part, slice):
-            out.append(k)
-            forward[k] = _forward_slice(part, shape[axis])
-        elif advanced and together and k == advanced[0]:
-            out += [None] * block
-        axis += width
-    if not any(p is Ellipsis for p in parts):
-        out += [None] * rest
-    if any(f is None for f in forward):
-        return idx, ()  # (a size not known here)
-    backwards = tuple(
-        r - len(out)
-        for r, k in enumerate(out)
-        if k is not None and _steps_back(parts[k])
-    )
-    return (tuple(forward) if type(idx) is tuple else forward[0]), backwards
-
-
-def _steps_back(part: Value) -> bool:
-    """Whether ``part`` is a slice with a negative step."""
-    if not isinstance(part, slice) or part.step is None:
-        return False
-    try:
-        return operator.index(part.step) < 0
-    except TypeError:
-        return False
-
-
-def _is_basic(part: Value) -> bool:
-    """Whether ``part`` is a slice or ``...`` (an integer joins the arrays' block if any)."""
-    return isinstance(part, slice) or part is Ellipsis
-
-
-def _advanced_ndim(parts: tuple[Value, ...], advanced: list[int]) -> int:
-    """How many axes the integer arrays and masks of ``parts`` make, broadcast together.
-
-    Integers alone make none (an integer drops its axis); a mask makes one.
-    """
-    ndims = [
-        1 if _is_mask(parts[k]) else len(tuple(parts[k].shape))
-        for k in advanced
-        if not isinstance(parts[k], int)
-    ]
-    return max(ndims, default=0)
-
-
-def _forward_slice(part: slice, size: object) -> slice | None:
-    """The slice with a positive step that selects ``part``'s elements (None: size unknown)."""
-    if not _steps_back(part):
-        return part
-    if isinstance(size, bool) or not isinstance(size, int):
-        return None
-    chosen = range(*part.indices(size))
-    if not chosen:
-        return slice(0, 0)
-    return slice(chosen[-1], chosen[0] + 1, -chosen.step)
 
 
 def _to_selection(

@@ -70,7 +70,13 @@ def rebuilt(
     try:
         return type(result)(items)
     except TypeError:  # (a subclass whose constructor takes other arguments)
-        return tuple(items) if isinstance(result, tuple) else list(items)
+        pass
+    if isinstance(result, tuple):  # (its type kept: the spec names it)
+        made: tuple[object, ...] = tuple.__new__(type(result), items)
+        return made
+    kept: list[object] = list.__new__(type(result))
+    kept.extend(items)
+    return kept
 
 
 def describe_spec(spec: ResultSpec) -> str:
@@ -80,5 +86,6 @@ def describe_spec(spec: ResultSpec) -> str:
     if spec[0] == "dict":
         return f"a dict with keys {list(spec[1])}"
     if spec[0] == "namedtuple":
-        return f"a named tuple {spec[2].cls.__name__} of {spec[1]} arrays"
+        cls = spec[2].cls
+        return f"a named tuple {cls.__name__}{tuple(cls._fields)} of {spec[1]} arrays"
     return f"a {spec[0]} of {spec[1]} arrays"

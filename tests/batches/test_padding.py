@@ -126,3 +126,48 @@ def test_a_padded_last_batch_that_fails_at_min_batch_runs_its_own_rows(n, min_ba
     assert seen[-2:] == [(last, 40), (last, last)]  # padded, then its own rows
     # (the rerun taught no size: it split nothing, and batches of 40 ran)
     assert xpkit.plan_batches(fn, x, **args).batch_size == 40
+
+
+class _Stats(namedtuple("_Stats", "mean spread")):
+    """A named tuple whose own ``__new__`` takes the rows, not the fields."""
+
+    __slots__ = ()
+
+    def __new__(cls, rows):
+        return super().__new__(cls, rows.mean(axis=1), rows.std(axis=1))
+
+
+class _Pair(tuple):
+    """A tuple subclass whose constructor takes its two items apart."""
+
+    def __new__(cls, a, b):
+        return super().__new__(cls, (a, b))
+
+
+def test_named_tuples_made_per_call_or_with_their_own_new_come_back_as_one():
+    """A class made on each call is one structure (its name and fields); one
+    whose ``__new__`` takes other arguments is built from its fields
+    (``_make``); both were errors, and a tuple subclass's padded last batch
+    a TypeError."""
+    x = np.arange(74.0).reshape(37, 2)
+    args = _batches_of(10, 37)
+
+    def per_call(rows):
+        made = namedtuple("Made", "twice plus")
+        return made(rows * 2.0, rows + 1.0)
+
+    got = xpkit.map_batches(per_call, x, pad=True, **args)
+    assert type(got).__name__ == "Made"
+    np.testing.assert_array_equal(got.twice, x * 2.0)
+    got = xpkit.map_batches(_Stats, x, pad=True, **args)
+    assert type(got) is _Stats
+    np.testing.assert_array_equal(got.mean, x.mean(axis=1))
+    got = xpkit.map_batches(lambda r: _Pair(r * 2.0, r + 1.0), x, pad=True, **args)
+    np.testing.assert_array_equal(got[1], x + 1.0)
+
+    def fields_change(rows):
+        made = namedtuple("Made", "a b" if rows[0, 0] < 40 else "c d")
+        return made(rows, rows)
+
+    with pytest.raises(ValueError, match=r"Made\('c', 'd'\) .* Made\('a', 'b'\)"):
+        xpkit.map_batches(fields_change, x, **args)

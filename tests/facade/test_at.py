@@ -464,55 +464,57 @@ def test_a_value_broadcasts_as_numpy_s_setitem_takes_it(
     np.testing.assert_array_equal(_host(b, out), expected)
 
 
-#: Dask takes one integer array at most: an integer apart from one is made one.
-_ONE_ARRAY = pytest.mark.xpkit_skip(["dask"], reason="two arrays: Dask refuses them")
-
-
 @pytest.mark.xpkit_skip(
     ["array_api_strict", "array_api_strict-*", "ndonnx"],
     reason="their __setitem__ takes no integer array",
 )
 @pytest.mark.parametrize(
-    "idx",
+    ("shape", "idx"),
     [
+        pytest.param((3, 5, 4), (1, slice(None), [0, 1, 3]), id="apart"),
         pytest.param(
-            (1, slice(None), np.array([0, 1, 3])), id="apart", marks=_ONE_ARRAY
+            (3, 5, 4), (1, slice(None, None, -1), [0, 1, 3]), id="apart, back"
         ),
+        pytest.param((4, 4, 4), (0, slice(None), [0, 1, 2, 3]), id="apart, square"),
+        pytest.param((4, 4, 4), ([0, 2], slice(None), 0), id="array first"),
         pytest.param(
-            (1, slice(None, None, -1), np.array([0, 1, 3])),
-            id="apart, back",
-            marks=_ONE_ARRAY,
+            (4, 4, 4), (slice(None), 0, ..., [0, 1, 2, 3]), id="apart by an empty ..."
         ),
+        pytest.param((4, 4, 4), ("0-d", slice(None), [0, 1, 2, 3]), id="a 0-d index"),
         pytest.param(
-            (slice(None), 1, np.array([0, 1, 3])),
+            (3, 5, 4),
+            (slice(None), 1, [0, 1, 3]),
             id="adjacent",
             marks=pytest.mark.xpkit_skip(["dask"], reason="Dask's own update fails"),
         ),
     ],
 )
-def test_an_integer_beside_an_integer_array_places_axes_as_numpy(xpkit_backend, idx):
-    """NumPy puts the axes of an integer and an array that are not adjacent
-    first; torch's integer is a basic index, so a square update was written
-    transposed (and this one refused as a shape mismatch)."""
+def test_an_integer_beside_an_integer_array_places_axes_as_numpy(
+    xpkit_backend, shape, idx
+):
+    """NumPy puts the block of integers and arrays that are not adjacent (a
+    ``...`` parts them, even of no axes) first; torch and Dask read an
+    integer, or a 0-d array, as a basic index: a square value was written
+    transposed, silently, and another refused as a shape mismatch."""
     b = xpkit_backend
-    start = np.zeros((3, 5, 4))
-    selected = start[idx].shape  # (3, 5) where apart: the arrays' axis first
-    value = _numbered(selected)
-    expected = start.copy()
-    expected[idx] = value
-    device_idx = tuple(b.asarray(p) if isinstance(p, np.ndarray) else p for p in idx)
-    out = b.at(b.asarray(start), device_idx).set(b.asarray(value), copy=True)
-    np.testing.assert_array_equal(_host(b, out), expected)
-
-
-def test_dask_refuses_an_integer_apart_from_an_integer_array():
-    """Its integer is a basic index: a square update was written transposed."""
-    pytest.importorskip("dask", reason="needs Dask: pip install 'xpkit[dask]'")
-    b = xpkit.Backend("dask")
-    x = b.asarray(np.zeros((3, 4, 4)))
-    idx = (0, slice(None), b.asarray(np.arange(4)))
-    with pytest.raises(NotImplementedError, match="at most one"):
-        b.to_numpy(b.at(x, idx).set(b.asarray(_numbered((4, 4))), copy=True))
+    start = np.zeros(shape)
+    host = tuple(
+        np.array(0) if p == "0-d" else np.array(p) if isinstance(p, list) else p
+        for p in idx
+    )
+    selected = start[host].shape
+    device_idx = tuple(b.asarray(p) if isinstance(p, np.ndarray) else p for p in host)
+    values = (_numbered(selected), _numbered(selected[-1:]), 7.0)
+    if b.library == "dask" and any(isinstance(p, (int, str)) for p in idx):
+        # (Dask's own update through an integer and an array fails: an array
+        # value (a TypeError), and a 0-d index (NotImplementedError))
+        values = () if "0-d" in idx else (7.0,)
+    for value in values:
+        expected = start.copy()
+        expected[host] = value
+        y = value if isinstance(value, float) else b.asarray(value)
+        out = b.at(b.asarray(start), device_idx).set(y, copy=True)
+        np.testing.assert_array_equal(_host(b, out), expected)
 
 
 def test_torch_takes_an_unsigned_index_it_cannot_reduce():

@@ -268,7 +268,7 @@ class Adapter:
     #: (ndonnx's failed to: `Backend.at` broadcasts it there first).
     updates_broadcast: ClassVar[bool] = True
     #: Whether an integer beside an integer array in an index joins the
-    #: arrays' axes, as NumPy's does (torch's is a basic index: other axes).
+    #: arrays' block, as NumPy's does (torch's and Dask's are basic indices).
     ints_join_arrays: ClassVar[bool] = True
 
     def unshareable(self, x: Array) -> Unshareable | None:
