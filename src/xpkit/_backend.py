@@ -892,7 +892,8 @@ class Backend(Generic[ArrayT]):
         tuple
             ``(values, indices)``, each of ``x``'s shape with ``k`` along
             ``axis``: the values, sorted, and where they are in ``x``
-            (``take_along_axis(x, indices, axis) == values``). Among equal
+            (``take_along_axis(x, indices, axis) == values``), of the
+            namespace's default index dtype, as ``argsort``'s. Among equal
             values, which indices come, and in which order, is the
             library's; the values are the same on every backend. NaN counts
             as the largest value on NumPy, torch, JAX and Dask.

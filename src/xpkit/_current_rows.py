@@ -8,12 +8,19 @@ asyncio task, sees its own call's rows.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextvars import ContextVar
 
-__all__ = ["ROWS", "current_rows"]
+__all__ = ["GUARD", "ROWS", "current_rows"]
 
 #: The rows of the call of ``fn`` running in this context (None: none runs).
 ROWS: ContextVar[range | None] = ContextVar("xpkit_current_rows", default=None)
+#: Called before `current_rows` answers, beside the rows of a batch ``fn``
+#: computes (None while a meter traces ``fn``): it raises where the answer
+#: would be compiled into ``fn`` and reused for other batches.
+GUARD: ContextVar[Callable[[], None] | None] = ContextVar(
+    "xpkit_current_rows_guard", default=None
+)
 
 
 def current_rows() -> range | None:
@@ -30,6 +37,12 @@ def current_rows() -> range | None:
     range holds (the last row repeated, see `map_batches`): the range holds
     the real ones, ``len(current_rows())`` of them.
 
+    Under ``jax.jit`` it is refused: the range would be read once, when JAX
+    traces ``fn``, and compiled in, and every batch of the same shape would
+    run with the first batch's rows. Read it outside the jitted part (a
+    ``fn`` that calls a jitted function with the rows' start), or pass
+    positions as an input. ``torch.compile`` reads it on every call.
+
     Returns
     -------
     range or None
@@ -37,7 +50,8 @@ def current_rows() -> range | None:
 
     Raises
     ------
-    Nothing: it reads the calling context.
+    RuntimeError
+        Read while a compiler traces ``fn`` to reuse it (``jax.jit``).
 
     Examples
     --------
@@ -57,4 +71,7 @@ def current_rows() -> range | None:
     >>> print(xpkit.current_rows())
     None
     """
+    guard = GUARD.get()
+    if guard is not None:
+        guard()
     return ROWS.get()

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from ._adapters._registry import adapter_for_array
 from ._backend import Backend
-from ._current_rows import ROWS
+from ._current_rows import GUARD, ROWS
 from ._log import logger
 from ._memory import (
     TRIM_ABOVE_BYTES,
@@ -44,7 +44,7 @@ from ._memory import (
 from ._oom import UnsplittableMemoryError, at_min_batch, is_oom_error
 from ._outputs import outputs_of_all_rows
 from ._plan_memory import plan_memory
-from ._rows import TRACING_ADAPTERS, refuse_traced
+from ._rows import TRACING_ADAPTERS, refuse_compiled_rows, refuse_traced
 from ._signatures import exact_signature
 
 if TYPE_CHECKING:
@@ -135,6 +135,7 @@ def repeat(call: BatchCall) -> UserResult | Repeat:
         refuse_traced(arrays, whole, "map_batches")
     n = arrays[0].shape[0]
     token = ROWS.set(range(n))  # what `current_rows` says: every row
+    guarded = GUARD.set(refuse_compiled_rows)
     try:
         if whole.__class__ is dict:
             result = fn(*arrays, **whole)
@@ -156,6 +157,7 @@ def repeat(call: BatchCall) -> UserResult | Repeat:
         )
         return Repeat(key, alive, n)
     finally:
+        GUARD.reset(guarded)
         ROWS.reset(token)
     log = logger()
     if log.isEnabledFor(logging.INFO):

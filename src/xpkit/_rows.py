@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ._adapters._base import Adapter
 from ._adapters._registry import ADAPTERS, adapter_for_array, to_host
 from ._args import refuse_lossy
-from ._current_rows import ROWS
+from ._current_rows import GUARD, ROWS
 from ._result_spec import rebuilt, sequence_spec
 
 if TYPE_CHECKING:
@@ -169,6 +169,24 @@ def common_rows(arrays: tuple[Array, ...]) -> int:
     return n
 
 
+def refuse_compiled_rows() -> None:
+    """RuntimeError where `current_rows` is read by a compiler that reuses it.
+
+    (`GUARD`: ``jax.jit`` traces ``fn`` once and runs every batch of the
+    same shape with what it read then.)
+    """
+    for adapter in TRACING_ADAPTERS:
+        compiler = adapter.tracing_to_reuse() if adapter.is_imported() else None
+        if compiler is not None:
+            msg = (
+                f"xpkit.current_rows() was read while {compiler} traced fn: "
+                f"{compiler} would compile this batch's rows into fn and run "
+                "every batch of its shape with them; read it outside the "
+                f"{compiler}-compiled part of fn, or pass positions as an input"
+            )
+            raise RuntimeError(msg)
+
+
 def refuse_traced(arrays: tuple[Array, ...], whole: Value, caller: str) -> None:
     """Refuse inputs ``caller`` cannot take as they are.
 
@@ -305,12 +323,14 @@ class Job:
             rows = tuple(self.backend.asarray(r) for r in rows)
         size = stop - start
         token = ROWS.set(range(start, stop))  # what `current_rows` says
+        guarded = GUARD.set(refuse_compiled_rows)
         try:
             if pad and stop == n and 0 < size < self.pad_to:
                 rows = tuple(pad_rows(r, self.pad_to) for r in rows)
                 return trim_rows(self.fn(*rows, *self.args, **self.kwargs), size)
             return self.fn(*rows, *self.args, **self.kwargs)
         finally:
+            GUARD.reset(guarded)
             ROWS.reset(token)
 
     def __getstate__(self) -> _JobState:

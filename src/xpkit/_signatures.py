@@ -212,6 +212,8 @@ def _scalar_key(v: np.generic) -> Hashable:
     nearest Python float or complex). A value that cannot be hashed makes
     the signature unknown.
     """
+    if v.dtype.hasobject:  # (a structured scalar's objects: kept alive by a key)
+        raise _Unkeyable
     value = v.item()
     if isinstance(value, np.generic):
         value = (
@@ -247,14 +249,31 @@ def _scalar_array_key(adapter: Adapter, v: Array) -> Hashable:
     """A 0-d array by library and dtype, and by value where its memory is the host's.
 
     A 0-d array closed over may be a size (``np.ones((n, k))``): its value is
-    read where that is cheap and has no side effects, from its host memory
-    (`Adapter.host_view`: NumPy, a CPU tensor, array-api-strict). One on a
-    device, lazy or traced is keyed by its dtype only, as other arrays are.
+    read where that is cheap and has no side effects: from its host memory
+    (`Adapter.host_view`: NumPy, a CPU tensor, array-api-strict), or as a
+    copy of its one number where the array is not on a GPU (a bfloat16 or
+    conjugate CPU tensor, JAX's CPU, ndonnx). One on a GPU, lazy or traced
+    is keyed by its dtype only, as other arrays are. One that holds Python
+    objects is not keyed at all: the key would keep them alive.
     """
-    host = adapter.host_view(v) if adapter.values_at_hand(v) else None
+    at_hand = adapter.values_at_hand(v)
+    host = adapter.host_view(v) if at_hand else None
+    if (
+        host is None
+        and at_hand
+        and not adapter.is_gpu(adapter.device_str(adapter.device_of(v)))
+    ):
+        host = adapter.to_numpy(v)
     if host is None:
         return ("array", adapter.key, (), v.dtype)
-    return ("array", adapter.key, (), v.dtype, _number(host.item()))
+    if host.dtype.hasobject:
+        raise _Unkeyable
+    value = host.item()
+    if isinstance(value, np.generic):  # (a dtype Python has no number for)
+        value = (
+            complex(value) if isinstance(value, np.complexfloating) else float(value)
+        )
+    return ("array", adapter.key, (), v.dtype, _number(value))
 
 
 def _callable_key(fn: object, refs: list[Callable[[], object]], depth: int) -> Hashable:

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pool_jobs as jobs
+import pytest
 
 import xpkit
 
@@ -133,3 +134,31 @@ def test_padded_last_batch_names_its_real_rows():
 
     xpkit.map_batches(fn, positions(10), pad=True, **BATCHES_OF_4)
     assert seen[-1] == (range(8, 10), 4)  # fn given 4 rows, 2 of them real
+
+
+def test_read_under_jax_jit_is_refused():
+    """jit read the rows once, when it traced fn: every batch got rows 0-2."""
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+
+    @jax.jit
+    def compiled(x):
+        rows = xpkit.current_rows()
+        return x[:, 0] + rows.start
+
+    with pytest.raises(RuntimeError, match=r"current_rows\(\) was read while jax.jit"):
+        xpkit.map_batches(compiled, jnp.zeros((10, 8)), **BATCHES_OF_4)
+
+    @jax.jit
+    def shifted(x, start):  # the rows read outside jit, passed in: right
+        return x[:, 0] + start
+
+    def fn(x):
+        return shifted(x, xpkit.current_rows().start)
+
+    got = xpkit.map_batches(fn, jnp.zeros((10, 8)), **BATCHES_OF_4)
+    np.testing.assert_array_equal(np.asarray(got), [0, 0, 0, 0, 4, 4, 4, 4, 8, 8])
+    plain = xpkit.map_batches(  # traced by the meter (make_jaxpr), not refused
+        lambda x: x[:, 0] + xpkit.current_rows().start, jnp.zeros((10, 8))
+    )
+    np.testing.assert_array_equal(np.asarray(plain), np.zeros(10))

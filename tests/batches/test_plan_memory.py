@@ -573,8 +573,72 @@ def test_a_0d_array_is_keyed_by_value_where_its_memory_is_the_host_s(xpkit_backe
     key = _key(made(8))
     assert key is not None
     assert _key(made(8)) == key
-    by_value = adapter.values_at_hand(eight) and adapter.host_view(eight) is not None
+    # by value unless reading it computes (Dask), syncs a GPU, or it has none
+    by_value = adapter.values_at_hand(eight) and not b.is_gpu
+    assert by_value is (b.library != "dask" and b.device != "meta" and not b.is_gpu)
     assert (_key(made(20000)) != key) is by_value
+
+
+@pytest.mark.parametrize("form", ["bfloat16", "conj", "neg"])
+def test_a_0d_cpu_tensor_without_a_numpy_view_is_keyed_by_value(form):
+    """It was keyed by dtype: a closure over width 20000 reused width 8's plan."""
+    torch = pytest.importorskip("torch")
+
+    def zero_d(v):
+        if form == "bfloat16":
+            return torch.tensor(float(v), dtype=torch.bfloat16)
+        if form == "conj":
+            return torch.tensor(complex(v, 0)).conj()
+        return torch._neg_view(torch.tensor(-float(v)))
+
+    def made(v):
+        width = zero_d(v)
+
+        def fn(x):
+            scratch = np.ones((x.shape[0], int(abs(complex(width.item())))))
+            return x[:, :1] + scratch[:, :1]
+
+        return fn
+
+    assert _key(made(8)) == _key(made(8))
+    assert _key(made(20000)) != _key(made(8))
+
+
+def test_a_0d_jax_cpu_array_is_keyed_by_value():
+    jnp = pytest.importorskip("jax.numpy")
+    assert _key(_costly(jnp.asarray(8))) == _key(_costly(jnp.asarray(8)))
+    assert _key(_costly(jnp.asarray(20000))) != _key(_costly(jnp.asarray(8)))
+
+
+@pytest.mark.parametrize(
+    "holder",
+    [
+        lambda model: np.array(model, dtype=object),
+        lambda model: np.array([(1, model)], dtype=[("a", "i8"), ("o", "O")])[0],
+    ],
+    ids=["0-d object array", "structured scalar with an object"],
+)
+def test_a_0d_value_that_holds_objects_has_no_key_and_holds_nothing(holder):
+    """A 0-d object array's key was its item: the user's object, kept alive."""
+
+    class Model:
+        pass
+
+    def over(held):
+        def fn(x):
+            assert held is not None
+            return x * 2.0
+
+        return fn
+
+    model = Model()
+    owner = weakref.ref(model)
+    fn = over(holder(model))
+    assert _key(fn) is None
+    xpkit.map_batches(fn, _data(8))
+    del fn, model
+    gc.collect()
+    assert owner() is None
 
 
 def test_an_entry_of_dead_objects_teaches_nothing_to_its_key_s_next_owner():

@@ -224,3 +224,15 @@ def test_dask_refuses_an_axis_of_unknown_size_by_name():
         b.top_k(masked, 2)
     values, _ = b.top_k(masked.compute_chunk_sizes(), 2)
     assert values.compute().tolist() == [5.0, 3.0]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32", "float64", "int64"])
+@pytest.mark.parametrize("mode", ["largest", "smallest"])
+def test_indices_are_of_the_index_dtype_argsort_gives(xpkit_backend, dtype, mode):
+    """JAX's lax.top_k path gave int32 indices where argsort gives int64."""
+    b = xpkit_backend
+    if dtype not in b.dtypes:
+        pytest.skip(f"{b.name} holds no {dtype}")
+    x = b.asarray(np.array([[3, 1, 2], [0, 5, 4]], dtype=dtype))
+    _, indices = b.top_k(x, 2, mode=mode)
+    assert indices.dtype == b.xp.argsort(x, axis=-1).dtype

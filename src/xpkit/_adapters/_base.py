@@ -8,9 +8,9 @@ import an optional library themselves.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from contextlib import AbstractContextManager
-from types import ModuleType
+from types import MappingProxyType, ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, TypedDict, TypeVar
 
 import array_api_compat
@@ -158,6 +158,9 @@ class Adapter:
     #: Which of `CAPABILITIES` the library has: `xpkit check`, the
     #: conformance suite and the plugin's ``xpkit_requires`` skip the rest.
     capabilities: ClassVar[frozenset[str]] = frozenset(CAPABILITIES)
+    #: Dtypes (by name) that `to_numpy` gives as another (torch's bfloat16
+    #: as float32); every other dtype comes to the host as itself.
+    host_dtypes: ClassVar[Mapping[str, str]] = MappingProxyType({})
 
     # -- presence ---------------------------------------------------------
     def is_installed(self) -> bool:
@@ -332,6 +335,10 @@ class Adapter:
         Code that must see values (`map_batches`, an eager loop on the host)
         refuses traced arrays by naming it. None by default.
         """
+        return None
+
+    def tracing_to_reuse(self) -> str | None:
+        """The compiler tracing the caller once to run it again (``"jax.jit"``), or None."""
         return None
 
     def values_at_hand(self, x: Array) -> bool:

@@ -29,7 +29,7 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from .._current_rows import ROWS
+from .._current_rows import GUARD, ROWS
 from ._peak import PeakMeter
 from ._trace import CannotFollow
 
@@ -120,6 +120,7 @@ class JaxprTracer:
         specs = [struct((rows, *row), name) for row, name in self._inputs]
         kwargs = self._kwargs
         token = ROWS.set(range(rows))  # what `current_rows` says while traced
+        guarded = GUARD.set(None)  # (a meter's trace: its reads are not kept)
         try:
             closed = jax.make_jaxpr(lambda *a: self._fn(*a, **kwargs))(
                 *specs, *self._args
@@ -130,6 +131,7 @@ class JaxprTracer:
             )
             raise CannotFollow(msg[:300]) from None
         finally:
+            GUARD.reset(guarded)
             ROWS.reset(token)
         jaxpr = closed.jaxpr
         self.operations = max(len(jaxpr.eqns), 1)

@@ -6,6 +6,7 @@ and `Adapter.memory_extent`, for a tensor whose library is imported.
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -13,9 +14,54 @@ import numpy as np
 from ._layout import Extent, Unshareable, extent, native_layout, overlaps_itself
 
 if TYPE_CHECKING:
-    from .._typing import Array, HostArray
+    from .._typing import Array, DType, HostArray
 
-__all__ = ["tensor_extent", "tensor_unshareable", "tensor_unwritable", "torch_takes"]
+__all__ = [
+    "tensor_extent",
+    "tensor_unconvertible",
+    "tensor_unshareable",
+    "tensor_unwritable",
+    "torch_takes",
+    "widened_on_host",
+]
+
+
+def tensor_unconvertible(x: Array, strided: bool) -> str | None:
+    """Why ``x`` has no NumPy copy that keeps what it holds, or None.
+
+    A meta tensor (no values), a nested one (rows of their own lengths), a
+    sparse one (``strided``: its layout is strided; never densified), a
+    quantized one (integers and a scale).
+    """
+    if x.is_meta:
+        return (
+            "a meta tensor: it has a shape and a dtype but no values, so it "
+            "cannot be converted or moved to a device that holds values"
+        )
+    if x.is_nested:
+        return (
+            "a nested tensor, whose rows may differ in length: pass "
+            "x.to_padded_tensor(value), or map fn over x.unbind()"
+        )
+    if not strided:
+        return (
+            f"a sparse tensor (layout {x.layout}), which xpkit does not "
+            "densify: pass x.to_dense() if the dense array fits, or map "
+            "fn over its values"
+        )
+    if x.is_quantized:
+        return (
+            f"a quantized tensor ({x.dtype}: integers and a scale), whose "
+            "values the conversion would not keep: pass x.dequantize()"
+        )
+    return None
+
+
+def widened_on_host(dtype: DType, torch: ModuleType) -> bool:
+    """Whether NumPy lacks ``dtype`` (bfloat16, the 8-bit floats): float32 on the host."""
+    return bool(
+        dtype == torch.bfloat16 or (dtype.is_floating_point and dtype.itemsize == 1)
+    )
 
 
 def tensor_unwritable(x: Array, inference_mode: bool, strided: bool) -> str | None:

@@ -101,8 +101,22 @@ class DaskAdapter(Adapter):
         return None
 
     def to_numpy(self, x: Array) -> HostArray:
-        """Compute the graph and return the NumPy result."""
-        return np.asarray(x.compute())
+        """Compute the graph and return the NumPy result.
+
+        A TypeError where the chunks compute to masked arrays though the
+        array's meta is plain (`lost_in_conversion` reads the meta only).
+        """
+        value = x.compute()
+        ma = sys.modules.get("numpy.ma")
+        if ma is not None and isinstance(value, ma.MaskedArray):
+            msg = (
+                "x is a Dask array whose chunks compute to NumPy masked arrays, "
+                "whose masks the conversion would drop (its meta is not masked: "
+                "pass meta=np.ma.array(...)); compute it with x.compute(), or "
+                "pass x.map_blocks(np.ma.filled, value) instead"
+            )
+            raise TypeError(msg)
+        return np.asarray(value)
 
     def operand_type(self) -> type:
         """``dask.array.Array``."""

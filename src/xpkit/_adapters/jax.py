@@ -102,6 +102,12 @@ class JaxAdapter(Adapter):
         """``"jax.jit"`` for a tracer (JAX's transformations trace their inputs)."""
         return "jax.jit" if isinstance(x, _jax().core.Tracer) else None
 
+    def tracing_to_reuse(self) -> str | None:
+        """``"jax.jit"`` while ``jit`` traces the caller (JAX's own check, if it has one)."""
+        core = sys.modules.get("jax._src.core")  # (imported with jax)
+        under_jit = getattr(core, "unsafe_am_i_under_a_jit", None)
+        return "jax.jit" if under_jit is not None and under_jit() else None
+
     def values_at_hand(self, x: Array) -> bool:
         """Not for a tracer (under ``jax.jit``), whose values do not exist yet."""
         return not isinstance(x, _jax().core.Tracer)
@@ -336,7 +342,9 @@ class JaxAdapter(Adapter):
             ranked = xp.where(xp.isnan(moved), xp.asarray(xp.nan, dtype=x.dtype), moved)
         else:
             ranked = moved if largest else ~moved
-        _, indices = jax.lax.top_k(ranked, k)
+        _, found = jax.lax.top_k(ranked, k)  # (int32 indices, with x64 too)
+        index_dtype = xp.__array_namespace_info__().default_dtypes()["indexing"]
+        indices = xp.astype(found, index_dtype)
         values = xp.take_along_axis(moved, indices, axis=-1)
         if axis != last:
             values = xp.moveaxis(values, -1, axis)

@@ -46,6 +46,16 @@ def _uint64_key(xp: Namespace, x: Array) -> Array:
     return xp.astype(xp.bitwise_xor(x, top), xp.int64)
 
 
+#: ndonnx's nullable (masked) dtypes, by name.
+_NULLABLE = frozenset(
+    f"n{name}"
+    for name in (
+        *("bool", "utf8", "float16", "float32", "float64"),
+        *(f"{sign}int{bits}" for sign in ("", "u") for bits in (8, 16, 32, 64)),
+    )
+)
+
+
 class NdonnxAdapter(Adapter):
     """ndonnx: the namespace is the module itself.
 
@@ -100,6 +110,15 @@ class NdonnxAdapter(Adapter):
         """``ndonnx.Array``."""
         array_type: type = self.namespace().Array
         return array_type
+
+    def lost_in_conversion(self, x: Array) -> str | None:
+        """An array of a nullable dtype (``ndx.nfloat64``): NumPy would drop its mask."""
+        if str(x.dtype) not in _NULLABLE:
+            return None
+        return (
+            f"an ndonnx array of the nullable dtype {x.dtype}, whose mask the "
+            "conversion would drop; pass its values and its mask as two arrays"
+        )
 
     def to_numpy(self, x: Array) -> HostArray:
         """The value onnxruntime propagated (ndonnx exports no DLPack).

@@ -6,7 +6,7 @@ import platform
 import sys
 from collections.abc import Callable, Hashable, Sequence
 from contextlib import AbstractContextManager
-from types import ModuleType
+from types import MappingProxyType, ModuleType
 from typing import TYPE_CHECKING, TypeVar
 
 import array_api_compat
@@ -19,9 +19,11 @@ from ._torch_compile import compiled_whole, eager_only, is_compiling
 from ._torch_dispatch import DispatchPeak
 from ._torch_layout import (
     tensor_extent,
+    tensor_unconvertible,
     tensor_unshareable,
     tensor_unwritable,
     torch_takes,
+    widened_on_host,
 )
 from ._torch_memory import (
     accelerator_cap,
@@ -236,19 +238,8 @@ class TorchAdapter(Adapter):
     _strided: object = None
 
     def lost_in_conversion(self, x: Array) -> str | None:
-        """A meta tensor (no values to convert) or a sparse one (never densified)."""
-        if x.is_meta:
-            return (
-                "a meta tensor: it has a shape and a dtype but no values, so it "
-                "cannot be converted or moved to a device that holds values"
-            )
-        if x.layout is not self._strided_layout():
-            return (
-                f"a sparse tensor (layout {x.layout}), which xpkit does not "
-                "densify: pass x.to_dense() if the dense array fits, or map "
-                "fn over its values"
-            )
-        return None
+        """A meta, sparse, nested or quantized tensor (`tensor_unconvertible`)."""
+        return tensor_unconvertible(x, x.layout is self._strided_layout())
 
     def input_key(self, x: Array) -> Hashable:
         """`Adapter.input_key`, the layout (a sparse tensor is refused) and the strides."""
@@ -277,13 +268,16 @@ class TorchAdapter(Adapter):
         strided = x.layout is self._strided_layout()
         return tensor_unwritable(x, _torch().is_inference_mode_enabled(), strided)
 
+    #: `to_numpy` copies bfloat16 (and the 8-bit floats) as float32.
+    host_dtypes = MappingProxyType({"bfloat16": "float32"})
+
     def to_numpy(self, x: Array) -> HostArray:
         """Detach, move to the CPU when needed, then share memory with NumPy."""
         torch = _torch()
         t = x.detach()
         if t.device.type != "cpu":
             t = t.cpu()
-        if t.dtype == torch.bfloat16:  # NumPy has no bfloat16
+        if widened_on_host(t.dtype, torch):  # NumPy has no bfloat16, no float8
             t = t.to(torch.float32)
         return np.asarray(t.resolve_conj().resolve_neg().numpy())
 
@@ -294,7 +288,7 @@ class TorchAdapter(Adapter):
             or x.layout is not self._strided_layout()
             or x.is_conj()
             or x.is_neg()
-            or x.dtype == _torch().bfloat16
+            or widened_on_host(x.dtype, _torch())
         ):
             return None
         view: HostArray = x.detach().numpy()

@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._adapters._registry import ADAPTERS, adapter_for_array, to_host
+from .._adapters._registry import ADAPTERS, adapter_for_array
 from .._backend import Backend
-from .._convert import refuse_lossy_data
 from .._dtypes import PrecisionWarning
+from ._close_values import host_copy
 from ._running import running_variant
 
 if TYPE_CHECKING:
@@ -94,10 +94,12 @@ def assert_array_almost_equal(
                 stacklevel=2,
             )
         decimal = FLOAT32_DEVICE_DECIMAL
-    refuse_lossy_data(x, "x")
-    refuse_lossy_data(y, "y")
     np.testing.assert_array_almost_equal(
-        to_host(x), to_host(y), decimal=int(decimal), err_msg=err_msg, verbose=verbose
+        host_copy(x, "x"),
+        host_copy(y, "y"),
+        decimal=int(decimal),
+        err_msg=err_msg,
+        verbose=verbose,
     )
 
 

@@ -6,9 +6,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._adapters._registry import ADAPTERS, adapter_for_array, to_host
-from .._convert import refuse_lossy_data
+from .._adapters._registry import ADAPTERS, adapter_for_array
 from .._dtypes import dtype_name, narrowed
+from ._close_values import compare_values, host_copy
 from ._running import RunningVariant, running_variant
 
 if TYPE_CHECKING:
@@ -59,7 +59,10 @@ def default_tolerance(dtype: DType) -> tuple[float, float]:
     >>> default_tolerance("float16"), default_tolerance("bfloat16")
     ((0.125, 0.0), (0.125, 0.0))
     """
-    name = dtype_name(dtype) or "float64"
+    name = dtype_name(dtype)
+    if name is None:
+        msg = f"dtype must be a dtype or its name, got {dtype!r}"
+        raise TypeError(msg)
     name = _REAL_OF.get(name, name)
     if name in ("float16", "bfloat16"):
         return _HALF_RTOL, 0.0
@@ -135,26 +138,31 @@ def assert_close(
     a, d, narrow = _compare_meta(
         actual, desired, check_dtype, check_device, check_namespace
     )
-    d_rtol, d_atol = default_tolerance(
-        actual.dtype if narrow else _source_dtype(desired, d, actual, a)
-    )
-    _compare_values(
-        a, d, d_rtol if rtol is None else rtol, d_atol if atol is None else atol
-    )
+    if rtol is None or atol is None:  # (both given: any numeric dtype)
+        d_rtol, d_atol = default_tolerance(
+            actual.dtype if narrow else _source_dtype(desired, d, actual, a)
+        )
+        rtol = d_rtol if rtol is None else rtol
+        atol = d_atol if atol is None else atol
+    compare_values(a, d, rtol, atol)
 
 
 def _check_tolerance(param: str, value: Value) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(
+    if isinstance(value, (bool, np.timedelta64)) or not isinstance(
         value, (int, float, np.floating, np.integer)
     ):
         msg = f"{param} must be a number, got {value!r}"
         raise TypeError(msg)
-    if not np.isfinite(value) or value < 0:
+    try:
+        number = float(value)
+    except OverflowError:  # an int beyond float's range
+        number = float("inf")
+    if not np.isfinite(number) or number < 0:
         msg = f"{param} must be a finite non-negative number, got {value!r}"
         raise ValueError(msg)
-    return float(value)
+    return number
 
 
 def _source_dtype(desired: Array, d: HostArray, actual: Array, a: HostArray) -> DType:
@@ -207,7 +215,7 @@ def assert_equal(
     """
     __tracebackhide__ = True
     a, d, _ = _compare_meta(actual, desired, check_dtype, check_device, check_namespace)
-    _compare_values(a, d, 0.0, 0.0)
+    compare_values(a, d, 0.0, 0.0)
 
 
 def _describe(adapter: Adapter | None, x: Array) -> str:
@@ -236,8 +244,6 @@ def _compare_meta(
             msg = f"{name} must be a bool, got {flag!r}"
             raise TypeError(msg)
     lib_a, lib_d = adapter_for_array(actual), adapter_for_array(desired)
-    refuse_lossy_data(actual, "actual")
-    refuse_lossy_data(desired, "desired")
     running = running_variant()
     # Inside a test of the plugin, a NumPy array may be the reference for a
     # result of the variant's library.
@@ -257,8 +263,7 @@ def _compare_meta(
             "library (compare host copies on purpose with check_namespace=False)"
         )
         raise AssertionError(msg)
-    a = to_host(actual)
-    d = to_host(desired)
+    a, d = host_copy(actual, "actual"), host_copy(desired, "desired")
     if a.shape != d.shape:
         msg = f"shapes differ: actual {a.shape}, desired {d.shape}"
         raise AssertionError(msg)
@@ -266,6 +271,8 @@ def _compare_meta(
     if check_dtype:
         da = dtype_name(actual.dtype) if lib_a is not None else dtype_name(a.dtype)
         dd = dtype_name(desired.dtype) if lib_d is not None else dtype_name(d.dtype)
+        _computes_declared(lib_a, da, a, "actual")
+        _computes_declared(lib_d, dd, d, "desired")
         if da != dd:
             narrow = _narrowed_reference(running, da, dd, lib_d)
             if not narrow:
@@ -299,6 +306,23 @@ def _compare_meta(
     return a, d, narrow
 
 
+def _computes_declared(
+    adapter: Adapter | None, declared: str | None, host: HostArray, param: str
+) -> None:
+    """AssertionError where ``host`` is not of the dtype its array declared.
+
+    A Dask array's dtype is what its graph says; its chunks may compute to
+    another (a ``map_blocks`` without the right ``dtype=``).
+    """
+    __tracebackhide__ = True
+    if adapter is None or declared is None:
+        return
+    computed = dtype_name(host.dtype)
+    if adapter.host_dtypes.get(declared, declared) != computed:
+        msg = f"{param} declares dtype {declared}, but its values are {computed}"
+        raise AssertionError(msg)
+
+
 def _held(running: RunningVariant) -> frozenset[str]:
     backend = running.backend
     return ADAPTERS[backend.library].held_dtypes(backend.device)
@@ -326,45 +350,3 @@ def _narrowing_note(running: RunningVariant, desired: str) -> str:
         f" ({running.ident} narrows {desired} to {becomes}: a NumPy {desired} "
         f"reference is compared at {becomes}; this result is neither)"
     )
-
-
-def _compare_values(a: HostArray, d: HostArray, rtol: float, atol: float) -> None:
-    __tracebackhide__ = True
-    if a.size == 0:
-        return
-    exact = rtol == 0 and atol == 0 and a.dtype.kind in "biu" and d.dtype.kind in "biu"
-    if exact or "b" in (a.dtype.kind, d.dtype.kind):
-        bad = a != d
-        excess = bad.astype(np.float64)
-    else:
-        af = a.astype(
-            np.complex128 if "c" in (a.dtype.kind, d.dtype.kind) else np.float64
-        )
-        df = d.astype(af.dtype)
-        with np.errstate(invalid="ignore", over="ignore"):
-            diff = np.abs(af - df)
-            allowed = atol + rtol * np.abs(df)
-            # As numpy.isclose: a non-finite value is close only to itself
-            # (inf to the same inf, a complex infinity to the same one), NaN
-            # only to NaN; the tolerance applies to finite pairs alone.
-            finite = np.isfinite(af) & np.isfinite(df)
-            close = (finite & (diff <= allowed)) | (af == df)
-            close |= np.isnan(af) & np.isnan(df)
-            excess = np.where(finite, diff - allowed, np.inf)
-        bad = ~close
-        excess = np.where(bad, np.maximum(excess, np.nextafter(0.0, 1.0)), 0.0)
-    n_bad = int(np.count_nonzero(bad))
-    if n_bad == 0:
-        return
-    flat = int(np.argmax(np.where(bad, excess, -np.inf)))
-    index = tuple(int(i) for i in np.unravel_index(flat, a.shape)) if a.ndim else ()
-    got, want = a[index].item(), d[index].item()
-    msg = (
-        f"{n_bad} of {a.size} elements differ (rtol={rtol:.3g}, atol={atol:.3g}); "
-        f"worst at index {index}: actual {got!r}, desired {want!r}"
-    )
-    if a.dtype.kind != "b" and d.dtype.kind != "b":
-        with np.errstate(over="ignore", invalid="ignore"):
-            diff_worst = float(np.abs(np.complex128(got) - np.complex128(want)))
-        msg += f", |difference| {diff_worst:.6g}"
-    raise AssertionError(msg)

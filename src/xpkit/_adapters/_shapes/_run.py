@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from ..._current_rows import ROWS
+from ..._current_rows import GUARD, ROWS
 from .._trace import CannotFollow, Profile, Trace, tracing
 from . import _rules as rules
 from ._array import ShapeArray, given, made
@@ -97,9 +97,11 @@ class ShapeTracer:
         args = tuple(_operand(trace, v) for v in self.args)
         kwargs = {k: _operand(trace, v) for k, v in self.kwargs.items()}
         token = ROWS.set(range(rows))  # what `current_rows` says while traced
+        guarded = GUARD.set(None)  # (a meter's trace: its reads are not kept)
         try:
             result = self.fn(*xs, *args, **kwargs)
         finally:
+            GUARD.reset(guarded)
             ROWS.reset(token)
         leaves = _leaves(trace, result)
         for leaf in leaves:

@@ -1,0 +1,226 @@
+"""The values of `assert_close` / `assert_equal`: what float64 would round away.
+
+Integers beyond 2**53, long doubles, complex NaNs, values that are not
+numbers, a dtype a lazy array declares but does not compute to, and masks
+that a conversion would drop.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from xpkit.testing import (
+    assert_array_almost_equal,
+    assert_close,
+    assert_equal,
+    default_tolerance,
+)
+
+BIG = [
+    ("int64", 2**53 + 1, 2**53, {"atol": 0.5}),
+    ("int64", 2**62 + 1, 2**62, {"rtol": 1e-20}),  # allows 0.046
+    ("int64", -(2**63) + 1, -(2**63), {"atol": 0.9}),
+    ("uint64", 2**64 - 1, 2**64 - 2, {"atol": 0.5}),
+    ("uint64", 2**64 - 1, 2**64 - 1000, {"atol": 1}),
+]
+
+
+@pytest.mark.parametrize(("dtype", "got", "want", "tolerance"), BIG)
+def test_integers_beyond_float64_are_compared_as_integers(dtype, got, want, tolerance):
+    """They were compared as the float64 they round to: 2**53 + 1 == 2**53."""
+    actual, desired = np.array([7, got], dtype=dtype), np.array([7, want], dtype=dtype)
+    with pytest.raises(AssertionError, match=rf"\|difference\| {abs(got - want)}$"):
+        assert_close(actual, desired, **tolerance)
+    assert_close(actual, desired, atol=abs(got - want))  # the gap itself is allowed
+
+
+def test_torch_integers_beyond_float64():
+    torch = pytest.importorskip("torch")
+    actual = torch.tensor([2**53 + 1], dtype=torch.int64)
+    with pytest.raises(AssertionError, match="1 of 1 elements differ"):
+        assert_close(actual, torch.tensor([2**53], dtype=torch.int64), atol=0.5)
+
+
+@pytest.mark.parametrize(
+    "compare", [assert_equal, lambda *a, **k: assert_close(*a, rtol=0, atol=0.5, **k)]
+)
+def test_a_large_integer_against_a_float(compare):
+    """2**53 + 1 against the float 2**53: they differ, whatever float64 says."""
+    with pytest.raises(AssertionError, match=r"\|difference\| 1$"):
+        compare(np.array([2**53 + 1]), np.array([2.0**53]), check_dtype=False)
+    with pytest.raises(AssertionError, match=r"\|difference\| 1$"):
+        compare(np.array([2.0**53]), np.array([2**53 + 1]), check_dtype=False)
+    compare(np.array([2**53]), np.array([2.0**53]), check_dtype=False)
+
+
+def test_the_worst_integer_is_named_not_the_first():
+    with pytest.raises(AssertionError, match=r"worst at index \(1,\): actual 100"):
+        assert_equal(np.array([1, 100]), np.array([2, 0]))
+    with pytest.raises(AssertionError, match=r"worst at index \(0, 1\): actual 9"):
+        assert_close(np.array([[1, 9]]), np.array([[0, 0]]), atol=0.5)
+
+
+def test_integers_within_the_tolerance_pass():
+    assert_close(np.array([10, -10]), np.array([12, -12]), atol=2)
+    assert_close(
+        np.array([100], dtype=np.uint8), np.array([110], dtype=np.uint8), rtol=0.1
+    )
+    with pytest.raises(AssertionError, match=r"\|difference\| 11$"):
+        assert_close(
+            np.array([99], dtype=np.uint8), np.array([110], dtype=np.uint8), rtol=0.09
+        )
+
+
+def test_a_long_double_keeps_its_precision():
+    eps = np.finfo(np.longdouble).eps
+    if eps >= np.finfo(np.float64).eps:
+        pytest.skip("long double is float64 on this platform")
+    one = np.array([1.0], dtype=np.longdouble)  # (not a dtype the checks know)
+    with pytest.raises(AssertionError, match="1 of 1 elements differ"):
+        assert_equal(one + eps, one, check_dtype=False)
+    assert_close(one + eps, one, check_dtype=False, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize(
+    ("actual", "desired"),
+    [
+        (complex(1, np.nan), complex(1000, np.nan)),
+        (complex(np.nan, 0), complex(0, np.nan)),
+        (complex(np.nan, np.nan), complex(np.nan, 1)),
+    ],
+)
+def test_complex_nans_match_part_by_part(actual, desired):
+    """Any complex NaN matched any other: 1+nanj against 1000+nanj passed."""
+    for compare in (assert_close, assert_equal):
+        with pytest.raises(AssertionError, match="1 of 1 elements differ"):
+            compare(np.array([actual]), np.array([desired]))
+
+
+def test_complex_nans_with_the_same_parts_match():
+    values = np.array([complex(1, np.nan), complex(np.nan, 2), complex(np.nan, np.nan)])
+    assert_equal(values, values.copy())
+    assert_close(values, values + complex(1e-12, 1e-12))
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        np.array(["1"]),
+        np.array([b"1"]),
+        np.array([1], dtype="timedelta64[s]"),
+        np.array([1], dtype="datetime64[D]"),
+        np.array([2**70], dtype=object),
+    ],
+    ids=["str", "bytes", "timedelta", "datetime", "object"],
+)
+@pytest.mark.parametrize("check_dtype", [True, False])
+def test_values_that_are_not_numbers_are_refused(values, check_dtype):
+    """With check_dtype=False they were cast to float64: '1' == '1.0' passed."""
+    with pytest.raises(TypeError, match=r"^actual holds values of dtype"):
+        assert_equal(values, values.copy(), check_dtype=check_dtype)
+    with pytest.raises(TypeError, match=r"^desired holds values of dtype"):
+        assert_close(np.ones(1), values, check_dtype=check_dtype)
+
+
+def test_a_list_of_integers_beyond_int64_is_refused_not_a_crash():
+    """It crashed with AttributeError ('int' object has no attribute 'item')."""
+    with pytest.raises(
+        TypeError, match=r"desired holds values of dtype object \(Python"
+    ):
+        assert_equal(np.array([1, 2]), [2**70, 2], check_namespace=False)
+
+
+def test_dask_a_dtype_declared_is_the_dtype_computed():
+    """A map_blocks result declared float64 and computed float32 passed as float64."""
+    da = pytest.importorskip("dask.array")
+    x = da.ones(4, chunks=2, dtype=np.float32).map_blocks(
+        lambda block: block, dtype=np.float64
+    )
+    message = "actual declares dtype float64, but its values are float32"
+    with pytest.raises(AssertionError, match=message):
+        assert_close(x, da.ones(4, chunks=2))
+    with pytest.raises(AssertionError, match=message):
+        assert_close(x, np.ones(4), check_namespace=False)
+    assert_close(
+        x, np.ones(4, dtype=np.float32), check_namespace=False, check_dtype=False
+    )
+    right = da.ones(4, chunks=2, dtype=np.float32)
+    assert_close(right, np.ones(4, dtype=np.float32), check_namespace=False)
+
+
+def test_dask_masked_chunks_behind_a_plain_meta_are_refused():
+    """Their masks were dropped: [1, --] passed against [1, 2]."""
+    da = pytest.importorskip("dask.array")
+    import xpkit
+
+    masked = np.ma.masked_array([1.0, 2.0], mask=[False, True])
+    x = da.from_array(masked, chunks=1, meta=np.empty(0))
+    with pytest.raises(TypeError, match="chunks compute to NumPy masked arrays"):
+        assert_close(x, np.array([1.0, 2.0]), check_namespace=False)
+    with pytest.raises(TypeError, match="chunks compute to NumPy masked arrays"):
+        xpkit.Backend("dask").to_numpy(x)
+
+
+def test_ndonnx_nullable_arrays_are_refused():
+    """Their masks were dropped, even by assert_array_almost_equal."""
+    ndx = pytest.importorskip("ndonnx")
+    x = ndx.asarray(np.ma.masked_array([1.0, 2.0], mask=[False, True]))
+    with pytest.raises(TypeError, match="x is an ndonnx array of the nullable dtype"):
+        assert_array_almost_equal(x, np.array([1.0, 2.0]))
+    with pytest.raises(TypeError, match="actual is an ndonnx array of the nullable"):
+        assert_close(x, ndx.asarray(np.array([1.0, 2.0])), check_dtype=False)
+
+
+def test_torch_tensors_without_a_numpy_form_are_refused():
+    torch = pytest.importorskip("torch")
+    with warnings.catch_warnings():  # nested: prototype; quantized: deprecated
+        warnings.simplefilter("ignore")
+        nested = torch.nested.nested_tensor([torch.ones(2), torch.ones(3)])
+        quantized = torch.quantize_per_tensor(torch.ones(2), 0.1, 0, torch.qint8)
+    with pytest.raises(TypeError, match="actual is a nested tensor"):
+        assert_close(nested, nested)
+    with pytest.raises(TypeError, match=r"actual is a quantized tensor \(torch.qint8"):
+        assert_close(quantized, quantized)
+
+
+def test_torch_eight_bit_floats_come_to_the_host_as_float32():
+    torch = pytest.importorskip("torch")
+    import xpkit
+
+    x = torch.tensor([0.5, -2.0, 448.0]).to(torch.float8_e4m3fn)
+    host = xpkit.Backend("torch").to_numpy(x)
+    assert host.dtype == np.float32
+    np.testing.assert_array_equal(host, [0.5, -2.0, 448.0])
+
+
+def test_a_list_of_tensors_that_require_grad():
+    """It failed with torch's "Can't call numpy() on Tensor that requires grad"."""
+    torch = pytest.importorskip("torch")
+    tensors = [torch.ones(2, requires_grad=True), torch.zeros(2, requires_grad=True)]
+    desired = np.array([[1.0, 1.0], [0.0, 0.0]], dtype=np.float32)
+    assert_close(tensors, desired, check_namespace=False)
+    assert_array_almost_equal(tensors, desired)
+    desired[1, 0] = 3.0
+    with pytest.raises(AssertionError, match=r"worst at index \(1, 0\)"):
+        assert_close(tensors, desired, check_namespace=False)
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "match"),
+    [
+        (np.timedelta64(1), TypeError, "rtol must be a number"),
+        (10**400, ValueError, "rtol must be a finite non-negative number"),
+    ],
+)
+def test_tolerances_that_are_not_finite_numbers(value, error, match):
+    with pytest.raises(error, match=match):
+        assert_close(np.ones(1), np.ones(1), rtol=value)
+
+
+def test_default_tolerance_of_none_is_a_type_error():
+    """It gave float64's tolerance."""
+    with pytest.raises(TypeError, match="dtype must be a dtype or its name, got None"):
+        default_tolerance(None)
