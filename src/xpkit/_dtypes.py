@@ -22,6 +22,7 @@ __all__ = [
     "collecting_narrowings",
     "dtype_name",
     "external_stacklevel",
+    "forget_narrowings",
     "narrow_for_device",
     "narrowed",
     "register_dtype_spelling",
@@ -210,6 +211,11 @@ def collected_narrowings() -> dict[str, dict[str, str]]:
     narrowed nothing has no entry.
     """
     return {where: dict(pairs) for where, pairs in _collected.items()}
+
+
+def forget_narrowings() -> None:
+    """Empty what `collected_narrowings` returns (a new pytest session in this process)."""
+    _collected.clear()
 
 
 def narrowed(name: str, supported: frozenset[str]) -> str:

@@ -224,3 +224,9 @@ def test_default_tolerance_of_none_is_a_type_error():
     """It gave float64's tolerance."""
     with pytest.raises(TypeError, match="dtype must be a dtype or its name, got None"):
         default_tolerance(None)
+
+
+def test_a_difference_beyond_float64_is_printed_as_inf():
+    """It raised OverflowError while writing the message."""
+    with pytest.raises(AssertionError, match=r"\|difference\| inf$"):
+        assert_close(np.array([1.7e308]), np.array([-1.7e308]))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import sys
 
 import pytest
 from plugin_runs import needs, outcomes
@@ -784,3 +785,147 @@ def test_xpkit_xfail_hands_raises_and_run_to_pytest():
         pytest.mark.xpkit_skip("numpy*", reason="r")
     )  # (a pattern that matches)
     assert _marks(pytest.mark.xpkit_skip("*-cuda", reason="r")) == []  # (none here)
+
+
+OVERRIDDEN = """
+import pytest
+import xpkit
+
+@pytest.fixture(scope="session")
+def xpkit_backend():
+    return xpkit.Backend("numpy")
+
+def test_where(xpkit_backend, request):
+    assert xpkit_backend.library == "numpy"
+    assert not hasattr(request.node, "callspec")  # no variant id to lie
+"""
+
+WRAPPED = """
+import pytest
+
+@pytest.fixture(scope="session")
+def xpkit_backend(xpkit_backend):
+    return xpkit_backend  # (wraps the plugin's: its variants stand)
+
+def test_where(xpkit_backend, request):
+    assert request.node.callspec.id.split("-")[0] == xpkit_backend.library
+"""
+
+
+def test_a_fixture_that_replaces_xpkit_backend_is_not_parametrized(pytester):
+    """Each test id named a variant, and every one ran on the conftest's backend."""
+    pytester.makeconftest(OVERRIDDEN.split("def test_where", maxsplit=1)[0])
+    pytester.makepyfile(
+        test_user="def test_where" + OVERRIDDEN.split("def test_where")[1]
+    )
+    result = pytester.runpytest_subprocess("-v", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.OK
+    assert outcomes(result) == {"test_where": "PASSED"}
+
+
+def test_a_fixture_that_wraps_xpkit_backend_keeps_the_variants(pytester):
+    pytester.makeconftest(WRAPPED.split("def test_where", maxsplit=1)[0])
+    pytester.makepyfile(test_user="def test_where" + WRAPPED.split("def test_where")[1])
+    result = pytester.runpytest_subprocess(
+        "-v", "-p", "no:cacheprovider", "--xpkit-backends=numpy,array_api_strict"
+    )
+    assert result.ret == pytest.ExitCode.OK
+    assert {"test_where[numpy]", "test_where[array_api_strict]"} <= set(
+        outcomes(result)
+    )
+
+
+def test_a_library_asked_for_that_cannot_run_is_a_usage_error(pytester):
+    """--xpkit-backends=cupy without CuPy skipped every test and exited 0."""
+    needs("numpy")
+    if importlib.util.find_spec("cupy") is not None:
+        pytest.skip("CuPy is installed here")
+    pytester.makepyfile(test_user=USER_TEST)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--xpkit-backends=cupy"
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*names 'cupy', which cannot run here: CuPy is not*"])
+
+
+def test_a_test_no_chosen_variant_runs_says_why(pytester):
+    """It was skipped as pytest's 'got empty parameter set'."""
+    needs("torch")
+    pytester.makepyfile(test_user=USER_TEST)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-rs", "--xpkit-backends=torch-meta"
+    )
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(
+        ["*SKIPPED*(torch-meta) selects no variant for this test*xpkit_shapes_only*"]
+    )
+
+
+NARROWED_IN_A_MODULE_FIXTURE = """
+import pytest
+
+@pytest.fixture(scope="module")
+def data(xpkit_backend):
+    return xpkit_backend.asarray([1.0, 2.0], dtype="float64")
+
+def test_data(data, xpkit_backend):
+    assert xpkit_backend.dtype_to_str(data.dtype) == "float32"
+"""
+
+
+def test_a_module_scoped_fixture_narrows_as_its_test_does(pytester):
+    """Its narrowing was a PrecisionWarning: an error under -W error."""
+    needs("array_api_strict")
+    pytester.makepyfile(test_user=NARROWED_IN_A_MODULE_FIXTURE)
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        "-W",
+        "error",
+        "--xpkit-backends=array_api_strict-no_float64",
+    )
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*array_api_strict-no_float64 has no float64*"])
+
+
+def test_the_narrowings_of_an_earlier_session_are_not_reported_again(pytester):
+    """A second pytest.main in one process repeated the first one's narrowings."""
+    needs("array_api_strict")
+    pytester.makepyfile(
+        test_user="""
+def test_data(xpkit_backend):
+    xpkit_backend.asarray([1.0, 2.0], dtype="float64")
+"""
+    )
+    pytester.makepyfile(
+        run="""
+import pytest
+
+for backends in ("array_api_strict-no_float64", "numpy"):
+    print("SESSION", backends)
+    pytest.main(["-p", "no:cacheprovider", "-p", "no:xdist", "-q",
+                 "--xpkit-backends=" + backends, "test_user.py"])
+"""
+    )
+    result = pytester.run(sys.executable, "run.py")
+    out = result.stdout.str()
+    first, second = out.split("SESSION numpy")
+    said = "array_api_strict-no_float64 has no float64: tests that requested it"
+    assert said in first
+    assert said not in second
+
+
+def test_cpu_only_without_a_reason_is_a_usage_error_on_every_machine(pytester):
+    """It was checked only on GPU variants: the error first showed on GPU CI."""
+    pytester.makepyfile(
+        test_user="""
+import pytest
+
+@pytest.mark.xpkit_cpu_only
+def test_marked(xpkit_backend):
+    pass
+"""
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert result.ret != pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*xpkit_cpu_only needs a reason*"])

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import warnings
+
+import numpy as np
 import pytest
 from helpers import run_python
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import xpkit
+from xpkit._adapters import get_adapter
 from xpkit._dtypes import _warned
 from xpkit.testing import strategies
 
@@ -95,3 +99,35 @@ def test_strategies_narrow_float64_on_jax_without_x64():
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "float32 drawn" in proc.stdout
     assert "jax-cpu has no float64; using float32 instead" in proc.stdout
+
+
+@settings(max_examples=20)
+@given(data=st.data())
+def test_float64_bounds_are_kept_where_float64_is_narrowed(data):
+    """float64 bounds went to Hypothesis as float32 ones: InvalidArgument for 0.1."""
+    pytest.importorskip("array_api_strict")
+    nof64 = xpkit.Backend("array_api_strict", device="no_float64")
+    bounds = {"min_value": 0.1, "max_value": 0.9}
+    with warnings.catch_warnings():  # (the narrowing is warned once per process)
+        warnings.simplefilter("ignore", xpkit.PrecisionWarning)
+        drawn = strategies.arrays(nof64, dtype="float64", shape=4, elements=bounds)
+    x = data.draw(drawn)
+    assert nof64.dtype_to_str(x.dtype) == "float32"
+    values = nof64.to_numpy(x)  # float64 values cast to float32, as asarray casts
+    assert np.all(values >= np.float32(0.1))
+    assert np.all(values <= np.float32(0.9))
+
+
+@settings(max_examples=10)
+@given(data=st.data())
+def test_a_dtype_the_backend_holds_beyond_the_standard_is_drawn(data):
+    """arrays() refused float16 on NumPy and uint64 on torch, which asarray makes."""
+    numpy = xpkit.Backend("numpy")
+    x = data.draw(strategies.arrays(numpy, dtype="float16", shape=3))
+    assert x.dtype == np.float16
+    pytest.importorskip("torch")
+    torch = xpkit.Backend("torch")
+    held = get_adapter("torch").held_dtypes(torch.device)
+    for name in sorted({"uint64", "uint16", "bfloat16"} & held):
+        x = data.draw(strategies.arrays(torch, dtype=name, shape=2))
+        assert torch.dtype_to_str(x.dtype) == name

@@ -181,7 +181,10 @@ def _difference(x: Value, y: Value) -> float:
     """``|x - y|`` of two elements, exact before it is rounded to print."""
     ex, ey = _exact(x), _exact(y)
     if ex is not None and ey is not None:
-        return float(abs(ex - ey))
+        try:
+            return float(abs(ex - ey))
+        except OverflowError:  # (1.7e308 - -1.7e308)
+            return float("inf")
     work = np.result_type(np.float64, x.dtype, y.dtype)
     with np.errstate(over="ignore", invalid="ignore"):
         return float(np.abs(np.asarray(x, dtype=work) - np.asarray(y, dtype=work)))

@@ -57,7 +57,8 @@ def lazy_xp_function(
     compute of the lazy graph beyond ``computes`` fails with the count; in
     the ``*-compile`` variants it runs under the library's compiler with the
     whole graph required, so a graph break (a Python ``if`` on an array
-    value, ``float(x)``) fails. Elsewhere it runs as written. A keyword left
+    value; torch 2.13 traces ``float(x)`` and ``.item()`` without one)
+    fails. Elsewhere it runs as written. A keyword left
     out takes its value from ``func``'s own `capabilities` statement, where
     it has one.
 

@@ -45,15 +45,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from .._adapters._registry import ADAPTERS
-from .._dtypes import collected_narrowings, collecting_narrowings
-from ._capabilities import is_backend, uncovered_statements
+from .._dtypes import collected_narrowings, collecting_narrowings, forget_narrowings
+from ._capabilities import uncovered_statements
 from ._host_copies import counted_host_copies
 from ._lazy import has_lazy_functions, replaced_functions, tagged
 from ._markers import (
@@ -64,6 +63,7 @@ from ._markers import (
     param_marks,
 )
 from ._running import running_on
+from ._selection import ENV_VAR, check_selection, none_chosen, selected_names
 from ._session import switch_back, switch_for_session
 from ._suite_markers import apply_suite_marks
 from ._variants import (
@@ -75,7 +75,6 @@ from ._variants import (
     libraries_named,
     other_device,
     selected,
-    unmatched,
     variant_backend,
 )
 
@@ -85,14 +84,6 @@ if TYPE_CHECKING:
     from .._typing import DType, Namespace, NativeDevice, UserFunction
 
 __all__ = ["BackendParam", "available_backend_params"]
-
-ENV_VAR = "XPKIT_BACKENDS"
-
-
-def _selected(config: pytest.Config) -> list[str] | None:
-    raw = config.getoption("xpkit_backends") or os.environ.get(ENV_VAR, "")
-    names = [n.strip() for n in raw.split(",") if n.strip()]
-    return names or None
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -160,38 +151,41 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     """Register the markers; reject names in ``--xpkit-backends`` that select nothing."""
-    wanted = _selected(config)
+    wanted = selected_names(config)
     if wanted is not None:
-        missing = unmatched(available_backend_params(libraries_named(wanted)), wanted)
-        if missing:
-            params = available_backend_params()  # what is here, to say so
-            ids = frozenset(p.id for p in params)
-            # "torch-cuda" on a host without CUDA: a library xpkit knows, on a
-            # device this machine lacks; anything else is not a backend at all.
-            absent = [w for w in missing if is_backend(w.removeprefix("-"))]
-            unknown = [w for w in missing if w not in absent]
-            parts = []
-            if absent:
-                parts.append(f"backends not available on this machine {absent}")
-            if unknown:
-                parts.append(f"unknown backends {unknown}")
-            known = sorted(ids | {p.key for p in params})
-            msg = (
-                f"--xpkit-backends / {ENV_VAR} names {' and '.join(parts)}; "
-                f"available here: {', '.join(known)}"
-            )
-            raise pytest.UsageError(msg)
-        if not selected(available_backend_params(libraries_named(wanted)), wanted) and (
-            not selected(available_backend_params(), wanted)
-        ):  # ("numpy,-numpy": each name is known, and together they leave nothing)
-            msg = (
-                f"--xpkit-backends / {ENV_VAR} selects no variant: {','.join(wanted)} "
-                "leaves out all it takes"
-            )
-            raise pytest.UsageError(msg)
+        check_selection(wanted)
     for line in MARKER_LINES:
         config.addinivalue_line("markers", line)
     switch_for_session(config, wanted)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:  # noqa: ARG001 - pytest's
+    """Forget the narrowings an earlier session in this process met (pytester's)."""
+    forget_narrowings()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_fixture_setup(
+    fixturedef: pytest.FixtureDef[object], request: pytest.FixtureRequest
+) -> Iterator[None]:
+    """A fixture of a variant's test narrows as the test does, whatever its scope.
+
+    (A module-scoped fixture is set up before the test's `_xpkit_mode`:
+    its narrowing would be a PrecisionWarning, an error under
+    ``filterwarnings = error``.)
+    """
+    if fixturedef.argname in _VARIANT_FIXTURES or not _VARIANT_FIXTURES & set(
+        fixturedef.argnames
+    ):
+        yield
+        return
+    backend = request.getfixturevalue("xpkit_backend")
+    with collecting_narrowings(ADAPTERS[backend.library].variant_name(backend.device)):
+        yield
+
+
+#: The fixtures that hand a test its variant (a fixture that takes one narrows).
+_VARIANT_FIXTURES = frozenset({"xpkit_backend", "xp", "xpkit_dtype"})
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -201,9 +195,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Parametrize ``xpkit_backend`` (and ``xpkit_dtype``) over the chosen variants."""
-    if "xpkit_backend" not in metafunc.fixturenames:
+    if "xpkit_backend" not in metafunc.fixturenames or _overridden(metafunc):
         return
-    wanted = _selected(metafunc.config)
+    wanted = selected_names(metafunc.config)
     if wanted is None:
         params = everything = available_backend_params()
     else:  # only the libraries named are imported
@@ -217,6 +211,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         params = lazy_in_place(params)
     if metafunc.definition.get_closest_marker("xpkit_shapes_only") is None:
         params = tuple(p for p in params if not p.shape_only)
+    if not params:  # (an empty parameter set would skip without a reason)
+        params = (none_chosen(wanted),)
     if "xpkit_dtype" not in metafunc.fixturenames:
         values = [
             pytest.param(p, id=p.id, marks=marks_for(written, p, ids)) for p in params
@@ -238,6 +234,23 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize(
         ("xpkit_backend", "xpkit_dtype"), pairs, indirect=True, scope="session"
     )
+
+
+def _overridden(metafunc: pytest.Metafunc) -> bool:
+    """Whether a conftest's (or module's) own ``xpkit_backend`` replaces the plugin's.
+
+    Its backend is then the test's: the plugin parametrizes nothing, so
+    that no test id names a variant the test did not run on. A fixture of
+    that name that takes ``xpkit_backend`` itself wraps the plugin's.
+    """
+    # (pytest's fixture closure: it has no public form; the closest is last)
+    defs = getattr(metafunc, "_arg2fixturedefs", {}).get("xpkit_backend", ())
+    for fixturedef in reversed(defs):
+        if getattr(fixturedef.func, "__module__", None) == __name__:
+            return False
+        if "xpkit_backend" not in fixturedef.argnames:
+            return True
+    return False
 
 
 def _narrowing_lines() -> list[str]:
@@ -413,7 +426,7 @@ def _library_namespace(key: str, config: pytest.Config) -> Namespace:
         pytest.skip(
             f"{adapter.label} is not installed (pip install 'xpkit[{adapter.extra}]')"
         )
-    wanted = _selected(config)
+    wanted = selected_names(config)
     if wanted is not None:
         chosen = selected(available_backend_params(libraries_named(wanted)), wanted)
         if not any(p.key == key and not p.skip for p in chosen):

@@ -1,42 +1,34 @@
 """Hypothesis strategies that draw arrays and dtypes for a `Backend`.
 
-Built on ``hypothesis.extra.array_api.make_strategies_namespace``. Arrays are
-drawn through NumPy's compliant namespace (``array_api_compat.numpy``) and then
-placed on the backend with `Backend.asarray`: Hypothesis fills arrays by item
-assignment, which immutable libraries (JAX, Dask) lack, and it does not
-recognise every compat namespace as an Array API library. The dtypes drawn are
-the ones the backend's *device* supports (its ``__array_namespace_info__``),
-without float64/complex128 where the device has none (MPS), so a drawn array
-never needs narrowing.
+Arrays are drawn as NumPy arrays (``hypothesis.extra.numpy``) and then
+placed on the backend with `Backend.asarray`: Hypothesis fills arrays by
+item assignment, which immutable libraries (JAX, Dask) lack, and it does
+not recognise every compat namespace as an Array API library. The dtypes
+drawn by default are the ones the backend's *device* supports (its
+``__array_namespace_info__``), without float64/complex128 where the device
+has none (MPS), so a drawn array never needs narrowing; a dtype asked for
+by name may be any the device holds, and is narrowed as ``asarray`` does.
 
 Requires ``hypothesis`` (the ``test`` extra).
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
-from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
-import array_api_compat.numpy as np_xp
+import numpy as np
 from hypothesis import strategies as st
-from hypothesis.extra.array_api import make_strategies_namespace
+from hypothesis.extra import numpy as npst
 
 from .._adapters._registry import ADAPTERS
 from .._backend import Backend
-from .._dtypes import DTYPE_KINDS, dtype_name, narrow_for_device
+from .._dtypes import DTYPE_KINDS, dtype_name, narrow_for_device, narrowed
 
 if TYPE_CHECKING:
     from .._typing import Array, DType
 
 __all__ = ["arrays", "dtype_names", "dtypes"]
-
-
-@functools.cache
-def _numpy_strategies() -> SimpleNamespace:
-    namespace: SimpleNamespace = make_strategies_namespace(np_xp)
-    return namespace
 
 
 def dtype_names(backend: Backend, kind: str | None = None) -> list[str]:
@@ -82,10 +74,17 @@ def arrays(
     backend : Backend
         Where the arrays live.
     dtype : dtype, str or strategy, optional
-        A dtype of any library or its name, or a strategy of those; by default
-        any dtype the device supports. A 64-bit dtype the device lacks is
-        narrowed as `Backend.asarray` narrows it (float64 to float32 on JAX
-        without x64, MPS, array-api-strict's ``no_float64``).
+        A dtype of any library or its name, or a strategy of those: any the
+        device holds (the standard's, and its library's float16, bfloat16 or
+        unsigned ones where `Backend.asarray` makes them); by default any of
+        the standard's the device supports. A 64-bit dtype the device lacks
+        is narrowed as `Backend.asarray` narrows it (float64 to float32 on
+        JAX without x64, MPS, array-api-strict's ``no_float64``): values are
+        drawn in the narrow dtype, within ``elements``' bounds (a float64
+        bound becomes the nearest float32 inside it; one beyond the narrow
+        dtype's range, ``1e300``, is a ValueError). bfloat16, which NumPy
+        lacks, is drawn as float32 (within its range, no subnormals) and
+        rounded.
     shape : int, tuple or strategy, optional
         By default Hypothesis' ``array_shapes()`` (1 to 3 dimensions, up to
         10 per side).
@@ -93,39 +92,100 @@ def arrays(
         Passed to Hypothesis' ``arrays`` (e.g. ``{"allow_nan": False}``).
     """
     _check_backend(backend)
-    xps = _numpy_strategies()
-    allowed = set(dtype_names(backend))
+    held = ADAPTERS[backend.library].held_dtypes(backend.device)
+    pairs: st.SearchStrategy[tuple[str, str, str]]
     if dtype is None:
-        names: st.SearchStrategy[str] = st.sampled_from(dtype_names(backend))
+        pairs = st.sampled_from([(n, n, n) for n in dtype_names(backend)])
     elif isinstance(dtype, st.SearchStrategy):
-        names = dtype.map(lambda d: _allowed_name(d, allowed, backend))
+        pairs = dtype.map(lambda d: _drawn_as(d, held, backend))
     else:
-        names = st.just(_allowed_name(dtype, allowed, backend))
-    shapes = xps.array_shapes() if shape is None else shape
-    return names.flatmap(
-        lambda name: xps.arrays(getattr(np_xp, name), shapes, elements=elements).map(
-            lambda host: backend.asarray(host, dtype=name)
-        )
+        pairs = st.just(_drawn_as(dtype, held, backend))
+    shapes = npst.array_shapes() if shape is None else shape
+    return pairs.flatmap(
+        lambda pair: npst.arrays(
+            pair[1], shapes, elements=_within(elements, pair[0], pair[1])
+        ).map(lambda host: backend.asarray(host, dtype=pair[2]))
     )
 
 
-def _allowed_name(dtype: DType, allowed: set[str], backend: Backend) -> str:
-    """The dtype drawn for ``dtype``: narrowed as `Backend.asarray` narrows it.
+def _drawn_as(
+    dtype: DType, held: frozenset[str], backend: Backend
+) -> tuple[str, str, str]:
+    """``(asked, drawn, made)``: the dtype asked for, the NumPy one drawn, the one made.
 
-    A 64-bit dtype the device lacks becomes its 32-bit sibling (with
-    asarray's `PrecisionWarning`, or the plugin's summary line); a dtype the
-    device cannot hold at all is a ValueError.
+    ``made`` is ``asked`` narrowed as `Backend.asarray` narrows it (a 64-bit
+    dtype the device lacks becomes its 32-bit sibling, with asarray's
+    `PrecisionWarning` or the plugin's summary line); values are drawn in
+    it (bfloat16, which NumPy lacks, in float32). A dtype the device cannot
+    hold at all is a ValueError.
     """
     name = dtype_name(dtype)
-    assert name is not None
-    adapter = ADAPTERS[backend.library]
-    name = narrow_for_device(
-        name, frozenset(allowed), adapter.variant_name(backend.device)
-    )
-    if name not in allowed:
+    if name is None:
+        msg = f"dtype must be a dtype, its name or a strategy of those, got {dtype!r}"
+        raise TypeError(msg)
+    if name not in held and narrowed(name, held) not in held:
         msg = f"dtype={dtype!r} is not supported on {backend.name} ({backend.device})"
         raise ValueError(msg)
-    return name
+    adapter = ADAPTERS[backend.library]
+    made = narrow_for_device(name, held, adapter.variant_name(backend.device))
+    return name, ("float32" if made == "bfloat16" else made), made
+
+
+#: The largest finite bfloat16 (NumPy has no ``finfo`` of it).
+_BFLOAT16_MAX = float.fromhex("0x1.fep127")
+
+
+def _within(
+    elements: st.SearchStrategy[object] | Mapping[str, object] | None,
+    asked: str,
+    drawn: str,
+) -> st.SearchStrategy[object] | Mapping[str, object] | None:
+    """``elements`` as bounds of ``drawn``, where ``asked`` was narrowed to it.
+
+    A float64 bound becomes the nearest float32 inside it (Hypothesis takes
+    only bounds the dtype holds exactly); a bound beyond what ``drawn``
+    holds is a ValueError naming it. bfloat16 is drawn as float32 within
+    its range and without subnormals (which it would flush to 0). A
+    strategy of elements is left as it is.
+    """
+    if asked == drawn or not (elements is None or isinstance(elements, Mapping)):
+        return elements
+    bounds = dict(elements or {})
+    if asked == "bfloat16":
+        bounds.setdefault("allow_subnormal", False)
+        top = _BFLOAT16_MAX
+    elif drawn.startswith(("float", "complex")):
+        top = float(np.finfo(drawn).max)
+    else:  # (an integer: int64 to int32)
+        info = np.iinfo(drawn)
+        for key, limit in (("min_value", int(info.min)), ("max_value", int(info.max))):
+            _check_bound(bounds, key, limit, asked, drawn)
+        return bounds
+    for key, inward in (("min_value", 1.0), ("max_value", -1.0)):
+        given = bounds.get(key)
+        if given is None:
+            continue
+        _check_bound(bounds, key, top, asked, drawn)
+        exact = float(given)  # type: ignore[arg-type]
+        value = np.float32(exact)  # (every narrowing here is to float32)
+        if (float(value) - exact) * inward < 0:  # (rounded outward: step in)
+            value = np.nextafter(value, np.float32(inward * np.inf))
+        bounds[key] = float(value)
+    if "max_magnitude" in bounds and bounds["max_magnitude"] is not None:
+        _check_bound(bounds, "max_magnitude", top, asked, drawn)
+    return bounds
+
+
+def _check_bound(
+    bounds: dict[str, object], key: str, limit: float, asked: str, drawn: str
+) -> None:
+    given = bounds.get(key)
+    if given is not None and not abs(given) <= abs(limit):  # type: ignore[arg-type]
+        msg = (
+            f"elements={{{key!r}: {given!r}}} is beyond what {drawn} holds "
+            f"({limit!r}): {asked} is {drawn} on this device"
+        )
+        raise ValueError(msg)
 
 
 def _check_backend(backend: object) -> None:
