@@ -433,3 +433,32 @@ def test_a_method_is_declared_on_its_class_and_a_ufunc_is_held():
 def test_a_method_declaration_that_names_no_method_is_refused(declared, message):
     with pytest.raises(TypeError, match=re.escape(message)):
         lazy_xp_function(declared)
+
+
+@pytest.mark.parametrize(
+    ("keywords", "error"),
+    [
+        ({"computes": -1}, ValueError),
+        ({"host_copies": -1}, ValueError),
+        ({"computes": "1"}, TypeError),
+    ],
+)
+def test_a_negative_count_is_a_value_error_a_wrong_type_a_type_error(keywords, error):
+    """computes=-1 was a TypeError while host_copies=-1 was a ValueError."""
+    from xpkit.testing import lazy_xp_function
+
+    def func(x):
+        return x
+
+    name = next(iter(keywords))
+    with pytest.raises(error, match=f"{name} must be"):
+        lazy_xp_function(func, **keywords)
+
+
+def test_a_bad_lazy_in_place_value_is_a_usage_error_at_the_start(pytester):
+    """It passed silently, then failed at collection of a lazy module only."""
+    pytester.makeini("[pytest]\nxpkit_lazy_in_place = xyz\n")
+    pytester.makepyfile(test_user="def test_plain():\n    pass\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*invalid truth value 'xyz'*"])

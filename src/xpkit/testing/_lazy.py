@@ -113,9 +113,12 @@ def lazy_xp_function(
         if value is not None and not isinstance(value, bool):
             msg = f"{name} must be a bool, got {value!r}"
             raise TypeError(msg)
-    if computes is not None and (not isinstance(computes, (bool, int)) or computes < 0):
+    if computes is not None and not isinstance(computes, (bool, int)):
         msg = f"computes must be a bool or a non-negative int, got {computes!r}"
         raise TypeError(msg)
+    if computes is not None and computes < 0:
+        msg = f"computes must be a bool or a non-negative int, got {computes!r}"
+        raise ValueError(msg)
     check_host_copies(host_copies)
     stated = statement_of(method if method is not None else func)
     if stated is not None:

@@ -32,6 +32,11 @@ _UNDO = pytest.StashKey[list["Callable[[], None]"]]()
 def switch_for_session(config: pytest.Config, wanted: list[str] | None) -> None:
     """Switch what ``xpkit_x64`` and ``xpkit_default_float`` ask for."""
     x64 = bool(config.getini("xpkit_x64"))
+    try:  # (read in modules that declare lazy functions: checked here, once)
+        config.getini("xpkit_lazy_in_place")
+    except ValueError as exc:
+        msg = f"xpkit_lazy_in_place: {exc}"
+        raise pytest.UsageError(msg) from exc
     default_float = str(config.getini("xpkit_default_float")).strip()
     if default_float not in DEFAULT_FLOATS:
         msg = (
