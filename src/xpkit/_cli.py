@@ -43,7 +43,7 @@ def run_check_command(
                 {
                     "backend": entry.name,
                     "check": None,
-                    "ok": None if entry.reason else False,
+                    "ok": None if entry.reason and not entry.broken else False,
                     "detail": problem,
                 }
             )
@@ -243,7 +243,7 @@ def _demo_command(args: argparse.Namespace, out: TextIO) -> int:
 def _capabilities_command(args: argparse.Namespace, out: TextIO) -> int:
     try:
         found = statements_of(args.module)
-    except ImportError as exc:
+    except (ImportError, ValueError) as exc:  # (not found, raised, or no name)
         sys.stderr.write(f"xpkit capabilities: cannot import {args.module!r}: {exc}\n")
         return 2
     if not found:

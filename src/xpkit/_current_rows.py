@@ -37,9 +37,10 @@ def current_rows() -> range | None:
     range holds (the last row repeated, see `map_batches`): the range holds
     the real ones, ``len(current_rows())`` of them.
 
-    Under ``jax.jit`` it is refused: the range would be read once, when JAX
-    traces ``fn``, and compiled in, and every batch of the same shape would
-    run with the first batch's rows. Read it outside the jitted part (a
+    Under ``jax.jit`` (and in a ``lax.scan``, ``lax.cond`` or checkpoint
+    body, which JAX traces and caches alike) it is refused: the range would
+    be read once, when JAX traces ``fn``, and compiled in, and every batch
+    of the same shape would run with the first batch's rows. Read it outside the jitted part (a
     ``fn`` that calls a jitted function with the rows' start), or pass
     positions as an input. ``torch.compile`` reads it on every call.
 

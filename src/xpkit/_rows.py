@@ -180,9 +180,9 @@ def refuse_compiled_rows() -> None:
         if compiler is not None:
             msg = (
                 f"xpkit.current_rows() was read while {compiler} traced fn: "
-                f"{compiler} would compile this batch's rows into fn and run "
-                "every batch of its shape with them; read it outside the "
-                f"{compiler}-compiled part of fn, or pass positions as an input"
+                "the trace keeps this batch's rows and runs every batch of its "
+                "shape with them; read it outside the traced part of fn and "
+                "pass rows.start in, or pass positions as an input"
             )
             raise RuntimeError(msg)
 

@@ -41,12 +41,17 @@ AUTO_UNIFIED_MIN_ELEMENTS = 30_000_000
 
 
 class InventoryEntry(NamedTuple):
-    """One backend this machine has (``reason`` empty), or why it has not."""
+    """One backend this machine has (``reason`` empty), or why it has not.
+
+    ``broken``: the library is installed, but importing or asking it failed
+    (a check fails there; a library that is missing is skipped).
+    """
 
     key: BackendName
     device: str | None
     name: str
     reason: str = ""
+    broken: bool = False
 
 
 def backend_inventory(keys: Collection[str] | None = None) -> list[InventoryEntry]:
@@ -69,7 +74,13 @@ def backend_inventory(keys: Collection[str] | None = None) -> list[InventoryEntr
         try:
             devices = adapter.devices()
         except Exception as exc:  # noqa: BLE001 - a broken install: report it
-            entries.append(InventoryEntry(key_of(adapter), None, adapter.key, f"{exc}"))
+            reason = (
+                f"{adapter.label} is installed, but loading it failed: "
+                f"{type(exc).__name__}: {exc}"
+            )
+            entries.append(
+                InventoryEntry(key_of(adapter), None, adapter.key, reason, broken=True)
+            )
             continue
         if not devices:
             reason = f"{adapter.label} sees no device on this machine"

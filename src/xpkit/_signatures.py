@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ._adapters._registry import adapter_for_array
+from ._dtypes import DTYPE_KINDS, dtype_name
 
 if TYPE_CHECKING:
     from ._adapters._base import Adapter
@@ -246,34 +247,70 @@ def _subclass_key(v: complex | str | bytes) -> Hashable:
 
 
 def _scalar_array_key(adapter: Adapter, v: Array) -> Hashable:
-    """A 0-d array by library and dtype, and by value where its memory is the host's.
+    """A 0-d array by library and dtype, and by value where that is cheap.
 
     A 0-d array closed over may be a size (``np.ones((n, k))``): its value is
     read where that is cheap and has no side effects: from its host memory
-    (`Adapter.host_view`: NumPy, a CPU tensor, array-api-strict), or as a
-    copy of its one number where the array is not on a GPU (a bfloat16 or
-    conjugate CPU tensor, JAX's CPU, ndonnx). One on a GPU, lazy or traced
-    is keyed by its dtype only, as other arrays are. One that holds Python
-    objects is not keyed at all: the key would keep them alive.
+    (`Adapter.host_view`: NumPy, a CPU tensor, array-api-strict), or as the
+    standard's Python number of it (``float(v)``) where the array is not on
+    a GPU (a bfloat16 or conjugate CPU tensor, JAX's CPU, ndonnx). One on a
+    GPU (reading it would wait for the device), lazy, traced or without a
+    number (a JAX PRNG key) is keyed by its dtype only, as other arrays
+    are. One that holds Python objects is not keyed at all: the key would
+    keep them alive.
     """
-    at_hand = adapter.values_at_hand(v)
-    host = adapter.host_view(v) if at_hand else None
-    if (
-        host is None
-        and at_hand
-        and not adapter.is_gpu(adapter.device_str(adapter.device_of(v)))
-    ):
-        host = adapter.to_numpy(v)
-    if host is None:
+    if not adapter.values_at_hand(v):
         return ("array", adapter.key, (), v.dtype)
-    if host.dtype.hasobject:
-        raise _Unkeyable
-    value = host.item()
-    if isinstance(value, np.generic):  # (a dtype Python has no number for)
-        value = (
-            complex(value) if isinstance(value, np.complexfloating) else float(value)
-        )
-    return ("array", adapter.key, (), v.dtype, _number(value))
+    host = adapter.host_view(v)
+    if host is not None:
+        if host.dtype.hasobject:
+            raise _Unkeyable
+        value = host.item()
+        if isinstance(value, np.generic):  # (a dtype Python has no number for)
+            value = (
+                complex(value)
+                if isinstance(value, np.complexfloating)
+                else float(value)
+            )
+        return ("array", adapter.key, (), v.dtype, _number(value))
+    number = None if _on_gpu(adapter, v) else _python_number(v)
+    if number is None:
+        return ("array", adapter.key, (), v.dtype)
+    return ("array", adapter.key, (), v.dtype, _number(number))
+
+
+#: (library, device key) -> whether that device is a GPU (`_on_gpu`).
+_GPU: dict[tuple[str, Hashable], bool] = {}
+
+
+def _on_gpu(adapter: Adapter, v: Array) -> bool:
+    """Whether ``v`` is on a GPU, remembered per library and device."""
+    where = (adapter.key, adapter.device_key(v))
+    try:
+        return _GPU[where]
+    except KeyError:
+        pass
+    except TypeError:  # (a device key that cannot be hashed: ask each time)
+        return adapter.is_gpu(adapter.device_str(adapter.device_of(v)))
+    on_gpu = _GPU[where] = adapter.is_gpu(adapter.device_str(adapter.device_of(v)))
+    return on_gpu
+
+
+#: The standard's conversion of a 0-d array of each kind to a Python number.
+_TO_PYTHON: dict[str, Callable[[Array], bool | int | float | complex]] = {
+    **dict.fromkeys(DTYPE_KINDS["bool"], bool),
+    **dict.fromkeys(DTYPE_KINDS["integral"], int),
+    **dict.fromkeys((*DTYPE_KINDS["real floating"], "float16", "bfloat16"), float),
+    **dict.fromkeys(DTYPE_KINDS["complex floating"], complex),
+}
+
+
+def _python_number(v: Array) -> bool | int | float | complex | None:
+    """``v``'s value as a Python number, or None where it has none to give."""
+    try:
+        return _TO_PYTHON[dtype_name(v.dtype) or ""](v)
+    except Exception:  # noqa: BLE001 - (a PRNG key, a deleted array: by dtype)
+        return None
 
 
 def _callable_key(fn: object, refs: list[Callable[[], object]], depth: int) -> Hashable:

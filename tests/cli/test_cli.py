@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -106,6 +107,25 @@ def test_check_of_an_uninstalled_backend_exits_non_zero():
     assert proc.returncode == 1, proc.stdout
     assert "nothing to check" in proc.stdout
     assert "all checks passed" not in proc.stdout
+
+
+def test_check_fails_where_an_installed_library_fails_to_load(tmp_path):
+    """A broken torch was 'skipped' and the run said 'all checks passed', rc 0."""
+    pytest.importorskip("torch")
+    (tmp_path / "torch.py").write_text(
+        'raise OSError("libcudart.so.12: cannot open")\n'
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "xpkit", "check", "--backends", "numpy,torch"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "PyTorch is installed, but loading it failed: OSError" in proc.stdout
+    assert "1 check(s) failed" in proc.stdout
 
 
 def test_info_exits_non_zero_when_the_scheduler_is_unreachable():

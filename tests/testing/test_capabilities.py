@@ -296,3 +296,151 @@ def test_uncovered_statements_name_the_function_no_test_covers():
         del sys.modules["two_functions"]
     with pytest.raises(TypeError, match="module_name must be a module name"):
         uncovered_statements(module, [])
+
+
+def test_a_variant_id_with_a_mode_marks_that_mode_s_column_alone():
+    """The table said 'JAX jit: yes' where the tests skipped jax-cpu-jit, and
+    'JAX GPU: no' (the mode read as a GPU device) where nothing was said."""
+
+    @capabilities(skip={"jax-cpu-jit": "tracing fails", "dask-lazy": "graph too big"})
+    def double(a):
+        return a
+
+    cells = _cells(capabilities_table({"double": double}), "double")
+    jax, dask = ADAPTERS["jax"].label, ADAPTERS["dask"].label
+    assert cells[f"{jax} jit"].startswith("no [")
+    assert cells[f"{dask} lazy"].startswith("no [")
+    assert cells[jax] == cells[f"{jax} GPU"] == cells[dask] == "yes"
+
+    @capabilities(skip={"jax-cpu": "no CPU kernel"})
+    def solve(a):
+        return a
+
+    cells = _cells(capabilities_table({"solve": solve}), "solve")
+    assert cells[jax].startswith("no [")
+    assert cells[f"{jax} jit"].startswith("no [")  # (jax-cpu-* is skipped too)
+    assert cells[f"{jax} GPU"] == "yes"
+
+
+@pytest.mark.parametrize("name", ["torch-cdua", "numpy-gpu", "numpy-cpu-jit"])
+def test_a_statement_names_devices_its_library_can_have(name):
+    with pytest.raises(ValueError, match=f"skip names '{name}'"):
+        capabilities(skip={name: "why"})
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "torch-cuda",
+        "torch-cuda:1",
+        "torch-mps",
+        "torch-meta",
+        "torch-cpu-compile",
+        "jax-gpu",
+        "jax-cpu-jit",
+        "dask-lazy",
+        "numpy-readonly",
+        "array_api_strict-device1",
+        "array_api_strict-strictest",
+    ],
+)
+def test_every_variant_id_is_a_name_a_statement_takes(name):
+    capabilities(skip={name: "why"})
+
+
+def _module_of_methods(name):
+    module = types.ModuleType(name)
+
+    class Scaler:
+        @capabilities(skip={"dask": "why"})
+        @classmethod
+        def from_config(cls):
+            return cls
+
+        @capabilities(skip={"dask": "why"})
+        @staticmethod
+        def check(x):
+            return x
+
+        @classmethod
+        @capabilities(skip={"dask": "why"})
+        def below(cls):
+            return cls
+
+    module.Scaler = Scaler
+    module.__all__ = ["Scaler"]
+    return module
+
+
+def test_classmethods_and_staticmethods_are_stated_and_covered(monkeypatch):
+    """A statement above @classmethod was lost; a covered classmethod was
+    reported uncovered (each access makes a new bound method)."""
+    from xpkit.testing import statements_of, uncovered_statements
+
+    module = _module_of_methods("methods_stated")
+    monkeypatch.setitem(sys.modules, "methods_stated", module)
+    assert set(statements_of("methods_stated")) == {
+        "Scaler.from_config",
+        "Scaler.check",
+        "Scaler.below",
+    }
+    scaler = module.Scaler
+    assert uncovered_statements("methods_stated", [scaler.from_config]) == [
+        "Scaler.below",
+        "Scaler.check",
+    ]
+    covered = [scaler.from_config, scaler.check, scaler.below]
+    assert uncovered_statements("methods_stated", covered) == []
+
+
+def test_a_module_whose_import_raises_is_an_import_error(tmp_path, monkeypatch):
+    """It raised the module's own ZeroDivisionError (a traceback from the CLI)."""
+    from xpkit.testing import statements_of
+
+    (tmp_path / "raises_on_import.py").write_text("1 / 0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ImportError, match="raised ZeroDivisionError"):
+        statements_of("raises_on_import")
+    for bad in ("", ".relative"):
+        with pytest.raises(ValueError, match="module_name must be an absolute"):
+            statements_of(bad)
+
+
+@pytest.mark.parametrize("thing", [len, 3, "abc", property(lambda self: 1)])
+def test_what_cannot_be_marked_is_a_type_error(thing):
+    """It was an AttributeError ('int' object has no attribute ...)."""
+    with pytest.raises(TypeError, match="capabilities decorates a function"):
+        capabilities()(thing)
+
+
+def test_a_table_of_something_else_is_a_type_error():
+    with pytest.raises(TypeError, match="functions must be a module name"):
+        capabilities_table(types.ModuleType("m"))
+
+
+def test_a_lazy_mode_stated_runs_the_lazy_variant_eagerly(pytester):
+    """covers() dropped modes={"lazy": ...}: dask-lazy failed on the compute."""
+    pytest.importorskip("dask")
+    pytester.makepyfile(
+        lib_total="""
+import numpy as np
+from xpkit.testing import capabilities
+
+@capabilities(modes={"lazy": "reads values on the host"})
+def total(x):
+    return float(np.asarray(x).sum())
+""",
+        test_total="""
+from xpkit.testing import covers
+from lib_total import total
+
+@covers(total)
+def test_total(xpkit_backend):
+    assert total(xpkit_backend.asarray([1.0, 2.0])) == 3.0
+""",
+    )
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--xpkit-backends=dask-lazy"
+    )
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-2000:]
+    result.assert_outcomes(passed=1)

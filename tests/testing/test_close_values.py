@@ -230,3 +230,20 @@ def test_a_difference_beyond_float64_is_printed_as_inf():
     """It raised OverflowError while writing the message."""
     with pytest.raises(AssertionError, match=r"\|difference\| inf$"):
         assert_close(np.array([1.7e308]), np.array([-1.7e308]))
+
+
+@pytest.mark.parametrize(
+    ("actual", "desired", "tolerance"),
+    [
+        (np.array([2**59 + 2]), np.array([2**60 + 3]), {"rtol": 0.5, "atol": 0}),
+        (np.array([2**53 + 1]), np.array([2.0**53 + 2]), {"rtol": 0, "atol": 1}),
+        (
+            np.array([2**64 - 1], dtype=np.uint64),
+            np.array([2**63], dtype=np.uint64),
+            {"rtol": 1.0, "atol": 0},
+        ),
+    ],
+)
+def test_large_integers_within_the_rule_exactly_pass(actual, desired, tolerance):
+    """Rounded to float64 (rtol * |d| too), these pairs failed though the rule holds."""
+    assert_close(actual, desired, check_dtype=False, **tolerance)

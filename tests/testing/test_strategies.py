@@ -131,3 +131,18 @@ def test_a_dtype_the_backend_holds_beyond_the_standard_is_drawn(data):
     for name in sorted({"uint64", "uint16", "bfloat16"} & held):
         x = data.draw(strategies.arrays(torch, dtype=name, shape=2))
         assert torch.dtype_to_str(x.dtype) == name
+
+
+@settings(max_examples=50)
+@given(data=st.data())
+def test_bfloat16_draws_keep_their_bounds(data):
+    """Drawn as float32 within the bounds, then rounded: 0.2001953125 > 0.2."""
+    pytest.importorskip("torch")
+    torch = xpkit.Backend("torch")
+    bounds = {"min_value": 0.1, "max_value": 0.2}
+    x = data.draw(strategies.arrays(torch, dtype="bfloat16", shape=4, elements=bounds))
+    values = torch.to_numpy(x)
+    assert np.all(values >= 0.1)
+    assert np.all(values <= 0.2)
+    unbounded = data.draw(strategies.arrays(torch, dtype="bfloat16", shape=4))
+    assert torch.dtype_to_str(unbounded.dtype) == "bfloat16"

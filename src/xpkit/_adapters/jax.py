@@ -103,10 +103,16 @@ class JaxAdapter(Adapter):
         return "jax.jit" if isinstance(x, _jax().core.Tracer) else None
 
     def tracing_to_reuse(self) -> str | None:
-        """``"jax.jit"`` while ``jit`` traces the caller (JAX's own check, if it has one)."""
+        """While JAX traces the caller to a program it may reuse (JAX's own check).
+
+        ``jax.jit``, and ``lax.scan``, ``lax.cond`` or ``jax.checkpoint``
+        bodies, whose traces JAX caches too.
+        """
         core = sys.modules.get("jax._src.core")  # (imported with jax)
         under_jit = getattr(core, "unsafe_am_i_under_a_jit", None)
-        return "jax.jit" if under_jit is not None and under_jit() else None
+        if under_jit is None or not under_jit():
+            return None
+        return "a JAX trace (jax.jit, or a lax.scan, lax.cond or checkpoint body)"
 
     def values_at_hand(self, x: Array) -> bool:
         """Not for a tracer (under ``jax.jit``), whose values do not exist yet."""

@@ -66,6 +66,39 @@ def is_backend(name: str) -> bool:
     return name.split("-", 1)[0] in ADAPTERS
 
 
+#: The plugin's own variant modes beside the adapters' `test_modes` (its ids).
+_PLUGIN_MODES = ("strictest", "readonly")
+
+
+def _split_id(key: str, rest: str) -> tuple[str | None, str]:
+    """``(device, mode)`` of the variant id ``<key>-<rest>`` (either may be absent)."""
+    modes = (*ADAPTERS[key].test_modes, *_PLUGIN_MODES)
+    if rest in modes:
+        return None, rest
+    for mode in modes:
+        if rest.endswith(f"-{mode}"):
+            return rest[: -len(mode) - 1], mode
+    return rest, ""
+
+
+def _stated_backend(name: str) -> bool:
+    """A library key, or a variant id of a device the library can have and a mode.
+
+    A device is the CPU, a GPU the library names (``cuda:1``, ``mps``) or
+    an emulated one (``device1``, ``meta``); ``torch-cdua`` is not.
+    """
+    key, _, rest = name.partition("-")
+    adapter = ADAPTERS.get(key)
+    if adapter is None or not rest:
+        return adapter is not None
+    device, _ = _split_id(key, rest)
+    return device is None or (
+        adapter.canonical_device(device) == adapter.canonical_device("cpu")
+        or adapter.is_gpu(device)
+        or device in (*adapter.test_devices, *adapter.shape_only_devices)
+    )
+
+
 def _known(param: str) -> str:
     if param == "modes":
         return ", ".join(MODES)
@@ -145,9 +178,25 @@ def capabilities(
         raise TypeError(msg)
 
     def declare(func: F) -> F:
-        setattr(func, ATTRIBUTE, stated)
+        # (above @staticmethod or @classmethod: on the function they hold,
+        # which the class's attribute gives back)
+        target = (
+            func.__func__ if isinstance(func, (staticmethod, classmethod)) else func
+        )
+        try:
+            marked = callable(target)
+            if marked:
+                setattr(target, ATTRIBUTE, stated)
+        except AttributeError:  # (a builtin, a bound method)
+            marked = False
+        if not marked:
+            msg = (
+                "capabilities decorates a function, method or class it can "
+                f"mark (a def, not a builtin or a bound method), got {func!r}"
+            )
+            raise TypeError(msg)
         if in_docstring:
-            func.__doc__ = with_support_notes(func.__doc__, support_rows(stated))
+            target.__doc__ = with_support_notes(target.__doc__, support_rows(stated))
         return func
 
     return declare
@@ -176,8 +225,8 @@ def checked_statement(
         raise ValueError(msg)
     return Capabilities(
         requires=requires,
-        skip=_check_reasons("skip", skip or {}, is_backend),
-        xfail=_check_reasons("xfail", xfail or {}, is_backend),
+        skip=_check_reasons("skip", skip or {}, _stated_backend),
+        xfail=_check_reasons("xfail", xfail or {}, _stated_backend),
         cpu_only=cpu_only,
         modes=_check_reasons("modes", modes or {}, lambda m: m in MODES),
         computes=computes,
@@ -252,7 +301,8 @@ def covers(func: UserFunction) -> Callable[[F], F]:
         func,
         jit="jit" not in stated.modes,
         compiled="compile" not in stated.modes,
-        computes=stated.computes,
+        # (a lazy mode it cannot run in: Dask computes as often as it needs)
+        computes=True if "lazy" in stated.modes else stated.computes,
         host_copies=stated.host_copies,
     )
 
@@ -276,17 +326,23 @@ def _columns() -> list[tuple[str, str, str, bool]]:
     return columns
 
 
-def _applies(names: Mapping[str, str], key: str, gpu: bool) -> str | None:
-    """The reason ``names`` gives for library ``key`` on a (non-)GPU column."""
+def _applies(names: Mapping[str, str], key: str, gpu: bool, mode: str) -> str | None:
+    """The reason ``names`` gives for library ``key`` on a (non-)GPU column of ``mode``.
+
+    As the plugin's marks read them: a name with a mode (``jax-cpu-jit``,
+    ``dask-lazy``) that mode's variants alone, one without (``jax-cpu``)
+    that device's variants in every mode.
+    """
     for name, reason in names.items():
         if name == key:
             return reason
-        if name.startswith(f"{key}-"):
-            device = name[len(key) + 1 :]
-            if device in ADAPTERS[key].test_modes:
-                continue
-            if ADAPTERS[key].is_gpu(device) is gpu:
-                return reason
+        if not name.startswith(f"{key}-"):
+            continue
+        device, named_mode = _split_id(key, name[len(key) + 1 :])
+        if named_mode and named_mode != mode:
+            continue
+        if device is None or ADAPTERS[key].is_gpu(device) is gpu:
+            return reason
     return None
 
 
@@ -299,12 +355,12 @@ def _verdict(
     for need in stated.requires:
         if need not in adapter.capabilities:
             return "no", f"{adapter.label} has no {need}"
-    reason = _applies(stated.skip, key, gpu)
+    reason = _applies(stated.skip, key, gpu, mode)
     if reason is not None:
         return "no", reason
     if gpu and stated.cpu_only:
         return "no", stated.cpu_only
-    reason = _applies(stated.xfail, key, gpu)
+    reason = _applies(stated.xfail, key, gpu, mode)
     if reason is not None:
         return "fails", reason
     if mode and mode in stated.modes:
@@ -352,7 +408,7 @@ def capabilities_table(functions: Mapping[str, UserFunction] | str) -> str:
 
     Raises
     ------
-    ModuleNotFoundError
+    ImportError
         ``functions`` names a module that cannot be imported.
     ValueError
         Nothing declared is found.
@@ -366,6 +422,12 @@ def capabilities_table(functions: Mapping[str, UserFunction] | str) -> str:
     >>> print(capabilities_table({"head": head}).splitlines()[2].split("|")[2])
      yes
     """
+    if not isinstance(functions, (str, Mapping)):
+        msg = (
+            "functions must be a module name (str) or a mapping of names to "
+            f"functions, got {functions!r}"
+        )
+        raise TypeError(msg)
     found = _declared(functions) if isinstance(functions, str) else dict(functions)
     rows = {n: getattr(f, ATTRIBUTE) for n, f in found.items() if hasattr(f, ATTRIBUTE)}
     if not rows:
@@ -390,8 +452,9 @@ def statements_of(module_name: str) -> dict[str, Capabilities]:
 
     Raises
     ------
-    ModuleNotFoundError
-        The module cannot be imported.
+    ImportError
+        The module cannot be imported (ModuleNotFoundError: it is not
+        found), or its import raised.
 
     Parameters
     ----------
@@ -413,20 +476,49 @@ def statements_of(module_name: str) -> dict[str, Capabilities]:
 
 
 def _declared(module_name: str) -> dict[str, UserFunction]:
-    module = importlib.import_module(module_name)
+    """Name -> function of each statement of the module (a class's own too)."""
+    out: dict[str, UserFunction] = {}
+    module = _imported(module_name)
     names = getattr(
         module, "__all__", [n for n in vars(module) if not n.startswith("_")]
     )
-    out: dict[str, UserFunction] = {}
     for name in names:
         obj = getattr(module, name, None)
         if inspect.isclass(obj):
+            if ATTRIBUTE in vars(obj):  # (a statement of the class itself)
+                out[name] = obj
             for attr, member in inspect.getmembers(obj):
                 if not attr.startswith("_") and hasattr(member, ATTRIBUTE):
                     out[f"{name}.{attr}"] = member
         elif callable(obj) and hasattr(obj, ATTRIBUTE):
             out[name] = obj
     return out
+
+
+def _imported(module_name: str) -> object:
+    """The module; ImportError (ModuleNotFoundError) where it cannot be imported.
+
+    A module whose import raises something else (its own code fails) is an
+    ImportError saying so; a name that is empty or relative a ValueError.
+    """
+    if not isinstance(module_name, str):
+        msg = f"module_name must be a module name (str), got {module_name!r}"
+        raise TypeError(msg)
+    if not module_name.strip() or module_name.startswith("."):
+        msg = f"module_name must be an absolute module name, got {module_name!r}"
+        raise ValueError(msg)
+    try:
+        return importlib.import_module(module_name)
+    except ImportError:
+        raise
+    except Exception as exc:
+        msg = f"importing {module_name!r} raised {type(exc).__name__}: {exc}"
+        raise ImportError(msg) from exc
+
+
+def _own(func: object) -> object:
+    """A bound method's function (``Class.from_config`` is a new object each time)."""
+    return getattr(func, "__func__", func)
 
 
 def uncovered_statements(
@@ -454,8 +546,9 @@ def uncovered_statements(
 
     Raises
     ------
-    ModuleNotFoundError
-        The module cannot be imported.
+    ImportError
+        The module cannot be imported (ModuleNotFoundError: it is not
+        found), or its import raised.
     TypeError
         ``module_name`` is not a string.
 
@@ -468,8 +561,6 @@ def uncovered_statements(
     >>> "Backend.asarray" in uncovered_statements("xpkit", [Backend.asarray])
     False
     """
-    if not isinstance(module_name, str):
-        msg = f"module_name must be a module name (str), got {module_name!r}"
-        raise TypeError(msg)
-    done = {id(f) for f in covered}
-    return sorted(n for n, f in _declared(module_name).items() if id(f) not in done)
+    declared = _declared(module_name)
+    done = {id(_own(f)) for f in covered}
+    return sorted(n for n, f in declared.items() if id(_own(f)) not in done)

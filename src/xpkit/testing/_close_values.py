@@ -78,8 +78,10 @@ def compare_values(a: HostArray, d: HostArray, rtol: float, atol: float) -> None
     if "b" in kinds:
         bad = a != d
         excess = bad.astype(np.float64)
-    elif set(kinds) <= set("iu"):
-        bad, excess = _integers(a, d, rtol, atol)
+    elif set(kinds) <= set("iu") and rtol == 0 and atol == 0:
+        bad = a != d  # (NumPy compares any two integer dtypes exactly)
+        with np.errstate(over="ignore"):
+            excess = np.abs(a.astype(np.float64) - d.astype(np.float64))
     else:
         bad, excess = _numbers(a, d, rtol, atol)
     n_bad = int(np.count_nonzero(bad))
@@ -97,24 +99,16 @@ def compare_values(a: HostArray, d: HostArray, rtol: float, atol: float) -> None
     raise AssertionError(msg)
 
 
-def _integers(
-    a: HostArray, d: HostArray, rtol: float, atol: float
-) -> tuple[HostArray, HostArray]:
-    """Two integer arrays: NumPy's ``!=`` is exact, the rest in Python's integers."""
-    bad = np.array(a != d, dtype=bool)
-    where = np.flatnonzero(bad)
-    gap = np.abs(a[where].astype(object) - d[where].astype(object))
-    allowed = atol + rtol * np.abs(d[where].astype(object))
-    bad[where[~np.array(gap > allowed, dtype=bool)]] = False
-    excess = np.zeros(a.shape, dtype=np.float64)
-    excess[where] = (gap - allowed).astype(np.float64)
-    return bad, excess
-
-
 def _numbers(
     a: HostArray, d: HostArray, rtol: float, atol: float
 ) -> tuple[HostArray, HostArray]:
-    """Floats (or a float and an integer) in the wider of float64 and their dtype."""
+    """Numbers in the wider of float64 and their dtype; exactly where that rounds.
+
+    An integer beyond 2**53 (int64, uint64) rounds to float64: where the
+    verdict of the rounded values could differ from the exact one (their
+    margin within a few units in the last place), the pair is compared
+    exactly, in Python's integers and fractions.
+    """
     work = np.result_type(
         np.float64, *(x.dtype for x in (a, d) if x.dtype.kind in "fc")
     )
@@ -132,10 +126,47 @@ def _numbers(
         else:
             close |= np.isnan(af) & np.isnan(df)
         excess = np.where(finite, diff - allowed, np.inf)
-    _recheck_large_integers(a, d, close, rtol, atol)
+        if work.kind != "c" and (_rounds(a) or _rounds(d)):
+            scale = np.maximum(np.abs(af), np.abs(df))
+            near = np.flatnonzero(finite & (np.abs(excess) <= 8 * np.spacing(scale)))
+            close[near] = _exactly_close(a[near], d[near], rtol, atol)
     bad = ~close
-    excess = np.where(bad, np.maximum(excess, np.nextafter(0.0, 1.0)), 0.0)
+    excess = np.where(bad, np.maximum(excess.real, np.nextafter(0.0, 1.0)), 0.0)
     return bad, excess
+
+
+def _rounds(x: HostArray) -> bool:
+    """Whether ``x`` holds integers float64 does not hold exactly (beyond 2**53)."""
+    if x.dtype.kind not in "iu" or x.dtype.itemsize < 8:
+        return False
+    return bool(x.max() >= _EXACT or (x.dtype.kind == "i" and x.min() <= -_EXACT))
+
+
+def _exactly_close(x: HostArray, y: HostArray, rtol: float, atol: float) -> HostArray:
+    """``|x - y| <= atol + rtol * |y|`` of finite real numbers, in exact arithmetic.
+
+    With ``rtol = p/q`` and ``atol = r/s`` (floats are fractions):
+    ``|x - y| * q * s <= r * q + p * s * |y|``, in Python's integers (a
+    value that is not an integer, as a fraction).
+    """
+    p, q = float(rtol).as_integer_ratio()
+    r, s = float(atol).as_integer_ratio()
+    ex, ey = _exact_column(x), _exact_column(y)
+    return np.asarray(
+        np.abs(ex - ey) * (q * s) <= r * q + p * s * np.abs(ey), dtype=bool
+    )
+
+
+def _exact_column(x: HostArray) -> HostArray:
+    """Finite real values as Python numbers: integers as ints, others as fractions."""
+    if x.dtype.kind in "iu":
+        return x.astype(object)
+    whole = (x == np.floor(x)) & (np.abs(x) < 2.0**63)
+    out = np.empty(x.shape, dtype=object)
+    out[whole] = x[whole].astype(np.int64).astype(object)
+    for i in np.flatnonzero(~whole):  # (fractions, and integers beyond int64)
+        out[i] = Fraction(*x[i].as_integer_ratio())
+    return out
 
 
 def _complex_nans(af: HostArray, df: HostArray, rtol: float, atol: float) -> HostArray:
@@ -147,20 +178,6 @@ def _complex_nans(af: HostArray, df: HostArray, rtol: float, atol: float) -> Hos
         near = (np.abs(x - y) <= atol + rtol * np.abs(y)) | (x == y)
         both &= (nan_x == nan_y) & (nan_x | near)
     return both
-
-
-def _recheck_large_integers(
-    a: HostArray, d: HostArray, close: HostArray, rtol: float, atol: float
-) -> None:
-    """Pairs called close where an integer beyond 2**53 met a float: exactly."""
-    for ints in (a, d):
-        if ints.dtype.kind not in "iu" or ints.dtype.itemsize < 8:
-            continue
-        large = np.abs(ints.astype(np.float64)) >= _EXACT
-        for i in np.flatnonzero(close & large):
-            x, y = _exact(a[i]), _exact(d[i])
-            if x is not None and y is not None:
-                close[i] = abs(x - y) <= Fraction(atol) + Fraction(rtol) * abs(y)
 
 
 def _exact(value: Value) -> Fraction | None:

@@ -165,27 +165,21 @@ def pytest_sessionstart(session: pytest.Session) -> None:  # noqa: ARG001 - pyte
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_fixture_setup(
-    fixturedef: pytest.FixtureDef[object], request: pytest.FixtureRequest
-) -> Iterator[None]:
-    """A fixture of a variant's test narrows as the test does, whatever its scope.
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    """The fixtures a variant's test sets up narrow as the test does, any scope.
 
     (A module-scoped fixture is set up before the test's `_xpkit_mode`:
     its narrowing would be a PrecisionWarning, an error under
     ``filterwarnings = error``.)
     """
-    if fixturedef.argname in _VARIANT_FIXTURES or not _VARIANT_FIXTURES & set(
-        fixturedef.argnames
-    ):
+    callspec = getattr(item, "callspec", None)
+    param = callspec.params.get("xpkit_backend") if callspec is not None else None
+    if not isinstance(param, BackendParam) or param.skip:
         yield
         return
-    backend = request.getfixturevalue("xpkit_backend")
-    with collecting_narrowings(ADAPTERS[backend.library].variant_name(backend.device)):
+    backend = variant_backend(param.key, param.device, param.read_only)
+    with collecting_narrowings(ADAPTERS[param.key].variant_name(backend.device)):
         yield
-
-
-#: The fixtures that hand a test its variant (a fixture that takes one narrows).
-_VARIANT_FIXTURES = frozenset({"xpkit_backend", "xp", "xpkit_dtype"})
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -293,7 +287,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     for module in (m.strip() for m in option.split(",") if m.strip()):
         try:
             names = uncovered_statements(module, covered)
-        except ImportError as exc:
+        except (ImportError, ValueError) as exc:
             msg = f"--xpkit-uncovered: cannot import {module!r} ({exc})"
             raise pytest.UsageError(msg) from exc
         left += [f"{module}.{name}" for name in names]

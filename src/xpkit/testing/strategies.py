@@ -26,7 +26,7 @@ from .._backend import Backend
 from .._dtypes import DTYPE_KINDS, dtype_name, narrow_for_device, narrowed
 
 if TYPE_CHECKING:
-    from .._typing import Array, DType
+    from .._typing import Array, DType, HostArray
 
 __all__ = ["arrays", "dtype_names", "dtypes"]
 
@@ -104,7 +104,12 @@ def arrays(
     return pairs.flatmap(
         lambda pair: npst.arrays(
             pair[1], shapes, elements=_within(elements, pair[0], pair[1])
-        ).map(lambda host: backend.asarray(host, dtype=pair[2]))
+        ).map(
+            lambda host: backend.asarray(
+                _bfloat16_range(host) if pair[2] == "bfloat16" else host,
+                dtype=pair[2],
+            )
+        )
     )
 
 
@@ -170,10 +175,31 @@ def _within(
         value = np.float32(exact)  # (every narrowing here is to float32)
         if (float(value) - exact) * inward < 0:  # (rounded outward: step in)
             value = np.nextafter(value, np.float32(inward * np.inf))
+        if asked == "bfloat16":  # (a bfloat16 inside it: rounding keeps within)
+            value = _bfloat16_inward(value, up=inward > 0)
         bounds[key] = float(value)
     if "max_magnitude" in bounds and bounds["max_magnitude"] is not None:
         _check_bound(bounds, "max_magnitude", top, asked, drawn)
     return bounds
+
+
+def _bfloat16_inward(value: np.float32, *, up: bool) -> np.float32:
+    """The nearest bfloat16 (a float32 whose low 16 bits are 0) up or down from it."""
+    bits = int(np.array(value, dtype=np.float32).view(np.uint32))
+    kept = bits & 0xFFFF0000
+    if kept != bits and (value > 0) == up:  # (away from zero: one step further)
+        kept += 0x10000
+    found: np.float32 = np.frombuffer(np.uint32(kept).tobytes(), dtype=np.float32)[0]
+    return found
+
+
+def _bfloat16_range(host: HostArray) -> HostArray:
+    """Finite float32 values beyond bfloat16's range brought to its largest."""
+    with np.errstate(invalid="ignore"):
+        over = np.isfinite(host) & (np.abs(host) > _BFLOAT16_MAX)
+    if not over.any():
+        return host
+    return np.where(over, np.copysign(np.float32(_BFLOAT16_MAX), host), host)
 
 
 def _check_bound(
