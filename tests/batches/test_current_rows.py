@@ -146,7 +146,9 @@ def test_read_under_jax_jit_is_refused():
         rows = xpkit.current_rows()
         return x[:, 0] + rows.start
 
-    with pytest.raises(RuntimeError, match=r"current_rows\(\) was read while a JAX trace \(jax.jit"):
+    with pytest.raises(
+        RuntimeError, match=r"current_rows\(\) was read while a JAX trace \(jax.jit"
+    ):
         xpkit.map_batches(compiled, jnp.zeros((10, 8)), **BATCHES_OF_4)
 
     @jax.jit
