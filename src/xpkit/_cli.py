@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import json
+import os
 import sys
 import warnings
 from collections.abc import Callable
@@ -298,10 +300,44 @@ def _samples(text: str) -> int:
 
 
 def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
-    """Run the ``xpkit`` command; returns the exit status."""
+    """Run the ``xpkit`` command; returns the exit status.
+
+    What the command cannot do is said on stderr, not as a traceback: a
+    setting or an argument it meets while running (``XPKIT_MEMORY_BUDGET_GB``
+    that is not a number, a demo budget below one item): 2; an output it
+    cannot write (a full disk, a closed stdout): 1; a reader that left
+    (``xpkit info | head -1``): 1, quietly, as other command-line tools.
+    """
     args = _parser().parse_args(argv)
     func: Callable[[argparse.Namespace, TextIO], int] = args.func
-    return func(args, sys.stdout if out is None else out)
+    stream = sys.stdout if out is None else out
+    try:
+        if stream is None:  # (started with stdout closed: ``xpkit info >&-``)
+            raise OSError(errno.EBADF, "standard output is closed")
+        status = func(args, stream)
+        stream.flush()  # (a write that fails, fails here, not at the exit)
+    except BrokenPipeError:
+        if out is None:  # (so that the exit's flush does not complain again)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except OSError as exc:
+        if exc.errno not in _OUTPUT_ERRNOS:
+            raise
+        _say(f"xpkit {args.command}: cannot write the output: {exc.strerror}")
+        return 1
+    except ValueError as exc:  # (a setting or argument met while running)
+        _say(f"xpkit {args.command}: {exc}")
+        return 2
+    return status
+
+
+#: The errors of writing the output, which the command names, not raises.
+_OUTPUT_ERRNOS = frozenset({errno.EBADF, errno.ENOSPC, errno.EIO, errno.EDQUOT})
+
+
+def _say(line: str) -> None:
+    if sys.stderr is not None:
+        sys.stderr.write(line + "\n")
 
 
 def main_exit() -> None:

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -457,3 +458,72 @@ def test_info_gives_the_batch_columns_unit():
     out = io.StringIO()
     main(["info"], out)
     assert " budget GB batch GB " in out.getvalue()
+
+
+def _xpkit(*argv: str, env: dict[str, str] | None = None, **kwargs):
+    return subprocess.run(
+        [sys.executable, "-m", "xpkit", *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, **(env or {})},
+        **kwargs,
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "said"),
+    [
+        (
+            ("demo", "--backends", "numpy"),
+            {"XPKIT_MEMORY_BUDGET_GB": "abc"},
+            "xpkit demo: XPKIT_MEMORY_BUDGET_GB must be a finite positive number",
+        ),
+        (
+            ("demo", "--backends", "numpy", "--budget-gb", "1e-12"),
+            None,
+            "xpkit demo: one item requires",
+        ),
+    ],
+)
+def test_a_setting_met_while_running_is_a_message_not_a_traceback(argv, env, said):
+    proc = _xpkit(*argv, env=env)
+    assert proc.returncode == 2, proc.stderr
+    assert said in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_an_output_that_cannot_be_written_is_said(tmp_path):
+    """A full disk was a traceback (OSError: No space left on device)."""
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    with Path("/dev/full").open("w") as full:
+        proc = subprocess.run(
+            [sys.executable, "-m", "xpkit", "check", "--backends", "numpy"],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    assert proc.returncode == 1
+    assert (
+        "xpkit check: cannot write the output: No space left on device" in proc.stderr
+    )
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_reader_that_leaves_ends_the_command_quietly():
+    """`xpkit check | head -1` was a BrokenPipeError traceback."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "xpkit", "check", "--backends", "numpy"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    proc.stdout.close()  # (before the child writes: it imports and checks first)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1
+    assert "Traceback" not in err
+    assert "BrokenPipeError" not in err
