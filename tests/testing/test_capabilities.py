@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import textwrap
 import types
@@ -444,3 +445,75 @@ def test_total(xpkit_backend):
     )
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-2000:]
     result.assert_outcomes(passed=1)
+
+
+def test_a_function_stated_twice_keeps_one_table():
+    """Both tables stayed, the stale one first."""
+
+    @capabilities(skip={"dask": "one"}, in_docstring=True)
+    @capabilities(skip={"jax": "two"}, in_docstring=True)
+    def f(x):
+        """Do it.
+
+        Parameters
+        ----------
+        x : int
+        """
+        return x
+
+    doc = f.__doc__
+    assert doc.count("Array API support") == 1
+    assert "one" in doc
+    assert "two" not in doc
+    assert doc.startswith("Do it.\n\nParameters\n----------\nx : int\n\nNotes\n-----\n")
+
+
+def test_the_rest_of_the_docstring_is_left_as_written():
+    """Every run of blank lines in it was collapsed to one."""
+
+    @capabilities(skip={"dask": "why"}, in_docstring=True)
+    def f(x):
+        """Do it.
+
+        Examples
+        --------
+        ::
+
+            a
+
+
+            b
+        """
+        return x
+
+    assert "    a\n\n\n    b" in f.__doc__
+    assert f.__doc__.index("Notes") < f.__doc__.index("Examples")
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"skip": {"dask": "line one\nline two"}}, {"cpu_only": "   "}],
+)
+def test_a_reason_is_one_line(kwargs):
+    """A newline made a table row of its own ("line two" as a backend)."""
+    with pytest.raises(ValueError, match="one line"):
+        capabilities(**kwargs)
+
+
+def test_under_python_oo_no_docstring_is_written():
+    code = (
+        "from xpkit.testing import capabilities\n"
+        "@capabilities(skip={'dask': 'why'}, in_docstring=True)\n"
+        "def f(x):\n"
+        "    '''Do it.'''\n"
+        "print(repr(f.__doc__))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-OO", "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "None"

@@ -52,9 +52,10 @@ def _check_reasons(
         if not isinstance(name, str) or not allowed(name):
             msg = f"{param} names {name!r}, which is not one of: {_known(param)}"
             raise ValueError(msg)
-        if not isinstance(reason, str) or not reason.strip():
+        if not isinstance(reason, str) or not reason.strip() or "\n" in reason:
             msg = (
-                f"{param}[{name!r}] needs a reason (a non-empty string), got {reason!r}"
+                f"{param}[{name!r}] needs a reason (a non-empty string of one "
+                f"line: it is a cell of the table), got {reason!r}"
             )
             raise ValueError(msg)
         out[name] = reason
@@ -216,6 +217,9 @@ def checked_statement(
     if not isinstance(cpu_only, str):
         msg = f"cpu_only must be a reason (str), got {cpu_only!r}"
         raise TypeError(msg)
+    if cpu_only != cpu_only.strip() or "\n" in cpu_only:
+        msg = f"cpu_only must be a reason of one line or '', got {cpu_only!r}"
+        raise ValueError(msg)
     if not isinstance(computes, (bool, int)):
         msg = f"computes must be a bool or an int, got {computes!r}"
         raise TypeError(msg)

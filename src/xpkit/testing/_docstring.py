@@ -9,6 +9,7 @@ the docstring has none (before ``References`` and ``Examples``).
 from __future__ import annotations
 
 import inspect
+import sys
 
 __all__ = ["with_support_notes"]
 
@@ -39,20 +40,42 @@ def _section_starts(lines: list[str]) -> dict[str, int]:
     return found
 
 
-def with_support_notes(doc: str | None, rows: list[tuple[str, str]]) -> str:
-    """``doc`` (cleaned of its indentation) with the support table in its Notes."""
-    lines = inspect.cleandoc(doc or "").splitlines()
-    block = ["", _INTRO, "", *_table(rows), ""]
+def with_support_notes(doc: str | None, rows: list[tuple[str, str]]) -> str | None:
+    """``doc`` (cleaned of its indentation) with the support table in its Notes.
+
+    A table written before (a function stated twice) is replaced; under
+    ``python -OO``, which strips docstrings, none is written.
+    """
+    if doc is None and sys.flags.optimize >= 2:
+        return None
+    lines = _without_table(inspect.cleandoc(doc or "").splitlines())
+    block = [_INTRO, "", *_table(rows)]
     starts = _section_starts(lines)
     later = [starts[t] for t in starts if starts[t] > starts.get("Notes", -1)]
     if "Notes" in starts:
         at = min(later, default=len(lines))
-        lines[at:at] = block
     else:
         after = [starts[t] for t in _AFTER_NOTES if t in starts]
         at = min(after, default=len(lines))
-        lines[at:at] = ["", "Notes", "-----", *block[1:]]
-    text = "\n".join(lines)
-    while "\n\n\n" in text:
-        text = text.replace("\n\n\n", "\n\n")
-    return text.strip() + "\n"
+        block = ["Notes", "-----", *block]
+    before, rest = lines[:at], lines[at:]
+    while before and not before[-1].strip():
+        before.pop()
+    while rest and not rest[0].strip():
+        rest.pop(0)
+    lines = [*before, *([""] if before else []), *block, *([""] if rest else []), *rest]
+    return "\n".join(lines).strip() + "\n"
+
+
+def _without_table(lines: list[str]) -> list[str]:
+    """``lines`` less the support table an earlier statement wrote, if any."""
+    if _INTRO not in lines:
+        return lines
+    start = lines.index(_INTRO)
+    rules = [
+        i for i in range(start, len(lines)) if lines[i] and set(lines[i]) <= {"=", " "}
+    ]
+    end = rules[2] + 1 if len(rules) >= 3 else start + 1
+    while end < len(lines) and not lines[end].strip():
+        end += 1
+    return lines[:start] + lines[end:]
