@@ -147,6 +147,12 @@ ONCE: dict[str, Row] = {
         ValueError,
         "gb must be a finite non-negative number, got -1",
     ),
+    "gb_to_bytes beyond float": Row(  # (an OverflowError)
+        lambda: xpkit.gb_to_bytes(10**400), ValueError, "gb must be .* got 1000"
+    ),
+    "memory_budget beyond float": Row(
+        lambda: xpkit.memory_budget(10**400), ValueError, "got 1000"
+    ),
     "gb_to_bytes str": Row(
         lambda: xpkit.gb_to_bytes("1"), TypeError, "gb must be a number, got '1'"
     ),
@@ -1012,3 +1018,42 @@ def test_bad_input_on_every_backend(xpkit_backend, row: Row):
 
 def test_the_table_has_at_least_150_rows():
     assert len(ONCE) + len(CLI) + len(ENV) + len(ON_EVERY_BACKEND) >= 150
+
+
+HUGE_SHAPES = {
+    "zeros_like": lambda b: b.zeros_like(_x(b), shape=(2**62, 2**62)),
+    "full": lambda b: b.full((2**40, 2**40), 1.0),
+}
+
+
+@pytest.mark.parametrize("call", HUGE_SHAPES.values(), ids=HUGE_SHAPES.keys())
+def test_a_shape_beyond_any_array_is_refused(xpkit_backend, call):
+    """The libraries' own errors named no shape; JAX aborted the process."""
+    if xpkit_backend.library in ("jax", "dask"):  # (JAX aborts, Dask's graph grows)
+        pytest.skip("run in a child: test_a_shape_beyond_any_array_in_a_child")
+    with pytest.raises(ValueError, match=r"shape must hold at most \d+ elements"):
+        call(xpkit_backend)
+
+
+@pytest.mark.parametrize("library", ["jax", "dask"])
+def test_a_shape_beyond_any_array_in_a_child(library):
+    pytest.importorskip(library)
+    from helpers import run_python
+
+    limit = (  # (were the check gone, Dask's graph would grow without end)
+        "import resource\nresource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))\n"
+        if library == "dask"
+        else ""
+    )
+    code = (
+        limit + "import xpkit\n"
+        f"b = xpkit.Backend({library!r})\n"
+        "for shape in ((2**62, 2**62), (2**40, 2**40)):\n"
+        "    try:\n"
+        "        b.zeros_like(b.asarray([1.0]), shape=shape)\n"
+        "    except ValueError as exc:\n"
+        "        print('refused:', exc)\n"
+    )
+    proc = run_python(code, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.count("refused: shape must hold at most") == 2

@@ -90,7 +90,17 @@ def check_shape(shape: Value) -> tuple[int, ...]:
             msg = f"shape must not have negative sizes, got {shape!r}"
             raise ValueError(msg)
         out.append(int(d))
+    if math.prod(out) > _MOST_ELEMENTS:  # (JAX aborts the process on such a shape)
+        msg = (
+            f"shape must hold at most {_MOST_ELEMENTS} elements (2**63 bytes of "
+            f"the widest dtype), got {shape!r}"
+        )
+        raise ValueError(msg)
     return tuple(out)
+
+
+#: The most elements a shape may hold: 2**63 - 1 bytes of 16-byte elements.
+_MOST_ELEMENTS = (2**63 - 1) // 16
 
 
 def shape_of(array: Array) -> tuple[int, ...]:
@@ -206,10 +216,14 @@ def check_positive(param: str, value: Value, *, allow_zero: bool = False) -> flo
     ):
         msg = f"{param} must be a number, got {value!r}"
         raise TypeError(msg)
-    value = float(value)
+    given = value
+    try:
+        value = float(value)
+    except OverflowError:  # (an int or a Fraction beyond float's range)
+        value = math.inf
     if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
         kind = "a finite non-negative" if allow_zero else "a finite positive"
-        msg = f"{param} must be {kind} number, got {value!r}"
+        msg = f"{param} must be {kind} number, got {given!r}"
         raise ValueError(msg)
     return float(value)
 

@@ -647,7 +647,9 @@ class Backend(Generic[ArrayT]):
         first array's device; arrays of this backend's library on another
         device raise `ValueError`, arrays of another library `TypeError`.
         A cast that would change a value (a float ``y`` of 0.5 to an integer
-        first input's dtype) raises `ValueError` naming the input.
+        first input's dtype) raises `ValueError` naming the input; rounding
+        to the nearest float is not such a change (an int64 ``2**53 + 1``
+        into float64 is ``2**53``, as float64 into float32 rounds).
 
         Parameters
         ----------

@@ -67,6 +67,12 @@ def _real_ooms() -> list[tuple[str, BaseException]]:
                 ),
             ),
             (
+                "torch CPU on Windows",
+                RuntimeError(
+                    "[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: not enough memory: you tried to allocate 8 bytes."
+                ),
+            ),
+            (
                 "MPS",
                 RuntimeError(
                     "MPS backend out of memory (MPS allocated: 1.2 GB, other allocations: 0 bytes)"

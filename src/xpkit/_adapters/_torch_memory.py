@@ -190,6 +190,7 @@ _OOM_MESSAGES = (
     "hip out of memory",
     "hip error: out of memory",
     "defaultcpuallocator: can't allocate memory",
+    "defaultcpuallocator: not enough memory",  # (Windows)
     "mps backend out of memory",
     "xpu out of memory",
     "ur_result_error_out_of_device_memory",
