@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Self, TypeVar, cast
 
 from ._adapters._base import HOST_BATCH_WORKING_SET_BYTES
 from ._adapters._registry import adapter_for_array, get_adapter
-from ._args import MAX_GB, check_count, check_gb, check_positive
+from ._args import MAX_GB, check_count, check_gb, check_positive, refuse_lossy
 from ._dtypes import dtype_name, external_stacklevel
 from ._host_memory import host_available_bytes
 from ._typing import Array, UserFunction
@@ -223,6 +223,7 @@ class memory_budget(ContextDecorator):
         """
         import inspect
 
+        _check_callable("func", func)
         if inspect.iscoroutinefunction(func):
 
             @functools.wraps(func)
@@ -270,6 +271,7 @@ class memory_budget(ContextDecorator):
         context); wrap what you hand to a thread pool:
         ``pool.submit(memory_budget.bind(fn), ...)``.
         """
+        _check_callable("fn", fn)
         stack = _active_budget.get()
         if not stack:
             return fn
@@ -281,6 +283,12 @@ class memory_budget(ContextDecorator):
                 return fn(*args, **kwargs)
 
         return run
+
+
+def _check_callable(param: str, value: object) -> None:
+    if not callable(value):
+        msg = f"{param} must be callable, got {value!r}"
+        raise TypeError(msg)
 
 
 def environment_variable(name: str) -> str | None:
@@ -607,13 +615,26 @@ def auto_n_jobs_for_arrays(
 
 
 def _check_item(i: int, item: Array) -> Array:
-    """``item`` (``arrays[i]``), or a TypeError unless it is a supported array."""
-    if adapter_for_array(item) is None:
+    """``item`` (``arrays[i]``), if its bytes can be counted.
+
+    A TypeError unless it is a supported array whose conversion keeps what
+    it holds (a sparse tensor's bytes are not its shape's); a ValueError
+    where its shape is not known (a Dask array of unknown chunk sizes).
+    """
+    adapter = adapter_for_array(item)
+    if adapter is None:
         msg = (
             f"arrays[{i}] must be an array of a supported library (or None), "
             f"got {type(item).__qualname__}"
         )
         raise TypeError(msg)
+    refuse_lossy(adapter, item, f"arrays[{i}]")
+    if not all(isinstance(d, int) for d in tuple(item.shape)):
+        msg = (
+            f"arrays[{i}] has a shape that is not known, {tuple(item.shape)}: "
+            "its bytes cannot be counted (compute its sizes first)"
+        )
+        raise ValueError(msg)
     return item
 
 
@@ -626,10 +647,15 @@ def n_jobs_for_item_bytes(item_bytes: int, budget_gb: float | None, floor: int) 
     cpus = int(joblib.cpu_count())
     by_memory = int(gb_to_bytes(budget_gb) // max(item_bytes, 1))
     if by_memory < cpus:
+        beyond = (
+            f"; min_jobs={floor} runs more than the budget holds"
+            if floor > by_memory
+            else ""
+        )
         warnings.warn(
-            f"memory caps the worker count at {max(by_memory, floor)} (of {cpus} CPUs): "
+            f"memory caps the worker count at {by_memory} (of {cpus} CPUs): "
             f"each worker holds {item_bytes / BYTES_PER_GB:.3g} GB, the budget is "
-            f"{budget_gb:.3g} GB",
+            f"{budget_gb:.3g} GB{beyond}",
             MemoryCapWarning,
             stacklevel=external_stacklevel(),
         )

@@ -167,12 +167,39 @@ def test_auto_n_jobs_by_memory(monkeypatch):
         xpkit.MemoryCapWarning, match="memory caps the worker count at 3"
     ):
         assert xpkit.auto_n_jobs_for_arrays(arrays, max_memory_gb=3 / 1024) == 3
-    with pytest.warns(xpkit.MemoryCapWarning):
+    with pytest.warns(  # (it said "caps ... at 2": min_jobs, not what memory holds)
+        xpkit.MemoryCapWarning,
+        match="caps the worker count at 0 .*; min_jobs=2 runs more than the budget",
+    ):
         assert (
             xpkit.auto_n_jobs_for_arrays(arrays, max_memory_gb=1 / 4096, min_jobs=2)
             == 2
         )
     assert xpkit.auto_n_jobs_for_arrays([], min_jobs=3) == 3
+
+
+def test_auto_n_jobs_refuses_items_whose_bytes_cannot_be_counted():
+    """A sparse tensor raised torch's RuntimeError, a Dask array of unknown
+    length NumPy's "cannot convert float NaN to integer"."""
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError, match=r"arrays\[0\] is a sparse tensor"):
+        xpkit.auto_n_jobs_for_arrays([torch.eye(3).to_sparse()], max_memory_gb=1.0)
+    da = pytest.importorskip("dask.array")
+    x = da.arange(10, chunks=5)
+    unknown = x[x > 3]
+    with pytest.raises(ValueError, match=r"arrays\[1\] has a shape that is not known"):
+        xpkit.auto_n_jobs_for_arrays([np.zeros(3), unknown], max_memory_gb=1.0)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [lambda: xpkit.memory_budget(1.0)(5), lambda: xpkit.memory_budget.bind("f")],
+    ids=["decorating", "bind"],
+)
+def test_memory_budget_refuses_what_is_not_callable(call):
+    """It returned a wrapper (or the value itself) that failed only when called."""
+    with pytest.raises(TypeError, match="must be callable, got"):
+        call()
     assert xpkit.auto_n_jobs_for_arrays([None, None]) == 1
 
 
