@@ -15,7 +15,7 @@ Requires ``hypothesis`` (the ``test`` extra).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 from hypothesis import strategies as st
@@ -171,7 +171,7 @@ def _within(
         if given is None:
             continue
         _check_bound(bounds, key, top, asked, drawn)
-        exact = float(given)  # type: ignore[arg-type]
+        exact = float(cast("float", given))
         value = np.float32(exact)  # (every narrowing here is to float32)
         if (float(value) - exact) * inward < 0:  # (rounded outward: step in)
             value = np.nextafter(value, np.float32(inward * np.inf))
@@ -206,7 +206,7 @@ def _check_bound(
     bounds: dict[str, object], key: str, limit: float, asked: str, drawn: str
 ) -> None:
     given = bounds.get(key)
-    if given is not None and not abs(given) <= abs(limit):  # type: ignore[arg-type]
+    if given is not None and not abs(cast("float", given)) <= abs(limit):
         msg = (
             f"elements={{{key!r}: {given!r}}} is beyond what {drawn} holds "
             f"({limit!r}): {asked} is {drawn} on this device"
