@@ -824,6 +824,7 @@ def test_a_fixture_that_replaces_xpkit_backend_is_not_parametrized(pytester):
 
 
 def test_a_fixture_that_wraps_xpkit_backend_keeps_the_variants(pytester):
+    needs("array_api_strict")
     pytester.makeconftest(WRAPPED.split("def test_where", maxsplit=1)[0])
     pytester.makepyfile(test_user="def test_where" + WRAPPED.split("def test_where")[1])
     result = pytester.runpytest_subprocess(
@@ -845,7 +846,14 @@ def test_a_library_asked_for_that_cannot_run_is_a_usage_error(pytester):
         "-p", "no:cacheprovider", "--xpkit-backends=cupy"
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*names 'cupy', which cannot run here: CuPy is not*"])
+    result.stderr.fnmatch_lines(
+        ["*(cupy) chooses no variant that can run here: CuPy is not installed*"]
+    )
+    beside = pytester.runpytest_subprocess(  # (NumPy runs; CuPy is skipped, saying so)
+        "-p", "no:cacheprovider", "-rs", "--xpkit-backends=numpy,cupy"
+    )
+    assert beside.ret == pytest.ExitCode.OK
+    beside.stdout.fnmatch_lines(["*CuPy is not installed*"])
 
 
 def test_a_test_no_chosen_variant_runs_says_why(pytester):

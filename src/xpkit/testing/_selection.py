@@ -1,8 +1,9 @@
 """What ``--xpkit-backends`` asks for: its names, checked once, and what they leave a test.
 
 A name that selects nothing is a usage error naming what is here; so is a
-name whose every variant cannot run here (a library not installed): asked
-for by name, a library runs or the session says why not. A test that none
+selection none of whose variants can run here (a library not installed):
+the session would skip everything and pass. Where some can, the others
+are skipped with their reasons. A test that none
 of the chosen variants runs is skipped with the reason.
 """
 
@@ -68,20 +69,19 @@ def check_selection(wanted: list[str]) -> None:
 
 
 def _refuse_skipped_only(params: tuple[BackendParam, ...], wanted: list[str]) -> None:
-    """UsageError for a name whose every variant cannot run here (CuPy not installed).
+    """UsageError where no variant the names choose can run here (CuPy missing).
 
-    A session of skips that exits 0 would read as a pass.
+    A session of skips that exits 0 would read as a pass. Where some can,
+    the others are skipped with their reasons (``numpy,cupy`` runs NumPy).
     """
-    for name in wanted:
-        if name == "all" or name.startswith("-"):
-            continue
-        chosen = selected(params, [name])
-        if chosen and all(p.skip for p in chosen):
-            msg = (
-                f"--xpkit-backends / {ENV_VAR} names {name!r}, which cannot run "
-                f"here: {chosen[0].skip}"
-            )
-            raise pytest.UsageError(msg)
+    chosen = selected(params, wanted)
+    if chosen and all(p.skip for p in chosen):
+        reasons = sorted({p.skip for p in chosen})
+        msg = (
+            f"--xpkit-backends / {ENV_VAR} ({','.join(wanted)}) chooses no "
+            f"variant that can run here: {'; '.join(reasons)}"
+        )
+        raise pytest.UsageError(msg)
 
 
 def none_chosen(wanted: list[str] | None) -> BackendParam:
