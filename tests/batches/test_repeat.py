@@ -369,14 +369,20 @@ def test_an_oom_in_a_repeat_never_runs_its_size_again(plans):
     assert max(fn.sizes) <= 250  # the next call starts from what fitted
 
 
-def test_an_oom_in_a_repeat_of_min_batch_rows_raises_at_once(plans):
-    """No fewer rows may run: the error, not a second try."""
+def _failing_repeat(*, min_batch, fails_above):
+    """A learned one-batch call of 200 rows whose ``fn`` now fails above some."""
     fn = Counted()
     x = _data(200)
-    options = {**GIVEN, "min_batch": 200}
+    options = {**GIVEN, "min_batch": min_batch}
     _learned(fn, x, **options)
-    fn.fails_above = 100
+    fn.fails_above = fails_above
     fn.sizes.clear()
+    return fn, x, options
+
+
+def test_an_oom_in_a_repeat_of_min_batch_rows_raises_at_once(plans):
+    """No fewer rows may run: the error, not a second try."""
+    fn, x, options = _failing_repeat(min_batch=200, fails_above=100)
     # (named as the planned path names them: fn's own error came back bare)
     with pytest.raises(
         MemoryError,
@@ -391,12 +397,7 @@ def test_an_oom_in_a_repeat_of_min_batch_rows_raises_at_once(plans):
 def test_an_oom_in_a_repeat_whose_half_is_under_min_batch_runs_min_batch_rows(plans):
     """min_batch rows, then the rest, as a split runs them: the repeat raised
     at once where half its rows was under min_batch (a planned call ran)."""
-    fn = Counted()
-    x = _data(200)
-    options = {**GIVEN, "min_batch": 150}
-    _learned(fn, x, **options)
-    fn.fails_above = 160
-    fn.sizes.clear()
+    fn, x, options = _failing_repeat(min_batch=150, fails_above=160)
     np.testing.assert_array_equal(xpkit.map_batches(fn, x, **options), x * 2.0)
     assert fn.sizes == [200, 150, 50]
     fn.fails_above = 100  # (150 rows no longer fit: the error names them)
