@@ -116,13 +116,8 @@ def test_check_fails_where_an_installed_library_fails_to_load(tmp_path):
     (tmp_path / "torch.py").write_text(
         'raise OSError("libcudart.so.12: cannot open")\n'
     )
-    proc = subprocess.run(
-        [sys.executable, "-m", "xpkit", "check", "--backends", "numpy,torch"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+    proc = _xpkit(
+        "check", "--backends", "numpy,torch", env={"PYTHONPATH": str(tmp_path)}
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "PyTorch is installed, but loading it failed: OSError" in proc.stdout
@@ -460,15 +455,16 @@ def test_info_gives_the_batch_columns_unit():
     assert " budget GB batch GB " in out.getvalue()
 
 
-def _xpkit(*argv: str, env: dict[str, str] | None = None, **kwargs):
+def _xpkit(*argv: str, env: dict[str, str] | None = None, stdout=subprocess.PIPE):
+    """``python -m xpkit *argv``: its stdout to ``stdout``, its stderr kept."""
     return subprocess.run(
         [sys.executable, "-m", "xpkit", *argv],
-        capture_output=True,
+        stdout=stdout,
+        stderr=subprocess.PIPE,
         text=True,
         timeout=300,
         check=False,
         env={**os.environ, **(env or {})},
-        **kwargs,
     )
 
 
@@ -499,14 +495,7 @@ def test_an_output_that_cannot_be_written_is_said(tmp_path):
     if not Path("/dev/full").exists():
         pytest.skip("no /dev/full here")
     with Path("/dev/full").open("w") as full:
-        proc = subprocess.run(
-            [sys.executable, "-m", "xpkit", "check", "--backends", "numpy"],
-            stdout=full,
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=300,
-            check=False,
-        )
+        proc = _xpkit("check", "--backends", "numpy", stdout=full)
     assert proc.returncode == 1
     assert (
         "xpkit check: cannot write the output: No space left on device" in proc.stderr
@@ -519,14 +508,7 @@ def test_a_reader_that_leaves_ends_the_command_quietly():
     read, write = os.pipe()
     os.close(read)  # (the reader is gone before the first write: no timing)
     try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "xpkit", "check", "--backends", "numpy"],
-            stdout=write,
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=300,
-            check=False,
-        )
+        proc = _xpkit("check", "--backends", "numpy", stdout=write)
     finally:
         os.close(write)
     assert proc.returncode == 1
