@@ -10,6 +10,7 @@ import os
 import sys
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from ._adapters._registry import ADAPTERS
@@ -116,11 +117,12 @@ def _parser() -> argparse.ArgumentParser:
     info.add_argument(
         "--backends",
         type=_names,
+        action="extend",
         default=None,
         metavar="NAMES",
         help="comma-separated library keys or backend names to describe, or "
-        "'all' (default: numpy and the libraries this process has imported; "
-        "each library named is imported)",
+        "'all'; repeated, each adds to the others (default: numpy and the "
+        "libraries this process has imported; each library named is imported)",
     )
     info.set_defaults(func=_info_command)
     check = sub.add_parser(
@@ -168,10 +170,12 @@ def _parser() -> argparse.ArgumentParser:
         command.add_argument(
             "--backends",
             type=_names,
+            action="extend",
             default=None,
             metavar="NAMES",
             help="comma-separated library keys or backend names to run on, or "
-            "'all' (default: every backend here)",
+            "'all'; repeated, each adds to the others (default: every backend "
+            "here)",
         )
     return parser
 
@@ -243,6 +247,11 @@ def _demo_command(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _capabilities_command(args: argparse.Namespace, out: TextIO) -> int:
+    here = str(Path.cwd())
+    if "" not in sys.path and here not in sys.path:
+        # (as ``python -m xpkit`` has it: the console script finds a module
+        # in the working directory too; this is the command's own process)
+        sys.path.insert(0, here)
     try:
         found = statements_of(args.module)
     except (ImportError, ValueError) as exc:  # (not found, raised, or no name)

@@ -259,6 +259,25 @@ def test_check_and_demo_narrow_to_the_backends_named():
     assert [row["backend"] for row in json.loads(text)["backends"]] == ["numpy"]
 
 
+def test_repeated_backends_options_add_up():
+    """``--backends numpy --backends array_api_strict`` runs both, not the last."""
+    pytest.importorskip("array_api_strict")
+    code, text = run(
+        "check", "--backends", "numpy", "--backends", "array_api_strict", "--json"
+    )
+    assert code == 0
+    assert {row["backend"] for row in json.loads(text)["checks"]} == {
+        "numpy",
+        "array_api_strict",
+    }
+    code, text = run(
+        "info", "--json", "--backends", "array_api_strict", "--backends", "numpy"
+    )
+    assert code == 0
+    names = {b["name"] for b in json.loads(text)["backends"]}
+    assert names == {"numpy", "array_api_strict"}
+
+
 def test_demo_batches_follow_the_budget():
     code, text = run(
         "demo",

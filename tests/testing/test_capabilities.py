@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -150,6 +151,30 @@ def test_cli_prints_the_table_and_json():
     assert missing.stderr.startswith(
         "xpkit capabilities: cannot import 'nosuch_module_here'"
     )
+
+
+def test_console_script_finds_a_module_in_the_working_directory(tmp_path):
+    """``xpkit capabilities mylib`` as ``python -m xpkit`` finds it: from the cwd."""
+    script = Path(sys.executable).parent / "xpkit"
+    if not script.exists():
+        pytest.skip(f"no console script at {script} (not an installed environment)")
+    (tmp_path / "mylib_here.py").write_text(
+        "from xpkit.testing import capabilities\n\n"
+        "@capabilities(requires=('linalg',))\n"
+        "def solve(a):\n    return a\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run(
+        [str(script), "capabilities", "mylib_here", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["solve"]["requires"] == ["linalg"]
 
 
 def test_lazy_xp_function_takes_the_functions_own_statement():
