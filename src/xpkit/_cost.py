@@ -42,7 +42,12 @@ from ._cost_model import Cost, fit
 from ._dtypes import dtype_name, narrowed
 from ._log import logger
 from ._memory import array_nbytes
-from ._oom import UnsplittableMemoryError, is_oom_error, release_after_oom
+from ._oom import (
+    UnsplittableMemoryError,
+    at_min_batch,
+    is_oom_error,
+    release_after_oom,
+)
 from ._plan_memory import Learned, PlanMemory
 
 if TYPE_CHECKING:
@@ -418,12 +423,12 @@ def _probe(
                 start, stop = stop, 2 * stop - start
             peak = _run_probe(request, outputs, start, stop, meter)
         except BaseException as exc:
-            if (
-                not is_oom_error(exc)
-                or (stop - start) // 2 < request.min_batch
-                or isinstance(exc, UnsplittableMemoryError)
-            ):
+            if not is_oom_error(exc) or isinstance(exc, UnsplittableMemoryError):
                 raise
+            if stop - start <= request.min_batch:  # (no fewer rows to try)
+                where = request.owner.name
+                span, floor = (start, stop), request.min_batch
+                raise at_min_batch(request.caller, span, where, floor, exc) from exc
             traceback.clear_frames(exc.__traceback__)
             failed = True
         else:

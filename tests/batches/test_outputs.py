@@ -369,6 +369,39 @@ def test_oom_during_the_probe_every_backend(xpkit_backend):
     assert fn.rows_once(40)
 
 
+@pytest.mark.parametrize(
+    ("n", "min_batch", "fits"), [(17, 4, 5), (9, 3, 3), (40, 6, 7)]
+)
+def test_oom_in_the_probe_goes_on_at_min_batch(xpkit_backend, n, min_batch, fits):
+    """A probe's OOM where half its rows are under ``min_batch``: min_batch rows next.
+
+    Batches of ``fits`` rows fit, more run out of memory; without the
+    probe (``bytes_per_item``) the same call recovers, and so does the probe.
+    """
+    b = xpkit_backend
+    if not get_adapter(b.library).peak_meters(b.device):
+        pytest.skip(f"no meter of a real run on {b.name}")
+    fn = Recorder(fails=lambda rows: rows.size > fits)  # reads values: measured
+    a = _data(n)
+    got = xpkit.map_batches(fn, b.asarray(a), min_batch=min_batch, remember=False)
+    assert_equal(got, a * 2.0 + 1.0, check_namespace=False)
+    assert fn.rows_once(n)
+    assert max(r.size for r in fn.done) <= fits
+    # after a failure of k rows, the next try has at most max(k // 2, min_batch)
+    for failed, after in itertools.pairwise(fn.sizes):
+        if failed > fits:
+            assert after <= max(failed // 2, min_batch)
+
+
+def test_oom_in_the_probe_at_min_batch_names_the_rows():
+    """Where min_batch rows run out of memory in the probe: the named error."""
+    fn = Recorder(fails=lambda rows: True)
+    with pytest.raises(MemoryError, match=r"rows 0:3 \(3 rows.*min_batch=3") as info:
+        xpkit.map_batches(fn, _data(9), min_batch=3, remember=False)
+    assert isinstance(info.value.__cause__, MemoryError)
+    assert fn.sizes[-1] == 3
+
+
 @pytest.mark.parametrize("per_item", [None, 1.0])
 def test_oom_after_the_outputs_exist_every_backend(xpkit_backend, per_item):
     b = xpkit_backend
