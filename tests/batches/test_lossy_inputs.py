@@ -150,3 +150,40 @@ def test_a_sparse_input_is_refused_on_the_repeat_path_too(torch):
         xpkit.map_batches(fn, dense)
     with pytest.raises(TypeError, match=rf"^arrays\[0\] {SPARSE}"):
         xpkit.map_batches(fn, torch.eye(3).to_sparse())
+
+
+# -- masked tensors (torch.masked) -----------------------------------------------------
+MASKED_TENSOR = r"is a masked tensor \(torch.masked\), whose mask the conversion"
+
+
+def _masked_tensor(torch, values):
+    import warnings
+
+    with warnings.catch_warnings():  # (torch.masked is a prototype)
+        warnings.simplefilter("ignore")
+        return torch.masked.masked_tensor(values, values > 2)
+
+
+def test_a_masked_tensor_input_is_refused_by_name(torch):
+    t = torch.arange(6.0).reshape(3, 2)
+    with pytest.raises(TypeError, match=rf"^arrays\[0\] {MASKED_TENSOR}"):
+        xpkit.map_batches(lambda a: a * 2, _masked_tensor(torch, t))
+    with pytest.raises(TypeError, match=rf"^whole\[0\] {MASKED_TENSOR}"):
+        xpkit.map_batches(lambda a, w: a * 2, t, whole=(_masked_tensor(torch, t),))
+
+
+@pytest.mark.parametrize(
+    "sizing", [{}, {"bytes_per_item": 16, "budget_gb": 32 / 2**30}], ids=["one", "two"]
+)
+@pytest.mark.parametrize("result_on", ["host", "device"])
+def test_a_masked_tensor_result_is_refused_naming_fn(torch, result_on, sizing):
+    """On the device, its values were written into a plain tensor: the mask lost."""
+    t = torch.arange(6.0).reshape(3, 2)
+    with pytest.raises(
+        TypeError, match=rf"^fn=.*'s result for rows 0:\d {MASKED_TENSOR}"
+    ):
+        xpkit.map_batches(
+            lambda a: _masked_tensor(torch, a * 10), t, result_on=result_on, **sizing
+        )
+    plain = xpkit.map_batches(lambda a: a * 10, t, result_on=result_on, **sizing)
+    np.testing.assert_array_equal(np.asarray(plain), np.arange(6.0).reshape(3, 2) * 10)

@@ -184,6 +184,27 @@ def test_torch_tensors_without_a_numpy_form_are_refused():
         assert_close(nested, nested)
     with pytest.raises(TypeError, match=r"actual is a quantized tensor \(torch.qint8"):
         assert_close(quantized, quantized)
+    with warnings.catch_warnings():  # masked: prototype
+        warnings.simplefilter("ignore")
+        values = torch.tensor([1.0, 2.0])
+        masked = torch.masked.masked_tensor(values, torch.tensor([True, False]))
+    with pytest.raises(TypeError, match=r"desired is a masked tensor \(torch.masked"):
+        assert_close(values, masked)
+
+
+def test_torch_complex32_comes_to_the_host_as_complex64():
+    """It failed with torch's "Got unsupported ScalarType ComplexHalf"."""
+    torch = pytest.importorskip("torch")
+    import xpkit
+
+    with warnings.catch_warnings():  # complex32 is experimental
+        warnings.simplefilter("ignore")
+        x = torch.tensor([0.5 + 1j, -2.0 - 0.25j]).to(torch.complex32)
+    host = xpkit.Backend("torch").to_numpy(x)
+    assert host.dtype == np.complex64
+    np.testing.assert_array_equal(host, [0.5 + 1j, -2.0 - 0.25j])
+    doubled = xpkit.map_batches(lambda r: r * 2, x)
+    np.testing.assert_array_equal(doubled, [1.0 + 2j, -4.0 - 0.5j])
 
 
 def test_torch_eight_bit_floats_come_to_the_host_as_float32():

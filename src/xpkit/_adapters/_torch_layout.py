@@ -26,13 +26,19 @@ __all__ = [
 ]
 
 
-def tensor_unconvertible(x: Array, strided: bool) -> str | None:
+def tensor_unconvertible(x: Array, strided: bool, torch: ModuleType) -> str | None:
     """Why ``x`` has no NumPy copy that keeps what it holds, or None.
 
     A meta tensor (no values), a nested one (rows of their own lengths), a
     sparse one (``strided``: its layout is strided; never densified), a
-    quantized one (integers and a scale).
+    quantized one (integers and a scale), a masked one (its mask would be
+    lost, as a NumPy masked array's).
     """
+    if isinstance(x, torch.masked.MaskedTensor):
+        return (
+            "a masked tensor (torch.masked), whose mask the conversion would "
+            "lose: pass x.get_data() and x.get_mask() as two arrays"
+        )
     if x.is_meta:
         return (
             "a meta tensor: it has a shape and a dtype but no values, so it "
@@ -57,11 +63,16 @@ def tensor_unconvertible(x: Array, strided: bool) -> str | None:
     return None
 
 
-def widened_on_host(dtype: DType, torch: ModuleType) -> bool:
-    """Whether NumPy lacks ``dtype`` (bfloat16, the 8-bit floats): float32 on the host."""
-    return bool(
-        dtype == torch.bfloat16 or (dtype.is_floating_point and dtype.itemsize == 1)
-    )
+def widened_on_host(dtype: DType, torch: ModuleType) -> DType | None:
+    """The dtype a host copy of ``dtype`` has where NumPy lacks it, else None.
+
+    bfloat16 and the 8-bit floats: float32; complex32 (two float16): complex64.
+    """
+    if dtype == torch.bfloat16 or (dtype.is_floating_point and dtype.itemsize == 1):
+        return torch.float32
+    if dtype == torch.complex32:
+        return torch.complex64
+    return None
 
 
 def tensor_unwritable(x: Array, inference_mode: bool, strided: bool) -> str | None:

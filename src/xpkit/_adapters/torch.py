@@ -238,8 +238,8 @@ class TorchAdapter(Adapter):
     _strided: object = None
 
     def lost_in_conversion(self, x: Array) -> str | None:
-        """A meta, sparse, nested or quantized tensor (`tensor_unconvertible`)."""
-        return tensor_unconvertible(x, x.layout is self._strided_layout())
+        """A meta, sparse, nested, quantized or masked tensor (`tensor_unconvertible`)."""
+        return tensor_unconvertible(x, x.layout is self._strided_layout(), _torch())
 
     def input_key(self, x: Array) -> Hashable:
         """`Adapter.input_key`, the layout (a sparse tensor is refused) and the strides."""
@@ -268,7 +268,8 @@ class TorchAdapter(Adapter):
         strided = x.layout is self._strided_layout()
         return tensor_unwritable(x, _torch().is_inference_mode_enabled(), strided)
 
-    #: `to_numpy` copies bfloat16 (and the 8-bit floats) as float32.
+    #: `to_numpy` copies bfloat16 (and the 8-bit floats) as float32, and
+    #: complex32 as complex64.
     host_dtypes = MappingProxyType({"bfloat16": "float32"})
 
     def to_numpy(self, x: Array) -> HostArray:
@@ -277,8 +278,9 @@ class TorchAdapter(Adapter):
         t = x.detach()
         if t.device.type != "cpu":
             t = t.cpu()
-        if widened_on_host(t.dtype, torch):  # NumPy has no bfloat16, no float8
-            t = t.to(torch.float32)
+        wider = widened_on_host(t.dtype, torch)  # NumPy has no bfloat16, no float8
+        if wider is not None:
+            t = t.to(wider)
         return np.asarray(t.resolve_conj().resolve_neg().numpy())
 
     def host_view(self, x: Array) -> HostArray | None:
@@ -288,7 +290,7 @@ class TorchAdapter(Adapter):
             or x.layout is not self._strided_layout()
             or x.is_conj()
             or x.is_neg()
-            or widened_on_host(x.dtype, _torch())
+            or widened_on_host(x.dtype, _torch()) is not None
         ):
             return None
         view: HostArray = x.detach().numpy()
