@@ -136,8 +136,13 @@ class At(Generic[ArrayT]):
         if name in ("divide", "power"):
             _refuse_integer_quotient(name, value, self._x)
         adapter = self._facts.adapter
-        if copy is None and adapter.is_read_only(self._x):
-            copy = True  # (may update in place: where it cannot, a copy)
+        if copy is None and (
+            adapter.is_read_only(self._x) or adapter.unwritable(self._x) is not None
+        ):
+            # (may update in place: where it cannot, a copy; where elements
+            # share memory, as an expanded tensor's, an update of one would
+            # write them all)
+            copy = True
         if name in ("min", "max") and not adapter.owns(value):
             # array-api-extra makes a number an array without device=: on
             # the default device, which array-api-strict's device1 refuses.
@@ -250,20 +255,22 @@ def _fitted(value: complex, x: Array) -> complex:
     is.
     """
     try:
-        target = np.dtype(dtype_name(x.dtype))
+        target = dtype_name(x.dtype)
     except (TypeError, ValueError, AttributeError):
-        return value  # (a dtype NumPy has no name for: bfloat16, say)
-    reason = scalar_cast_loss(value, target.name)
+        return value  # (a dtype xpkit has no name for)
+    if target is None:
+        return value
+    reason = scalar_cast_loss(value, target)
     if reason is not None:
         msg = f"y={value!r:.60} does not fit x's dtype {target} {reason}"
         raise ValueError(msg)
-    if target.kind == "c":
-        return complex(value)
+    if target.startswith("complex"):  # (by name: NumPy's kind of bfloat16,
+        return complex(value)  # where ml_dtypes gives it one, is "V")
     if isinstance(value, complex):
         value = value.real
-    if target.kind == "f":
+    if target.startswith(("float", "bfloat")):
         return float(value)
-    return bool(value) if target.kind == "b" else int(value)
+    return bool(value) if target == "bool" else int(value)
 
 
 def _refuse_integer_quotient(name: str, value: Value, x: Array) -> None:

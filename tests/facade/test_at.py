@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import xpkit
+from xpkit._adapters import get_adapter
 
 pytest.importorskip(
     "array_api_extra", reason="needs array-api-extra: pip install 'xpkit[test]'"
@@ -528,3 +529,43 @@ def test_torch_takes_an_unsigned_index_it_cannot_reduce():
         assert out.nonzero().flatten().tolist() == [0, 250]
         with pytest.raises(IndexError, match="holds 300"):
             b.at(x, torch.tensor([0, 300], dtype=dtype))
+
+
+def test_a_bfloat16_update_keeps_its_fraction(xpkit_backend):
+    """With ml_dtypes imported (JAX imports it), NumPy's bfloat16 is of kind
+    "V": a number into a bfloat16 array was cut to an integer (2.5 -> 2),
+    and NaN or inf into it raised Python's int() errors."""
+    pytest.importorskip("ml_dtypes")  # (as JAX's import gives it)
+    b = xpkit_backend
+    if "bfloat16" not in get_adapter(b.library).held_dtypes(b.device):
+        pytest.skip(f"{b.name} holds no bfloat16")
+    x = b.asarray(np.zeros(3), dtype="bfloat16")
+    got = b.to_numpy(b.at(x, 0).set(2.5, copy=True))
+    np.testing.assert_array_equal(np.asarray(got, dtype=np.float64), [2.5, 0.0, 0.0])
+    got = b.to_numpy(b.at(x, slice(None)).add(0.75, copy=True))
+    np.testing.assert_array_equal(np.asarray(got, dtype=np.float64), [0.75] * 3)
+    for special in (float("nan"), float("inf")):
+        got = np.asarray(b.to_numpy(b.at(x, 1).set(special, copy=True)), dtype=float)
+        np.testing.assert_array_equal(got, [0.0, special, 0.0])
+    with pytest.raises(ValueError, match="does not fit x's dtype bfloat16"):
+        b.at(x, 0).set(1e300, copy=True)
+
+
+def test_elements_that_share_memory_are_copied_not_updated_through_each_other():
+    """torch's ``zeros(1).expand(3)`` updated in place set every element
+    (they are one); NumPy's writable ``as_strided`` the same. ``copy=None``
+    may update in place only where that gives the right answer."""
+    b = xpkit.Backend("numpy")
+    base = np.zeros(1)
+    shared = np.lib.stride_tricks.as_strided(base, shape=(3,), strides=(0,))
+    out = b.at(shared, 0).set(1.0)
+    np.testing.assert_array_equal(out, [1.0, 0.0, 0.0])
+    assert base.tolist() == [0.0]
+    torch = pytest.importorskip("torch")
+    t = torch.zeros(1)
+    out = xpkit.Backend("torch").at(t.expand(3), 0).set(1.0)
+    assert out.tolist() == [1.0, 0.0, 0.0]
+    assert t.tolist() == [0.0]
+    plain = torch.zeros(3)  # (a tensor that can be updated in place still is)
+    assert xpkit.Backend("torch").at(plain, 0).set(1.0) is plain
+    assert plain.tolist() == [1.0, 0.0, 0.0]
