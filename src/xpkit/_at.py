@@ -137,7 +137,8 @@ class At(Generic[ArrayT]):
             _refuse_integer_quotient(name, value, self._x)
         adapter = self._facts.adapter
         if copy is None and (
-            adapter.is_read_only(self._x) or adapter.unwritable(self._x) is not None
+            adapter.is_read_only(self._x)
+            or (adapter.owns(self._x) and adapter.unwritable(self._x) is not None)
         ):
             # (may update in place: where it cannot, a copy; where elements
             # share memory, as an expanded tensor's, an update of one would

@@ -124,10 +124,28 @@ def check_index(x: Array, idx: Value) -> None:
         if k == ellipsis:
             axis = len(shape) - sum(counted[k + 1 :])
             continue
-        if width == 1 and not _is_mask(part):
-            name = "idx" if type(idx) is not tuple else f"idx[{k}]"
+        name = "idx" if type(idx) is not tuple else f"idx[{k}]"
+        if _is_mask(part):
+            _check_mask_shape(part, name, axis, shape[axis : axis + width])
+        elif width == 1:
             _check_in_range(part, name, axis, shape[axis])
         axis += width
+
+
+def _check_mask_shape(mask: Array, name: str, axis: int, axes: tuple[int, ...]) -> None:
+    """IndexError where a boolean mask's shape is not that of the axes it indexes.
+
+    NumPy's rule (ndonnx broadcast a (1, 3) mask over (2, 3): every row
+    updated). Axes of unknown size are not compared.
+    """
+    for k, (size, own) in enumerate(zip(axes, tuple(mask.shape), strict=True)):
+        if isinstance(size, int) and isinstance(own, int) and size != own:
+            msg = (
+                f"{name} is a boolean mask of shape {tuple(mask.shape)}, but the "
+                f"axes of x it indexes have shape {axes}: axis {axis + k} has "
+                f"{size} elements, the mask {own}"
+            )
+            raise IndexError(msg)
 
 
 def completed(x: Array, idx: Value) -> Value:

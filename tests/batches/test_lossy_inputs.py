@@ -187,3 +187,33 @@ def test_a_masked_tensor_result_is_refused_naming_fn(torch, result_on, sizing):
         )
     plain = xpkit.map_batches(lambda a: a * 10, t, result_on=result_on, **sizing)
     np.testing.assert_array_equal(np.asarray(plain), np.arange(6.0).reshape(3, 2) * 10)
+
+
+# -- Dask arrays of masked chunks, in the facade's operations -----------------------
+DASK_MASKED = r"is a Dask array of NumPy masked chunks"
+
+
+@pytest.mark.parametrize(
+    ("param", "call"),
+    [
+        ("x", lambda b, m: b.top_k(m, 2)),
+        ("x", lambda b, m: b.top_k(m, 2, mode="smallest")),
+        ("array", lambda b, m: b.sort(m)),
+        ("arrays[0]", lambda b, m: b.concatenate([m, m])),
+        ("A", lambda b, m: b.matmul(m, m)),
+        ("array", lambda b, m: b.expand_dims(m, 0)),
+        ("x", lambda b, m: b.at(m, 0).set(1.0)),
+    ],
+)
+def test_a_dask_array_of_masked_chunks_is_refused_by_the_operations(param, call):
+    """top_k's argpartition ignored the masks: a masked 50 came back as a
+    value, and an unmasked 3.0 masked; the others took them unchecked."""
+    da = pytest.importorskip("dask.array")
+    b = xpkit.Backend("dask")
+    m = np.ma.masked_array([1.0, 100.0, 3.0, 50.0], mask=[0, 1, 0, 1])
+    masked = da.from_array(m, chunks=2, asarray=False)
+    with pytest.raises(TypeError, match=rf"^{re.escape(param)} {DASK_MASKED}"):
+        call(b, masked)
+    plain = da.from_array(np.array([1.0, 100.0, 3.0, 50.0]), chunks=2)
+    values, _ = b.top_k(plain, 2)  # (a plain one still runs)
+    np.testing.assert_array_equal(values.compute(), [100.0, 50.0])

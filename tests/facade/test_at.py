@@ -569,3 +569,26 @@ def test_elements_that_share_memory_are_copied_not_updated_through_each_other():
     plain = torch.zeros(3)  # (a tensor that can be updated in place still is)
     assert xpkit.Backend("torch").at(plain, 0).set(1.0) is plain
     assert plain.tolist() == [1.0, 0.0, 0.0]
+
+
+@pytest.mark.xpkit_requires("data_dependent_shapes")  # (strictest: no masks)
+@pytest.mark.parametrize(
+    "mask", [[[True, False, True]], [True, False, True], [[True], [False]]]
+)
+def test_a_mask_of_another_shape_than_the_axes_it_indexes_is_refused(
+    xpkit_backend, mask
+):
+    """ndonnx broadcast a (1, 3) mask over a (2, 3) array (every row set) and
+    met onnx's InferenceError for others; NumPy raises an IndexError."""
+    b = xpkit_backend
+    start = np.arange(6.0).reshape(2, 3)
+    with pytest.raises(IndexError):  # (NumPy's own rule, the reference)
+        start.copy()[np.array(mask)] = -1.0
+    x = b.asarray(start)
+    with pytest.raises(IndexError, match=r"idx is a boolean mask of shape"):
+        b.at(x, b.asarray(np.array(mask))).set(-1.0, copy=True)
+    fits = np.array([[True, False, True], [False, False, True]])
+    expected = start.copy()
+    expected[fits] = -1.0
+    out = b.at(x, b.asarray(fits)).set(-1.0, copy=True)
+    np.testing.assert_array_equal(_host(b, out), expected)

@@ -92,6 +92,18 @@ class DaskAdapter(Adapter):
             )
         return None
 
+    def is_plain(self, x: Array) -> bool:
+        """Not an array of NumPy masked chunks (`lost_in_conversion`)."""
+        return self.lost_in_conversion(x) is None
+
+    def refused_operand(self, x: Array) -> str | None:
+        """A Dask array of NumPy masked chunks (`lost_in_conversion`).
+
+        NumPy's functions in its tasks (``argpartition`` in ``top_k``)
+        ignore the masks.
+        """
+        return self.lost_in_conversion(x)
+
     def device_key(self, x: Array) -> Hashable:
         """Dask arrays live on the (lazy) CPU."""
         return None
@@ -119,11 +131,13 @@ class DaskAdapter(Adapter):
         return np.asarray(value)
 
     def operand_type(self) -> type:
-        """``dask.array.Array``."""
-        import dask.array as da
+        """``object``: every operand is checked in full (`refused_operand`).
 
-        array_type: type = da.Array
-        return array_type
+        A Dask array of masked chunks has the class of any other; the
+        check reads its meta (a few microseconds, beside a graph's
+        building).
+        """
+        return object
 
     def values_at_hand(self, x: Array) -> bool:
         """Never: reading a Dask array's values computes its graph."""
