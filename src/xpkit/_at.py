@@ -28,7 +28,7 @@ from ._at_index import (
 )
 from ._cast_checks import scalar_cast_loss
 from ._dtypes import dtype_name
-from ._facts import ArrayT
+from ._facts import ArrayT, Facts
 from ._operations import check_operand, refuse_operand, stands_in
 
 if TYPE_CHECKING:
@@ -78,7 +78,9 @@ class At(Generic[ArrayT]):
         the Python number it holds.
     ValueError
         From the methods: a number ``y`` that would change in ``x``'s dtype
-        (`_fitted`); a negative ``power`` of an integer ``x``.
+        (`_fitted`); a negative ``power`` of an integer ``x`` (a number, or
+        an array of this library whose values can be read now: not under
+        ``jax.jit``; a Dask graph's tasks raise NumPy's error).
     IndexError
         An integer in ``idx`` is out of range for its axis; ``idx`` holds
         two ``...``.
@@ -135,6 +137,8 @@ class At(Generic[ArrayT]):
         value = self._value(y)
         if name in ("divide", "power"):
             _refuse_integer_quotient(name, value, self._x)
+            if name == "power" and self._facts.adapter.owns(value):
+                _refuse_negative_powers(self._facts, value, self._x)
         adapter = self._facts.adapter
         if copy is None and (
             adapter.is_read_only(self._x)
@@ -296,6 +300,28 @@ def _refuse_integer_quotient(name: str, value: Value, x: Array) -> None:
     if isinstance(value, (int, float)) and value < 0:
         msg = f"y={value!r}: x of dtype {kind} takes no negative power"
         raise ValueError(msg)
+
+
+def _refuse_negative_powers(facts: Facts[ArrayT], y: Array, x: Array) -> None:
+    """ValueError where an integer ``x``'s ``power`` array ``y`` holds a negative value.
+
+    As `_refuse_integer_quotient` for a number: torch and ndonnx wrote 0,
+    JAX garbage, NumPy raised. Read where the values are at hand (not
+    under ``jax.jit``, not of a Dask graph, whose NumPy tasks raise).
+    """
+    try:
+        kinds = dtype_name(x.dtype), dtype_name(y.dtype)
+    except (AttributeError, TypeError):
+        return
+    x_kind, y_kind = kinds
+    if x_kind is None or y_kind is None:
+        return
+    if not x_kind.startswith(("int", "uint", "bool")) or not y_kind.startswith("int"):
+        return
+    if not facts.adapter.values_at_hand(y) or not bool(facts.xp.any(y < 0)):
+        return
+    msg = f"y holds a negative value: x of dtype {x_kind} takes no negative power"
+    raise ValueError(msg)
 
 
 def _to_selection(

@@ -592,3 +592,18 @@ def test_a_mask_of_another_shape_than_the_axes_it_indexes_is_refused(
     expected[fits] = -1.0
     out = b.at(x, b.asarray(fits)).set(-1.0, copy=True)
     np.testing.assert_array_equal(_host(b, out), expected)
+
+
+def test_an_integer_array_takes_no_negative_power_array(xpkit_backend):
+    """A number was refused, an array not: torch and ndonnx wrote 0, JAX
+    garbage (2111105451), NumPy raised its own error."""
+    b = xpkit_backend
+    x = b.asarray(np.array([2, 3, 4], dtype=np.int32))
+    update = b.at(x, slice(None))
+    negative = b.asarray(np.array([2, -1, 1], dtype=np.int32))
+    with pytest.raises(ValueError, match=r"(takes no negative power|negative integer)"):
+        b.to_numpy(update.power(negative, copy=True))  # (Dask's tasks raise)
+    fine = b.asarray(np.array([2, 0, 1], dtype=np.int32))
+    got = np.asarray(b.to_numpy(update.power(fine, copy=True)))
+    np.testing.assert_array_equal(got, np.array([2, 3, 4]) ** np.array([2, 0, 1]))
+    assert np.asarray(b.to_numpy(x)).tolist() == [2, 3, 4]
