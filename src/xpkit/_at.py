@@ -23,6 +23,7 @@ from ._at_index import (
     check_index,
     completed,
     forward,
+    ints_as_slices,
     placement,
     plain_index,
 )
@@ -102,7 +103,7 @@ class At(Generic[ArrayT]):
            [3., 2.]])
     """
 
-    __slots__ = ("_at", "_facts", "_idx", "_moved", "_reversed", "_x")
+    __slots__ = ("_at", "_facts", "_idx", "_moved", "_reversed", "_sliced", "_x")
 
     def __init__(self, backend: Backend[ArrayT], x: ArrayT, idx: Value) -> None:
         facts = backend._facts
@@ -113,6 +114,9 @@ class At(Generic[ArrayT]):
         idx = completed(x, idx)
         idx, reversed_axes = forward(x, idx)
         moved = None if facts.adapter.ints_join_arrays else placement(x, idx)
+        sliced = (
+            None if facts.adapter.sets_ints_beside_arrays else ints_as_slices(x, idx)
+        )
         try:
             from array_api_extra import at
         except ImportError as exc:
@@ -127,7 +131,8 @@ class At(Generic[ArrayT]):
         self._idx = idx
         self._reversed = reversed_axes
         self._moved = moved
-        self._at = at(target, idx)
+        self._sliced = sliced
+        self._at = at(target, idx if sliced is None else sliced)
 
     def _apply(
         self, name: str, y: Value, copy: bool | None, xp: Namespace | None
@@ -180,6 +185,8 @@ class At(Generic[ArrayT]):
                 y = ns.permute_dims(
                     ns.broadcast_to(y, self._moved.shape), self._moved.order
                 )
+            if self._sliced is not None:  # (each integer's axis, of one element)
+                y = _with_sliced_axes(y, self._x, self._idx, self._sliced, ns)
             return y
         other = adapter_for_array(y)
         if other is not None:
@@ -300,6 +307,20 @@ def _refuse_integer_quotient(name: str, value: Value, x: Array) -> None:
     if isinstance(value, (int, float)) and value < 0:
         msg = f"y={value!r}: x of dtype {kind} takes no negative power"
         raise ValueError(msg)
+
+
+def _with_sliced_axes(
+    y: Array, x: Array, idx: Value, sliced: Value, xp: Namespace
+) -> Array:
+    """``y`` for ``x[sliced] = y``, where it was for ``x[idx] = y`` (`ints_as_slices`).
+
+    The selections hold the same elements in the same order, ``sliced``'s
+    with an axis of one element for each integer: a reshape.
+    """
+    selected, target = tuple(x[idx].shape), tuple(x[sliced].shape)
+    if not all(isinstance(d, int) for d in (*selected, *target)):
+        return y
+    return xp.reshape(xp.broadcast_to(y, selected), target)
 
 
 def _refuse_negative_powers(facts: Facts[ArrayT], y: Array, x: Array) -> None:

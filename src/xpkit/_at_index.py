@@ -292,6 +292,44 @@ def _steps_back(part: Value) -> bool:
         return False
 
 
+def ints_as_slices(x: Array, idx: Value) -> tuple[Value, ...] | None:
+    """``idx`` with each integer a one-element slice, where one stands beside an integer array.
+
+    For a library whose ``x[idx] = y`` goes wrong there
+    (`Adapter.sets_ints_beside_arrays`); the update's value then gets a
+    one-element axis for each (`At`). None where ``idx`` holds no integer
+    beside an integer array, or a size is not known here.
+    """
+    parts = idx if type(idx) is tuple else (idx,)
+    if not any(type(p) is int for p in parts) or not any(map(_positions, parts)):
+        return None
+    widths = [_width(p) for p in parts]
+    shape = tuple(x.shape)
+    if None in widths or not all(isinstance(d, int) for d in shape):
+        return None
+    rest = len(shape) - sum(w for w in widths if w is not None)
+    out: list[Value] = []
+    axis = 0
+    for part, width in zip(parts, widths, strict=True):
+        if part is Ellipsis:
+            axis += rest
+        if type(part) is int:  # (in range: `check_index` said so)
+            start = part % shape[axis]
+            out.append(slice(start, start + 1))
+        else:
+            out.append(part)
+        axis += width or 0
+    return tuple(out)
+
+
+def _positions(part: Value) -> bool:
+    """Whether ``part`` is an integer index array (not a mask, not an integer)."""
+    if isinstance(part, (int, np.integer, slice)) or part is None or part is Ellipsis:
+        return False
+    width = _width(part)
+    return width == 1 and not _is_mask(part)
+
+
 def _is_basic(part: Value) -> bool:
     """Whether ``part`` is a slice or ``...`` (an integer joins the arrays' block if any)."""
     return isinstance(part, slice) or part is Ellipsis

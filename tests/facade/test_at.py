@@ -482,12 +482,7 @@ def test_a_value_broadcasts_as_numpy_s_setitem_takes_it(
             (4, 4, 4), (slice(None), 0, ..., [0, 1, 2, 3]), id="apart by an empty ..."
         ),
         pytest.param((4, 4, 4), ("0-d", slice(None), [0, 1, 2, 3]), id="a 0-d index"),
-        pytest.param(
-            (3, 5, 4),
-            (slice(None), 1, [0, 1, 3]),
-            id="adjacent",
-            marks=pytest.mark.xpkit_skip(["dask"], reason="Dask's own update fails"),
-        ),
+        pytest.param((3, 5, 4), (slice(None), 1, [0, 1, 3]), id="adjacent"),
     ],
 )
 def test_an_integer_beside_an_integer_array_places_axes_as_numpy(
@@ -607,3 +602,36 @@ def test_an_integer_array_takes_no_negative_power_array(xpkit_backend):
     got = np.asarray(b.to_numpy(update.power(fine, copy=True)))
     np.testing.assert_array_equal(got, np.array([2, 3, 4]) ** np.array([2, 0, 1]))
     assert np.asarray(b.to_numpy(x)).tolist() == [2, 3, 4]
+
+
+@pytest.mark.xpkit_skip(
+    ["array_api_strict", "array_api_strict-*", "ndonnx"],
+    reason="their __setitem__ takes no integer array",
+)
+@pytest.mark.parametrize(
+    "idx",
+    [
+        (2, np.array([1])),
+        (0, np.array([1, 3])),
+        (-1, slice(None), np.array([3, 0, 1])),
+        (Ellipsis, 0, np.array([3, 0, 1])),
+        (slice(1, 3), -2, np.array([4, 0])),
+    ],
+    ids=["int, array", "int, two", "int, slice, array", "..., int, array", "slice"],
+)
+@pytest.mark.parametrize("value", ["array", "number"])
+def test_an_integer_beside_an_integer_array_sets_what_numpy_sets(
+    xpkit_backend, idx, value
+):
+    """Dask's assignment wrote -1 five times where NumPy writes -1..-5 at
+    ``x[2, [1]]``, and failed deep inside for the others (an array value)."""
+    b = xpkit_backend
+    start = np.arange(60.0).reshape(3, 4, 5)
+    selected = start[idx].shape
+    y = -1.0 - np.arange(float(np.prod(selected))).reshape(selected)
+    expected = start.copy()
+    expected[idx] = y if value == "array" else -7.0
+    positions = tuple(b.asarray(p) if isinstance(p, np.ndarray) else p for p in idx)
+    given = b.asarray(y) if value == "array" else -7.0
+    out = b.at(b.asarray(start), positions).set(given, copy=True)
+    np.testing.assert_array_equal(_host(b, out), expected)

@@ -273,6 +273,10 @@ class Adapter:
     #: Whether an integer beside an integer array in an index joins the
     #: arrays' block, as NumPy's does (torch's and Dask's are basic indices).
     ints_join_arrays: ClassVar[bool] = True
+    #: Whether ``x[idx] = y`` is right where ``idx`` holds an integer beside
+    #: an integer array (Dask's wrote wrong values or failed: `Backend.at`
+    #: gives it one-element slices instead, and ``y`` their axes).
+    sets_ints_beside_arrays: ClassVar[bool] = True
 
     def unshareable(self, x: Array) -> Unshareable | None:
         """Why ``x``'s memory must not be handed to another library as it is.
