@@ -324,7 +324,7 @@ def _beside_out(
 
 def _local_batch(request: BatchRequest, cost: Cost, left: int, budget: float) -> int:
     """Rows per batch in this process within ``budget`` (GB)."""
-    floor = request.min_batch
+    floor = min(request.min_batch, left)  # (a min_batch beyond the rows: them all)
     if cost.source == "given":  # one item over the budget is the caller's error
         batch, _ = batch_size_within(
             left, cost.per_item * request.overhead, budget, floor
@@ -340,13 +340,14 @@ def _local_batch(request: BatchRequest, cost: Cost, left: int, budget: float) ->
         and (need := request.overhead * cost.peak(floor) / BYTES_PER_GB) > budget
     ):
         logger().warning(
-            "map_batches: fn needs %.3g GB for min_batch=%d rows (%s), more "
+            "map_batches: fn needs %.3g GB for %d rows (min_batch=%d; %s), more "
             "than the %.3g GB budget; running batches of %d rows",
             need,
             floor,
+            request.min_batch,
             cost.source,
             budget,
-            floor,
+            batch,
         )
     return batch
 

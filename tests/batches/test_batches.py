@@ -195,6 +195,21 @@ def test_map_batches_min_batch_is_the_floor_for_recovery():
     assert type(info.value.__cause__) is MemoryError  # fn's own, chained
 
 
+def test_a_min_batch_beyond_the_rows_runs_them_all_and_says_so(caplog):
+    """It warned of 1.49e+22 GB "for min_batch=10**30 rows ... running
+    batches of 10**30 rows" for an input of 6 rows."""
+    a = np.arange(12.0).reshape(6, 2)
+    with caplog.at_level(logging.WARNING, logger="xpkit"):
+        got = xpkit.map_batches(lambda r: r * 2, a, min_batch=10**30, budget_gb=1e-12)
+    assert_equal(got, a * 2)
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1
+    assert "for 6 rows (min_batch=10000" in said[0]
+    assert said[0].endswith("running batches of 6 rows")
+    need = float(said[0].split("fn needs ")[1].split(" GB")[0])
+    assert need < 1e-3  # (6 rows of two float64 and a result: bytes, not 1e22 GB)
+
+
 def test_iter_batches_names_itself_at_min_batch():
     a = np.arange(40.0)[:, None]
     batches = xpkit.iter_batches(
