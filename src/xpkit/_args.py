@@ -41,10 +41,9 @@ __all__ = [
 PY_SCALARS = (bool, int, float, complex)
 
 
-def host_dtype_name(host: HostArray) -> str:
-    name = dtype_name(host.dtype)
-    assert name is not None
-    return name
+def host_dtype_name(host: HostArray, param: str) -> str:
+    """`own_dtype` of a host array: a TypeError naming ``param`` (float128, say)."""
+    return own_dtype(host, param)
 
 
 def own_dtype(x: Array, param: str) -> str:

@@ -83,12 +83,24 @@ def host(x: Value, param: str) -> HostArray:
         except (ValueError, TypeError) as exc:
             msg = f"{param} is not array-like (ragged or mixed nesting?): {exc}"
             raise ValueError(msg) from None
+    if on_host.dtype.kind == "V" and adapter is not None and _bfloat16(on_host):
+        # (an extension dtype of NumPy's, ml_dtypes' bfloat16 as JAX's host
+        # copy has it: float32 holds its every value, as torch's copy has it)
+        on_host = on_host.astype(np.float32)
     if on_host.dtype.kind not in "biufc":
         msg = f"{param} has non-numeric dtype {on_host.dtype} (value {x!r:.60})"
         raise TypeError(msg)
     if not on_host.flags.writeable:  # read-only views (e.g. of JAX arrays)
         on_host = on_host.copy()
     return on_host
+
+
+def _bfloat16(values: HostArray) -> bool:
+    """Whether ``values`` has an extension bfloat16 (ml_dtypes') of NumPy's."""
+    try:
+        return dtype_name(values.dtype) == "bfloat16"
+    except TypeError:  # (a structured dtype, say)
+        return False
 
 
 def refuse_lossy_data(x: Value, param: str) -> None:
@@ -160,12 +172,29 @@ def convert(
         x = castable(f, x, own, target, param, on_host=False)
         return f.xp.asarray(x, dtype=xp_dtype, device=native)
     values = host(x, param)
-    own = host_dtype_name(values)
+    own = host_dtype_name(values, param)
+    kept = name or _source_dtype(f, x, own)
     target, xp_dtype = f.dtype_pair(
-        name or own, dev_str, dtype_source(dtype, f"{param} has dtype {own}")
+        kept, dev_str, dtype_source(dtype, f"{param} has dtype {kept}")
     )
     values = castable(f, values, own, target, param, on_host=True)
     return f.from_host(values, xp_dtype, native)
+
+
+def _source_dtype(f: Facts[ArrayT], x: Value, own: str) -> str:
+    """The dtype another library's ``x`` has, where this device holds it; else ``own``.
+
+    A host copy may be wider than its source (bfloat16 comes to NumPy as
+    float32): the array made from it keeps the source's dtype where it can.
+    """
+    adapter = adapter_for_array(x)
+    if adapter is None:
+        return own
+    try:
+        source = dtype_name(x.dtype)
+    except (AttributeError, TypeError):
+        return own
+    return source if source is not None and source in f.held else own
 
 
 def dtype_source(dtype: DType, own: str) -> Source:
@@ -192,7 +221,7 @@ def ref(
             native = adapter.device_of(array)
             dev_str = adapter.device_str(native)
     else:
-        ref_name = host_dtype_name(host(array, param))
+        ref_name = host_dtype_name(host(array, param), param)
         dev_str, native = f.target(device)
     name = ref_name if dtype is None else dtype_name(dtype)
     assert name is not None
@@ -210,7 +239,9 @@ def asarray_like(f: Facts[ArrayT], x: Value, like: Value) -> ArrayT:
         x = castable(f, x, own_dtype(x, "x"), target, "x", on_host=False)
         return f.xp.asarray(x, dtype=xp_dtype, device=native)
     values = host(x, "x")
-    values = castable(f, values, host_dtype_name(values), target, "x", on_host=True)
+    values = castable(
+        f, values, host_dtype_name(values, "x"), target, "x", on_host=True
+    )
     return f.from_host(values, xp_dtype, native)
 
 
@@ -224,7 +255,7 @@ def copy(f: Facts[ArrayT], array: Value) -> ArrayT:
         f.dtype_pair(own, dev, f"array has dtype {own}")
         return f.xp.asarray(array, copy=True)
     values = host(array, "array")
-    own = host_dtype_name(values)
+    own = _source_dtype(f, array, host_dtype_name(values, "array"))
     _, xp_dtype = f.dtype_pair(own, None, f"array has dtype {own}")
     if not values.flags.owndata or values.base is not None or values is array:
         values = values.copy()  # the result must not share memory with the input

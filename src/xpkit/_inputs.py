@@ -99,7 +99,7 @@ def _check_one(
     if adapter is mine:
         return _check_own(f, x, param, ref, convert)
     values = host(x, param)
-    own = host_dtype_name(values)
+    own = host_dtype_name(values, param)
     if not ref:
         target, xp_dtype = f.dtype_pair(own, None, f"{param} has dtype {own}")
         ref.append(_Ref(xp_dtype, f.native, f.device, target))

@@ -447,3 +447,50 @@ def test_a_move_of_non_numeric_data_names_x(xpkit_backend):
     """It named a ``dtype=`` argument the caller never passed."""
     with pytest.raises(TypeError, match=r"^x has dtype <U1, which is not a numeric"):
         xpkit_backend.move(np.array(["a"]))
+
+
+# -- another library's bfloat16 through asarray and copy (adversarial pass) --
+# ``Backend("torch").asarray(a JAX bfloat16 array)`` said "non-numeric dtype
+# bfloat16" (JAX's host copy has ml_dtypes' bfloat16, of NumPy kind "V"), and
+# ``Backend("jax").asarray(a torch bfloat16 tensor)`` gave float32 (torch's
+# host copy is float32), while `move` kept bfloat16 both ways.
+
+
+def _sources():
+    out = {}
+    torch = pytest.importorskip("torch")
+    out["torch"] = torch.tensor([1.5, -2.25, 3.0], dtype=torch.bfloat16)
+    jnp = pytest.importorskip("jax.numpy")
+    out["jax"] = jnp.asarray([1.5, -2.25, 3.0], dtype=jnp.bfloat16)
+    return out
+
+
+@pytest.mark.parametrize(("source", "target"), [("jax", "torch"), ("torch", "jax")])
+@pytest.mark.parametrize("how", ["asarray", "copy"])
+def test_a_bfloat16_array_keeps_its_dtype_where_the_target_holds_it(
+    source, target, how
+):
+    x = _sources()[source]
+    b = xpkit.Backend(target)
+    got = getattr(b, how)(x)
+    assert b.dtype_to_str(got.dtype) == "bfloat16"
+    host = np.asarray(b.to_numpy(got), dtype=np.float64)
+    np.testing.assert_array_equal(host, [1.5, -2.25, 3.0])
+
+
+@pytest.mark.parametrize("source", ["jax", "torch"])
+def test_a_bfloat16_array_comes_to_numpy_as_float32(source):
+    """NumPy holds no bfloat16: the host copy's float32, every value kept."""
+    got = xpkit.Backend("numpy").asarray(_sources()[source])
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, [1.5, -2.25, 3.0])
+
+
+def test_a_host_dtype_outside_the_standard_names_the_parameter():
+    """torch's asarray of a float128 array named a ``dtype=`` never passed."""
+    pytest.importorskip("torch")
+    x = np.array([1.0], dtype=np.longdouble)
+    if x.dtype == np.float64:
+        pytest.skip("longdouble is float64 here")
+    with pytest.raises(TypeError, match=r"^x has dtype float128, which is not"):
+        xpkit.Backend("torch").asarray(x)
