@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Generic
 import numpy as np
 
 from ._adapters._registry import adapter_for_array
-from ._args import check_copy
+from ._args import check_copy, own_dtype
 from ._at_index import (
     as_positions,
     check_index,
@@ -108,6 +108,7 @@ class At(Generic[ArrayT]):
     def __init__(self, backend: Backend[ArrayT], x: ArrayT, idx: Value) -> None:
         facts = backend._facts
         check_operand(facts, x, "x")
+        own_dtype(x, "x")  # (float8: torch saturated 1000 to 448, silently)
         idx = plain_index(idx)
         check_index(x, idx)  # (before narrow integers become positions)
         idx = tuple(map(as_positions, idx)) if type(idx) is tuple else as_positions(idx)

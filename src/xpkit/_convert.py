@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from array_api_compat import numpy as _np_xp
 
-from ._adapters._registry import adapter_for_array
+from ._adapters._registry import adapter_for_array, to_host
 from ._args import (
     host_dtype_name,
     own_dtype,
@@ -74,7 +74,7 @@ def host(x: Value, param: str) -> HostArray:
     adapter = adapter_for_array(x)
     if adapter is not None:
         refuse_lossy(adapter, x, param)
-        on_host = adapter.to_numpy(x)
+        on_host = to_host(x, param)
     else:
         if isinstance(x, (list, tuple)) and x and adapter_for_array(x[0]) is not None:
             refuse_lossy_data(x, param)  # (a list of arrays: each one's mask)
@@ -267,7 +267,7 @@ def to_numpy(x: Value, param: str) -> HostArray:
     adapter = adapter_for_array(x)
     if adapter is not None:
         refuse_lossy(adapter, x, param)
-        return adapter.to_numpy(x)
+        return to_host(x, param)
     return host(x, param)
 
 

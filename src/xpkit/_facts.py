@@ -121,7 +121,12 @@ class Facts(Generic[ArrayT]):
             return dev, adapter.native_device(dev)
         try:
             dev = adapter.validate_device(adapter.device_str(device))
-        except (AttributeError, TypeError, ValueError):
+        except (AttributeError, TypeError, ValueError) as exc:
+            if isinstance(exc, ValueError) and type(device) is type(self.native):
+                # (a device object of the library that is not here, as
+                # torch.device("cuda", 3) on a machine without it: the
+                # ValueError its string gets)
+                raise
             msg = f"{param}={device!r} is not a device of backend {self.name!r}"
             raise TypeError(msg) from None
         return dev, adapter.native_device(dev)

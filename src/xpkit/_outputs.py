@@ -21,7 +21,7 @@ from ._into import ChunkWriter, Out, check_layout, check_structure, target_of
 from ._memory import BYTES_PER_GB, array_nbytes, available_bytes
 from ._oom import UnsplittableMemoryError, is_oom_error
 from ._result_spec import describe_spec
-from ._rows import Marker, ResultSpec, Rows, rows_of, split_result
+from ._rows import Marker, ResultSpec, Rows, leaf_name, rows_of, split_result
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -142,8 +142,8 @@ class Outputs:
                 pass
         return device.asarray(leaf)
 
-    def convert(self, rows: Rows) -> Rows:
-        """The arrays of ``rows`` where the outputs live (once: then `placed`)."""
+    def convert(self, rows: Rows, where: str = "a batch") -> Rows:
+        """The arrays of ``rows`` (for ``where``) where the outputs live (once: then `placed`)."""
         if rows.placed:
             return rows
         if self._in_place:
@@ -155,10 +155,14 @@ class Outputs:
         if len(targets) != len(rows.leaves):  # (not out's: `put` says so)
             targets = [None] * len(rows.leaves)
         leaves = [
-            (v if type(v) is np.ndarray else to_host(v))
+            (
+                v
+                if type(v) is np.ndarray
+                else to_host(v, leaf_name(self.fn, rows.spec, i, where))
+            )
             if target is None
             else target.asarray(v)
-            for v, target in zip(rows.leaves, targets, strict=True)
+            for i, (v, target) in enumerate(zip(rows.leaves, targets, strict=True))
         ]
         return Rows(rows.spec, leaves, True)
 
@@ -167,7 +171,7 @@ class Outputs:
         rows = rows_of(result)
         if rows is None:  # not arrays: the error names fn and the rows
             rows = split_result(result, self.fn, _where(start, stop))
-        return self.convert(rows)
+        return self.convert(rows, _where(start, stop))
 
     def put(self, start: int, stop: int, rows: Rows) -> None:
         """Copy the rows of every output into their slots.
@@ -180,7 +184,7 @@ class Outputs:
             if self._spec is None and self._into is not None:
                 self._spec = self._into.spec
             return
-        rows = self.convert(rows)
+        rows = self.convert(rows, _where(start, stop))
         for i, leaf in enumerate(rows.leaves):
             shape = tuple(leaf.shape)
             if not shape or shape[0] != stop - start:

@@ -47,6 +47,7 @@ __all__ = [
     "Rows",
     "common_rows",
     "host_rows",
+    "leaf_name",
     "refuse_traced",
     "row_slices",
     "rows_of",
@@ -143,7 +144,24 @@ def split_result(result: UserResult, fn: UserFunction, where: str) -> Rows:
 def host_rows(result: UserResult, fn: UserFunction, where: str) -> Rows:
     """`split_result` with every array brought to the host (what a task returns)."""
     rows = split_result(result, fn, where)
-    return Rows(rows.spec, [to_host(leaf) for leaf in rows.leaves])
+    return Rows(
+        rows.spec,
+        [
+            to_host(leaf, leaf_name(fn, rows.spec, i, where))
+            for i, leaf in enumerate(rows.leaves)
+        ],
+    )
+
+
+def leaf_name(fn: UserFunction, spec: ResultSpec, i: int, where: str) -> str:
+    """How an error names the ``i``-th array of ``fn``'s result for ``where``."""
+    if spec[0] == "array":
+        label = ""
+    elif spec[0] == "dict":
+        label = f"[{spec[1][i]!r}]"
+    else:
+        label = f"[{i}]"
+    return f"fn={fn!r}'s result{label} for {where}"
 
 
 def common_rows(arrays: tuple[Array, ...]) -> int:

@@ -635,3 +635,24 @@ def test_an_integer_beside_an_integer_array_sets_what_numpy_sets(
     given = b.asarray(y) if value == "array" else -7.0
     out = b.at(b.asarray(start), positions).set(given, copy=True)
     np.testing.assert_array_equal(_host(b, out), expected)
+
+
+def test_torch_tensors_the_update_cannot_take_are_refused_by_name():
+    """A nested tensor met torch's "Internal error: NestedTensorImpl doesn't
+    support sizes"; a float8 one took 1000 as 448 and 1e-9 as 0 silently,
+    where asarray and full refuse that dtype."""
+    torch = pytest.importorskip("torch")
+    b = xpkit.Backend("torch")
+    import warnings
+
+    with warnings.catch_warnings():  # (nested tensors are a prototype)
+        warnings.simplefilter("ignore")
+        nested = torch.nested.nested_tensor([torch.ones(2), torch.ones(3)])
+    with pytest.raises(TypeError, match=r"^x is a nested tensor"):
+        b.at(nested, 0).set(1.0)
+    with pytest.raises(TypeError, match=r"^x is a nested tensor"):
+        b.top_k(nested, 1)
+    eight = torch.zeros(2, dtype=torch.float8_e4m3fn)
+    with pytest.raises(TypeError, match=r"^x has dtype torch.float8_e4m3fn, which"):
+        b.at(eight, 0).set(1000.0)
+    assert eight.float().tolist() == [0.0, 0.0]

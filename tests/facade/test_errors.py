@@ -201,6 +201,22 @@ def test_like_methods_bad_device():
         b.ones_like(np.ones(2), device=3)
 
 
+def test_a_device_object_of_the_library_that_is_not_here_is_a_value_error():
+    """``torch.device("cuda", 3)`` was a TypeError ("not a device of
+    backend"), its string "cuda:3" a ValueError: the same ValueError now;
+    another library's device object stays a TypeError."""
+    torch = pytest.importorskip("torch")
+    if torch.cuda.device_count() > 3:
+        pytest.skip("this machine has a cuda:3")
+    b = xpkit.Backend("torch")
+    for device in (torch.device("cuda", 3), "cuda:3"):
+        with pytest.raises(ValueError, match=r"device='cuda:3' does not exist"):
+            b.asarray(np.ones(2), device=device)
+    with pytest.raises(TypeError, match=r"is not a device of backend 'numpy'"):
+        xpkit.Backend("numpy").asarray(np.ones(2), device=torch.device("cuda", 3))
+    assert b.asarray(np.ones(2), device=torch.device("cpu")).device.type == "cpu"
+
+
 @pytest.mark.parametrize(
     ("method", "args", "valid"),
     [

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .._dtypes import register_dtype_spelling
+from ._host_loss import LostOnHost
 
 if TYPE_CHECKING:
     from .._typing import Array, HostArray
@@ -90,12 +91,18 @@ def adapter_for_array(x: object) -> Adapter | None:
     return None
 
 
-def to_host(x: Array) -> HostArray:
+def to_host(x: Array, name: str = "x") -> HostArray:
     """An array of any supported library (or array-like) as NumPy.
 
     Zero-copy where the library allows it (NumPy, CPU torch tensors, CPU
     array-api-strict and JAX arrays); device arrays are copied to the host,
-    lazy ones computed. The package's one conversion to the host.
+    lazy ones computed. The package's one conversion to the host. A copy
+    that would drop what ``x`` holds (`LostOnHost`) names it ``name``.
     """
     adapter = adapter_for_array(x)
-    return np.asarray(x) if adapter is None else adapter.to_numpy(x)
+    if adapter is None:
+        return np.asarray(x)
+    try:
+        return adapter.to_numpy(x)
+    except LostOnHost as exc:
+        raise exc.named(name) from None

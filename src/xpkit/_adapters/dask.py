@@ -15,6 +15,7 @@ import array_api_compat
 import numpy as np
 
 from ._base import Adapter, LazyTags, Replace, Tagged, patched_by_array_api_extra
+from ._host_loss import LostOnHost
 from ._top_k import along
 from ._trace import DtypeRules, GraphCost
 
@@ -121,13 +122,13 @@ class DaskAdapter(Adapter):
         value = x.compute()
         ma = sys.modules.get("numpy.ma")
         if ma is not None and isinstance(value, ma.MaskedArray):
-            msg = (
-                "x is a Dask array whose chunks compute to NumPy masked arrays, "
+            reason = (
+                "a Dask array whose chunks compute to NumPy masked arrays, "
                 "whose masks the conversion would drop (its meta is not masked: "
                 "pass meta=np.ma.array(...)); compute it with x.compute(), or "
                 "pass x.map_blocks(np.ma.filled, value) instead"
             )
-            raise TypeError(msg)
+            raise LostOnHost(reason)
         return np.asarray(value)
 
     def operand_type(self) -> type:

@@ -241,6 +241,10 @@ class TorchAdapter(Adapter):
         """A meta, sparse, nested, quantized or masked tensor (`tensor_unconvertible`)."""
         return tensor_unconvertible(x, x.layout is self._strided_layout(), _torch())
 
+    def refused_operand(self, x: Array) -> str | None:
+        """A nested tensor (`tensor_unconvertible`): torch's own error is internal."""
+        return tensor_unconvertible(x, True, _torch()) if x.is_nested else None
+
     def input_key(self, x: Array) -> Hashable:
         """`Adapter.input_key`, the layout (a sparse tensor is refused) and the strides."""
         return (

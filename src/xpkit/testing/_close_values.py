@@ -40,7 +40,7 @@ def host_copy(x: Array | Value, param: str) -> HostArray:
             [host_copy(item, f"{param}[{i}]") for i, item in enumerate(x)]
         )
     else:
-        host = to_host(x)
+        host = to_host(x, param)
     _check_numeric(host, param)
     return host
 
