@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ._adapters._registry import adapter_for_array, get_adapter, to_host
+from ._adapters._registry import adapter_for_array, get_adapter
 from ._dtypes import dtype_name
 from ._into import ChunkWriter, Out, check_layout, check_structure, target_of
 from ._memory import BYTES_PER_GB, array_nbytes, available_bytes
 from ._oom import UnsplittableMemoryError, is_oom_error
 from ._result_spec import describe_spec
-from ._rows import Marker, ResultSpec, Rows, leaf_name, rows_of, split_result
+from ._rows import Marker, ResultSpec, Rows, leaf_on_host, rows_of, split_result
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -158,7 +158,7 @@ class Outputs:
             (
                 v
                 if type(v) is np.ndarray
-                else to_host(v, leaf_name(self.fn, rows.spec, i, where))
+                else leaf_on_host(v, self.fn, rows.spec, i, where)
             )
             if target is None
             else target.asarray(v)

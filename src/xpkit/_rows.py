@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ._adapters._base import Adapter
-from ._adapters._registry import ADAPTERS, adapter_for_array, to_host
+from ._adapters._registry import ADAPTERS, LostOnHost, adapter_for_array, to_host
 from ._args import refuse_lossy
 from ._current_rows import GUARD, ROWS
 from ._result_spec import rebuilt, sequence_spec
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ._backend import Backend
-    from ._typing import Array, UserFunction, UserResult, Value
+    from ._typing import Array, HostArray, UserFunction, UserResult, Value
 
     #: What a `Job` pickles: ``fn``, its whole operands, the backend,
     #: ``pad_to``, the sink.
@@ -48,6 +48,7 @@ __all__ = [
     "common_rows",
     "host_rows",
     "leaf_name",
+    "leaf_on_host",
     "refuse_traced",
     "row_slices",
     "rows_of",
@@ -147,10 +148,20 @@ def host_rows(result: UserResult, fn: UserFunction, where: str) -> Rows:
     return Rows(
         rows.spec,
         [
-            to_host(leaf, leaf_name(fn, rows.spec, i, where))
+            leaf_on_host(leaf, fn, rows.spec, i, where)
             for i, leaf in enumerate(rows.leaves)
         ],
     )
+
+
+def leaf_on_host(
+    leaf: Array, fn: UserFunction, spec: ResultSpec, i: int, where: str
+) -> HostArray:
+    """`to_host` of the ``i``-th array of ``fn``'s result; a loss names it (`leaf_name`)."""
+    try:
+        return to_host(leaf)
+    except LostOnHost as exc:  # (the name only then: a repr of fn costs microseconds)
+        raise exc.named(leaf_name(fn, spec, i, where)) from None
 
 
 def leaf_name(fn: UserFunction, spec: ResultSpec, i: int, where: str) -> str:

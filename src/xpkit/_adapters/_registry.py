@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ADAPTERS",
+    "LostOnHost",
     "adapter_for_array",
     "get_adapter",
     "register_adapters",
