@@ -28,7 +28,14 @@ from ._oom import UnsplittableMemoryError, split_on_oom
 from ._outputs import Outputs
 from ._plan import BatchPlan, budget_of, make_plan
 from ._plan_memory import plan_memory
-from ._repeat import NO_REPEAT, Repeat, learn_repeat, plan_state, repeat
+from ._repeat import (
+    NO_REPEAT,
+    Repeat,
+    as_if_no_backend,
+    learn_repeat,
+    plan_state,
+    repeat,
+)
 from ._request import BatchCall, BatchRequest, batch_request
 from ._rows import Job, common_rows, refuse_traced
 from ._statement import ATTRIBUTE, Capabilities
@@ -301,17 +308,19 @@ def _map_batches(call: BatchCall, progress: bool) -> UserResult:
     if not isinstance(progress, bool):
         msg = f"progress must be a bool, got {progress!r}"
         raise TypeError(msg)
-    repeated = NO_REPEAT  # (an executor, a backend, ...: never repeated)
+    repeated = NO_REPEAT  # (an executor, a backend that moves, ...: never repeated)
     if (
-        call.backend is call.executor is None
+        call.executor is None
         and progress is False
         and call.remember is True
         and call.result_on == "host"
         and call.out is None
     ):
-        repeated = repeat(call)
-        if repeated.__class__ is not Repeat:
-            return repeated
+        same = call if call.backend is None else as_if_no_backend(call)
+        if same is not None:
+            repeated = repeat(same)
+            if repeated.__class__ is not Repeat:
+                return repeated
     return _plan_and_run(batch_request(call), repeated, progress)
 
 

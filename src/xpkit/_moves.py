@@ -61,6 +61,14 @@ def move_from(
     refuse_lossy(source, x, param)
     own = own_dtype(x, param)  # (a TypeError naming param, not dtype=)
     target, xp_dtype = f.dtype_pair(own, dev_str, f"{param} has dtype {own}")
+    if target != own and copy is False:  # (JAX without x64 narrowed, copying)
+        where = dev_str or f.device
+        msg = (
+            f"{param} has dtype {own}, which becomes {target} on {where!r} (the "
+            "device holds no 64-bit floats): a cast copies, and copy=False "
+            "refuses a copy"
+        )
+        raise ValueError(msg)
     if target != own and source.values_at_hand(x):
         check_cast_keeps_values(
             source.namespace(), x, own, target, param, source.to_numpy

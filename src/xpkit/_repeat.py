@@ -54,7 +54,15 @@ if TYPE_CHECKING:
     from ._request import BatchCall, BatchRequest
     from ._typing import Array, UserResult
 
-__all__ = ["NO_REPEAT", "PlanState", "Repeat", "learn_repeat", "plan_state", "repeat"]
+__all__ = [
+    "NO_REPEAT",
+    "PlanState",
+    "Repeat",
+    "as_if_no_backend",
+    "learn_repeat",
+    "plan_state",
+    "repeat",
+]
 
 #: The values of the number options a repeated call can be known by, and
 #: its whole operands' containers (anything else is checked on every call).
@@ -86,6 +94,28 @@ class Repeat(NamedTuple):
 
 #: What a call that is never repeated returns (it has no key).
 NO_REPEAT = Repeat(None)
+
+
+def as_if_no_backend(call: BatchCall) -> BatchCall | None:
+    """``call`` without its ``backend``, where that changes nothing; else None.
+
+    A `Backend` (not a name, which would be resolved anew) whose device
+    holds every input as it is moves nothing: the call is the one without
+    it, and repeats as it does.
+    """
+    backend = call.backend
+    if backend.__class__ is not Backend:
+        return None
+    own = backend._is_own  # (the facade's own fast test)
+    whole = call.whole
+    operands = whole.values() if whole.__class__ is dict else whole
+    for a in call.arrays:
+        if not own(a):
+            return None
+    for a in operands:
+        if not own(a):
+            return None
+    return call._replace(backend=None)
 
 
 def repeat(call: BatchCall) -> UserResult | Repeat:

@@ -93,6 +93,7 @@ def test_a_command_that_ran_no_backend_fails_and_says_why(monkeypatch, command):
     )
     assert "dask: " in last
     assert "xpkit[dask]" in last
+    assert "NumPy alone ran" not in text  # (nothing ran: it said NumPy did)
     code, text = run(*argv, "--json")
     assert code == 1
     assert json.loads(text)["error"].startswith(f"nothing to {command}")

@@ -494,3 +494,19 @@ def test_a_host_dtype_outside_the_standard_names_the_parameter():
         pytest.skip("longdouble is float64 here")
     with pytest.raises(TypeError, match=r"^x has dtype float128, which is not"):
         xpkit.Backend("torch").asarray(x)
+
+
+def test_copy_false_refuses_a_move_that_narrows():
+    """JAX without 64-bit types narrowed float64 to float32 with copy=False:
+    a copy, silently (writing into the source left the result as it was);
+    array-api-strict's no_float64 device raised. Both raise, saying why."""
+    narrowing = [xpkit.Backend("array_api_strict", device="no_float64")]
+    jax = pytest.importorskip("jax")
+    if not jax.config.jax_enable_x64:
+        narrowing.append(xpkit.Backend("jax"))
+    for b in narrowing:
+        with pytest.raises(ValueError, match=r"^x has dtype float64, which becomes "):
+            b.move(np.arange(8.0), copy=False)
+        moved = b.move(np.arange(8.0))  # (copy=None narrows, every value kept)
+        np.testing.assert_array_equal(b.to_numpy(moved), np.arange(8.0))
+        assert b.dtype_to_str(moved.dtype) == "float32"
