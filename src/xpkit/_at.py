@@ -146,13 +146,10 @@ class At(Generic[ArrayT]):
             if name == "power" and self._facts.adapter.owns(value):
                 _refuse_negative_powers(self._facts, value, self._x)
         adapter = self._facts.adapter
-        if copy is None and (
-            adapter.is_read_only(self._x)
-            or (adapter.owns(self._x) and adapter.unwritable(self._x) is not None)
-        ):
+        if copy is None and adapter.is_read_only(self._x):
             # (may update in place: where it cannot, a copy; where elements
             # share memory, as an expanded tensor's, an update of one would
-            # write them all)
+            # write them all: `is_read_only` says so)
             copy = True
         if name in ("min", "max") and not adapter.owns(value):
             # array-api-extra makes a number an array without device=: on

@@ -177,7 +177,9 @@ def convert(
     target, xp_dtype = f.dtype_pair(
         kept, dev_str, dtype_source(dtype, f"{param} has dtype {kept}")
     )
-    values = castable(f, values, own, target, param, on_host=True)
+    widened = name is None and kept != own and target == kept
+    if not widened:  # (a host copy widened from ``kept`` keeps every value there)
+        values = castable(f, values, own, target, param, on_host=True)
     return f.from_host(values, xp_dtype, native)
 
 

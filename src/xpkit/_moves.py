@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 from array_api_compat import numpy as _np_xp
 
-from ._adapters._registry import adapter_for_array
+from ._adapters._registry import adapter_for_array, to_host
 from ._args import check_copy, own_dtype, refuse_lossy
 from ._cast_checks import check_cast_keeps_values
 from ._dtypes import dtype_name
@@ -165,7 +165,7 @@ def _import(
             f"{adapter.label} on {arrival.device!r} without a copy ({why})"
         )
         raise ValueError(msg)
-    host = source.to_numpy(x)
+    host = to_host(x, param)
     if arrival.name != arrival.own:  # values not at hand in the source
         check_cast_keeps_values(
             _np_xp, host, arrival.own, arrival.name, param, np.asarray

@@ -154,6 +154,14 @@ def host_rows(result: UserResult, fn: UserFunction, where: str) -> Rows:
     )
 
 
+def _moved(backend: Backend, x: Array, name: str) -> Array:
+    """``backend.asarray(x)``; a host copy found to lose a mask names ``x`` ``name``."""
+    try:
+        return backend.asarray(x)
+    except LostOnHost as exc:
+        raise exc.named(name) from None
+
+
 def leaf_on_host(
     leaf: Array, fn: UserFunction, spec: ResultSpec, i: int, where: str
 ) -> HostArray:
@@ -321,17 +329,19 @@ class Job:
         self.sink: Callable[[int, int, Rows], Rows] | None = None
         if isinstance(whole, (tuple, list)):  # (no ABC check on the common path)
             self.args: tuple[Array, ...] = (
-                tuple(whole) if backend is None else tuple(self._move(v) for v in whole)
+                tuple(whole)
+                if backend is None
+                else tuple(self._move(v, f"whole[{i}]") for i, v in enumerate(whole))
             )
             self.kwargs: dict[str, Array] = {}
         else:  # a mapping of keyword operands
             self.args = ()
-            self.kwargs = {k: self._move(v) for k, v in whole.items()}
+            self.kwargs = {k: self._move(v, f"whole[{k!r}]") for k, v in whole.items()}
 
-    def _move(self, x: Array) -> Array:
+    def _move(self, x: Array, name: str) -> Array:
         if self.backend is None or adapter_for_array(x) is None:
             return x  # scalars and other objects go to fn as they are
-        return self.backend.asarray(x)
+        return _moved(self.backend, x, name)
 
     def run(
         self,
@@ -349,7 +359,8 @@ class Job:
         """
         rows = row_slices(arrays, start, stop, n)
         if self.backend is not None:
-            rows = tuple(self.backend.asarray(r) for r in rows)
+            backend = self.backend
+            rows = tuple(_moved(backend, r, f"arrays[{i}]") for i, r in enumerate(rows))
         size = stop - start
         token = ROWS.set(range(start, stop))  # what `current_rows` says
         guarded = GUARD.set(refuse_compiled_rows)

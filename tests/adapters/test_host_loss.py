@@ -54,6 +54,38 @@ def test_the_facade_and_the_asserts_name_their_parameter(masked_behind_plain_met
         assert_close(masked_behind_plain_meta, masked_behind_plain_meta)
 
 
+def test_inputs_moved_to_a_backend_are_named(masked_behind_plain_meta):
+    """A review found two more paths that said "x": the rows and whole
+    operands moved to ``backend``, and `check_arrays`' inputs."""
+    b = xpkit.Backend("numpy")
+    plain = np.ones((6, 2))
+    runs = {
+        "arrays[0]": lambda: xpkit.map_batches(
+            lambda r: r, masked_behind_plain_meta, backend=b, bytes_per_item=16
+        ),
+        "whole[0]": lambda: xpkit.map_batches(
+            lambda r, w: r,
+            plain,
+            whole=(masked_behind_plain_meta,),
+            backend=b,
+            bytes_per_item=16,
+        ),
+        "whole['w']": lambda: xpkit.map_batches(
+            lambda r, w: r,
+            plain,
+            whole={"w": masked_behind_plain_meta},
+            backend=b,
+            bytes_per_item=16,
+        ),
+        "inputs[1]": lambda: b.check_arrays(
+            plain, masked_behind_plain_meta, convert=True
+        ),
+    }
+    for name, run in runs.items():
+        with pytest.raises(TypeError, match=rf"^{re.escape(name)} {LOST}"):
+            run()
+
+
 def test_the_error_renames_and_stays_a_type_error():
     error = LostOnHost("a masked thing")
     assert str(error) == "x is a masked thing"

@@ -656,3 +656,31 @@ def test_torch_tensors_the_update_cannot_take_are_refused_by_name():
     with pytest.raises(TypeError, match=r"^x has dtype torch.float8_e4m3fn, which"):
         b.at(eight, 0).set(1000.0)
     assert eight.float().tolist() == [0.0, 0.0]
+
+
+def test_a_tensor_in_an_autograd_graph_is_still_updated_in_place():
+    """A review caught a first fix that copied every tensor torch would not
+    write rows into: one that requires grad was copied (torch warned, an
+    error under -W error) where autograd tracks the in-place update."""
+    torch = pytest.importorskip("torch")
+    b = xpkit.Backend("torch")
+    leaf = torch.ones(3, requires_grad=True)
+    inner = leaf * 2
+    out = b.at(inner, 0).set(5.0)
+    assert out is inner
+    assert out.tolist() == [5.0, 2.0, 2.0]
+    out.sum().backward()
+    assert leaf.grad.tolist() == [0.0, 2.0, 2.0]
+
+
+def test_a_masked_tensor_is_refused_by_at():
+    """Its update was dropped: ``set(7.0)`` at a masked position gave ``--``."""
+    torch = pytest.importorskip("torch")
+    import warnings
+
+    with warnings.catch_warnings():  # (torch.masked is a prototype)
+        warnings.simplefilter("ignore")
+        values = torch.tensor([1.0, 100.0, 3.0, 50.0])
+        masked = torch.masked.masked_tensor(values, values < 60)
+    with pytest.raises(TypeError, match=r"^x is a masked tensor \(torch.masked\)"):
+        xpkit.Backend("torch").at(masked, 1).set(7.0, copy=True)

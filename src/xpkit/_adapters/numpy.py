@@ -60,9 +60,17 @@ class NumpyAdapter(Adapter):
     test_read_only = True
 
     def is_read_only(self, x: Array) -> bool:
-        """An array whose ``writeable`` flag is off; a NumPy scalar."""
+        """An array whose ``writeable`` flag is off, or whose elements share memory.
+
+        (A writable ``as_strided`` view: a write to one element writes all
+        that share it.) A NumPy scalar.
+        """
         flags = getattr(x, "flags", None)
-        return flags is None or not flags.writeable
+        return (
+            flags is None
+            or not flags.writeable
+            or overlaps_itself(x.shape, x.strides, x.itemsize)
+        )
 
     def read_only_namespace(self, xp: Namespace) -> Namespace:
         """``xp`` returning read-only views (`ReadOnlyNamespace`)."""

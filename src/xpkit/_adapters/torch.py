@@ -14,6 +14,7 @@ import numpy as np
 
 from ._base import Adapter, FastOps, Replace, Tagged
 from ._device_memory import MemoryCap, MemoryInfo, MemoryProbe
+from ._layout import overlaps_itself
 from ._peak import PeakMeter, host_meter
 from ._torch_compile import compiled_whole, eager_only, is_compiling
 from ._torch_dispatch import DispatchPeak
@@ -242,8 +243,17 @@ class TorchAdapter(Adapter):
         return tensor_unconvertible(x, x.layout is self._strided_layout(), _torch())
 
     def refused_operand(self, x: Array) -> str | None:
-        """A nested tensor (`tensor_unconvertible`): torch's own error is internal."""
-        return tensor_unconvertible(x, True, _torch()) if x.is_nested else None
+        """A nested tensor (torch's error is internal), a masked one (`at` dropped updates)."""
+        torch = _torch()
+        if x.is_nested or isinstance(x, torch.masked.MaskedTensor):
+            return tensor_unconvertible(x, True, torch)
+        return None
+
+    def is_read_only(self, x: Array) -> bool:
+        """A tensor whose elements share memory (``expand``): a write to one writes all."""
+        if getattr(x, "layout", None) is not self._strided_layout():
+            return False  # (sparse, or a shape-only stand-in of a trace)
+        return overlaps_itself(tuple(x.shape), x.stride(), 1)
 
     def input_key(self, x: Array) -> Hashable:
         """`Adapter.input_key`, the layout (a sparse tensor is refused) and the strides."""
