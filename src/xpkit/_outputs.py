@@ -142,8 +142,8 @@ class Outputs:
                 pass
         return device.asarray(leaf)
 
-    def convert(self, rows: Rows, where: str = "a batch") -> Rows:
-        """The arrays of ``rows`` (for ``where``) where the outputs live (once: then `placed`)."""
+    def convert(self, rows: Rows, span: range = range(0)) -> Rows:
+        """The arrays of ``rows`` (of ``span``) where the outputs live (once: then `placed`)."""
         if rows.placed:
             return rows
         if self._in_place:
@@ -158,7 +158,7 @@ class Outputs:
             (
                 v
                 if type(v) is np.ndarray
-                else leaf_on_host(v, self.fn, rows.spec, i, where)
+                else leaf_on_host(v, self.fn, rows.spec, i, span)
             )
             if target is None
             else target.asarray(v)
@@ -171,7 +171,7 @@ class Outputs:
         rows = rows_of(result)
         if rows is None:  # not arrays: the error names fn and the rows
             rows = split_result(result, self.fn, _where(start, stop))
-        return self.convert(rows, _where(start, stop))
+        return self.convert(rows, range(start, stop))
 
     def put(self, start: int, stop: int, rows: Rows) -> None:
         """Copy the rows of every output into their slots.
@@ -184,7 +184,7 @@ class Outputs:
             if self._spec is None and self._into is not None:
                 self._spec = self._into.spec
             return
-        rows = self.convert(rows, _where(start, stop))
+        rows = self.convert(rows, range(start, stop))
         for i, leaf in enumerate(rows.leaves):
             shape = tuple(leaf.shape)
             if not shape or shape[0] != stop - start:

@@ -163,13 +163,18 @@ def _moved(backend: Backend, x: Array, name: str) -> Array:
 
 
 def leaf_on_host(
-    leaf: Array, fn: UserFunction, spec: ResultSpec, i: int, where: str
+    leaf: Array, fn: UserFunction, spec: ResultSpec, i: int, where: str | range
 ) -> HostArray:
-    """`to_host` of the ``i``-th array of ``fn``'s result; a loss names it (`leaf_name`)."""
+    """`to_host` of the ``i``-th array of ``fn``'s result; a loss names it (`leaf_name`).
+
+    ``where``: the rows (a range) or what they are called.
+    """
     try:
         return to_host(leaf)
     except LostOnHost as exc:  # (the name only then: a repr of fn costs microseconds)
-        raise exc.named(leaf_name(fn, spec, i, where)) from None
+        if where.__class__ is range:
+            where = f"rows {where.start}:{where.stop}"
+        raise exc.named(leaf_name(fn, spec, i, str(where))) from None
 
 
 def leaf_name(fn: UserFunction, spec: ResultSpec, i: int, where: str) -> str:
