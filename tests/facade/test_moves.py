@@ -500,10 +500,16 @@ def test_copy_false_refuses_a_move_that_narrows():
     """JAX without 64-bit types narrowed float64 to float32 with copy=False:
     a copy, silently (writing into the source left the result as it was);
     array-api-strict's no_float64 device raised. Both raise, saying why."""
-    narrowing = [xpkit.Backend("array_api_strict", device="no_float64")]
-    jax = pytest.importorskip("jax")
-    if not jax.config.jax_enable_x64:
-        narrowing.append(xpkit.Backend("jax"))
+    narrowing = []
+    if ADAPTERS["array_api_strict"].is_installed():
+        narrowing.append(xpkit.Backend("array_api_strict", device="no_float64"))
+    if ADAPTERS["jax"].is_installed():
+        import jax
+
+        if not jax.config.jax_enable_x64:
+            narrowing.append(xpkit.Backend("jax"))
+    if not narrowing:
+        pytest.skip("neither array-api-strict nor JAX (without x64) is here")
     for b in narrowing:
         with pytest.raises(ValueError, match=r"^x has dtype float64, which becomes "):
             b.move(np.arange(8.0), copy=False)
