@@ -103,12 +103,21 @@ class At(Generic[ArrayT]):
            [3., 2.]])
     """
 
-    __slots__ = ("_at", "_facts", "_idx", "_moved", "_reversed", "_sliced", "_x")
+    __slots__ = (
+        "_at",
+        "_facts",
+        "_idx",
+        "_kind",
+        "_moved",
+        "_reversed",
+        "_sliced",
+        "_x",
+    )
 
     def __init__(self, backend: Backend[ArrayT], x: ArrayT, idx: Value) -> None:
         facts = backend._facts
         check_operand(facts, x, "x")
-        own_dtype(x, "x")  # (float8: torch saturated 1000 to 448, silently)
+        kind = own_dtype(x, "x")  # (float8: torch saturated 1000 to 448, silently)
         idx = plain_index(idx)
         check_index(x, idx)  # (before narrow integers become positions)
         idx = tuple(map(as_positions, idx)) if type(idx) is tuple else as_positions(idx)
@@ -129,6 +138,7 @@ class At(Generic[ArrayT]):
         target: Array = x  # an array of any library, which array-api-extra takes
         self._facts = facts
         self._x = x
+        self._kind = kind
         self._idx = idx
         self._reversed = reversed_axes
         self._moved = moved
@@ -142,9 +152,7 @@ class At(Generic[ArrayT]):
         update = getattr(self._at, name)
         value = self._value(y)
         if name in ("divide", "power"):
-            _refuse_integer_quotient(name, value, self._x)
-            if name == "power" and self._facts.adapter.owns(value):
-                _refuse_negative_powers(self._facts, value, self._x)
+            _refuse_integer_quotient(self._facts, name, value, self._kind)
         adapter = self._facts.adapter
         if copy is None and adapter.is_read_only(self._x):
             # (may update in place: where it cannot, a copy; where elements
@@ -169,7 +177,7 @@ class At(Generic[ArrayT]):
             raise TypeError(msg)
         if (numpy_value and y.ndim == 0) or isinstance(y, _PY_SCALARS):
             # A number (a NumPy one as the Python number it holds), as x's kind.
-            return _fitted(y.item() if numpy_value else y, self._x)
+            return _fitted(y.item() if numpy_value else y, self._kind)
         owned = adapter.owns(y)
         if owned or stands_in(self._facts, y):
             # (a stand-in of a trace of fn: its own namespace follows it)
@@ -249,8 +257,8 @@ class At(Generic[ArrayT]):
         return self._apply("max", y, copy, xp)
 
 
-def _fitted(value: complex, x: Array) -> complex:
-    """The number ``value`` as ``x``'s dtype's kind of Python number, unchanged.
+def _fitted(value: complex, target: str) -> complex:
+    """The number ``value`` as dtype ``target``'s kind of Python number, unchanged.
 
     Every library casts an update's number to ``x``'s dtype, each its own
     way (300 into uint8: JAX 44, NumPy OverflowError; -1: torch 255; NaN
@@ -264,12 +272,6 @@ def _fitted(value: complex, x: Array) -> complex:
     value comes back as an int, a bool, a float or a complex, as the dtype
     is.
     """
-    try:
-        target = dtype_name(x.dtype)
-    except (TypeError, ValueError, AttributeError):
-        return value  # (a dtype xpkit has no name for)
-    if target is None:
-        return value
     reason = scalar_cast_loss(value, target)
     if reason is not None:
         msg = f"y={value!r:.60} does not fit x's dtype {target} {reason}"
@@ -283,18 +285,19 @@ def _fitted(value: complex, x: Array) -> complex:
     return bool(value) if target == "bool" else int(value)
 
 
-def _refuse_integer_quotient(name: str, value: Value, x: Array) -> None:
-    """An update whose result an integer ``x`` cannot hold, refused on every library.
+def _refuse_integer_quotient(
+    facts: Facts[ArrayT], name: str, value: Value, kind: str
+) -> None:
+    """An update whose result an ``x`` of dtype ``kind`` (an integer) cannot hold.
 
-    ``divide`` (a true quotient) and ``power`` by a negative number: NumPy
-    and torch raised their own errors, JAX, Dask and ndonnx wrote truncated
-    quotients (``divide(0)``: INT32_MAX, INT64_MIN) or garbage.
+    Refused on every library: ``divide`` (a true quotient) and ``power`` by
+    a negative number, or an integer array holding one: NumPy and torch
+    raised their own errors or wrote 0, JAX, Dask and ndonnx wrote
+    truncated quotients (``divide(0)``: INT32_MAX, INT64_MIN) or garbage.
+    An array's values are read where they are at hand (not under
+    ``jax.jit``, not of a Dask graph, whose NumPy tasks raise).
     """
-    try:
-        kind = dtype_name(x.dtype)
-    except (AttributeError, TypeError):
-        return
-    if kind is None or not kind.startswith(("int", "uint", "bool")):
+    if not kind.startswith(("int", "uint", "bool")):
         return
     if name == "divide":
         msg = (
@@ -305,6 +308,20 @@ def _refuse_integer_quotient(name: str, value: Value, x: Array) -> None:
     if isinstance(value, (int, float)) and value < 0:
         msg = f"y={value!r}: x of dtype {kind} takes no negative power"
         raise ValueError(msg)
+    if facts.adapter.owns(value) and _negative_integers(facts, value):
+        msg = f"y holds a negative value: x of dtype {kind} takes no negative power"
+        raise ValueError(msg)
+
+
+def _negative_integers(facts: Facts[ArrayT], y: Array) -> bool:
+    """Whether the integer array ``y``, its values at hand, holds a negative one."""
+    try:
+        own = dtype_name(y.dtype)
+    except (AttributeError, TypeError):
+        return False
+    if own is None or not own.startswith("int"):
+        return False
+    return facts.adapter.values_at_hand(y) and bool(facts.xp.any(y < 0))
 
 
 def _with_sliced_axes(
@@ -319,28 +336,6 @@ def _with_sliced_axes(
     if not all(isinstance(d, int) for d in (*selected, *target)):
         return y
     return xp.reshape(xp.broadcast_to(y, selected), target)
-
-
-def _refuse_negative_powers(facts: Facts[ArrayT], y: Array, x: Array) -> None:
-    """ValueError where an integer ``x``'s ``power`` array ``y`` holds a negative value.
-
-    As `_refuse_integer_quotient` for a number: torch and ndonnx wrote 0,
-    JAX garbage, NumPy raised. Read where the values are at hand (not
-    under ``jax.jit``, not of a Dask graph, whose NumPy tasks raise).
-    """
-    try:
-        kinds = dtype_name(x.dtype), dtype_name(y.dtype)
-    except (AttributeError, TypeError):
-        return
-    x_kind, y_kind = kinds
-    if x_kind is None or y_kind is None:
-        return
-    if not x_kind.startswith(("int", "uint", "bool")) or not y_kind.startswith("int"):
-        return
-    if not facts.adapter.values_at_hand(y) or not bool(facts.xp.any(y < 0)):
-        return
-    msg = f"y holds a negative value: x of dtype {x_kind} takes no negative power"
-    raise ValueError(msg)
 
 
 def _to_selection(
