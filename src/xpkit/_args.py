@@ -17,7 +17,7 @@ from ._dtypes import DTYPE_NAMES, dtype_name
 
 if TYPE_CHECKING:
     from ._adapters._base import Adapter
-    from ._typing import Array, HostArray, Value
+    from ._typing import Array, Value
 
 __all__ = [
     "MAX_GB",
@@ -30,7 +30,6 @@ __all__ = [
     "check_scalar",
     "check_shape",
     "concat_shape_error",
-    "host_dtype_name",
     "matmul_shape_error",
     "own_dtype",
     "raise_if_axis_out_of_range",
@@ -39,11 +38,6 @@ __all__ = [
 ]
 
 PY_SCALARS = (bool, int, float, complex)
-
-
-def host_dtype_name(host: HostArray, param: str) -> str:
-    """`own_dtype` of a host array: a TypeError naming ``param`` (float128, say)."""
-    return own_dtype(host, param)
 
 
 def own_dtype(x: Array, param: str) -> str:

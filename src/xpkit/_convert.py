@@ -16,11 +16,7 @@ import numpy as np
 from array_api_compat import numpy as _np_xp
 
 from ._adapters._registry import adapter_for_array, to_host
-from ._args import (
-    host_dtype_name,
-    own_dtype,
-    refuse_lossy,
-)
+from ._args import own_dtype, refuse_lossy
 from ._cast_checks import check_cast_keeps_values
 from ._dtypes import DTYPE_KINDS, dtype_name
 
@@ -172,7 +168,7 @@ def convert(
         x = castable(f, x, own, target, param, on_host=False)
         return f.xp.asarray(x, dtype=xp_dtype, device=native)
     values = host(x, param)
-    own = host_dtype_name(values, param)
+    own = own_dtype(values, param)
     kept = name or _source_dtype(f, x, own)
     target, xp_dtype = f.dtype_pair(
         kept, dev_str, dtype_source(dtype, f"{param} has dtype {kept}")
@@ -223,7 +219,7 @@ def ref(
             native = adapter.device_of(array)
             dev_str = adapter.device_str(native)
     else:
-        ref_name = host_dtype_name(host(array, param), param)
+        ref_name = own_dtype(host(array, param), param)
         dev_str, native = f.target(device)
     name = ref_name if dtype is None else dtype_name(dtype)
     assert name is not None
@@ -241,9 +237,7 @@ def asarray_like(f: Facts[ArrayT], x: Value, like: Value) -> ArrayT:
         x = castable(f, x, own_dtype(x, "x"), target, "x", on_host=False)
         return f.xp.asarray(x, dtype=xp_dtype, device=native)
     values = host(x, "x")
-    values = castable(
-        f, values, host_dtype_name(values, "x"), target, "x", on_host=True
-    )
+    values = castable(f, values, own_dtype(values, "x"), target, "x", on_host=True)
     return f.from_host(values, xp_dtype, native)
 
 
@@ -257,7 +251,7 @@ def copy(f: Facts[ArrayT], array: Value) -> ArrayT:
         f.dtype_pair(own, dev, f"array has dtype {own}")
         return f.xp.asarray(array, copy=True)
     values = host(array, "array")
-    own = _source_dtype(f, array, host_dtype_name(values, "array"))
+    own = _source_dtype(f, array, own_dtype(values, "array"))
     _, xp_dtype = f.dtype_pair(own, None, f"array has dtype {own}")
     if not values.flags.owndata or values.base is not None or values is array:
         values = values.copy()  # the result must not share memory with the input

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, NamedTuple, TypeAlias
 import numpy as np
 
 from ._adapters._registry import ADAPTERS, adapter_for_array
-from ._args import host_dtype_name, own_dtype, refuse_lossy
+from ._args import own_dtype, refuse_lossy
 from ._convert import castable, host, traced
 from ._moves import move_from
 
@@ -99,7 +99,7 @@ def _check_one(
     if adapter is mine:
         return _check_own(f, x, param, ref, convert)
     values = host(x, param)
-    own = host_dtype_name(values, param)
+    own = own_dtype(values, param)
     if not ref:
         target, xp_dtype = f.dtype_pair(own, None, f"{param} has dtype {own}")
         ref.append(_Ref(xp_dtype, f.native, f.device, target))
