@@ -247,11 +247,6 @@ def _demo_command(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _capabilities_command(args: argparse.Namespace, out: TextIO) -> int:
-    here = str(Path.cwd())
-    if "" not in sys.path and here not in sys.path:
-        # (as ``python -m xpkit`` has it: the console script finds a module
-        # in the working directory too; this is the command's own process)
-        sys.path.insert(0, here)
     try:
         found = statements_of(args.module)
     except (ImportError, ValueError) as exc:  # (not found, raised, or no name)
@@ -350,5 +345,14 @@ def _say(line: str) -> None:
 
 
 def main_exit() -> None:
-    """Console-script entry point."""
+    """Console-script entry point.
+
+    The working directory goes first on ``sys.path``, as ``python -m xpkit``
+    has it, so that ``xpkit capabilities mylib`` finds ``mylib.py`` there
+    (this is the command's own process; `main`, called in another's,
+    changes nothing of it).
+    """
+    here = str(Path.cwd())
+    if "" not in sys.path and here not in sys.path:
+        sys.path.insert(0, here)
     raise SystemExit(main())
