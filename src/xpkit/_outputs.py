@@ -21,7 +21,15 @@ from ._into import ChunkWriter, Out, check_layout, check_structure, target_of
 from ._memory import BYTES_PER_GB, array_nbytes, available_bytes
 from ._oom import UnsplittableMemoryError, is_oom_error
 from ._result_spec import describe_spec
-from ._rows import Marker, ResultSpec, Rows, leaf_on_host, rows_of, split_result
+from ._rows import (
+    ONE_ARRAY,
+    Marker,
+    ResultSpec,
+    Rows,
+    leaf_on_host,
+    rows_of,
+    split_result,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -486,10 +494,15 @@ def outputs_of_all_rows(
 ) -> UserResult:
     """The outputs on the host, from ``fn``'s ``result`` for all ``n`` rows at once.
 
-    One array that can be held as it is (`_own`) is returned at once: what
-    an `Outputs` would keep. Anything else goes through one (checked,
-    converted, copied where it must be).
+    One array that can be held as it is on the host (`_own`, after the
+    conversion an `Outputs` makes: a CPU tensor's own memory) is returned
+    at once: what an `Outputs` would keep. Anything else goes through one
+    (checked, converted, copied where it must be).
     """
+    if type(result) is not np.ndarray:
+        adapter = adapter_for_array(result)
+        if adapter is not None and adapter.lost_in_conversion(result) is None:
+            result = leaf_on_host(result, fn, ONE_ARRAY, 0, range(n))
     if (
         type(result) is np.ndarray
         and result.ndim

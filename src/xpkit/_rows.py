@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     ]
 
 __all__ = [
+    "ONE_ARRAY",
     "TRACING_ADAPTERS",
     "WRITTEN",
     "Job",
@@ -83,7 +84,7 @@ class Marker(enum.Enum):
 WRITTEN = Rows((Marker.WRITTEN,), [], True)
 
 #: The spec of a result that is one array.
-_ONE_ARRAY = ("array",)
+ONE_ARRAY = ("array",)
 
 
 def rows_of(result: UserResult) -> Rows | None:
@@ -96,7 +97,7 @@ def rows_of(result: UserResult) -> Rows | None:
     if adapter is not None:
         if adapter.lost_in_conversion(result) is not None:
             return None
-        return Rows(_ONE_ARRAY, [result])
+        return Rows(ONE_ARRAY, [result])
     if isinstance(result, (tuple, list)) and result:
         leaves = list(result)
         spec = sequence_spec(result)

@@ -131,6 +131,32 @@ def test_a_repeated_result_is_never_an_input_or_unwritable(plans, name, result):
     assert got.flags.writeable
 
 
+@pytest.mark.parametrize(
+    ("name", "result"),
+    [
+        ("the input", lambda x: x),
+        ("a view of the input", lambda x: x[:, 1:]),
+        ("the input expanded", lambda x: x[:1].expand(x.shape)),
+        ("a fresh tensor", lambda x: x * 2.0),
+    ],
+)
+def test_a_repeated_tensor_is_held_only_where_it_shares_nothing(plans, name, result):
+    """A CPU tensor's result is held as its host view unless that view is an input's."""
+    torch = pytest.importorskip("torch")
+    fn = Counted(result)
+    x = torch.arange(800.0, dtype=torch.float64).reshape(200, 4)
+    before = x.clone()
+    _learned(fn, x, **GIVEN)
+    got = xpkit.map_batches(fn, x, **GIVEN)
+    assert len(plans) == 1, name
+    assert type(got) is np.ndarray
+    assert_equal(got, result(x).numpy())
+    shares = np.shares_memory(got, fn.results[-1].numpy())
+    assert shares == (name == "a fresh tensor")  # (held: no copy)
+    got[...] = -1.0
+    assert torch.equal(x, before)
+
+
 @pytest.mark.parametrize("bit", ["conj", "neg"])
 def test_a_result_resolved_from_a_lazy_torch_view_is_not_the_input(plans, bit):
     """``x.conj()`` of a conjugate view is its very memory (a host view of
