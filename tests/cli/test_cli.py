@@ -180,14 +180,51 @@ def test_info_gives_up_on_a_scheduler_that_never_answers(monkeypatch, capsys):
         target=lambda: held.extend(server.accept() for _ in range(8)), daemon=True
     )
     accepting.start()
-    monkeypatch.setattr(_info, "ANSWER_S", 2.0)
+    monkeypatch.setattr(_info, "CONNECT_S", 1.0)
     address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
     try:
         assert main(["info", "--scheduler", address], out=io.StringIO()) == 1
     finally:
         server.close()
     err = capsys.readouterr().err
-    assert "no answer from the scheduler within 2 s" in err, err
+    assert err == (
+        f"xpkit info: the scheduler {address} is not reachable: "
+        "TimeoutError: no answer within 2 s\n"
+    )
+
+
+def test_info_tells_a_port_that_speaks_another_protocol():
+    """An SSH-like banner was read as a frame's length: "MemoryError: Unable
+    to allocate 2.82 EiB", then the half-made Client's traceback."""
+    pytest.importorskip("distributed")
+    import socket
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+
+    def speak() -> None:
+        for _ in range(8):
+            try:
+                conn, _ = server.accept()
+                with conn:
+                    conn.sendall(b"SSH-2.0-OpenSSH_9.2\r\n" + b"\xff" * 64)
+            except OSError:  # (closed at the end of the test)
+                return
+
+    threading.Thread(target=speak, daemon=True).start()
+    address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
+    try:
+        proc = run_xpkit("info", "--scheduler", address, timeout=120)
+    finally:
+        server.close()
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout == ""
+    assert proc.stderr.startswith(
+        f"xpkit info: the scheduler {address} is not reachable: it does not "
+        "answer as a Dask scheduler (its reply could not be read: "
+    ), proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 def test_info_without_distributed_says_what_to_install(monkeypatch, capsys):

@@ -215,6 +215,16 @@ def test_xpkit_info_shows_the_cluster(client):
     assert text.count(" 0.39 ") == 2  # 400 MiB in GB, once per worker
 
 
+def test_xpkit_info_tells_a_worker_from_its_scheduler(client):
+    worker = min(client.scheduler_info()["workers"])
+    run = run_xpkit("info", "--scheduler", worker)
+    assert run.returncode == 1, run.stdout[-2000:] + run.stderr[-2000:]
+    assert run.stderr == (
+        f"xpkit info: the scheduler {worker} is not reachable: it answers as "
+        "a Dask Worker, not as a Dask scheduler\n"
+    )
+
+
 class _Bar:
     """Records each update with how many tasks had logged their attempt."""
 

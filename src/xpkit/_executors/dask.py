@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib
 import socket
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -80,7 +82,8 @@ def unreachable_scheduler(address: str, timeout: float) -> str | None:
     A malformed address is told at once, and a TCP or TLS address whose
     port does not accept a connection within ``timeout`` seconds: a
     ``Client`` made for either takes its own timeout to fail and then up to
-    20 s more to close.
+    20 s more to close. At a TCP address, what answers must answer Dask's
+    ``identity`` request as a scheduler (`_not_a_scheduler`).
     """
     addressing = importlib.import_module("distributed.comm.addressing")
     try:
@@ -94,7 +97,58 @@ def unreachable_scheduler(address: str, timeout: float) -> str | None:
         socket.create_connection((host, port), timeout=timeout).close()
     except OSError as exc:
         return f"{type(exc).__name__}: {exc}"
-    return None
+    return None if scheme == "tls" else _not_a_scheduler(address, timeout)
+
+
+def _not_a_scheduler(address: str, timeout: float) -> str | None:
+    """Why what answers at TCP ``address`` is not a Dask scheduler; None: it is one.
+
+    Asked for its identity, as a ``Client`` would first: another service
+    (an HTTP or SSH server) gave a ``Client`` bytes it read as a frame's
+    length ("Unable to allocate 2.82 EiB"), and the half-made ``Client``
+    printed a traceback as it was collected. Asked in a thread of its own
+    (the caller's may run an event loop), within ``timeout`` s to connect
+    and as long to answer.
+    """
+    why: list[str] = []
+
+    def ask() -> None:
+        try:
+            reply = asyncio.run(
+                asyncio.wait_for(_identity(address, timeout), 2 * timeout)
+            )
+        except BaseException as exc:  # noqa: BLE001 - said, not raised
+            if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
+                why.append(f"TimeoutError: no answer within {2 * timeout:g} s")
+            else:
+                why.append(
+                    "it does not answer as a Dask scheduler (its reply could "
+                    f"not be read: {type(exc).__name__}: {exc})"
+                )
+            return
+        kind = reply.get("type") if isinstance(reply, dict) else None
+        if kind != "Scheduler":
+            what = f"a Dask {kind}" if isinstance(kind, str) else f"{reply!r:.80}"
+            why.append(f"it answers as {what}, not as a Dask scheduler")
+
+    thread = threading.Thread(target=ask, name="xpkit-scheduler-identity", daemon=True)
+    thread.start()
+    thread.join(3 * timeout)
+    if thread.is_alive():
+        return f"TimeoutError: no answer within {3 * timeout:g} s"
+    return why[0] if why else None
+
+
+async def _identity(address: str, timeout: float) -> object:
+    """The reply of the server at ``address`` to Dask's ``identity`` request."""
+    comm = await importlib.import_module("distributed.comm").connect(
+        address, timeout=timeout
+    )
+    try:
+        await comm.write({"op": "identity", "reply": True})
+        return await asyncio.wait_for(comm.read(), timeout)
+    finally:
+        comm.abort()
 
 
 def worker_task_budget_gb(workers: dict[str, JSONObject], input_bytes: int) -> float:
