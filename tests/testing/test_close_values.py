@@ -79,9 +79,32 @@ def test_a_long_double_keeps_its_precision():
     if eps >= np.finfo(np.float64).eps:
         pytest.skip("long double is float64 on this platform")
     one = np.array([1.0], dtype=np.longdouble)  # (not a dtype the checks know)
+    for check_dtype in (False, True):
+        with pytest.raises(AssertionError, match="1 of 1 elements differ"):
+            assert_equal(one + eps, one, check_dtype=check_dtype)
+        assert_close(one + eps, one, check_dtype=check_dtype, rtol=1e-12, atol=0)
+    # Two long doubles are of one dtype ("float128 is not a numeric dtype"
+    # was raised), and the default tolerance is the long double's own.
+    assert_equal(one.copy(), one)
+    assert_close(one + 2 * eps, one)
+    rtol, _ = default_tolerance(np.dtype(np.longdouble))
     with pytest.raises(AssertionError, match="1 of 1 elements differ"):
-        assert_equal(one + eps, one, check_dtype=False)
-    assert_close(one + eps, one, check_dtype=False, rtol=1e-12, atol=0)
+        assert_close(one + 2 * rtol, one)
+    with pytest.raises(AssertionError, match="dtypes differ: actual float"):
+        assert_equal(one, np.array([1.0]))
+
+
+def test_torch_dtypes_outside_the_standard_compare_as_themselves():
+    """float8 tensors met "is not a numeric or boolean dtype" against their own kind."""
+    torch = pytest.importorskip("torch")
+    f8 = torch.tensor([1.0, 2.0]).to(torch.float8_e4m3fn)
+    assert_equal(f8, f8.clone())
+    assert_close(f8, f8.clone())
+    other = torch.tensor([1.0, 3.0]).to(torch.float8_e4m3fn)
+    with pytest.raises(AssertionError, match="1 of 2 elements differ"):
+        assert_equal(f8, other)
+    with pytest.raises(AssertionError, match="dtypes differ"):
+        assert_equal(f8, torch.tensor([1.0, 2.0]))
 
 
 @pytest.mark.parametrize(
@@ -97,6 +120,37 @@ def test_complex_nans_match_part_by_part(actual, desired):
     for compare in (assert_close, assert_equal):
         with pytest.raises(AssertionError, match="1 of 1 elements differ"):
             compare(np.array([actual]), np.array([desired]))
+
+
+@pytest.mark.parametrize(
+    ("actual", "desired"),
+    [
+        (complex(np.nan, 1.0), complex(np.nan, np.inf)),
+        (complex(5.0, np.nan), complex(np.inf, np.nan)),
+        (complex(-np.inf, np.nan), complex(np.inf, np.nan)),
+    ],
+)
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_a_complex_nans_finite_part_is_never_close_to_an_infinite_one(
+    actual, desired, dtype
+):
+    """rtol * inf allowed any part against an infinite one: nan+1j passed
+    against nan+infj (and not the other way round)."""
+    for a, d in ((actual, desired), (desired, actual)):
+        with pytest.raises(AssertionError, match="1 of 1 elements differ"):
+            assert_close(np.array([a], dtype=dtype), np.array([d], dtype=dtype))
+
+
+@pytest.mark.parametrize(
+    "compare", [assert_equal, lambda *a, **k: assert_close(*a, rtol=0, atol=0.5, **k)]
+)
+def test_a_large_integer_against_a_complex(compare):
+    """2**62 + 1 against 2**62 + 0j passed: complex128 rounds the integer."""
+    with pytest.raises(AssertionError, match=r"\|difference\| 1$"):
+        compare(np.array([2**62 + 1]), np.array([2.0**62 + 0j]), check_dtype=False)
+    with pytest.raises(AssertionError, match=r"\|difference\| 1$"):
+        compare(np.array([2.0**62 + 0j]), np.array([2**62 + 1]), check_dtype=False)
+    compare(np.array([2**62]), np.array([2.0**62 + 0j]), check_dtype=False)
 
 
 def test_complex_nans_with_the_same_parts_match():
