@@ -72,8 +72,8 @@ def host(x: Value, param: str) -> HostArray:
         refuse_lossy(adapter, x, param)
         on_host = to_host(x, param)
     else:
-        if isinstance(x, (list, tuple)) and x and adapter_for_array(x[0]) is not None:
-            refuse_lossy_data(x, param)  # (a list of arrays: each one's mask)
+        if isinstance(x, (list, tuple)):
+            refuse_lossy_data(x, param)  # (arrays in it, at any depth: their masks)
         try:
             on_host = np.asarray(x)
         except (ValueError, TypeError) as exc:
@@ -103,15 +103,32 @@ def refuse_lossy_data(x: Value, param: str) -> None:
     """`refuse_lossy` for an array of any library, or each array a list holds.
 
     A list or tuple (nested too) of arrays would go through ``np.asarray``,
-    which drops a masked array's mask silently: each array in it is checked,
-    named by its place (``x[1]``).
+    which drops a masked array's mask silently (`numpy.ma.masked` too): each
+    array in it, at any depth and in any place, is checked, named by its
+    place (``x[1][0]``). A level that holds numbers alone is passed over
+    by the types it holds (a list of a million floats: about as long as
+    ``np.asarray`` takes to convert it).
     """
     adapter = adapter_for_array(x)
     if adapter is not None:
         refuse_lossy(adapter, x, param)
     elif isinstance(x, (list, tuple)):
-        for i, item in enumerate(x):
+        _refuse_lossy_items(x, param)
+
+
+def _refuse_lossy_items(items: list[Value] | tuple[Value, ...], param: str) -> None:
+    if all(issubclass(kind, _NUMBERS) for kind in set(map(type, items))):
+        return
+    for i, item in enumerate(items):
+        kind = type(item)
+        if kind is list or kind is tuple:
+            _refuse_lossy_items(item, f"{param}[{i}]")
+        elif not isinstance(item, _NUMBERS):
             refuse_lossy_data(item, f"{param}[{i}]")
+
+
+#: Python's numbers and NumPy's scalars: what holds no mask or layout.
+_NUMBERS = (int, float, complex, np.generic)
 
 
 def castable(
@@ -252,7 +269,9 @@ def copy(f: Facts[ArrayT], array: Value) -> ArrayT:
         return f.xp.asarray(array, copy=True)
     values = host(array, "array")
     own = _source_dtype(f, array, own_dtype(values, "array"))
-    _, xp_dtype = f.dtype_pair(own, None, f"array has dtype {own}")
+    target, xp_dtype = f.dtype_pair(own, None, f"array has dtype {own}")
+    if target != own:  # (narrowed where the device holds no wider: values kept)
+        values = castable(f, values, own, target, "array", on_host=True)
     if not values.flags.owndata or values.base is not None or values is array:
         values = values.copy()  # the result must not share memory with the input
     return f.from_host(values, xp_dtype, f.native)

@@ -390,6 +390,47 @@ def test_a_list_of_masked_arrays_is_refused_by_name(xpkit_backend):
         b.asarray([np.zeros(2), masked])
 
 
+@pytest.mark.parametrize(
+    ("data", "place"),
+    [
+        (lambda m: [[1.0, 2.0], m], r"x\[1\]"),
+        (lambda m: [1.0, np.ma.masked], r"x\[1\]"),
+        (lambda m: [[m]], r"x\[0\]\[0\]"),
+        (lambda m: ([0.0, 1.0], ([3.0, 4.0], m)), r"x\[1\]\[1\]"),
+    ],
+    ids=["after-a-list", "masked-constant", "two-deep", "tuples"],
+)
+def test_a_masked_array_anywhere_in_a_list_is_refused_by_name(
+    xpkit_backend, data, place
+):
+    """Only a list whose first item was an array was checked: ``[[1, 2], m]``
+    and ``[[m]]`` made plain arrays of the masked values."""
+    b = xpkit_backend
+    masked = np.ma.masked_array([1.0, 2.0], mask=[False, True])
+    for convert, param in ((b.asarray, "x"), (b.copy, "array")):
+        named = param + place[1:]
+        with pytest.raises(TypeError, match=rf"^{named} is a NumPy masked array"):
+            convert(data(masked))
+    with pytest.raises(TypeError, match=r"^inputs\[0\]\[0\]\[0\] is a NumPy masked"):
+        b.check_arrays([[masked]])
+    assert b.to_numpy(b.asarray([[1.0, 2.0], [3.0, 4.0]])).tolist() == [
+        [1.0, 2.0],
+        [3.0, 4.0],
+    ]  # (numbers alone pass)
+
+
+def test_a_masked_tensor_anywhere_in_a_list_is_refused_by_name():
+    torch = pytest.importorskip("torch")
+    with warnings.catch_warnings():  # (torch.masked is a prototype)
+        warnings.simplefilter("ignore", UserWarning)
+        masked = torch.masked.masked_tensor(
+            torch.tensor([1.0, 2.0]), torch.tensor([True, False])
+        )
+    for data in ([[masked]], [1.0, masked]):
+        with pytest.raises(TypeError, match=r"^x\[\d\](\[0\])? is a masked tensor"):
+            xpkit.Backend("numpy").asarray(data)
+
+
 def test_operations_refuse_a_numpy_matrix_by_name():
     """Always 2-D: flatnonzero of [[0, 1], [2, 0]] gave [0, 0], matmul kept a
     vector 2-D. Conversions still take it (as a plain array)."""
@@ -637,3 +678,41 @@ def test_torch_takes_numpy_s_long_long_integers():
         (b.asarray(np.array([-5], dtype="q")), [-5]),
     ):
         assert b.to_numpy(got).tolist() == expected
+
+
+@pytest.mark.parametrize(
+    "values",
+    [[2**40, -3], [1e300], [2**63]],
+    ids=["int64", "float64", "uint64"],
+)
+def test_copy_refuses_a_narrowing_that_changes_values_as_asarray_does(
+    xpkit_backend, values
+):
+    """``copy`` of host data narrowed without the check (JAX without 64-bit
+    types: ``[2**40, -3]`` became ``[0, -3]``, ``1e300`` inf)."""
+    b = xpkit_backend
+    source = np.array(values, dtype=np.uint64 if values == [2**63] else None)
+    with warnings.catch_warnings():  # (a device without 64-bit types says so)
+        warnings.simplefilter("ignore", xpkit.PrecisionWarning)
+        try:
+            expected = b.to_numpy(b.asarray(source))
+        except ValueError as exc:
+            with pytest.raises(ValueError, match=r"^array holds .* does not fit"):
+                b.copy(source)
+            assert str(exc).startswith("x holds")
+            return
+        got = b.to_numpy(b.copy(source))
+    assert got.tolist() == expected.tolist() == source.tolist()
+
+
+@pytest.mark.parametrize("device", ["no_x64", "no_float64"])
+def test_copy_on_a_device_without_64_bit_types_keeps_values(device):
+    pytest.importorskip("array_api_strict")
+    b = xpkit.Backend("array_api_strict", device=device)
+    big = np.array([2**40]) if device == "no_x64" else np.array([1e300])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", xpkit.PrecisionWarning)
+        with pytest.raises(ValueError, match=r"^array holds .* does not fit"):
+            b.copy(big)
+        small = np.array([7]) if device == "no_x64" else np.array([1.5])
+        assert b.to_numpy(b.copy(small)).tolist() == small.tolist()
