@@ -73,3 +73,26 @@ def test_to_host_of_every_backend(xpkit_backend):
     got = to_host(xpkit_backend.asarray(host))
     assert isinstance(got, np.ndarray)
     np.testing.assert_array_equal(got, host.astype(got.dtype))
+
+
+def test_a_library_half_imported_by_another_thread_owns_nothing_yet():
+    """While one thread imported Dask, another's ``top_k`` on NumPy asked
+    whether ``k`` was a Dask array and met the partly made ``dask.array``
+    (AttributeError: no attribute 'Array')."""
+    code = """
+import sys, types
+import numpy as np
+import xpkit
+from xpkit._adapters._registry import adapter_for_array
+assert "dask.array" not in sys.modules
+half = types.ModuleType("dask.array")  # (as a module being made: no Array yet)
+sys.modules["dask"] = types.ModuleType("dask")
+sys.modules["dask.array"] = half
+assert adapter_for_array(3) is None
+got = xpkit.Backend("numpy").top_k(np.array([3.0, 1.0, 2.0]), 2)
+values, indices = got
+print(values.tolist(), indices.tolist())
+"""
+    proc = run_python(code)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["[3.0,", "2.0]", "[0,", "2]"]

@@ -79,14 +79,21 @@ def adapter_for_array(x: object) -> Adapter | None:
     """The adapter whose library ``x`` is an array of, or None.
 
     Looks only at already imported modules (never imports a library) and
-    caches the answer per array type.
+    caches the answer per array type. A library that another thread is
+    importing now (its module partly made: the array class not yet bound,
+    an AttributeError from the check) owns nothing yet: no array of it can
+    exist before its import ends.
     """
     cls = type(x)
     found = BY_TYPE.get(cls) or GUESTS.get(cls)
     if found is not None:
         return found
     for adapter in ADAPTERS.values():
-        if adapter.owns(x):
+        try:
+            owned = adapter.owns(x)
+        except AttributeError:  # (its module is partly made: being imported)
+            continue
+        if owned:
             BY_TYPE[cls] = adapter
             return adapter
     return None
