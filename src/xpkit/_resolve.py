@@ -141,15 +141,24 @@ def find_gpus(keys: Collection[str] | None = None) -> list[tuple[Adapter, str]]:
 
 
 def device_object_str(adapter: Adapter, device: Device) -> str:
-    """The device string of a library device object (``torch.device("cpu", 0)``)."""
-    try:
-        return adapter.validate_device(adapter.device_str(device))
-    except (AttributeError, TypeError, ValueError):
+    """The device string of a library device object (``torch.device("cpu", 0)``).
+
+    TypeError for what is not a device of the library; ValueError (from
+    `Adapter.validate_device`, naming it) for one of its devices that does
+    not exist here (``torch.device("cuda")`` without CUDA), as its string
+    ``"cuda"`` raises.
+    """
+    try:  # (a device of the library: its string names one of its type)
+        text = adapter.device_str(device)
+        ours = type(adapter.native_device(text)) is type(device)
+    except Exception:  # noqa: BLE001 - what a library says of a foreign object
+        ours = False
+    if not ours:
         msg = (
-            f"device must be a string or None, got {device!r}, which is not a "
-            f"{adapter.label} device on this machine"
+            f"device must be a string, a {adapter.label} device or None, got {device!r}"
         )
         raise TypeError(msg) from None
+    return adapter.validate_device(text)
 
 
 def specified_backend(spec: Value, param: str) -> tuple[BackendName, str | None]:

@@ -611,8 +611,27 @@ def test_torch_device_objects_are_accepted():
     assert x.device == torch.device("cpu")
     with pytest.raises(TypeError, match="device must be a string or None, got 0"):
         xpkit.Backend("torch", device=0)
-    with pytest.raises(TypeError, match="device must be a string or None"):
+    with pytest.raises(TypeError, match="device must be a string, a PyTorch device"):
         xpkit.Backend("torch", device=object())
+    with pytest.raises(TypeError, match=r"a NumPy device or None, got device\(type="):
+        xpkit.Backend("numpy", device=torch.device("cpu"))
+
+
+@pytest.mark.parametrize(
+    ("device", "text"), [(("cuda",), "cuda:0"), (("cpu", 1), "cpu:1")]
+)
+def test_a_torch_device_object_that_is_not_here_is_a_value_error(device, text):
+    """It was a TypeError ("must be a string or None") where its string is
+    a ValueError ("does not exist"), as the docstring says."""
+    torch = pytest.importorskip("torch")
+    if text.startswith("cuda") and torch.cuda.is_available():
+        pytest.skip("CUDA is here")
+    for make in (
+        lambda d: xpkit.Backend("torch", device=d),
+        lambda d: xpkit.Backend("torch").asarray([1.0], device=d),
+    ):
+        with pytest.raises(ValueError, match=rf"^device='{text}' does not exist"):
+            make(torch.device(*device))
 
 
 @pytest.mark.parametrize(
