@@ -735,3 +735,30 @@ def test_copy_on_a_device_without_64_bit_types_keeps_values(device):
             b.copy(big)
         small = np.array([7]) if device == "no_x64" else np.array([1.5])
         assert b.to_numpy(b.copy(small)).tolist() == small.tolist()
+
+
+@pytest.mark.parametrize("layout", ["coo", "csr", "quantized"])
+def test_operations_refuse_a_sparse_or_quantized_tensor_by_name(layout):
+    """torch's own errors came out ("aten::sort.stable not implemented for
+    SparseCPU", "Sparse CSR tensors do not have strides")."""
+    torch = pytest.importorskip("torch")
+    dense = torch.tensor([[3.0, 0.0], [0.0, 5.0]])
+    with warnings.catch_warnings():  # (CSR is in beta, quantized deprecated)
+        warnings.simplefilter("ignore", UserWarning)
+        x = {
+            "coo": dense.to_sparse,
+            "csr": dense.to_sparse_csr,
+            "quantized": lambda: torch.quantize_per_tensor(dense, 0.1, 0, torch.qint8),
+        }[layout]()
+    b = xpkit.Backend("torch")
+    what = "a quantized tensor" if layout == "quantized" else "a sparse tensor"
+    for param, call in (
+        ("x", lambda: b.top_k(x, 1)),
+        ("array", lambda: b.sort(x)),
+        ("X", lambda: b.svd(x)),
+        ("array", lambda: b.flatnonzero(x)),
+    ):
+        with pytest.raises(TypeError, match=rf"^{param} is {what}"):
+            call()
+    values, _ = b.top_k(dense, 1)  # (a dense one passes)
+    assert values.tolist() == [[3.0], [5.0]]

@@ -243,10 +243,21 @@ class TorchAdapter(Adapter):
         return tensor_unconvertible(x, x.layout is self._strided_layout(), _torch())
 
     def refused_operand(self, x: Array) -> str | None:
-        """A nested tensor (torch's error is internal), a masked one (`at` dropped updates)."""
+        """Nested, sparse and quantized tensors (torch's errors), masked ones (`at` dropped updates).
+
+        (A sparse tensor met "aten::sort.stable not implemented for
+        SparseCPU" in ``sort`` and ``top_k``, and came back sparse from
+        ``concatenate``: xpkit never densifies one.)
+        """
         torch = _torch()
-        if x.is_nested or isinstance(x, torch.masked.MaskedTensor):
-            return tensor_unconvertible(x, True, torch)
+        strided = x.layout is self._strided_layout()
+        if (
+            not strided
+            or x.is_nested
+            or x.is_quantized
+            or isinstance(x, torch.masked.MaskedTensor)
+        ):
+            return tensor_unconvertible(x, strided, torch)
         return None
 
     def is_read_only(self, x: Array) -> bool:
