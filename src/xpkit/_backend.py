@@ -416,7 +416,10 @@ class Backend(Generic[ArrayT]):
             already, on this device, in the dtype asked for (as the
             standard's ``asarray`` with ``copy=None``; `copy` makes an
             independent one). On devices without float64 (MPS), float64
-            becomes float32 with one `PrecisionWarning`.
+            becomes float32 with one `PrecisionWarning`. Another library's
+            bfloat16, float8 or complex32 array, where this device lacks
+            its dtype, comes as its host copy does: float32 (complex64),
+            every value kept (`move` refuses it instead).
 
         Raises
         ------
