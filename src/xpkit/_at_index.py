@@ -297,12 +297,17 @@ def ints_as_slices(x: Array, idx: Value) -> tuple[Value, ...] | None:
 
     For a library whose ``x[idx] = y`` goes wrong there
     (`Adapter.sets_ints_beside_arrays`); the update's value then gets a
-    one-element axis for each (`At`). None where ``idx`` holds no integer
-    beside an integer array, or a size is not known here.
+    one-element axis for each (`At`). A 0-d integer array (which Dask does
+    not assign at) becomes one of one element, its axis kept the same way.
+    None where ``idx`` holds neither an integer beside an integer array nor
+    a 0-d one, or a size is not known here.
     """
     parts = idx if type(idx) is tuple else (idx,)
+    zero_d = [_positions(p) and not tuple(p.shape) for p in parts]
+    if any(zero_d):
+        parts = tuple(p[None] if z else p for p, z in zip(parts, zero_d, strict=True))
     if not any(type(p) is int for p in parts) or not any(map(_positions, parts)):
-        return None
+        return parts if any(zero_d) else None
     widths = [_width(p) for p in parts]
     shape = tuple(x.shape)
     if None in widths or not all(isinstance(d, int) for d in shape):

@@ -637,6 +637,39 @@ def test_an_integer_beside_an_integer_array_sets_what_numpy_sets(
     np.testing.assert_array_equal(_host(b, out), expected)
 
 
+@pytest.mark.xpkit_skip(
+    ["array_api_strict", "array_api_strict-*", "ndonnx"],
+    reason="their __setitem__ takes no integer array",
+)
+@pytest.mark.parametrize(
+    "idx",
+    [
+        (np.array(1),),
+        (np.array(-1), 2),
+        (slice(None), np.array(3)),
+        (Ellipsis, np.array(0)),
+        (np.array(2), slice(1, 3)),
+    ],
+    ids=["alone", "int", "after a slice", "after ...", "before a slice"],
+)
+@pytest.mark.parametrize("value", ["array", "number"])
+def test_a_0d_integer_array_index_sets_what_numpy_sets(xpkit_backend, idx, value):
+    """Dask raised "does not yet implement assignment to a scalar numpy or
+    dask array index" where NumPy takes it as an integer."""
+    b = xpkit_backend
+    start = np.arange(60.0).reshape(3, 4, 5)
+    selected = start[idx].shape
+    y = -1.0 - np.arange(float(np.prod(selected))).reshape(selected)
+    expected = start.copy()
+    expected[idx] = y if value == "array" else -7.0
+    positions = tuple(b.asarray(p) if isinstance(p, np.ndarray) else p for p in idx)
+    given = b.asarray(y) if value == "array" else -7.0
+    source = b.asarray(start)
+    out = b.at(source, positions).set(given, copy=True)
+    np.testing.assert_array_equal(_host(b, out), expected)
+    np.testing.assert_array_equal(_host(b, source), start)
+
+
 def test_torch_tensors_the_update_cannot_take_are_refused_by_name():
     """A nested tensor met torch's "Internal error: NestedTensorImpl doesn't
     support sizes"; a float8 one took 1000 as 448 and 1e-9 as 0 silently,

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "tensor_extent",
+    "tensor_refused",
     "tensor_unconvertible",
     "tensor_unshareable",
     "tensor_unwritable",
@@ -61,6 +62,24 @@ def tensor_unconvertible(x: Array, strided: bool, torch: ModuleType) -> str | No
             "values the conversion would not keep: pass x.dequantize()"
         )
     return None
+
+
+def tensor_refused(x: Array, strided: bool, torch: ModuleType) -> str | None:
+    """Why an operation of the facade refuses ``x``, or None.
+
+    A nested, sparse (``strided``: its layout is strided) or quantized
+    tensor, whose operations torch lacks (``sort`` of a sparse one met
+    "aten::sort.stable not implemented for SparseCPU"), and a masked one
+    (``at`` dropped its updates): as `tensor_unconvertible` names them.
+    """
+    if (
+        strided
+        and not x.is_nested
+        and not x.is_quantized
+        and not isinstance(x, torch.masked.MaskedTensor)
+    ):
+        return None
+    return tensor_unconvertible(x, strided, torch)
 
 
 def widened_on_host(dtype: DType, torch: ModuleType) -> DType | None:

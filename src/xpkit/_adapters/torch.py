@@ -20,6 +20,7 @@ from ._torch_compile import compiled_whole, eager_only, is_compiling
 from ._torch_dispatch import DispatchPeak
 from ._torch_layout import (
     tensor_extent,
+    tensor_refused,
     tensor_unconvertible,
     tensor_unshareable,
     tensor_unwritable,
@@ -243,22 +244,8 @@ class TorchAdapter(Adapter):
         return tensor_unconvertible(x, x.layout is self._strided_layout(), _torch())
 
     def refused_operand(self, x: Array) -> str | None:
-        """Nested, sparse and quantized tensors (torch's errors), masked ones (`at` dropped updates).
-
-        (A sparse tensor met "aten::sort.stable not implemented for
-        SparseCPU" in ``sort`` and ``top_k``, and came back sparse from
-        ``concatenate``: xpkit never densifies one.)
-        """
-        torch = _torch()
-        strided = x.layout is self._strided_layout()
-        if (
-            not strided
-            or x.is_nested
-            or x.is_quantized
-            or isinstance(x, torch.masked.MaskedTensor)
-        ):
-            return tensor_unconvertible(x, strided, torch)
-        return None
+        """Nested, sparse, quantized and masked tensors (`tensor_refused`)."""
+        return tensor_refused(x, x.layout is self._strided_layout(), _torch())
 
     def is_read_only(self, x: Array) -> bool:
         """A tensor whose elements share memory (``expand``): a write to one writes all."""
