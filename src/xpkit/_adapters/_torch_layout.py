@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ._layout import Extent, Unshareable, extent, native_layout, overlaps_itself
+from ._pages import read_only_host_memory
 
 if TYPE_CHECKING:
     from .._typing import Array, DType, HostArray
@@ -122,7 +123,25 @@ def tensor_unwritable(x: Array, inference_mode: bool, strided: bool) -> str | No
             f"for shape {tuple(x.shape)}: expanded or overlapping); give a "
             "contiguous one"
         )
+    if _over_read_only_host_memory(x):
+        return (
+            "a tensor over read-only memory (torch.from_numpy of a read-only "
+            "array or memmap: a write into it ends the process); give a "
+            "writable one"
+        )
     return None
+
+
+def _over_read_only_host_memory(x: Array) -> bool:
+    """Whether CPU ``x`` lies over memory torch did not allocate, and cannot write.
+
+    Only memory torch did not allocate (its storage is not resizable: from
+    NumPy, DLPack) is looked up in the process's page map.
+    """
+    if x.device.type != "cpu" or x.untyped_storage().resizable():
+        return False
+    where = tensor_extent(x)
+    return where is not None and read_only_host_memory(where.low, where.high)
 
 
 def tensor_unshareable(x: Array, strided: bool) -> Unshareable | None:
