@@ -9,9 +9,9 @@ import numpy as np
 
 from .._adapters._registry import ADAPTERS, adapter_for_array
 from .._backend import Backend
-from .._dtypes import PrecisionWarning
+from .._dtypes import PrecisionWarning, dtype_name, narrowed
 from ._close_values import host_copy
-from ._running import running_variant
+from ._running import note_loosened, running_variant
 
 if TYPE_CHECKING:
     from .._typing import Array
@@ -20,6 +20,9 @@ __all__ = ["assert_array_almost_equal"]
 
 #: The strictest ``decimal`` that float32-only devices (MPS) are held to.
 FLOAT32_DEVICE_DECIMAL = 2
+
+#: The dtypes whose narrowing (to float32, complex64) loosens the comparison.
+_WIDE = ("float64", "complex128")
 
 
 def assert_array_almost_equal(
@@ -33,12 +36,16 @@ def assert_array_almost_equal(
     """Test array equality with automatic precision adjustment for MPS.
 
     Arrays of any supported library are compared on the host, as
-    ``numpy.testing.assert_array_almost_equal`` does. On devices without
-    float64 (Apple MPS) the requested ``decimal`` is reduced to at most
-    ``2``, with a `PrecisionWarning` saying so, since float32 cannot meet
-    float64 expectations. Inside a test of the xpkit pytest plugin the
+    ``numpy.testing.assert_array_almost_equal`` does. On a device without
+    float64 (Apple MPS, JAX without x64, array-api-strict's ``no_float64``),
+    where one array is a float64 (or complex128) expectation and the other
+    is of the float32 (complex64) the device narrowed it to, the requested
+    ``decimal`` is reduced to at most ``2``, with a `PrecisionWarning`
+    saying so, since float32 cannot meet float64 expectations. Anything
+    else (two float32 arrays, two float64 ones) is compared at ``decimal``
+    as asked, on every device. Inside a test of the xpkit pytest plugin the
     warning is left out (filterwarnings = error would fail the test): the
-    session's summary names the devices that narrowed.
+    session's summary names the devices where a comparison was loosened.
 
     Parameters
     ----------
@@ -85,14 +92,18 @@ def assert_array_almost_equal(
     if backend is not None and not isinstance(backend, Backend):
         msg = f"backend must be a Backend or None, got {backend!r}"
         raise TypeError(msg)
-    if not _supports_float64(x, y, backend) and decimal > FLOAT32_DEVICE_DECIMAL:
-        if running_variant() is None:  # the plugin's tests: its summary says it
+    where = _narrowed_on(x, y, backend)
+    if where is not None and decimal > FLOAT32_DEVICE_DECIMAL:
+        if running_variant() is None:
             warnings.warn(
                 f"comparing at decimal={FLOAT32_DEVICE_DECIMAL} instead of "
-                f"{decimal}: the device has no float64",
+                f"{decimal}: {where} has no float64, and one array is a "
+                "float64 the other is the float32 of",
                 PrecisionWarning,
                 stacklevel=2,
             )
+        else:  # the plugin's tests: its summary says it
+            note_loosened(where, int(decimal), FLOAT32_DEVICE_DECIMAL)
         decimal = FLOAT32_DEVICE_DECIMAL
     np.testing.assert_array_almost_equal(
         host_copy(x, "x"),
@@ -103,13 +114,37 @@ def assert_array_almost_equal(
     )
 
 
-def _supports_float64(x: Array, y: Array, backend: Backend | None) -> bool:
+def _narrowed_on(x: Array, y: Array, backend: Backend | None) -> str | None:
+    """The device (its variant's name) that narrowed a float64 ``x`` or ``y`` to the other.
+
+    None unless the device lacks float64 and one array is a float64 (or
+    complex128) whose narrowing is the other's dtype: two float32 arrays,
+    or two float64 ones, are compared at the ``decimal`` asked for.
+    """
     if backend is not None:
-        return backend.has_float64
-    numpy_adapter = ADAPTERS["numpy"]
-    for a in (x, y):
-        adapter = adapter_for_array(a)
-        if adapter is not None and adapter is not numpy_adapter:
-            dev = adapter.device_str(adapter.device_of(a))
-            return adapter.supports_float64(dev)
-    return True
+        adapter, device = ADAPTERS[backend.library], backend.device
+    else:
+        numpy_adapter = ADAPTERS["numpy"]
+        for a in (x, y):
+            found = adapter_for_array(a)
+            if found is not None and found is not numpy_adapter:
+                adapter, device = found, found.device_str(found.device_of(a))
+                break
+        else:
+            return None
+    if adapter.supports_float64(device):
+        return None
+    held = adapter.held_dtypes(device)
+    dx, dy = _dtype_of(x), _dtype_of(y)
+    for wide, other in ((dx, dy), (dy, dx)):
+        if wide in _WIDE and other is not None and narrowed(wide, held) == other:
+            return adapter.variant_name(device)
+    return None
+
+
+def _dtype_of(a: Array) -> str | None:
+    """The dtype name of an array of any library (a list's: NumPy's for it)."""
+    try:
+        return dtype_name(a.dtype if hasattr(a, "dtype") else np.asarray(a).dtype)
+    except (TypeError, ValueError):
+        return None

@@ -62,7 +62,7 @@ from ._markers import (
     marks_for,
     param_marks,
 )
-from ._running import running_on
+from ._running import forget_loosened, loosened, running_on
 from ._selection import ENV_VAR, check_selection, none_chosen, selected_names
 from ._session import switch_back, switch_for_session
 from ._suite_markers import apply_suite_marks
@@ -162,6 +162,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_sessionstart(session: pytest.Session) -> None:  # noqa: ARG001 - pytest's
     """Forget the narrowings an earlier session in this process met (pytester's)."""
     forget_narrowings()
+    forget_loosened()
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -248,7 +249,7 @@ def _overridden(metafunc: pytest.Metafunc) -> bool:
 
 
 def _narrowing_lines() -> list[str]:
-    """One line per variant that narrowed a dtype a test asked for."""
+    """One line per variant that narrowed a dtype a test asked for, or a comparison."""
     lines = []
     for where, pairs in sorted(collected_narrowings().items()):
         wide = " or ".join(pairs)
@@ -256,6 +257,12 @@ def _narrowing_lines() -> list[str]:
         shown = ", ".join(f"{w} -> {n}" for w, n in pairs.items())
         lines.append(
             f"xpkit: {where} has no {wide}: tests that requested {them} got {shown}"
+        )
+    for where, decimals in sorted(loosened().items()):
+        shown = ", ".join(f"{u} instead of {a}" for a, u in sorted(decimals.items()))
+        lines.append(
+            f"xpkit: {where} has no float64: assert_array_almost_equal compared "
+            f"float32 arrays with float64 ones at decimal={shown}"
         )
     return lines
 

@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING, NamedTuple
 if TYPE_CHECKING:
     from .._backend import Backend
 
-__all__ = ["RunningVariant", "running_on", "running_variant"]
+__all__ = [
+    "RunningVariant",
+    "forget_loosened",
+    "loosened",
+    "note_loosened",
+    "running_on",
+    "running_variant",
+]
 
 
 class RunningVariant(NamedTuple):
@@ -41,3 +48,23 @@ def running_on(backend: Backend, ident: str) -> Iterator[None]:
         yield
     finally:
         _STACK.pop()
+
+
+#: Device -> {decimal asked for: decimal compared at}, where
+#: `assert_array_almost_equal` loosened a comparison inside a variant's test.
+_LOOSENED: dict[str, dict[int, int]] = {}
+
+
+def note_loosened(where: str, asked: int, used: int) -> None:
+    """Record that a comparison on ``where`` ran at ``used`` decimals, not ``asked``."""
+    _LOOSENED.setdefault(where, {})[asked] = used
+
+
+def loosened() -> dict[str, dict[int, int]]:
+    """What `note_loosened` recorded: device -> {decimal asked for: used}."""
+    return {where: dict(pairs) for where, pairs in _LOOSENED.items()}
+
+
+def forget_loosened() -> None:
+    """Empty what `loosened` returns (a new pytest session in this process)."""
+    _LOOSENED.clear()
