@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -348,17 +349,30 @@ def test_a_variant_id_with_a_mode_marks_that_mode_s_column_alone():
     assert cells[f"{jax} GPU"] == "yes"
 
 
-@pytest.mark.parametrize("name", ["torch-cdua", "numpy-gpu", "numpy-cpu-jit"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "torch-cdua",
+        "numpy-gpu",
+        "numpy-cpu-jit",
+        "torch-cpu-compiled",
+        "jax-cpu-jitt",  # (was taken: JAX's any platform but cpu is a GPU)
+        "jax-cuda",  # (JAX's variant is jax-gpu: no test was skipped)
+        "torch-cuda:1",  # (a variant runs on the first device of a kind)
+        "jax*",
+    ],
+)
 def test_a_statement_names_devices_its_library_can_have(name):
-    with pytest.raises(ValueError, match=f"skip names '{name}'"):
+    with pytest.raises(ValueError, match=f"skip names '{re.escape(name)}'"):
         capabilities(skip={name: "why"})
+    with pytest.raises(ValueError, match=f"xfail names '{re.escape(name)}'"):
+        capabilities(xfail={name: "why"})
 
 
 @pytest.mark.parametrize(
     "name",
     [
         "torch-cuda",
-        "torch-cuda:1",
         "torch-mps",
         "torch-meta",
         "torch-cpu-compile",
@@ -368,6 +382,10 @@ def test_a_statement_names_devices_its_library_can_have(name):
         "numpy-readonly",
         "array_api_strict-device1",
         "array_api_strict-strictest",
+        "array_api_strict-no_float64",
+        "cupy",
+        "jax-tpu-jit",
+        "torch-xpu-compile",
     ],
 )
 def test_every_variant_id_is_a_name_a_statement_takes(name):

@@ -760,6 +760,20 @@ def _marks(decorator, param_id="numpy"):
         ),
         (pytest.mark.xpkit_xfail("numpy", reason="r", stict=False), "no 'stict'"),
         (pytest.mark.xpkit_skip(123, reason="r"), "unknown backend 123"),
+        (
+            pytest.mark.xpkit_only(["torch-cpu-compiled"], reason="r"),
+            "xpkit_only names unknown backend 'torch-cpu-compiled'.*torch-cpu-compile,",
+        ),
+        (
+            pytest.mark.xpkit_skip(["jax-cpu-jitt"], reason="r"),
+            "xpkit_skip names unknown backend 'jax-cpu-jitt'.*jax-cpu-jit,",
+        ),
+        (
+            pytest.mark.xpkit_xfail(["numpy", "numpy-cpu"], reason="r"),
+            "xpkit_xfail names unknown backend 'numpy-cpu'.*numpy, numpy-readonly",
+        ),
+        (pytest.mark.xpkit_skip("*-compiled", reason="r"), "'\\*-compiled'"),
+        (pytest.mark.xpkit_skip("torch-cuda:1", reason="r"), "'torch-cuda:1'"),
     ],
 )
 def test_a_marker_written_wrong_is_a_usage_error(decorator, message):
@@ -785,6 +799,47 @@ def test_xpkit_xfail_hands_raises_and_run_to_pytest():
         pytest.mark.xpkit_skip("numpy*", reason="r")
     )  # (a pattern that matches)
     assert _marks(pytest.mark.xpkit_skip("*-cuda", reason="r")) == []  # (none here)
+
+
+def test_a_marker_takes_every_variant_id_on_any_machine():
+    """Ids of GPUs and of libraries not installed here are no misspellings."""
+    known = [
+        "torch-cuda",
+        "torch-mps-compile",
+        "torch-meta",
+        "jax-gpu",
+        "jax-tpu-jit",
+        "cupy",
+        "dask-lazy",
+        "numpy-readonly",
+        "array_api_strict-no_float64",
+        "array_api_strict-strictest",
+        "ndonnx",
+        "*-compile",
+    ]
+    assert _marks(pytest.mark.xpkit_skip(known, reason="r")) == []
+    assert _marks(pytest.mark.xpkit_only(known, reason="r"))  # (skips numpy)
+
+
+ONLY_MISSPELT = """
+import pytest
+
+@pytest.mark.xpkit_only(["torch-cpu-compiled"], reason="compiled only")
+def test_marked(xpkit_backend):
+    pass
+"""
+
+
+def test_a_misspelt_variant_id_in_a_marker_is_a_usage_error(pytester):
+    """It skipped the test on every variant (xpkit_skip: on none), silently."""
+    pytester.makepyfile(test_user=ONLY_MISSPELT)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--xpkit-backends=numpy"
+    )
+    assert result.ret != pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(
+        ["*xpkit_only names unknown backend 'torch-cpu-compiled'*"]
+    )
 
 
 OVERRIDDEN = """

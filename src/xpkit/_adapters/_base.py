@@ -155,6 +155,10 @@ class Adapter:
     auto_rank: ClassVar[int | None] = None
     #: The accelerators a GPU search looks for with this library ("" for none).
     gpu_kinds: ClassVar[str] = ""
+    #: The kinds of device its backends run on, on any machine, as
+    #: `backend_name` takes them (torch's ``"cpu"``, ``"cuda"``, ``"xpu"``,
+    #: ``"mps"``): what the variant ids of the pytest plugin can name.
+    device_kinds: ClassVar[tuple[str, ...]] = ("cpu",)
     #: Which of `CAPABILITIES` the library has: `xpkit check`, the
     #: conformance suite and the plugin's ``xpkit_requires`` skip the rest.
     capabilities: ClassVar[frozenset[str]] = frozenset(CAPABILITIES)
@@ -304,11 +308,7 @@ class Adapter:
     #: (torch.compile's dynamo), so that `eager_only` has work to do.
     traces_python: ClassVar[bool] = False
 
-    def eager_only(
-        self,
-        fn: F,
-        reason: str,
-    ) -> F:
+    def eager_only(self, fn: F, reason: str) -> F:
         """``fn``, marked so that this library's compiler runs it eagerly.
 
         Where the library compiles Python code by tracing it (torch.compile),
@@ -512,6 +512,9 @@ class Adapter:
     #: Whether the pytest plugin runs a ``<backend>-readonly`` variant
     #: (`read_only_namespace`; known without importing the library).
     test_read_only: ClassVar[bool] = False
+    #: Whether the pytest plugin runs a ``<backend>-strictest`` variant
+    #: (`strictest_mode`; known without importing the library).
+    test_strictest: ClassVar[bool] = False
 
     def is_read_only(self, x: Array) -> bool:
         """Whether ``x`` of this library refuses writes (NumPy's flag)."""

@@ -50,6 +50,7 @@ class CupyAdapter(Adapter):
     label = "CuPy"
     dtype_prefixes = ("cupy", "cp")
     gpu_kinds = "CUDA"
+    device_kinds = ("cuda",)
 
     def distributions(self) -> tuple[str, ...]:
         """CuPy ships as one wheel per CUDA/ROCm version."""

@@ -66,6 +66,8 @@ class JaxAdapter(Adapter):
     label = "JAX"
     dtype_prefixes = ("jax.numpy", "jnp")
     gpu_kinds = "GPUs"
+    #: JAX's platforms (``"cuda"`` and ``"rocm"`` are its ``"gpu"``).
+    device_kinds = ("cpu", "gpu", "tpu")
     #: Immutable arrays: a device result is assembled on the host, moved once.
     writable_rows = False
     #: ``jnp.matmul(jax_array, ndarray)`` converts the NumPy array.

@@ -136,6 +136,7 @@ class StrictAdapter(Adapter):
         return ((Array, "__array__"),)
 
     strictest_lacks = frozenset({"data_dependent_shapes", "linalg"})
+    test_strictest = True
 
     def capabilities_now(self) -> frozenset[str]:
         """What its flags leave on: data-dependent shapes, the linalg extension."""

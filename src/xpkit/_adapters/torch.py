@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable, Hashable, Sequence
 from contextlib import AbstractContextManager
 from types import MappingProxyType, ModuleType
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypeVar, cast
 
 import array_api_compat
 import numpy as np
@@ -90,6 +90,7 @@ class TorchAdapter(Adapter):
     dtype_repr_module = "torch"
     auto_rank = 0
     gpu_kinds = "CUDA/XPU/MPS"
+    device_kinds = ("cpu", "cuda", "xpu", "mps")
     #: torch reports shape mismatches (and dtypes a function lacks) as
     #: RuntimeError; OOMs are RuntimeErrors too, which the facade's checks of
     #: the arguments find nothing wrong with, and so let through.
@@ -114,8 +115,7 @@ class TorchAdapter(Adapter):
 
     def device_key(self, x: Array) -> Hashable:
         """``tensor.device`` (a hashable ``torch.device``)."""
-        key: Hashable = x.device
-        return key
+        return cast("Hashable", x.device)
 
     def fast_ops(self, xp: Namespace) -> FastOps:
         """Native torch calls where the compat wrapper only adds overhead.

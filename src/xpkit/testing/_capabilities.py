@@ -25,6 +25,7 @@ from .._statement import (
 )
 from .._typing import UserFunction, Value
 from ._docstring import with_support_notes
+from ._ids import is_known_name, known_names_text
 from ._lazy import lazy_xp_function
 
 __all__ = [
@@ -50,7 +51,7 @@ def _check_reasons(
     out: dict[str, str] = {}
     for name, reason in value.items():
         if not isinstance(name, str) or not allowed(name):
-            msg = f"{param} names {name!r}, which is not one of: {_known(param)}"
+            msg = f"{param} names {name!r}, which is not one of: {_known(param, name)}"
             raise ValueError(msg)
         if not isinstance(reason, str) or not reason.strip() or "\n" in reason:
             msg = (
@@ -82,28 +83,23 @@ def _split_id(key: str, rest: str) -> tuple[str | None, str]:
     return rest, ""
 
 
-def _stated_backend(name: str) -> bool:
-    """A library key, or a variant id of a device the library can have and a mode.
+def _stated_name(name: str) -> bool:
+    """A library key or a variant id xpkit knows (`known_ids`); no pattern.
 
-    A device is the CPU, a GPU the library names (``cuda:1``, ``mps``) or
-    an emulated one (``device1``, ``meta``); ``torch-cdua`` is not.
+    ``torch-cdua``, ``torch-cpu-compiled`` and ``jax-cpu-jitt`` are not, on
+    any machine; nor is ``torch-cuda:1`` (a variant runs on the first
+    device of each kind: no test would be skipped).
     """
-    key, _, rest = name.partition("-")
-    adapter = ADAPTERS.get(key)
-    if adapter is None or not rest:
-        return adapter is not None
-    device, _ = _split_id(key, rest)
-    return device is None or (
-        adapter.canonical_device(device) == adapter.canonical_device("cpu")
-        or adapter.is_gpu(device)
-        or device in (*adapter.test_devices, *adapter.shape_only_devices)
-    )
+    return not any(c in name for c in "*?[") and is_known_name(name)
 
 
-def _known(param: str) -> str:
+def _known(param: str, name: object) -> str:
     if param == "modes":
         return ", ".join(MODES)
-    return f"library keys ({', '.join(ADAPTERS)}) or backend ids (<key>-<device>)"
+    return (
+        f"library keys ({', '.join(ADAPTERS)}) or variant ids "
+        f"(<key>-<device>[-<mode>]); {known_names_text(name)}"
+    )
 
 
 def capabilities(
@@ -126,8 +122,9 @@ def capabilities(
         ``"data_dependent_shapes"``): the backends whose adapter lacks one
         are unsupported, with that reason (`Backend.capabilities`).
     skip : mapping of str to str, optional
-        Backends (library keys such as ``"dask"`` or ids such as
-        ``"torch-cuda"``) the function does not support, each with the reason.
+        Backends (library keys such as ``"dask"`` or variant ids such as
+        ``"torch-cuda"``, ``"jax-cpu-jit"``: those xpkit knows, installed
+        here or not) the function does not support, each with the reason.
     xfail : mapping of str to str, optional
         Backends where it is known to fail today (strict xfails in tests).
     cpu_only : str, optional
@@ -229,8 +226,8 @@ def checked_statement(
         raise ValueError(msg)
     return Capabilities(
         requires=requires,
-        skip=_check_reasons("skip", skip or {}, _stated_backend),
-        xfail=_check_reasons("xfail", xfail or {}, _stated_backend),
+        skip=_check_reasons("skip", skip or {}, _stated_name),
+        xfail=_check_reasons("xfail", xfail or {}, _stated_name),
         cpu_only=cpu_only,
         modes=_check_reasons("modes", modes or {}, lambda m: m in MODES),
         computes=computes,
@@ -290,11 +287,11 @@ def covers(func: UserFunction) -> Callable[[F], F]:
     # A statement names a backend and every variant of it (a marker's plain
     # "array_api_strict" is that variant alone).
     marks += [
-        pytest.mark.xpkit_skip([name, f"{name}-*"], reason=reason)
+        pytest.mark.xpkit_skip(_and_its_variants(name), reason=reason)
         for name, reason in stated.skip.items()
     ]
     marks += [
-        pytest.mark.xpkit_xfail([name, f"{name}-*"], reason=reason)
+        pytest.mark.xpkit_xfail(_and_its_variants(name), reason=reason)
         for name, reason in stated.xfail.items()
     ]
     if stated.requires:
@@ -316,6 +313,12 @@ def covers(func: UserFunction) -> Callable[[F], F]:
         return test
 
     return decorate
+
+
+def _and_its_variants(name: str) -> list[str]:
+    """``name`` and the pattern of its variants (``name-*``), where it has any."""
+    pattern = f"{name}-*"
+    return [name, pattern] if is_known_name(pattern) else [name]
 
 
 def _columns() -> list[tuple[str, str, str, bool]]:

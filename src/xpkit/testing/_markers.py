@@ -20,14 +20,13 @@ parametrized.
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Sequence
 
 import pytest
 
 from .._adapters._base import CAPABILITIES
-from .._adapters._registry import ADAPTERS
 from ._capabilities import is_backend
+from ._ids import is_known_name, known_names_text
 from ._lazy import tagged
 from ._suite_markers import SUITE_MARKER_LINES, SUITE_MARKERS, suite_marks
 from ._variants import (
@@ -266,15 +265,13 @@ def _matches(mark: pytest.Mark, param: BackendParam, ids: frozenset[str]) -> boo
     if not isinstance(backends, (list, tuple, set, frozenset)):
         backends = [backends]  # (a name, or what is none: refused below)
     for name in backends:
-        pattern = isinstance(name, str) and any(c in name for c in "*?[")
-        if pattern:  # (its library part must match one: "tourch*" matches none)
-            head = name.split("-", 1)[0]
-            pattern = any(fnmatch.fnmatchcase(key, head) for key in ADAPTERS)
-        if not isinstance(name, str) or not (is_backend(name) or pattern):
+        # (what xpkit knows of any library, installed or not, and the ids of
+        # this machine: "torch-cpu-compiled" or "tourch*" match nothing)
+        if not isinstance(name, str) or not is_known_name(name, ids):
             msg = (
                 f"@pytest.mark.{mark.name} names unknown backend {name!r}; use library "
-                f"keys ({', '.join(ADAPTERS)}), variant ids (<key>-<device>[-<mode>]) "
-                "or patterns of them (<key>*)"
+                f"keys, variant ids (<key>-<device>[-<mode>]) or patterns of them "
+                f"(<key>*); {known_names_text(name)}"
             )
             raise pytest.UsageError(msg)
     return any(matches(name, param, ids) for name in backends)

@@ -145,7 +145,7 @@ def available_backend_params(
             params.append(BackendParam(key, device, name, reason))
             if reason:
                 continue
-            if adapter.strictest_mode() is not None:
+            if adapter.test_strictest:
                 params.append(
                     BackendParam(key, device, f"{name}-strictest", mode="strictest")
                 )
