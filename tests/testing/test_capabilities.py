@@ -13,9 +13,15 @@ from pathlib import Path
 
 import pytest
 from helpers import run_xpkit
+from plugin_runs import outcomes
 
 from xpkit._adapters import ADAPTERS
-from xpkit.testing import capabilities, capabilities_table, facade_capabilities
+from xpkit.testing import (
+    capabilities,
+    capabilities_table,
+    covers,
+    facade_capabilities,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -561,3 +567,82 @@ def test_under_python_oo_no_docstring_is_written():
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "None"
+
+
+METHODS_LIB = """
+from xpkit.testing import capabilities
+
+__all__ = ["Thing"]
+
+
+class Thing:
+    @capabilities()
+    def double(self, x, xp):
+        if xp.any(x < 0):  # (a value read: fails jitted, in a graph, compiled)
+            return x * 0
+        return x * 2
+
+    @capabilities()
+    @staticmethod
+    def triple(x, xp):
+        if xp.any(x < 0):
+            return x * 0
+        return x * 3
+
+    @capabilities(modes={"jit": "reads a value", "lazy": "reads a value"})
+    @classmethod
+    def quadruple(cls, x, xp):
+        if xp.any(x < 0):
+            return x * 0
+        return x * 4
+"""
+
+METHODS_TESTS = """
+from xpkit.testing import covers
+from lib_thing import Thing
+
+@covers(Thing.double)
+def test_double(xpkit_backend, xp):
+    Thing().double(xpkit_backend.asarray([1.0, 2.0]), xp)
+
+@covers((Thing, "triple"))
+def test_triple(xpkit_backend, xp):
+    Thing.triple(xpkit_backend.asarray([1.0, 2.0]), xp)
+
+@covers(Thing.quadruple)
+def test_quadruple(xpkit_backend, xp):
+    Thing.quadruple(xpkit_backend.asarray([1.0, 2.0]), xp)
+"""
+
+
+def test_covers_declares_a_method_on_its_class(pytester):
+    """covers(Thing.double) made no lazy variant (the method ran eagerly
+    where its statement said jit: yes), and covers((Thing, "double")) was a
+    TypeError; as a module-level function it worked."""
+    if not ADAPTERS["jax"].is_installed():  # (not imported here: pytester's
+        pytest.skip("needs JAX")  # snapshot would drop its modules after)
+    pytester.makepyfile(lib_thing=METHODS_LIB, test_thing=METHODS_TESTS)
+    result = pytester.runpytest_subprocess(
+        "-v",
+        "-p",
+        "no:cacheprovider",
+        "--xpkit-backends=jax*",
+        "--xpkit-uncovered=lib_thing",
+    )
+    assert outcomes(result) == {
+        "test_double[jax-cpu]": "PASSED",
+        "test_double[jax-cpu-jit]": "FAILED",  # jitted: the `if` fails
+        "test_triple[jax-cpu]": "PASSED",
+        "test_triple[jax-cpu-jit]": "FAILED",
+        "test_quadruple[jax-cpu]": "PASSED",
+        "test_quadruple[jax-cpu-jit]": "PASSED",  # (stated: eager under jit)
+    }
+    result.stdout.fnmatch_lines(["*every @capabilities statement has a test*"])
+
+
+def test_covers_refuses_a_pair_that_names_no_method():
+    class Thing:
+        pass
+
+    with pytest.raises(TypeError, match="Thing.nothing, which does not exist"):
+        covers((Thing, "nothing"))

@@ -9,14 +9,21 @@ under ``torch.compile`` (``torch-cpu-compile``).
 from __future__ import annotations
 
 import re
+import sys
 import textwrap
 import types
 
+import numpy as np
 import pytest
 from plugin_runs import needs, outcomes
 
 from xpkit.testing import lazy_xp_function
-from xpkit.testing._lazy import has_lazy_functions, replaced_functions, tagged
+from xpkit.testing._lazy import (
+    has_lazy_functions,
+    method_of,
+    replaced_functions,
+    tagged,
+)
 
 pytest.importorskip(
     "array_api_extra", reason="needs array-api-extra: pip install 'xpkit[test]'"
@@ -416,6 +423,51 @@ def test_a_method_is_declared_on_its_class_and_a_ufunc_is_held():
         assert module.add(1, 2) == 6
     assert Child().scale(3) == 6
     assert module.add is np.add
+
+
+def test_a_method_given_as_class_dot_name_is_declared_on_its_class(monkeypatch):
+    """``lazy_xp_function(Thing.double)`` tagged the function alone, which no
+    test module holds: no lazy variant ran it (`covers` declares this way)."""
+    lib = types.ModuleType("user_lib_of_methods")
+    source = """
+class Thing:
+    def double(self, x):
+        return x * 2
+
+    @staticmethod
+    def triple(x):
+        return x * 3
+
+    @classmethod
+    def make(cls):
+        return cls()
+
+def free(x):
+    return x
+"""
+    exec(compile(source, "user_lib_of_methods.py", "exec"), vars(lib))  # noqa: S102
+    monkeypatch.setitem(sys.modules, lib.__name__, lib)
+    thing = lib.Thing
+    assert method_of(thing.double) == (thing, "double")
+    assert method_of(thing.triple) == (thing, "triple")
+    assert method_of(thing.make) == (thing, "make")
+    assert method_of(lib.free) is None
+    assert method_of(np.add) is None
+
+    class Local:  # (in a function: no path from its module)
+        def double(self, x):
+            return x * 2
+
+    assert method_of(Local.double) is None
+    user = types.ModuleType("user_module")
+    user.Thing = thing
+    for method in (thing.double, thing.triple, thing.make):
+        lazy_xp_function(method, jit=False)
+    assert set(dict(tagged(user))) == {
+        (thing, "double"),
+        (thing, "triple"),
+        (thing, "make"),
+    }
 
 
 @pytest.mark.parametrize(

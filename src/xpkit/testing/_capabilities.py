@@ -26,7 +26,7 @@ from .._statement import (
 from .._typing import UserFunction, Value
 from ._docstring import with_support_notes
 from ._ids import is_known_name, known_names_text
-from ._lazy import lazy_xp_function
+from ._lazy import lazy_xp_function, method_function
 
 __all__ = [
     "Capabilities",
@@ -243,21 +243,24 @@ def _stated(func: object) -> Capabilities:
     return found
 
 
-def covers(func: UserFunction) -> Callable[[F], F]:
+def covers(func: UserFunction | tuple[type, str]) -> Callable[[F], F]:
     """Decorator for a test of ``func``: its statement as pytest marks.
 
     The test is skipped where ``func`` is declared unsupported, strictly
     xfailed where it is declared failing, skipped on GPUs for a CPU-only
     function; and ``func`` is declared to the lazy variants with the modes
     it supports (`lazy_xp_function`), so write the test in the module that
-    imports ``func`` by name. The test is marked as covering ``func``
-    (``xpkit_covers``): ``pytest --xpkit-uncovered=mylib`` reports the
-    statements of ``mylib`` that no test covers.
+    imports ``func`` (or, for a method, its class) by name. The test is
+    marked as covering ``func`` (``xpkit_covers``): ``pytest
+    --xpkit-uncovered=mylib`` reports the statements of ``mylib`` that no
+    test covers.
 
     Parameters
     ----------
-    func : callable
-        A function with a `capabilities` statement.
+    func : callable or (class, str)
+        A function with a `capabilities` statement, or a method of one:
+        ``Class.method``, or ``(Class, "method")`` as `lazy_xp_function`
+        takes it (both declare the method on its class).
 
     Returns
     -------
@@ -267,7 +270,7 @@ def covers(func: UserFunction) -> Callable[[F], F]:
     Raises
     ------
     TypeError
-        ``func`` has no statement.
+        ``func`` has no statement, or names no method of its class.
 
     Examples
     --------
@@ -282,6 +285,9 @@ def covers(func: UserFunction) -> Callable[[F], F]:
     """
     import pytest
 
+    declared = func
+    if isinstance(func, tuple):
+        func = method_function(func)
     stated = _stated(func)
     marks = [pytest.mark.xpkit_covers.with_args(func)]
     # A statement names a backend and every variant of it (a marker's plain
@@ -299,7 +305,7 @@ def covers(func: UserFunction) -> Callable[[F], F]:
     if stated.cpu_only:
         marks.append(pytest.mark.xpkit_cpu_only(reason=stated.cpu_only))
     lazy_xp_function(
-        func,
+        declared,
         jit="jit" not in stated.modes,
         compiled="compile" not in stated.modes,
         # (a lazy mode it cannot run in: Dask computes as often as it needs)

@@ -29,7 +29,14 @@ if TYPE_CHECKING:
     #: A declared function, or a method as ``(cls, "name")``.
     Declared = UserFunction | tuple[type, str]
 
-__all__ = ["has_lazy_functions", "lazy_xp_function", "replaced_functions", "tagged"]
+__all__ = [
+    "has_lazy_functions",
+    "lazy_xp_function",
+    "method_function",
+    "method_of",
+    "replaced_functions",
+    "tagged",
+]
 
 #: Tagged function -> how it runs in each mode.
 _TAGS: weakref.WeakKeyDictionary[UserFunction, LazyTags] = weakref.WeakKeyDictionary()
@@ -70,7 +77,10 @@ def lazy_xp_function(
         ``(cls, "name")``: the class as the test module (or a module of its
         ``lazy_xp_modules``) names it, and the method's name (a plain,
         static or class method; an inherited one is declared on ``cls``
-        alone).
+        alone). A method given as ``Class.method`` is declared as
+        ``(Class, "method")``, where ``Class`` is the class that defines it
+        (found by its qualified name in its module; not a class defined
+        inside a function).
     jit : bool, optional
         False: run it eagerly in the ``*-jit`` variants. By default True,
         unless its statement names the ``jit`` mode.
@@ -105,7 +115,7 @@ def lazy_xp_function(
     ...     return x * 2
     >>> lazy_xp_function(double, host_copies=0)
     """
-    method = _method(func) if isinstance(func, tuple) else None
+    method = method_function(func) if isinstance(func, tuple) else None
     if method is None and not callable(func):
         msg = f"func must be callable, got {type(func).__qualname__}"
         raise TypeError(msg)
@@ -121,6 +131,7 @@ def lazy_xp_function(
         raise ValueError(msg)
     check_host_copies(host_copies)
     stated = statement_of(method if method is not None else func)
+    as_method = None if isinstance(func, tuple) else method_of(func)
     if stated is not None:
         jit = "jit" not in stated.modes if jit is None else jit
         compiled = "compile" not in stated.modes if compiled is None else compiled
@@ -136,13 +147,44 @@ def lazy_xp_function(
     if isinstance(func, tuple):
         _METHOD_TAGS[func] = tags
     else:
+        if as_method is not None:  # (and the function, where a module holds it)
+            _METHOD_TAGS[as_method] = tags
         try:
             _TAGS[func] = tags
         except TypeError:  # (no weak reference to it)
             _HELD_TAGS[func] = tags
 
 
-def _method(declared: tuple[object, ...]) -> UserFunction:
+def method_of(func: object) -> tuple[type, str] | None:
+    """``(cls, "name")`` where ``func`` is a method as ``Class.method`` gives it.
+
+    A function whose qualified name is ``<class path>.<name>``, where the
+    class its module holds by that path has it as ``name`` (a plain or
+    static method), or a class method bound to its class; None for
+    anything else (a module-level function, a class defined in a function).
+    """
+    target = getattr(func, "__func__", func)
+    owner = getattr(func, "__self__", None)
+    name = getattr(target, "__name__", None)
+    if not isinstance(owner, type):
+        qualname = getattr(target, "__qualname__", None)
+        module = sys.modules.get(str(getattr(target, "__module__", "")))
+        if not isinstance(qualname, str) or "." not in qualname or module is None:
+            return None
+        path, _, name = qualname.rpartition(".")
+        owner = module
+        for part in path.split("."):
+            owner = getattr(owner, part, None)
+    if not isinstance(owner, type) or not isinstance(name, str):
+        return None
+    try:
+        raw = inspect.getattr_static(owner, name)
+    except AttributeError:
+        return None
+    return (owner, name) if _unwrapped(raw) is target else None
+
+
+def method_function(declared: tuple[object, ...]) -> UserFunction:
     """The function of method ``(cls, "name")``, made ``cls``'s own.
 
     An inherited method is cloned into ``cls``, so that replacing it there
