@@ -18,6 +18,7 @@ outcome of each test id:
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 from plugin_runs import needs, outcomes
@@ -29,6 +30,9 @@ from xpkit.testing._variants import (
     selected,
     unmatched,
 )
+
+#: The documentation site.
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 def _failure(result: pytest.RunResult, test_id: str) -> str:
@@ -267,6 +271,57 @@ def test_host_copies_are_counted_and_named(pytester):
             f"at test_user.py:{_line_of('return b.to_numpy(x).sum() +')} in two_copies"
         )
         assert two.count(place) == 2
+
+
+SEEN_ON_JAX_CPU = """
+import numpy as np
+import pytest
+from xpkit.testing import lazy_xp_function
+
+def by_asarray(x):
+    return np.asarray(x)
+
+def by_dunder(x):
+    return x.__array__()
+
+def by_dot(x):
+    return np.dot(x, x)
+
+def by_stack(x):
+    return np.stack([x, x])
+
+def by_ufunc(x):
+    return np.add(x, 1)
+
+FUNCS = [by_asarray, by_dunder, by_dot, by_stack, by_ufunc]
+for f in FUNCS:
+    lazy_xp_function(f, host_copies=0)
+
+@pytest.mark.parametrize("name", [f.__name__ for f in FUNCS])
+def test_copy(xpkit_backend, name):
+    globals()[name](xpkit_backend.asarray([1.0, 2.0]))
+"""
+
+
+def test_the_host_copies_seen_on_jax_cpu_are_those_the_docs_list(pytester):
+    """The guide said JAX's CPU "is seen through NumPy's own functions":
+    np.dot or np.stack of a JAX array copied it unseen. It now lists what is
+    counted there (np.asarray and its kin, __array__); torch counts them all."""
+    needs("jax", "torch")
+    pytester.makepyfile(test_user=SEEN_ON_JAX_CPU)
+    result = pytester.runpytest_subprocess(
+        "-v", "-p", "no:cacheprovider", "--xpkit-backends=jax-cpu,torch-cpu"
+    )
+    got = outcomes(result)
+    seen = {"by_asarray", "by_dunder"}
+    for name in ("by_asarray", "by_dunder", "by_dot", "by_stack", "by_ufunc"):
+        assert got[f"test_copy[jax-cpu-{name}]"] == (
+            "FAILED" if name in seen else "PASSED"
+        ), name
+        assert got[f"test_copy[torch-cpu-{name}]"] == "FAILED", name
+    guide = (DOCS / "guide" / "testing-devices.md").read_text(encoding="utf-8")
+    said = " ".join(guide.split())
+    assert "Any other NumPy function given a JAX array (`np.dot(x, x)`" in said
 
 
 def test_dtype_axis_and_the_meta_device(pytester):

@@ -296,9 +296,10 @@ class JaxAdapter(Adapter):
     def host_exits(self) -> tuple[tuple[object, str], ...]:
         """The array type's ``__array__`` and ``jax.device_get``.
 
-        On the CPU, ``np.asarray`` takes a JAX array's buffer directly (no
-        ``__array__`` call): NumPy's own functions, which the NumPy adapter
-        lists, see it.
+        On the CPU, NumPy takes a JAX array's buffer directly (no
+        ``__array__`` call): only the NumPy functions the NumPy adapter
+        lists (``np.asarray`` and its kin) see it; ``np.dot(x, x)``,
+        ``np.stack`` or a ufunc copy it unseen.
         """
         jax = _jax()
         array_type = type(jax.numpy.zeros((), device=jax.devices("cpu")[0]))

@@ -94,7 +94,11 @@ def lazy_xp_function(
         In the eager variants of libraries other than NumPy, fail a call that
         turns an array into a NumPy array (``np.asarray(x)``, ``x.numpy()``,
         ``Backend.to_numpy``, ``.compute()``, ...) more than this many times,
-        naming each place. By default its statement's, else not counted.
+        naming each place. By default its statement's, else not counted. On
+        ``jax-cpu`` only ``np.asarray``, ``np.array``, ``np.asanyarray``,
+        ``np.ascontiguousarray``, ``np.from_dlpack``, ``__array__`` and
+        ``jax.device_get`` are seen: another NumPy function given a JAX
+        array (``np.dot``, ``np.stack``, a ufunc) copies it unseen.
 
     Raises
     ------
