@@ -42,6 +42,31 @@ def test_it_counts_what_the_operations_make_and_frees():
     assert 4 * MIB <= peak < 4 * MIB + 4096
 
 
+@pytest.mark.parametrize(
+    ("dtype", "op", "out_bytes", "cast_bytes"),
+    [
+        (torch.int8, lambda x: torch.cumsum(x, dim=1), 8, 8),  # into int64
+        (torch.int32, lambda x: torch.cumsum(x, dim=1), 8, 8),
+        (torch.float32, lambda x: torch.cumsum(x, dim=1), 4, 0),  # its own dtype
+        (torch.float32, lambda x: x > 0, 1, 0),  # a bool result: no cast
+        (torch.float32, lambda x: torch.argmax(x, dim=1), 0, 0),  # not an arithmetic op
+    ],
+    ids=["cumsum-int8", "cumsum-int32", "cumsum-float32", "compare", "argmax"],
+)
+def test_an_operand_cast_whole_inside_the_operation_is_counted(
+    dtype, op, out_bytes, cast_bytes
+):
+    """torch's cumsum of int8 casts the input to int64 before it sums: a
+    batch planned from its outputs alone took twice its budget (measured
+    against a counting malloc)."""
+    shape = (1000, 256)
+    x = torch.ones(shape, dtype=dtype)
+    _, peak = _cpu_meter().measure(lambda: op(x))
+    elements = shape[0] * shape[1]
+    expected = elements * (out_bytes + cast_bytes)
+    assert expected <= peak <= expected + 16 * 1024, (peak, expected)
+
+
 def test_views_and_in_place_operations_make_nothing():
     x = torch.ones(1024, 256)
 

@@ -40,6 +40,7 @@ def torch_traits(kind: str, caching_allocator: bool) -> Traits:
         "mixed_kinds": "float",
         "flip_views": False,
         "sort_indices": True,
+        "casts_whole": True,
         "dtype_rules": _DTYPE_RULES,
     }
     if kind == "cpu":

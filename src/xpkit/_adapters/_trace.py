@@ -191,6 +191,7 @@ class Traits(TypedDict, total=False):
     granule: int
     slices_copy: bool
     sort_indices: bool
+    casts_whole: bool
     deferred_frees: bool
     graph: GraphCost | None
     dtype_rules: DtypeRules
@@ -249,6 +250,9 @@ class Profile:
         count as allocated.
     sort_indices : bool
         Sorting allocates the indices alongside the values (``torch.sort``).
+    casts_whole : bool
+        An operation into another dtype first casts each operand whole
+        (torch's ``sum`` of bools, ``x_int + 0.5``); else in buffers.
     deferred_frees : bool
         A freed array's memory returns only once the operations dispatched
         before it are done (JAX's asynchronous dispatch): the trace counts
@@ -282,6 +286,7 @@ class Profile:
     granule: int = 1
     slices_copy: bool = False
     sort_indices: bool = False
+    casts_whole: bool = False
     deferred_frees: bool = False
     graph: GraphCost | None = None
     dtype_rules: DtypeRules = field(default_factory=DtypeRules)

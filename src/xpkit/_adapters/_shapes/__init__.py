@@ -22,13 +22,15 @@ from .._registry import register_guest
 from .._trace import CannotFollow, Profile
 from . import _namespace
 from ._adapter import ShapesAdapter
-from ._array import NAMESPACE, PROTOCOLS, ShapeArray
+from ._array import NAMESPACE, PROTOCOLS, REDUCTION, ShapeArray
 from ._foreign import foreign_call
 from ._numpy import array_function, array_ufunc
 from ._run import InputSpec, ShapeTracer
+from ._statistics import reduction
 
 __all__ = ["CannotFollow", "InputSpec", "Profile", "ShapeArray", "ShapeTracer"]
 
 NAMESPACE.append(_namespace)
 PROTOCOLS.update(ufunc=array_ufunc, function=array_function, foreign=foreign_call)
+REDUCTION.append(reduction)
 register_guest(ShapeArray, ShapesAdapter())

@@ -33,6 +33,7 @@ __all__ = [
     "MIN_ELIDE_BYTES",
     "NAMESPACE",
     "PROTOCOLS",
+    "REDUCTION",
     "ShapeArray",
     "astype",
     "binary",
@@ -42,9 +43,9 @@ __all__ = [
     "made",
     "matmul",
     "permuted",
-    "reduction",
     "reshape",
     "unary",
+    "unowned",
     "view_of",
 ]
 
@@ -56,6 +57,8 @@ NAMESPACE: list[object] = []
 #: Handlers of the libraries' own functions: ``"ufunc"``, ``"function"``
 #: (NumPy's protocols) and ``"foreign"`` (another library's functions).
 PROTOCOLS: dict[str, Callable[..., object]] = {}
+#: The reductions of the methods (``x.sum(1)``): `_statistics.reduction`.
+REDUCTION: list[Callable[[ShapeArray, str, Value, bool, str | None], ShapeArray]] = []
 
 #: Python scalars: weak operands.
 _SCALARS = (bool, int, float, complex)
@@ -110,7 +113,7 @@ def _reducing(rule: str) -> Callable[..., ShapeArray]:
             msg = "a reduction into out="
             raise self._trace.refuse(msg)
         name = rules.dtype_name_of(self._trace, dtype)
-        return reduction(self, rule, axis, keepdims, name)
+        return REDUCTION[0](self, rule, axis, keepdims, name)
 
     return method
 
@@ -142,6 +145,7 @@ class ShapeArray:
         "_contiguous",
         "_name",
         "_node",
+        "_owned",
         "_trace",
         "shape",
     )
@@ -158,6 +162,7 @@ class ShapeArray:
         node: int,
         base: ShapeArray | None = None,
         contiguous: bool = True,
+        owned: bool = True,
     ) -> None:
         self._trace = trace
         self.shape = shape
@@ -166,6 +171,7 @@ class ShapeArray:
         self._node = node
         self._base = base
         self._contiguous = contiguous
+        self._owned = owned  # (False: NumPy's view of a buffer it made, never elided)
 
     def __del__(self) -> None:
         if self._charged:
@@ -271,8 +277,9 @@ class ShapeArray:
         parts = [_index_item(self._trace, item) for item in items]
         ints = rules.ints_advanced(self._trace.profile)
         shape, copies, contiguous = rules.indexed(self.shape, parts, ints)
-        if copies:
-            return made(self._trace, shape, self._name, (self,))
+        if copies:  # (NumPy's is a view of its buffer unless an index array leads)
+            copy = made(self._trace, shape, self._name, (self,))
+            return copy if isinstance(parts[0], tuple) else unowned(copy)
         return view_of(self, shape, contiguous=self._contiguous and contiguous)
 
     def __setitem__(self, key: Value, value: Value) -> None:
@@ -371,7 +378,9 @@ class ShapeArray:
         name = rules.dtype_name_of(trace, dtype) or rules.sum_dtype(
             trace.profile, self._name
         )
-        return made(trace, base.shape, name, (base,))
+        # (into another dtype, the input is cast whole first: live till the end)
+        cast = made(trace, base.shape, name, (base,)) if name != self._name else None
+        return made(trace, base.shape, name, (base, cast))
 
     def squeeze(self, axis: Value = None) -> ShapeArray:
         """Without the axes of length 1 (``axis``: only those)."""
@@ -427,6 +436,16 @@ def made(
     return ShapeArray(trace, shape, name, charged, node)
 
 
+def unowned(x: ShapeArray) -> ShapeArray:
+    """``x``, made as NumPy's view of a buffer it made, which elision never reuses.
+
+    (``x[:, idx]``, ``tensordot``, ``tile``, a copying ``reshape``: NumPy's
+    temporary elision takes arrays that own their data only.)
+    """
+    x._owned = False
+    return x
+
+
 def given(trace: Trace, shape: rules.Shape, name: str) -> ShapeArray:
     """An array that exists already (an input): charged nothing."""
     return ShapeArray(trace, shape, name, 0, 0)
@@ -460,7 +479,7 @@ def reshape(x: ShapeArray, new: Value) -> ShapeArray:
     shape = rules.reshaped(x.shape, new)
     if x._contiguous:
         return view_of(x, shape, contiguous=True)
-    return made(x._trace, shape, x._name, (x,))
+    return unowned(made(x._trace, shape, x._name, (x,)))
 
 
 def permuted(x: ShapeArray, order: tuple[int, ...]) -> ShapeArray:
@@ -526,13 +545,16 @@ def binary(
     zero_d = (not sa and na is not None, not sb and nb is not None)
     name = rules.result_dtype(trace, op, na, nb, av, bv, zero_d)
     shape = rules.broadcast(sa, sb)
-    result = None
+    result = casts = None  # (torch casts an array of another dtype whole first)
+    if trace.profile.casts_whole:
+        parts = ((sa, na, av), (sb, nb, bv))
+        casts = [made(trace, s, name, (v,)) for s, n, v in parts if s and n != name]
     if trace.profile.elides and op not in rules.COMPARE:
         for temp, mine, other in ((temps[0], av, bv), (temps[1], bv, av)):
             if result is None and temp and (mine is av or op in rules.COMMUTATIVE):
                 result = _elide(mine, other, shape, name)
     if result is None:
-        result = made(trace, shape, name, (av, bv))
+        result = made(trace, shape, name, (av, bv, casts))
     if trace.profile.numpy_internals:  # (held with the result: after it)
         rules.buffer_operands(trace, shape, name, ((sa, na), (sb, nb)))
     return result
@@ -542,7 +564,9 @@ def _elide(
     temp: Value, other: Value, shape: rules.Shape, name: str
 ) -> ShapeArray | None:
     """``temp`` reused for the result, where NumPy's temporary elision would."""
-    if not isinstance(temp, ShapeArray) or temp._base is not None or not temp._charged:
+    if not isinstance(temp, ShapeArray) or temp._base is not None or not temp._owned:
+        return None
+    if not temp._charged:
         return None
     if temp._name != name or temp.shape != shape or temp.nbytes < MIN_ELIDE_BYTES:
         return None
@@ -572,29 +596,3 @@ def matmul(a: Value, b: Value) -> ShapeArray:
     x, y = lift(trace, a), lift(trace, b)
     shape = rules.matmul_shape(x.shape, y.shape)
     return made(trace, shape, rules.promote(trace.profile, x._name, y._name), (x, y))
-
-
-def reduction(
-    x: ShapeArray, rule: str, axis: Value, keepdims: bool, dtype: str | None
-) -> ShapeArray:
-    """A reduction of ``x`` over ``axis``: ``rule`` names its dtype's rule.
-
-    ``"sum"`` (integers widen), ``"mean"`` (floating), ``"max"`` (its own),
-    ``"any"`` (bool), ``"arg"`` (the index dtype); ``"spread"`` (``var``,
-    ``std``: floating, and a centred copy of ``x`` held while it runs where
-    the library computes it so, `Profile.numpy_internals`).
-    """
-    profile = x._trace.profile
-    shape = rules.reduced(x.shape, axis, keepdims)
-    if profile.numpy_internals:  # its iterator
-        x._trace.release(x._trace.hold(rules.ITERATOR_BYTES))
-    if rule == "spread":  # (of a complex array: real)
-        dtype, rule = dtype or rules.REDUCED_DTYPES["spread"](profile, x._name), "mean"
-        if profile.numpy_internals:
-            centred = made(x._trace, x.shape, rules.float_of(profile, x._name), (x,))
-            result = reduction(x, rule, axis, keepdims, dtype)
-            del centred
-            return result
-    if dtype is None:
-        dtype = rules.REDUCED_DTYPES[rule](profile, x._name)
-    return made(x._trace, shape, dtype, (x,))

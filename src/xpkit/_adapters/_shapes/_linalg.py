@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING
 
 from .._trace import active_trace
 from . import _rules as rules
-from ._array import ShapeArray, lift, made, reduction
+from ._array import ShapeArray, lift, made, unowned
 from ._array import matmul as _matmul
 from ._manipulation import matrix_transpose
+from ._statistics import reduction
 
 if TYPE_CHECKING:
     from ..._typing import Value
@@ -82,9 +83,8 @@ def tensordot(x1: Value, x2: Value, /, *, axes: Value = 2) -> ShapeArray:
     """Contraction of ``x1`` and ``x2`` over ``axes``."""
     a, b = _array(x1), _array(x2)
     shape = rules.tensordot_shape(a.shape, b.shape, axes)
-    return made(
-        a._trace, shape, rules.promote(a._trace.profile, a._name, b._name), (a, b)
-    )
+    name = rules.promote(a._trace.profile, a._name, b._name)
+    return unowned(made(a._trace, shape, name, (a, b)))  # (a reshaped dot)
 
 
 def vecdot(x1: Value, x2: Value, /, *, axis: int = -1) -> ShapeArray:
@@ -105,7 +105,8 @@ def einsum(subscripts: str, /, *operands: Value, **_: Value) -> ShapeArray:
     name = parts[0]._name
     for p in parts[1:]:
         name = rules.promote(p._trace.profile, name, p._name)
-    return made(parts[0]._trace, shape, name, tuple(parts))
+    # (not owned: optimized, NumPy's einsum returns a reshaped tensordot)
+    return unowned(made(parts[0]._trace, shape, name, tuple(parts)))
 
 
 def outer(x1: Value, x2: Value, /) -> ShapeArray:

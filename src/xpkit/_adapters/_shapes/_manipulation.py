@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from .._trace import active_trace
 from . import _rules as rules
-from ._array import ShapeArray, lift, made, permuted, view_of
+from ._array import ShapeArray, lift, made, permuted, unowned, view_of
 from ._array import reshape as _reshape
 
 if TYPE_CHECKING:
@@ -174,9 +174,8 @@ def tile(x: Value, repetitions: Value, /) -> ShapeArray:
     ndim = max(a.ndim, len(reps))
     shape = (1,) * (ndim - a.ndim) + a.shape
     reps = (1,) * (ndim - len(reps)) + reps
-    return made(
-        a._trace, tuple(d * r for d, r in zip(shape, reps, strict=True)), a._name, (a,)
-    )
+    tiled = tuple(d * r for d, r in zip(shape, reps, strict=True))
+    return unowned(made(a._trace, tiled, a._name, (a,)))  # (a reshaped repeat)
 
 
 def repeat(x: Value, repeats: Value, /, *, axis: int | None = None) -> ShapeArray:

@@ -21,9 +21,10 @@ from . import _linalg as linalg
 from . import _manipulation as manipulation
 from . import _rules as rules
 from . import _statistics as statistics
-from ._array import ShapeArray, lift, made, reduction
+from ._array import ShapeArray, lift, made
 from ._elementwise import equal, where
 from ._elementwise import round as _round
+from ._statistics import reduction
 
 if TYPE_CHECKING:
     from ..._typing import Value
@@ -130,8 +131,11 @@ def _reduce(
             dtype = rules.sum_dtype(trace.profile, a._name)
         else:
             dtype = _resolve(trace, ufunc, (a, a), {})[0]
-    if method == "accumulate":
-        return made(trace, a.shape, dtype, (a,))
+    if method == "accumulate":  # (into another dtype: the input cast whole first)
+        cast = made(trace, a.shape, dtype, (a,)) if dtype != a._name else None
+        result = made(trace, a.shape, dtype, (a, cast))
+        del cast
+        return result
     return reduction(a, "max", axis, bool(kwargs.get("keepdims", False)), dtype)
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from .._trace import active_trace
 from . import _rules as rules
-from ._array import ShapeArray, lift, made, reduction
+from ._array import ShapeArray, lift, made
 
 if TYPE_CHECKING:
     from ..._typing import Value
@@ -152,7 +152,12 @@ def _cumulative(
         and a._name != "bool"
     ):
         name = a._name  # (JAX's cumulative_prod keeps an integer's dtype)
-    return made(a._trace, shape, name, (a,))
+    # Into another dtype, the input is cast whole first (NumPy's accumulate,
+    # torch's cumsum), held while the result is made.
+    cast = made(a._trace, a.shape, name, (a,)) if name != a._name else None
+    result = made(a._trace, shape, name, (a, cast))
+    del cast
+    return result
 
 
 def cumulative_sum(
@@ -183,10 +188,13 @@ def diff(x: Value, /, *, axis: int = -1, n: int = 1, **_: Value) -> ShapeArray:
     """The ``n``-th differences along ``axis``."""
     a = _array(x)
     (ax,) = rules.axes_of(axis, a.ndim)
-    shape = tuple(
-        builtins.max(d - n, 0) if i == ax else d for i, d in enumerate(a.shape)
-    )
-    return made(a._trace, shape, a._name, (a,))
+    step = a  # (each difference of the last, which lives until the next is made)
+    for k in range(1, builtins.max(n, 1) + 1):
+        shape = tuple(
+            builtins.max(d - k, 0) if i == ax else d for i, d in enumerate(a.shape)
+        )
+        step = made(a._trace, shape, a._name, (step,))
+    return step
 
 
 def sort(
@@ -263,3 +271,34 @@ def unique_inverse(x: Value, /) -> ShapeArray:
 def unique_values(x: Value, /) -> ShapeArray:
     """Refused: the result's shape depends on the values."""
     return _refused(x, "unique_values")
+
+
+def reduction(
+    x: ShapeArray, rule: str, axis: Value, keepdims: bool, dtype: str | None
+) -> ShapeArray:
+    """A reduction of ``x`` over ``axis``: ``rule`` names its dtype's rule.
+
+    ``"sum"`` (integers widen), ``"mean"`` (floating), ``"max"`` (its own),
+    ``"any"`` (bool), ``"arg"`` (the index dtype); ``"spread"`` (``var``,
+    ``std``: floating, and a centred copy of ``x`` held while it runs where
+    the library computes it so, `Profile.numpy_internals`).
+    """
+    profile = x._trace.profile
+    shape = rules.reduced(x.shape, axis, keepdims)
+    if profile.numpy_internals:  # its iterator
+        x._trace.release(x._trace.hold(rules.ITERATOR_BYTES))
+    if rule == "spread":  # (of a complex array: real)
+        dtype, rule = dtype or rules.REDUCED_DTYPES["spread"](profile, x._name), "mean"
+        if profile.numpy_internals:
+            centred = made(x._trace, x.shape, rules.float_of(profile, x._name), (x,))
+            result = reduction(x, rule, axis, keepdims, dtype)
+            del centred
+            return result
+    if dtype is None:
+        dtype = rules.REDUCED_DTYPES[rule](profile, x._name)
+    cast = None  # (torch's sum of bools casts them whole to int64 first)
+    if profile.casts_whole and rule == "sum" and dtype != x._name:
+        cast = made(x._trace, x.shape, dtype, (x,))
+    result = made(x._trace, shape, dtype, (x, cast))
+    del cast
+    return result
