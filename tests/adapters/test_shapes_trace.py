@@ -205,6 +205,7 @@ _W = np.ones((64, 64))
         (lambda a: np.add.accumulate(a, axis=1, dtype=np.int64), "int8"),
         (lambda a: np.diff(a, n=2, axis=1), "float64"),
         (lambda a: np.diff(a, n=3, axis=1), "float64"),
+        (lambda a: np.take(a, [0, 3, 5, 7] * 16, axis=1) * 2, "float64"),
     ],
     ids=[
         "index-array-after-a-slice",
@@ -218,6 +219,7 @@ _W = np.ones((64, 64))
         "accumulate-int8",
         "diff-2",
         "diff-3",
+        "take-a-list",
     ],
 )
 def test_what_numpy_makes_beside_the_result_is_traced(numpy_profile, fn, dtype):

@@ -139,6 +139,14 @@ def _reduce(
     return reduction(a, "max", axis, bool(kwargs.get("keepdims", False)), dtype)
 
 
+def _index_array(a: Value, indices: Value) -> Value:
+    """``indices`` as NumPy takes them: a list of ints becomes an int64 array."""
+    if not isinstance(indices, (list, tuple)):
+        return indices
+    # (NumPy converts the list: an array of its own, held while it takes)
+    return made(_trace_of((a,)), rules.as_shape(np.shape(indices)), "int64")
+
+
 # -- functions ---------------------------------------------------------------
 def _reduction(rule: str) -> Callable[..., ShapeArray]:
     def reduce(
@@ -344,7 +352,7 @@ FUNCTIONS: dict[str, Callable[..., object]] = {
     "tile": manipulation.tile,
     "repeat": lambda a, repeats, axis=None: manipulation.repeat(a, repeats, axis=axis),
     "take": lambda a, indices, axis=None, out=None, mode="raise": manipulation.take(
-        a, indices, axis=axis
+        a, _index_array(a, indices), axis=axis
     ),
     "take_along_axis": lambda arr, indices, axis=-1: manipulation.take_along_axis(
         arr, indices, axis=axis
