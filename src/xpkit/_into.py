@@ -43,13 +43,15 @@ from ._adapters._stores import (
     rows_per_write,
     written_by_workers,
 )
+from ._dtypes import dtype_name
 from ._result_spec import describe_spec, sequence_spec
 
 if TYPE_CHECKING:
+    from ._adapters._base import Adapter
     from ._adapters._layout import Extent
     from ._backend import Backend
     from ._rows import ResultSpec
-    from ._typing import Array, HostArray, UserFunction, Value
+    from ._typing import Array, DType, HostArray, UserFunction, Value
 
 __all__ = [
     "ChunkWriter",
@@ -59,7 +61,12 @@ __all__ = [
     "check_out",
     "check_structure",
     "chunk_rows",
+    "dtype_label",
+    "dtype_refused",
     "held_while_writing",
+    "host_rows_for",
+    "on_target",
+    "slots_of",
     "stop_at_chunk",
     "target_of",
 ]
@@ -289,6 +296,70 @@ def target_of(leaf: Value, owner: Backend | None) -> Backend | None:
     return owner.from_arrays(leaf)
 
 
+def slots_of(out: Out, spec: ResultSpec, count: int) -> list[int]:
+    """The index in ``out`` of each of ``count`` arrays of fn's result of structure ``spec``.
+
+    Matched by key where both are dicts, else by position; all -1 (none)
+    where their number differs (`check_structure` says so).
+    """
+    slots = list(range(len(out.leaves)))
+    if spec[0] == "dict" == out.spec[0]:
+        by_key = dict(zip(out.spec[1], slots, strict=True))
+        slots = [by_key.get(k, -1) for k in spec[1]]  # (in fn's order)
+    return slots if len(slots) == count else [-1] * count
+
+
+def on_target(backend: Backend, lib: Adapter | None, leaf: Array) -> Array:
+    """``leaf`` on ``backend`` (of the adapter ``lib``): itself when it is there already."""
+    if adapter_for_array(leaf) is lib:
+        try:  # (the Backend of leaf, from the class of the one given)
+            if backend.from_arrays(leaf) == backend:
+                return (
+                    leaf  # any dtype its library holds (float8, complex32), untouched
+                )
+        except (TypeError, ValueError):
+            pass
+    return backend.asarray(leaf)
+
+
+def host_rows_for(
+    out: Out | None, i: int, leaf: Array, host: HostArray, fn: UserFunction
+) -> HostArray:
+    """``host`` (``leaf`` of fn's result, on the host) as rows for ``out``'s array ``i``.
+
+    As it is without ``out`` (or with ``i`` -1: no array of it).
+
+    Compared by ``leaf``'s own dtype: where NumPy widens it on the host
+    (torch's bfloat16 and 8-bit floats to float32), an array of that very
+    dtype (ml_dtypes') gets ``leaf``'s values back in it, exactly; one of
+    another dtype is refused (`dtype_refused`, naming ``leaf``'s).
+    """
+    if out is None or i < 0:
+        return host
+    own = dtype_label(leaf.dtype)
+    if dtype_label(host.dtype) == own:
+        return host
+    given = out.leaves[i].dtype
+    label = dtype_label(given)
+    if label != own:
+        raise dtype_refused(out, i, label, own, fn)
+    rows: HostArray = host.astype(given)  # (widened on the host: back, exactly)
+    return rows
+
+
+def dtype_label(dtype: DType) -> str:
+    """The standard's name of a dtype, else its own text (str, object, datetime).
+
+    Without the module a library spells it with (``float8_e4m3fn``, NumPy's
+    with ml_dtypes, for one spelt ``<module>.float8_e4m3fn``): one dtype has
+    one label whichever library holds it.
+    """
+    try:
+        return str(dtype_name(dtype))
+    except TypeError:
+        return str(dtype).rpartition(".")[2]
+
+
 def check_structure(out: Out, spec: ResultSpec, fn: UserFunction) -> None:
     """ValueError where ``fn``'s first result (of structure ``spec``) is not ``out``'s."""
     if spec == out.spec or (
@@ -315,11 +386,18 @@ def check_layout(
         )
         raise ValueError(msg)
     if given != dtype:
-        msg = (
-            f"{name} has dtype {given}, but fn={fn!r} returns {dtype} there "
-            "(nothing is cast: give out of that dtype)"
-        )
-        raise TypeError(msg)
+        raise dtype_refused(out, i, given, dtype, fn)
+
+
+def dtype_refused(
+    out: Out, i: int, given: str, dtype: str, fn: UserFunction
+) -> TypeError:
+    """The error for output ``i`` of ``out`` (of dtype ``given``) where fn returns ``dtype``."""
+    msg = (
+        f"{_name(out.spec, i)} has dtype {given}, but fn={fn!r} returns {dtype} "
+        "there (nothing is cast: give out of that dtype)"
+    )
+    return TypeError(msg)
 
 
 class ChunkWriter:

@@ -16,8 +16,17 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ._adapters._registry import adapter_for_array, get_adapter
-from ._dtypes import dtype_name
-from ._into import ChunkWriter, Out, check_layout, check_structure, target_of
+from ._into import (
+    ChunkWriter,
+    Out,
+    check_layout,
+    check_structure,
+    dtype_label,
+    host_rows_for,
+    on_target,
+    slots_of,
+    target_of,
+)
 from ._memory import BYTES_PER_GB, array_nbytes, available_bytes
 from ._oom import UnsplittableMemoryError, is_oom_error
 from ._result_spec import describe_spec
@@ -36,7 +45,7 @@ if TYPE_CHECKING:
 
     from ._adapters._layout import Extent
     from ._backend import Backend
-    from ._typing import Array, DType, HostArray, UserFunction, UserResult
+    from ._typing import Array, HostArray, UserFunction, UserResult
 
 __all__ = ["PLACES", "Outputs", "outputs_of_all_rows"]
 
@@ -140,15 +149,8 @@ class Outputs:
 
     def _on_device(self, leaf: Array) -> Array:
         """``leaf`` on the backend's device: itself when it is there already."""
-        device = self._device
-        assert device is not None
-        if adapter_for_array(leaf) is self._lib:
-            try:  # (the Backend of leaf, from the class of the one given)
-                if device.from_arrays(leaf) == device:
-                    return leaf  # any dtype its library holds, untouched
-            except (TypeError, ValueError):
-                pass
-        return device.asarray(leaf)
+        assert self._device is not None
+        return on_target(self._device, self._lib, leaf)
 
     def convert(self, rows: Rows, span: range = range(0)) -> Rows:
         """The arrays of ``rows`` (of ``span``) where the outputs live (once: then `placed`)."""
@@ -156,23 +158,33 @@ class Outputs:
             return rows
         if self._in_place:
             return Rows(rows.spec, [self._on_device(v) for v in rows.leaves], True)
-        targets = self._targets
-        if targets and rows.spec[0] == "dict" and self._into is not None:
-            by_key = dict(zip(self._into.spec[1], targets, strict=True))
-            targets = [by_key.get(k) for k in rows.spec[1]]  # (in fn's order)
-        if len(targets) != len(rows.leaves):  # (not out's: `put` says so)
-            targets = [None] * len(rows.leaves)
-        leaves = [
-            (
-                v
-                if type(v) is np.ndarray
-                else leaf_on_host(v, self.fn, rows.spec, i, span)
-            )
-            if target is None
-            else target.asarray(v)
-            for i, (v, target) in enumerate(zip(rows.leaves, targets, strict=True))
-        ]
+        into, leaves = self._into, rows.leaves
+        if into is None:  # (at once: a planned call's common case)
+            leaves = [
+                v if type(v) is np.ndarray else self._leaf(v, -1, rows.spec, i, span)
+                for i, v in enumerate(leaves)
+            ]
+        else:
+            slots = slots_of(into, rows.spec, len(leaves))
+            leaves = [
+                self._leaf(v, k, rows.spec, i, span)
+                for i, (v, k) in enumerate(zip(leaves, slots, strict=True))
+            ]
         return Rows(rows.spec, leaves, True)
+
+    def _leaf(self, v: Array, k: int, spec: ResultSpec, i: int, span: range) -> Array:
+        """``fn``'s array ``v`` where the outputs live: for ``out``'s array ``k`` (-1: none).
+
+        On that array's Backend (`on_target`), else on the host, checked
+        against it by ``v``'s own dtype (`host_rows_for`).
+        """
+        target = self._targets[k] if k >= 0 else None
+        if target is not None:
+            return on_target(target, get_adapter(target.library), v)
+        if type(v) is np.ndarray:
+            return v
+        host = leaf_on_host(v, self.fn, spec, i, span)
+        return host_rows_for(self._into, k, v, host, self.fn)
 
     def take(self, result: UserResult, start: int, stop: int) -> Rows:
         """``fn``'s raw result for rows ``start:stop``, checked and converted."""
@@ -215,7 +227,7 @@ class Outputs:
         rows = self._same_structure(rows, start, stop)
         dtypes, shapes = self._layout()
         for i, leaf in enumerate(rows.leaves):
-            name = _dtype_label(leaf.dtype)
+            name = dtype_label(leaf.dtype)
             if name != dtypes[i]:
                 msg = (
                     f"fn={self.fn!r} changed the dtype of {_label(rows.spec, i)} "
@@ -300,7 +312,7 @@ class Outputs:
             leaves = [by_key[k] for k in into.spec[1]]
         self._read_layout(leaves)
         for i, given in enumerate(into.leaves):
-            label = _dtype_label(given.dtype)
+            label = dtype_label(given.dtype)
             check_layout(into, i, self._rows[i], self._dtypes[i], label, self.fn)
         self._out = [
             leaf if size == 1 else ChunkWriter(leaf, size, self.n)
@@ -309,7 +321,7 @@ class Outputs:
         self._spec = into.spec
 
     def _read_layout(self, leaves: list[Array]) -> None:
-        self._dtypes = [_dtype_label(leaf.dtype) for leaf in leaves]
+        self._dtypes = [dtype_label(leaf.dtype) for leaf in leaves]
         self._rows = [_row_shape(leaf) for leaf in leaves]
 
     def _layout(self) -> tuple[list[str], list[tuple[int, ...]]]:
@@ -514,14 +526,6 @@ def outputs_of_all_rows(
     outputs = Outputs(n, fn, sources=sources)
     outputs.put(0, n, outputs.take(result, 0, n))
     return outputs.value()
-
-
-def _dtype_label(dtype: DType) -> str:
-    """The standard's name of a dtype, else its own text (str, object, datetime)."""
-    try:
-        return str(dtype_name(dtype))
-    except TypeError:
-        return str(dtype)
 
 
 def _describe_rows(

@@ -666,3 +666,45 @@ def test_plan_batches_checks_the_probe_s_rows_against_out_and_writes_nothing():
     plan = xpkit.plan_batches(value_dependent, x, out=out, remember=False)
     assert plan.probe_rows > 0
     np.testing.assert_array_equal(out, 7.0)
+
+
+@pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
+@pytest.mark.parametrize("dtype", ["float8_e4m3fn", "complex32"])
+def test_a_tensor_out_takes_rows_of_a_dtype_outside_the_standard(dtype):
+    """A float8 or complex32 tensor as out raised "x has dtype ..., which is
+    not a numeric or boolean dtype of the standard": the rows, already
+    tensors of out's library and device, were converted again."""
+    torch = pytest.importorskip("torch")
+    kind = getattr(torch, dtype, None)
+    if kind is None:
+        pytest.skip(f"this torch has no {dtype}")
+    x = torch.arange(20.0).reshape(10, 2).to(kind)
+    out = torch.zeros((10, 2), dtype=kind)
+    got = xpkit.map_batches(lambda r: r.clone(), x, out=out, **SEVEN)
+    assert got is out
+    assert out.dtype == kind
+    assert torch.equal(out.view(torch.uint8), x.view(torch.uint8))  # bit for bit
+    wrong = torch.zeros((10, 2), dtype=torch.float32)
+    with pytest.raises(TypeError, match=rf"^out has dtype float32, but fn=.* {dtype}"):
+        xpkit.map_batches(lambda r: r.clone(), x, out=wrong, **SEVEN)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3fn"])
+def test_a_tensor_result_widened_on_the_host_is_compared_by_its_own_dtype(dtype):
+    """fn's bfloat16 tensor into a bfloat16 NumPy out was refused as
+    "returns float32" (its host copy's dtype), and a float32 out took it,
+    widened, although nothing is cast."""
+    torch = pytest.importorskip("torch")
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    x = torch.arange(20.0).reshape(10, 2).to(getattr(torch, dtype))
+    out = np.zeros((10, 2), getattr(ml_dtypes, dtype))
+    got = xpkit.map_batches(lambda r: r.clone(), x, out=out, **SEVEN)
+    assert got is out
+    np.testing.assert_array_equal(out.astype(np.float32), x.float().numpy())
+    wide = np.zeros((10, 2), np.float32)
+    with pytest.raises(TypeError, match=rf"^out has dtype float32, but fn=.* {dtype} "):
+        xpkit.map_batches(lambda r: r.clone(), x, out=wide, **SEVEN)
+    assert not wide.any()
+    keyed = {"a": np.zeros((10, 2), np.float32), "b": np.zeros((10, 2), np.float16)}
+    with pytest.raises(TypeError, match=rf"^out\['b'\] has dtype float16, .* {dtype} "):
+        xpkit.map_batches(lambda r: {"b": r.clone(), "a": r.float()}, x, out=keyed)
