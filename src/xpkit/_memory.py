@@ -48,6 +48,7 @@ __all__ = [
     "batch_budgets",
     "batch_size_within",
     "configured_budget_gb",
+    "configured_budget_origin",
     "fresh_host_reading",
     "gb_to_bytes",
     "host_available_bytes",
@@ -342,6 +343,20 @@ def configured_budget_gb() -> float | None:
     return value
 
 
+def configured_budget_origin() -> str | None:
+    """Where `configured_budget_gb` comes from, as an error names it (None: nowhere).
+
+    The innermost `memory_budget` block in force, else ``XPKIT_MEMORY_BUDGET_GB``.
+    """
+    active = _active_budget.get()
+    if active:
+        return f"the memory_budget({active[-1][1]!r}) in force"
+    raw = environment_variable(ENV_BUDGET)
+    if raw is None or not raw.strip():
+        return None
+    return f"{ENV_BUDGET}={raw.strip()!r}"
+
+
 def batch_budgets(backend: Backend | None) -> tuple[float, float]:
     """``(budget, batch budget)`` in GB from one measurement of the device.
 
@@ -512,15 +527,23 @@ def auto_batch_size(
 
 
 def batch_size_within(
-    n: int, per_item: float, budget_gb: float, min_batch: int
+    n: int, per_item: float, budget_gb: float, min_batch: int, origin: str = ""
 ) -> tuple[int, int]:
-    """`auto_batch_size` of checked arguments (``per_item``: its overhead applied)."""
+    """`auto_batch_size` of checked arguments (``per_item``: its overhead applied).
+
+    ``origin``: where a budget that no ``budget_gb=`` gave comes from (a
+    `memory_budget` block, the environment variable, a measurement), for
+    the error that one item exceeds it.
+    """
     floor = min(min_batch, n)
     budget = int(budget_gb * BYTES_PER_GB)
     if per_item > budget:
+        over = f"budget_gb={budget_gb!r}"
+        if origin:
+            over = f"the budget is {budget_gb:.3g} GB ({origin})"
         msg = (
             f"one item requires {per_item / BYTES_PER_GB:.3g} GB "
-            f"(bytes_per_item * overhead) but budget_gb={budget_gb!r}"
+            f"(bytes_per_item * overhead) but {over}"
         )
         raise ValueError(msg)
     # The epsilon keeps an exact fit (budget / per_item == k) from flooring to k - 1.

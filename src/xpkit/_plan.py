@@ -26,6 +26,7 @@ from ._memory import (
     batch_budgets,
     batch_size_within,
     configured_budget_gb,
+    configured_budget_origin,
 )
 
 if TYPE_CHECKING:
@@ -326,9 +327,11 @@ def _local_batch(request: BatchRequest, cost: Cost, left: int, budget: float) ->
     """Rows per batch in this process within ``budget`` (GB)."""
     floor = min(request.min_batch, left)  # (a min_batch beyond the rows: them all)
     if cost.source == "given":  # one item over the budget is the caller's error
-        batch, _ = batch_size_within(
-            left, cost.per_item * request.overhead, budget, floor
-        )
+        per_item = cost.per_item * request.overhead
+        if request.budget_gb is None and per_item > int(budget * BYTES_PER_GB):
+            origin = configured_budget_origin() or f"measured on {request.owner.name}"
+            batch_size_within(left, per_item, budget, floor, origin)  # (raises)
+        batch, _ = batch_size_within(left, per_item, budget, floor)
         return batch
     # Measured (or estimated): fn may already have run, so run, however small.
     fitting = cost.rows_within(budget * BYTES_PER_GB, request.overhead)

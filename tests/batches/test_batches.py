@@ -241,6 +241,27 @@ def test_map_batches_reads_the_environment(monkeypatch):
     assert fn.sizes == [10] * 4
 
 
+@pytest.mark.parametrize("plan", [False, True], ids=["map_batches", "plan_batches"])
+def test_an_item_over_the_budget_names_where_the_budget_came_from(plan, monkeypatch):
+    """A budget of a memory_budget block or the environment variable was
+    blamed on budget_gb=, which the call did not give."""
+    call = xpkit.plan_batches if plan else xpkit.map_batches
+    a = np.zeros((10, 2))
+    over = r"^one item requires 9\.31e-07 GB \(bytes_per_item \* overhead\) but "
+    in_force = r"the budget is 1e-07 GB \(the memory_budget\(1e-07\) in force\)$"
+    with xpkit.memory_budget(1e-7), pytest.raises(ValueError, match=over + in_force):
+        call(lambda r: r, a, bytes_per_item=1000)
+    monkeypatch.setenv("XPKIT_MEMORY_BUDGET_GB", "1e-7")
+    env = r"the budget is 1e-07 GB \(XPKIT_MEMORY_BUDGET_GB='1e-7'\)$"
+    with pytest.raises(ValueError, match=over + env):
+        call(lambda r: r, a, bytes_per_item=1000)
+    with pytest.raises(ValueError, match=over + r"budget_gb=1e-07$"):
+        call(lambda r: r, a, bytes_per_item=1000, budget_gb=1e-7)  # (given wins)
+    monkeypatch.delenv("XPKIT_MEMORY_BUDGET_GB")
+    with pytest.raises(ValueError, match=r"but the budget is .* GB \(measured on "):
+        call(lambda r: r, a, bytes_per_item=2.0**80)
+
+
 @pytest.mark.parametrize(
     ("args", "kwargs", "exc", "match"),
     [
