@@ -9,11 +9,13 @@ from __future__ import annotations
 import math
 import numbers
 import operator
+import sys
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ._dtypes import DTYPE_NAMES, dtype_name
+from ._shown import shown
 
 if TYPE_CHECKING:
     from ._adapters._base import Adapter
@@ -207,16 +209,22 @@ def check_positive(param: str, value: Value, *, allow_zero: bool = False) -> flo
     if (cls is not float and cls is not int) and (  # (no ABC check for these)
         isinstance(value, bool) or not isinstance(value, numbers.Real)
     ):
-        msg = f"{param} must be a number, got {value!r}"
+        msg = f"{param} must be a number, got {shown(value)}"
         raise TypeError(msg)
     given = value
     try:
         value = float(value)
     except OverflowError:  # (an int or a Fraction beyond float's range)
-        value = math.inf
+        if given > 0:
+            msg = (
+                f"{param} must be at most {sys.float_info.max:.4g} (the largest "
+                f"float), got {shown(given)}"
+            )
+            raise ValueError(msg) from None
+        value = -math.inf
     if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
         kind = "a finite non-negative" if allow_zero else "a finite positive"
-        msg = f"{param} must be {kind} number, got {given!r}"
+        msg = f"{param} must be {kind} number, got {shown(given)}"
         raise ValueError(msg)
     return float(value)
 
@@ -232,11 +240,11 @@ def check_count(param: str, value: Value, minimum: int = 1) -> int:
         try:
             value = operator.index(value)
         except TypeError:
-            msg = f"{param} must be an int, got {value!r}"
+            msg = f"{param} must be an int, got {shown(value)}"
             raise TypeError(msg) from None
     if value < minimum:
         kind = "a positive" if minimum == 1 else "a non-negative"
-        msg = f"{param} must be {kind} int, got {value!r}"
+        msg = f"{param} must be {kind} int, got {shown(value)}"
         raise ValueError(msg)
     return int(value)
 
@@ -244,12 +252,27 @@ def check_count(param: str, value: Value, minimum: int = 1) -> int:
 #: The largest budget a GB argument may state: 2**63 bytes (8 EiB), which
 #: every byte count derived from it still fits in.
 MAX_GB = float(2**33)
+_MOST_GB = 2**33  # (an int: compared with any rational)
 
 
 def check_gb(param: str, value: Value, *, allow_zero: bool = False) -> float:
-    """A budget in GB: `check_positive`, and at most `MAX_GB`."""
-    gb = check_positive(param, value, allow_zero=allow_zero)
+    """A budget in GB: `check_positive`, and at most `MAX_GB`.
+
+    An int (or a Fraction) beyond `MAX_GB` is told so, however large: not
+    "a finite positive number", which it is, where float() cannot hold it.
+    """
+    if (
+        value.__class__ is not float
+        and isinstance(value, numbers.Rational)
+        and not isinstance(value, bool)
+        and int(value.numerator) > _MOST_GB * int(value.denominator)
+    ):
+        gb = math.inf  # (a rational is finite: over the limit, whatever float says)
+    else:
+        gb = check_positive(param, value, allow_zero=allow_zero)
     if gb > MAX_GB:
-        msg = f"{param} must be at most {MAX_GB:.0f} GB (2**63 bytes), got {value!r}"
+        msg = (
+            f"{param} must be at most {MAX_GB:.0f} GB (2**63 bytes), got {shown(value)}"
+        )
         raise ValueError(msg)
     return gb

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ._dtypes import dtype_name
+from ._shown import shown
 
 if TYPE_CHECKING:
     from ._typing import Array, DType, HostArray, Namespace, Value
@@ -315,7 +316,7 @@ def fill_dtype_name(fill_value: Value) -> str:
             kind = np.dtype(object)
         if kind == np.dtype(object):  # a Python int past uint64's range
             msg = (
-                f"fill_value={fill_value!r} does not fit any integer dtype "
+                f"fill_value={shown(fill_value)} does not fit any integer dtype "
                 f"({_INT_RANGE['int64'][0]} to {_INT_RANGE['uint64'][1]}); pass a "
                 "floating dtype to store an approximation"
             )

@@ -28,6 +28,7 @@ from ._memory import (
     configured_budget_gb,
     configured_budget_origin,
 )
+from ._shown import shown
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -263,7 +264,7 @@ def _sizing(
             return _pool_rows(pool, request, cost, min(hard, gb), min(soft, gb))
 
         return on_pool, hard
-    need = request.overhead * cost.peak(request.min_batch) / BYTES_PER_GB
+    need = request.overhead * cost.peak(min(request.min_batch, left)) / BYTES_PER_GB
     return partial(_local_batch, request, cost, left), max(budget, min(need, measured))
 
 
@@ -313,12 +314,12 @@ def _beside_out(
         return found
     logger().warning(
         "map_batches: writing one chunk into out holds %.3g GB (its store's "
-        "chunks), which with fn's min_batch=%d rows is more than the %.3g GB "
-        "budget; running batches of %d rows",
+        "chunks), which with fn's min_batch=%s rows is more than the %.3g GB "
+        "budget; running batches of %s rows",
         held_while_writing(out, chunk) / BYTES_PER_GB,
-        request.min_batch,
+        shown(request.min_batch),
         budget,
-        request.min_batch,
+        shown(request.min_batch),
     )
     return request.min_batch
 
@@ -343,11 +344,11 @@ def _local_batch(request: BatchRequest, cost: Cost, left: int, budget: float) ->
         and (need := request.overhead * cost.peak(floor) / BYTES_PER_GB) > budget
     ):
         logger().warning(
-            "map_batches: fn needs %.3g GB for %d rows (min_batch=%d; %s), more "
+            "map_batches: fn needs %.3g GB for %d rows (min_batch=%s; %s), more "
             "than the %.3g GB budget; running batches of %d rows",
             need,
             floor,
-            request.min_batch,
+            shown(request.min_batch),
             cost.source,
             budget,
             batch,

@@ -11,6 +11,7 @@ import numpy as np
 from ._adapters._registry import ADAPTERS
 from ._backend import Backend, coerce_backend
 from ._resolve import find_gpus, key_of
+from ._shown import shown
 
 if TYPE_CHECKING:
     from collections.abc import Collection
@@ -251,6 +252,6 @@ def _size(param: str, value: Value) -> int:
         msg = f"{param} must be an int, got {value!r}"
         raise TypeError(msg) from None
     if size < 1:
-        msg = f"{param} must be positive, got {value!r}"
+        msg = f"{param} must be positive, got {shown(value)}"
         raise ValueError(msg)
     return size

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from ._args import check_axis, check_count, own_dtype, shape_of
 from ._dtypes import DTYPE_KINDS
+from ._shown import shown
 
 if TYPE_CHECKING:
     from ._facts import ArrayT, Facts
@@ -59,7 +60,7 @@ def top_k(
     size = shape[axis]
     k = check_count("k", k, minimum=0)
     if isinstance(size, int) and k > size:  # (a lazy size: the library checks)
-        msg = f"k={k} is out of range: x has {size} elements along axis {axis}"
+        msg = f"k={shown(k)} is out of range: x has {size} elements along axis {axis}"
         raise ValueError(msg)
     values, indices = f.adapter.top_k(f.xp, x, k, axis, largest=mode == "largest")
     return values, indices

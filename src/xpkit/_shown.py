@@ -1,0 +1,34 @@
+"""Values as error messages show them: short, and printable however large."""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["shown"]
+
+#: Digits beyond which an int is shown by its first ones and its length.
+_SHOWN_DIGITS = 30
+_SHORTENED_FROM = 10**_SHOWN_DIGITS
+
+
+def shown(value: object) -> str:
+    """``repr(value)`` for an error message, short for a long int.
+
+    An int of more than `_SHOWN_DIGITS` digits is shown by its first
+    digits and how many it has (Python refuses to print one of more than
+    4300, and a message of thousands of digits tells nothing); a value
+    whose repr fails (a Fraction of such ints) by its type.
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = int(value)
+        size = abs(number)
+        if size >= _SHORTENED_FROM:
+            digits = int(size.bit_length() * math.log10(2))  # (one short, or exact)
+            digits += size >= 10**digits
+            first = size // 10 ** (digits - 12)
+            sign = "-" if number < 0 else ""
+            return f"{sign}{first}... (an int of {digits} digits)"
+    try:
+        return repr(value)
+    except ValueError:  # (a Fraction of ints past Python's 4300 digits)
+        return f"a {value.__class__.__qualname__} too long to print"
