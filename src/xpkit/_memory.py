@@ -587,7 +587,8 @@ def auto_n_jobs_for_arrays(
     ----------
     arrays : iterable of arrays
         Items of the map: arrays of any supported library (NumPy, torch,
-        CuPy, JAX, ...); None entries are ignored.
+        CuPy, JAX, ...) and dtype (strings count as their NumPy copy's
+        bytes); None entries are ignored.
     max_memory_gb : float, optional
         Explicit memory budget in GB; None measures available host RAM.
     min_jobs : int, default 1
@@ -606,8 +607,9 @@ def auto_n_jobs_for_arrays(
     TypeError
         ``arrays`` is not iterable or is one array (whose rows would read as
         the items), or an item is neither None nor an array of a supported
-        library (a list, a string, any other object); the message names it
-        as ``arrays[i]`` and gives its type.
+        library (a list, a string, any other object), or is a symbolic
+        array of a dtype outside the standard (no values to count); the
+        message names it as ``arrays[i]``.
 
     Examples
     --------
@@ -629,20 +631,20 @@ def auto_n_jobs_for_arrays(
             f"shape {tuple(cast('Array', arrays).shape)}: give [x] for one item"
         )
         raise TypeError(msg)
-    sizes = [
-        array_nbytes(_check_item(i, a)) for i, a in enumerate(arrays) if a is not None
-    ]
+    sizes = [_item_bytes(i, a) for i, a in enumerate(arrays) if a is not None]
     if not sizes:
         return floor
     return n_jobs_for_item_bytes(max(*sizes, 1), max_memory_gb, floor)
 
 
-def _check_item(i: int, item: Array) -> Array:
-    """``item`` (``arrays[i]``), if its bytes can be counted.
+def _item_bytes(i: int, item: Array) -> int:
+    """The bytes of ``item`` (``arrays[i]``), where they can be counted.
 
     A TypeError unless it is a supported array whose conversion keeps what
     it holds (a sparse tensor's bytes are not its shape's); a ValueError
-    where its shape is not known (a Dask array of unknown chunk sizes).
+    where its shape is not known (a Dask array of unknown chunk sizes). An
+    array of a dtype outside the standard whose library gives no ``nbytes``
+    (ndonnx's strings) counts as its host copy (as NumPy's strings count).
     """
     adapter = adapter_for_array(item)
     if adapter is None:
@@ -658,7 +660,18 @@ def _check_item(i: int, item: Array) -> Array:
             "its bytes cannot be counted (compute its sizes first)"
         )
         raise ValueError(msg)
-    return item
+    try:
+        return array_nbytes(item)
+    except TypeError:  # (a dtype outside the standard, without nbytes: strings)
+        pass
+    try:  # (its host copy's, as a NumPy array of strings is counted)
+        return int(adapter.to_numpy(item).nbytes)
+    except Exception:  # noqa: BLE001 - a symbolic array: nothing to count
+        msg = (
+            f"arrays[{i}] has dtype {item.dtype}, outside the standard, and no "
+            "values to count its bytes by"
+        )
+        raise TypeError(msg) from None
 
 
 def n_jobs_for_item_bytes(item_bytes: int, budget_gb: float | None, floor: int) -> int:

@@ -191,6 +191,23 @@ def test_auto_n_jobs_refuses_items_whose_bytes_cannot_be_counted():
         xpkit.auto_n_jobs_for_arrays([np.zeros(3), unknown], max_memory_gb=1.0)
 
 
+def test_auto_n_jobs_counts_strings_of_any_library_as_numpy_s(monkeypatch):
+    """An ndonnx array of strings raised "dtype=Utf8 is not a numeric or
+    boolean dtype", naming no arrays[i], where NumPy's strings are counted:
+    both count the bytes of their NumPy strings; a symbolic one is refused,
+    named."""
+    ndx = pytest.importorskip("ndonnx")
+    monkeypatch.setattr("joblib.cpu_count", lambda: 64)
+    words = np.array(["x" * 256] * 1024)  # 1 MiB of <U256
+    budget = 10 / 1024
+    for item in (words, ndx.asarray(words)):
+        with pytest.warns(xpkit.MemoryCapWarning, match="at 10"):
+            assert xpkit.auto_n_jobs_for_arrays([item], max_memory_gb=budget) == 10
+    symbolic = ndx.argument(shape=(3,), dtype=ndx.utf8)
+    with pytest.raises(TypeError, match=r"^arrays\[1\] has dtype utf8, .* no values"):
+        xpkit.auto_n_jobs_for_arrays([None, symbolic], max_memory_gb=1.0)
+
+
 @pytest.mark.parametrize(
     "call",
     [lambda: xpkit.memory_budget(1.0)(5), lambda: xpkit.memory_budget.bind("f")],
