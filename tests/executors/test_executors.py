@@ -664,3 +664,83 @@ def _to_the_end(steps):
             next(steps)
         except StopIteration as end:
             return end.value
+
+
+class _PausedCluster:
+    """A client whose scheduler lists workers paused for memory (``answers``:
+    what it says of them, one call after another, the last one for good)."""
+
+    class scheduler:  # (the attribute of a Client)
+        address = "tcp://paused:8786"
+
+    def __init__(self, *answers):
+        self.answers, self.scattered = list(answers), []
+
+    def scheduler_info(self, n_workers=0):
+        assert n_workers == -1  # every worker listed
+        workers = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        return {"workers": workers, "n_workers": len(workers)}
+
+    def scatter(self, data, **kwargs):
+        assert kwargs["broadcast"]
+        self.scattered.append(data)
+        return data
+
+
+def _workers(*statuses):
+    return {
+        f"tcp://w{i}": {
+            "status": status,
+            "nthreads": 1,
+            "memory_limit": 50 * 2**20,
+            "metrics": {"memory": 72 * 2**20},
+        }
+        for i, status in enumerate(statuses)
+    }
+
+
+def test_workers_paused_for_memory_are_told_so_not_reported_dead(monkeypatch, caplog):
+    """Every worker paused for memory: the scatter waited 30 s, then a
+    RuntimeError said after 90 s that "its workers died and none came back".
+    A warning says at once that they are paused, and the error that none
+    resumed; nothing is shipped meanwhile."""
+    pytest.importorskip("distributed")
+    from xpkit._executors import dask as dask_executor
+
+    monkeypatch.setattr(dask_executor, "WORKERS_BACK_S", 0.3)
+    client = _PausedCluster(_workers("paused", "paused"))
+    pool = dask_executor.DaskPool(client)
+    with (
+        caplog.at_level(logging.WARNING, logger="xpkit"),
+        pytest.raises(RuntimeError) as caught,
+    ):
+        pool.start(Job(_double), (np.ones((4, 2)),))
+    said = str(caught.value)
+    assert said == (
+        "the dask cluster at tcp://paused:8786 has no worker to run on: its 2 "
+        "workers are paused for memory (one holds 72 MiB of its 50 MiB "
+        "memory_limit): a paused worker takes no task until its memory frees "
+        "and none resumed within 0.3 s; free memory on the workers or give "
+        "them a larger memory_limit"
+    )
+    assert "died" not in said
+    (warned,) = [r.getMessage() for r in caplog.records]
+    assert warned.endswith(
+        "until its memory frees; waiting up to 0.3 s for one to resume"
+    )
+    assert client.scattered == []
+
+
+def test_inputs_are_shipped_once_a_paused_worker_resumes(monkeypatch):
+    pytest.importorskip("distributed")
+    from xpkit._executors import dask as dask_executor
+
+    monkeypatch.setattr(dask_executor, "WORKERS_BACK_S", 30.0)
+    paused = _workers("paused", "closing")
+    client = _PausedCluster(paused, paused, paused, _workers("paused", "running"))
+    pool = dask_executor.DaskPool(client)
+    x = np.ones((4, 2))
+    pool.start(Job(_double), (x,))
+    assert len(client.scattered) == 2  # (the job, then the inputs)
+    assert client.answers == [_workers("paused", "running")]
+    assert "1 of its 2 workers are paused" in dask_executor.idle_workers(paused)

@@ -192,6 +192,33 @@ def scheduler_workers(client: DaskClient) -> dict[str, JSONObject]:
     return workers
 
 
+def idle_workers(workers: dict[str, JSONObject]) -> str | None:
+    """Why none of ``workers`` (`scheduler_workers`) takes a task now; None if one does.
+
+    None running: all gone ("its workers died"), paused for memory (with
+    what the first holds of its ``memory_limit``), or else their statuses.
+    """
+    statuses = [w.get("status", "running") for w in workers.values()]
+    if "running" in statuses:
+        return None
+    if not statuses:
+        return "its workers died"
+    paused = [w for w in workers.values() if w.get("status") == "paused"]
+    if not paused:
+        return f"none of its workers is running ({', '.join(sorted(set(statuses)))})"
+    first = paused[0]
+    held = (first.get("metrics", {}).get("memory", 0) or 0) / 2**20
+    limit = first.get("memory_limit")
+    of = f" of its {limit / 2**20:.0f} MiB memory_limit" if limit else ""
+    return (
+        f"{len(paused)} of its {len(statuses)} workers are paused for memory "
+        f"(one holds {held:.0f} MiB{of}), the others not running"
+        if len(paused) < len(statuses)
+        else f"its {len(statuses)} workers are paused for memory (one holds "
+        f"{held:.0f} MiB{of}): a paused worker takes no task until its memory frees"
+    )
+
+
 class DaskPool(Pool):
     """Batches as tasks of a ``dask.distributed.Client``."""
 
@@ -218,6 +245,8 @@ class DaskPool(Pool):
 
     def start(self, job: Job, arrays: tuple[Array, ...]) -> None:
         self._job = (job, arrays)
+        if idle_workers(self._workers) is not None:  # (paused: the scatter would
+            self._await_a_worker(None)  # wait 30 s, then say "No valid workers")
         self._ship()
 
     def _ship(self, rows: tuple[int, int] | None = None) -> None:
@@ -284,11 +313,15 @@ class DaskPool(Pool):
         )
 
     def _await_a_worker(self, rows: tuple[int, int] | None) -> None:
-        """A worker to ship the inputs to again, within `WORKERS_BACK_S`.
+        """A running worker to ship the inputs to (again), within `WORKERS_BACK_S`.
 
         Where every worker died (a nanny restarts them, slowly on a busy
         machine, or not at all), the scatter raised dask's "No valid workers
-        found"; this says what happened instead, naming the rows.
+        found"; where every worker is paused for memory (over dask's pause
+        fraction of its ``memory_limit``: it takes no task until its memory
+        frees), the scatter waited 30 s first. A warning says at once that
+        they are paused and that it waits for one to resume; a RuntimeError
+        says what happened (`idle_workers`), naming the rows.
 
         (It asks the scheduler through the client, not
         ``Client.wait_for_workers``: for a client of a cluster object that
@@ -298,16 +331,30 @@ class DaskPool(Pool):
         a KeyError raised at the caller's ``cluster.close()``.)
         """
         deadline = time.monotonic() + WORKERS_BACK_S
-        while not any(
-            w.get("status", "running") == "running"
-            for w in scheduler_workers(self._client).values()
-        ):
+        told = False
+        while (why := idle_workers(scheduler_workers(self._client))) is not None:
+            which = "" if rows is None else f" rows {rows[0]}:{rows[1]}"
+            if not told and "paused" in why:
+                told = True
+                logger().warning(
+                    "map_batches: %s has no worker to run%s on now: %s; waiting "
+                    "up to %g s for one to resume",
+                    self.where,
+                    which,
+                    why,
+                    WORKERS_BACK_S,
+                )
             if time.monotonic() > deadline:
-                which = "" if rows is None else f" rows {rows[0]}:{rows[1]}"
+                back = "resumed" if "paused" in why else "came back"
+                advice = (
+                    "free memory on the workers or give them a larger memory_limit"
+                    if "paused" in why
+                    else "see the workers' logs"
+                )
+                left = "" if "paused" in why else " left"
                 msg = (
-                    f"{self.where} has no worker left to run{which} "
-                    f"on: its workers died and none came back "
-                    f"within {WORKERS_BACK_S:g} s; see the workers' logs"
+                    f"{self.where} has no worker{left} to run{which} on: {why} "
+                    f"and none {back} within {WORKERS_BACK_S:g} s; {advice}"
                 )
                 raise RuntimeError(msg)
             time.sleep(POLL_S)
