@@ -122,11 +122,11 @@ def raise_if_axis_out_of_range(array: Array, axis: int, extra: int = 0) -> None:
         return
     n = ndim + extra
     if n == 0:
-        msg = f"axis={axis} is out of range: a 0-dimensional array has no axes"
+        msg = f"axis={shown(axis)} is out of range: a 0-dimensional array has no axes"
         raise ValueError(msg) from None
     if not -n <= axis < n:
         msg = (
-            f"axis={axis} is out of range for an array of {ndim} dimension(s) "
+            f"axis={shown(axis)} is out of range for an array of {ndim} dimension(s) "
             f"(valid: {-n} to {n - 1})"
         )
         raise ValueError(msg) from None
@@ -198,8 +198,11 @@ def check_copy(copy: Value) -> None:
 
 def check_axis(axis: Value) -> int:
     if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
-        msg = f"axis must be an int, got {axis!r}"
+        msg = f"axis must be an int, got {shown(axis)}"
         raise TypeError(msg)
+    if not -(2**62) <= axis < 2**62:  # (no array has so many axes; NumPy overflowed)
+        msg = f"axis {shown(axis)} is out of range: no array has that many axes"
+        raise ValueError(msg)
     return int(axis)
 
 

@@ -19,6 +19,7 @@ from ._adapters._registry import adapter_for_array, to_host
 from ._args import own_dtype, refuse_lossy
 from ._cast_checks import check_cast_keeps_values
 from ._dtypes import DTYPE_KINDS, dtype_name
+from ._shown import shown
 
 if TYPE_CHECKING:
     from ._facts import ArrayT, Facts, Source
@@ -84,7 +85,7 @@ def host(x: Value, param: str) -> HostArray:
         # copy has it: float32 holds its every value, as torch's copy has it)
         on_host = on_host.astype(np.float32)
     if on_host.dtype.kind not in "biufc":
-        msg = f"{param} has non-numeric dtype {on_host.dtype} (value {x!r:.60})"
+        msg = f"{param} has non-numeric dtype {on_host.dtype} (value {shown(x):.60})"
         raise TypeError(msg)
     if not on_host.flags.writeable:  # read-only views (e.g. of JAX arrays)
         on_host = on_host.copy()

@@ -156,7 +156,8 @@ def bind(adapter: Adapter, device: str) -> Facts[Array]:
         # Operands are checked before the call only for libraries that
         # would convert another library's arrays silently.
         plain=adapter.operand_type() if adapter.precheck_operands else None,
-        bad_args=adapter.argument_error_types(),
+        # (and OverflowError: an axis past C's long, which NumPy converts)
+        bad_args=(*adapter.argument_error_types(), OverflowError),
         canon=adapter.canonical_device(device),
         unusable=None,
         is_own=adapter.own_check(native, held),

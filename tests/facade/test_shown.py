@@ -115,3 +115,20 @@ def test_a_min_batch_of_thousands_of_digits_runs_the_rows(caplog):
     assert "(an int of 5001 digits" in caplog.text
     plan = xpkit.plan_batches(lambda r: r * 2, a, min_batch=10**400)
     assert plan.batch_size == 6
+
+
+def test_an_axis_or_a_value_past_every_dtype_is_told_not_printed(xpkit_backend):
+    """``expand_dims(x, -10**5000)`` met NumPy's OverflowError, and
+    ``asarray(10**5000)`` Python's refusal to print the int in its message."""
+    b = xpkit_backend
+    x = b.asarray(np.ones((3, 2)))
+    with pytest.raises(ValueError, match=r"^axis=-100000000000\.\.\. \(an int of 5001"):
+        b.expand_dims(x, -(10**5000))
+    with pytest.raises(ValueError, match=r"^axis=1180591620717411303424 is out of"):
+        b.sort(x, axis=2**70)
+    with pytest.raises(TypeError, match=r"^axis must be an int, got 'a'"):
+        b.expand_dims(x, "a")
+    with pytest.raises(
+        TypeError, match=r"^x has non-numeric dtype object \(value 1000"
+    ):
+        b.asarray(10**5000)
