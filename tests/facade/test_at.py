@@ -616,46 +616,33 @@ def test_an_integer_array_takes_no_negative_power_array(xpkit_backend):
         (-1, slice(None), np.array([3, 0, 1])),
         (Ellipsis, 0, np.array([3, 0, 1])),
         (slice(1, 3), -2, np.array([4, 0])),
-    ],
-    ids=["int, array", "int, two", "int, slice, array", "..., int, array", "slice"],
-)
-@pytest.mark.parametrize("value", ["array", "number"])
-def test_an_integer_beside_an_integer_array_sets_what_numpy_sets(
-    xpkit_backend, idx, value
-):
-    """Dask's assignment wrote -1 five times where NumPy writes -1..-5 at
-    ``x[2, [1]]``, and failed deep inside for the others (an array value)."""
-    b = xpkit_backend
-    start = np.arange(60.0).reshape(3, 4, 5)
-    selected = start[idx].shape
-    y = -1.0 - np.arange(float(np.prod(selected))).reshape(selected)
-    expected = start.copy()
-    expected[idx] = y if value == "array" else -7.0
-    positions = tuple(b.asarray(p) if isinstance(p, np.ndarray) else p for p in idx)
-    given = b.asarray(y) if value == "array" else -7.0
-    out = b.at(b.asarray(start), positions).set(given, copy=True)
-    np.testing.assert_array_equal(_host(b, out), expected)
-
-
-@pytest.mark.xpkit_skip(
-    ["array_api_strict", "array_api_strict-*", "ndonnx"],
-    reason="their __setitem__ takes no integer array",
-)
-@pytest.mark.parametrize(
-    "idx",
-    [
         (np.array(1),),
         (np.array(-1), 2),
         (slice(None), np.array(3)),
         (Ellipsis, np.array(0)),
         (np.array(2), slice(1, 3)),
     ],
-    ids=["alone", "int", "after a slice", "after ...", "before a slice"],
+    ids=[
+        "int, array",
+        "int, two",
+        "int, slice, array",
+        "..., int, array",
+        "slice",
+        "0-d alone",
+        "0-d, int",
+        "slice, 0-d",
+        "..., 0-d",
+        "0-d, slice",
+    ],
 )
 @pytest.mark.parametrize("value", ["array", "number"])
-def test_a_0d_integer_array_index_sets_what_numpy_sets(xpkit_backend, idx, value):
-    """Dask raised "does not yet implement assignment to a scalar numpy or
-    dask array index" where NumPy takes it as an integer."""
+def test_an_integer_beside_an_integer_array_sets_what_numpy_sets(
+    xpkit_backend, idx, value
+):
+    """Dask's assignment wrote -1 five times where NumPy writes -1..-5 at
+    ``x[2, [1]]``, and failed deep inside for the others (an array value);
+    a 0-d integer array met "does not yet implement assignment to a scalar
+    numpy or dask array index" where NumPy takes it as an integer."""
     b = xpkit_backend
     start = np.arange(60.0).reshape(3, 4, 5)
     selected = start[idx].shape
