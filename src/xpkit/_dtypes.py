@@ -20,6 +20,7 @@ __all__ = [
     "PrecisionWarning",
     "collected_narrowings",
     "collecting_narrowings",
+    "dtype_label",
     "dtype_name",
     "external_stacklevel",
     "forget_narrowings",
@@ -131,6 +132,19 @@ def dtype_name(dtype: DType) -> str | None:
         with contextlib.suppress(TypeError):
             _NAMED[key] = name
     return name
+
+
+def dtype_label(dtype: DType) -> str:
+    """The standard's name of a dtype, else its own text (str, object, datetime).
+
+    Without the module a library spells it with (``float8_e4m3fn``, NumPy's
+    with ml_dtypes, for one spelt ``<module>.float8_e4m3fn``): one dtype has
+    one label whichever library holds it.
+    """
+    try:
+        return str(dtype_name(dtype))
+    except TypeError:
+        return str(dtype).rpartition(".")[2]
 
 
 def _name_of(dtype: DType) -> str:

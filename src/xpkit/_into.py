@@ -43,7 +43,7 @@ from ._adapters._stores import (
     rows_per_write,
     written_by_workers,
 )
-from ._dtypes import dtype_name
+from ._dtypes import dtype_label
 from ._result_spec import describe_spec, sequence_spec
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from ._adapters._layout import Extent
     from ._backend import Backend
     from ._rows import ResultSpec
-    from ._typing import Array, DType, HostArray, UserFunction, Value
+    from ._typing import Array, HostArray, UserFunction, Value
 
 __all__ = [
     "ChunkWriter",
@@ -61,7 +61,6 @@ __all__ = [
     "check_out",
     "check_structure",
     "chunk_rows",
-    "dtype_label",
     "dtype_refused",
     "held_while_writing",
     "host_rows_for",
@@ -310,13 +309,14 @@ def slots_of(out: Out, spec: ResultSpec, count: int) -> list[int]:
 
 
 def on_target(backend: Backend, lib: Adapter | None, leaf: Array) -> Array:
-    """``leaf`` on ``backend`` (of the adapter ``lib``): itself when it is there already."""
+    """``leaf`` on ``backend`` (of the adapter ``lib``): itself when it is there already.
+
+    (Then in any dtype its library holds, float8 and complex32 too, untouched.)
+    """
     if adapter_for_array(leaf) is lib:
         try:  # (the Backend of leaf, from the class of the one given)
             if backend.from_arrays(leaf) == backend:
-                return (
-                    leaf  # any dtype its library holds (float8, complex32), untouched
-                )
+                return leaf
         except (TypeError, ValueError):
             pass
     return backend.asarray(leaf)
@@ -345,19 +345,6 @@ def host_rows_for(
         raise dtype_refused(out, i, label, own, fn)
     rows: HostArray = host.astype(given)  # (widened on the host: back, exactly)
     return rows
-
-
-def dtype_label(dtype: DType) -> str:
-    """The standard's name of a dtype, else its own text (str, object, datetime).
-
-    Without the module a library spells it with (``float8_e4m3fn``, NumPy's
-    with ml_dtypes, for one spelt ``<module>.float8_e4m3fn``): one dtype has
-    one label whichever library holds it.
-    """
-    try:
-        return str(dtype_name(dtype))
-    except TypeError:
-        return str(dtype).rpartition(".")[2]
 
 
 def check_structure(out: Out, spec: ResultSpec, fn: UserFunction) -> None:

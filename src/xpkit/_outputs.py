@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ._adapters._registry import adapter_for_array, get_adapter
+from ._dtypes import dtype_label
 from ._into import (
     ChunkWriter,
     Out,
     check_layout,
     check_structure,
-    dtype_label,
     host_rows_for,
     on_target,
     slots_of,

@@ -329,10 +329,10 @@ def _local_batch(request: BatchRequest, cost: Cost, left: int, budget: float) ->
     floor = min(request.min_batch, left)  # (a min_batch beyond the rows: them all)
     if cost.source == "given":  # one item over the budget is the caller's error
         per_item = cost.per_item * request.overhead
+        origin = ""  # (where a budget no budget_gb= gave comes from, for its error)
         if request.budget_gb is None and per_item > int(budget * BYTES_PER_GB):
             origin = configured_budget_origin() or f"measured on {request.owner.name}"
-            batch_size_within(left, per_item, budget, floor, origin)  # (raises)
-        batch, _ = batch_size_within(left, per_item, budget, floor)
+        batch, _ = batch_size_within(left, per_item, budget, floor, origin)
         return batch
     # Measured (or estimated): fn may already have run, so run, however small.
     fitting = cost.rows_within(budget * BYTES_PER_GB, request.overhead)

@@ -743,4 +743,7 @@ def test_inputs_are_shipped_once_a_paused_worker_resumes(monkeypatch):
     pool.start(Job(_double), (x,))
     assert len(client.scattered) == 2  # (the job, then the inputs)
     assert client.answers == [_workers("paused", "running")]
-    assert "1 of its 2 workers are paused" in dask_executor.idle_workers(paused)
+    idle = dask_executor.idle_workers(paused)
+    assert idle is not None
+    assert idle.paused
+    assert "1 of its 2 workers are paused" in idle.why

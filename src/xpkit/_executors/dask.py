@@ -9,7 +9,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from .._log import logger
 from .._memory import BYTES_PER_GB, HEADROOM, MIN_BUDGET_GB, host_available_bytes
@@ -192,7 +192,23 @@ def scheduler_workers(client: DaskClient) -> dict[str, JSONObject]:
     return workers
 
 
-def idle_workers(workers: dict[str, JSONObject]) -> str | None:
+class Idle(NamedTuple):
+    """Why no worker of a cluster takes a task now (`idle_workers`).
+
+    Attributes
+    ----------
+    why : str
+        As a message says it.
+    paused : bool
+        Whether workers are paused for memory (they resume as it frees),
+        rather than gone or stopped.
+    """
+
+    why: str
+    paused: bool = False
+
+
+def idle_workers(workers: dict[str, JSONObject]) -> Idle | None:
     """Why none of ``workers`` (`scheduler_workers`) takes a task now; None if one does.
 
     None running: all gone ("its workers died"), paused for memory (with
@@ -202,21 +218,28 @@ def idle_workers(workers: dict[str, JSONObject]) -> str | None:
     if "running" in statuses:
         return None
     if not statuses:
-        return "its workers died"
+        return Idle("its workers died")
     paused = [w for w in workers.values() if w.get("status") == "paused"]
     if not paused:
-        return f"none of its workers is running ({', '.join(sorted(set(statuses)))})"
+        return Idle(
+            f"none of its workers is running ({', '.join(sorted(set(statuses)))})"
+        )
     first = paused[0]
     held = (first.get("metrics", {}).get("memory", 0) or 0) / 2**20
     limit = first.get("memory_limit")
     of = f" of its {limit / 2**20:.0f} MiB memory_limit" if limit else ""
-    return (
-        f"{len(paused)} of its {len(statuses)} workers are paused for memory "
-        f"(one holds {held:.0f} MiB{of}), the others not running"
-        if len(paused) < len(statuses)
-        else f"its {len(statuses)} workers are paused for memory (one holds "
-        f"{held:.0f} MiB{of}): a paused worker takes no task until its memory frees"
-    )
+    if len(paused) < len(statuses):
+        why = (
+            f"{len(paused)} of its {len(statuses)} workers are paused for memory "
+            f"(one holds {held:.0f} MiB{of}), the others not running"
+        )
+    else:
+        why = (
+            f"its {len(statuses)} workers are paused for memory (one holds "
+            f"{held:.0f} MiB{of}): a paused worker takes no task until its "
+            "memory frees"
+        )
+    return Idle(why, paused=True)
 
 
 class DaskPool(Pool):
@@ -332,28 +355,28 @@ class DaskPool(Pool):
         """
         deadline = time.monotonic() + WORKERS_BACK_S
         told = False
-        while (why := idle_workers(scheduler_workers(self._client))) is not None:
+        while (idle := idle_workers(scheduler_workers(self._client))) is not None:
             which = "" if rows is None else f" rows {rows[0]}:{rows[1]}"
-            if not told and "paused" in why:
+            if not told and idle.paused:
                 told = True
                 logger().warning(
                     "map_batches: %s has no worker to run%s on now: %s; waiting "
                     "up to %g s for one to resume",
                     self.where,
                     which,
-                    why,
+                    idle.why,
                     WORKERS_BACK_S,
                 )
             if time.monotonic() > deadline:
-                back = "resumed" if "paused" in why else "came back"
-                advice = (
-                    "free memory on the workers or give them a larger memory_limit"
-                    if "paused" in why
-                    else "see the workers' logs"
-                )
-                left = "" if "paused" in why else " left"
+                if idle.paused:
+                    left, back = "", "resumed"
+                    advice = (
+                        "free memory on the workers or give them a larger memory_limit"
+                    )
+                else:
+                    left, back, advice = " left", "came back", "see the workers' logs"
                 msg = (
-                    f"{self.where} has no worker{left} to run{which} on: {why} "
+                    f"{self.where} has no worker{left} to run{which} on: {idle.why} "
                     f"and none {back} within {WORKERS_BACK_S:g} s; {advice}"
                 )
                 raise RuntimeError(msg)

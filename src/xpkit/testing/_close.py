@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .._adapters._registry import ADAPTERS, adapter_for_array
-from .._dtypes import DTYPE_NAMES, dtype_name, narrowed
+from .._dtypes import DTYPE_NAMES, dtype_label, dtype_name, narrowed
 from ._close_values import compare_values, host_copy
 from ._running import RunningVariant, running_variant
 
@@ -321,19 +321,16 @@ def _compare_meta(
 
 
 def _dtype_text(dtype: DType, host: HostArray) -> str | None:
-    """The standard's name of ``dtype``, else its own text where ``host`` holds numbers.
+    """The standard's name of ``dtype``, else its label where ``host`` holds numbers.
 
     A dtype outside the standard (NumPy's long double, torch's float8 and
-    complex32) is compared by its text: two arrays of it are of one dtype,
-    and their host copies hold numbers. Anything else is refused, as
-    `dtype_name` refuses it.
+    complex32) is compared by its label (`dtype_label`): two arrays of it
+    are of one dtype, and their host copies hold numbers. Anything else is
+    refused, as `dtype_name` refuses it.
     """
-    try:
+    if host.dtype.kind not in "biufc":
         return dtype_name(dtype)
-    except TypeError:
-        if host.dtype.kind not in "biufc":
-            raise
-        return str(dtype)
+    return dtype_label(dtype)
 
 
 def _computes_declared(
