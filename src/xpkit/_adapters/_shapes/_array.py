@@ -576,6 +576,8 @@ def _elide(
         other.shape not in ((), shape) or not np.can_cast(other._name, name)
     ):
         return None
+    if isinstance(other, _SCALARS) and not np.can_cast(np.dtype(type(other)), name):
+        return None  # (NumPy makes it an array first: an int is int64, ...)
     result = ShapeArray(temp._trace, shape, name, temp._charged, temp._node)
     temp._charged = 0
     return result

@@ -3,7 +3,8 @@
 What ``x.__array_namespace__()`` (and so ``array_api_compat.array_namespace``
 and ``xpkit.Backend.from_arrays(x).xp``) returns for a shape-only array.
 Each function makes its result's shape and dtype and charges its bytes to
-the trace; ``linalg`` is the extension. The dtypes (``float32``, ...) are the
+the trace; ``linalg`` and ``fft`` are the extensions (``fft`` where the
+library computes it with NumPy). The dtypes (``float32``, ...) are the
 impersonated library's own objects, read from the running trace.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import math
 
 from .._trace import active_trace
+from . import _fft as fft
 from . import _linalg as linalg
 from ._creation import (
     arange,
@@ -205,6 +207,7 @@ __all__ = [
     "expand_dims",
     "expm1",
     "eye",
+    "fft",
     "finfo",
     "flip",
     "floor",

@@ -17,8 +17,10 @@ import numpy as np
 
 from .._trace import Trace, active_trace
 from . import _creation as creation
+from . import _fft as fft
 from . import _linalg as linalg
 from . import _manipulation as manipulation
+from . import _numpy_statistics as numpy_statistics
 from . import _rules as rules
 from . import _statistics as statistics
 from ._array import ShapeArray, lift, made
@@ -256,21 +258,6 @@ def _norm(
     return linalg.vector_norm(x, axis=axis, keepdims=keepdims)
 
 
-def _quantile(
-    a: Value,
-    q: Value = None,
-    axis: Value = None,
-    out: Value = None,
-    keepdims: bool = False,
-    **_: Value,
-) -> ShapeArray:
-    x = lift(_trace_of((a,)), a)
-    partitioned = made(x._trace, x.shape, x._name, (x,))  # it partitions a copy
-    result = reduction(x, "mean", axis, bool(keepdims), None)
-    del partitioned
-    return result
-
-
 def _clip(
     a: Value, a_min: Value = None, a_max: Value = None, out: Value = None, **kw: Value
 ) -> ShapeArray:
@@ -323,9 +310,6 @@ FUNCTIONS: dict[str, Callable[..., object]] = {
     "argmax": _no_dtype("arg"),
     "argmin": _no_dtype("arg"),
     "count_nonzero": _no_dtype("arg"),
-    "median": _quantile,
-    "quantile": _quantile,
-    "percentile": _quantile,
     "cumsum": lambda a, axis=None, dtype=None, out=None: lift(
         _trace_of((a,)), a
     ).cumsum(axis, dtype),
@@ -414,6 +398,8 @@ FUNCTIONS: dict[str, Callable[..., object]] = {
     "unique": _refuse("unique"),
     "allclose": _refuse("allclose"),
     "array_equal": _refuse("array_equal"),
+    **numpy_statistics.FUNCTIONS,
+    **fft.FUNCTIONS,
 }
 
 

@@ -1,0 +1,257 @@
+"""NumPy's order statistics and nan-functions on shape-only arrays.
+
+These are written in Python inside NumPy, and what they make beside the
+result is most of their cost: ``np.percentile`` partitions a copy of its
+input, then takes the two neighbours of each level and interpolates
+between them (five arrays of the result's shape at once); ``np.nanmean``
+copies its input with the NaNs replaced and holds two masks; ``np.nanmax``
+reduces with ``fmax`` and copies nothing. Each handler charges what NumPy
+2's own code allocates (measured against tracemalloc in
+``tests/adapters/test_shapes_numpy_functions.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .._trace import active_trace
+from . import _rules as rules
+from ._array import ShapeArray, lift, made
+from ._statistics import reduction
+
+if TYPE_CHECKING:
+    from ..._typing import Value
+    from .._trace import Trace
+
+__all__ = ["FUNCTIONS"]
+
+#: ``method=`` values that take a neighbour (no interpolation between two).
+_TAKES = frozenset(
+    {"lower", "higher", "nearest", "inverted_cdf", "closest_observation"}
+)
+#: Bool masks ``np.nan_to_num`` holds at once (``isposinf``, ``isneginf``).
+_NAN_TO_NUM_MASKS = 5
+
+
+def _array(*values: Value) -> ShapeArray:
+    """The first operand, lifted into the trace of the first shape-only one."""
+    traces = [v._trace for v in values if isinstance(v, ShapeArray)]
+    trace: Trace = traces[0] if traces else active_trace()
+    return lift(trace, values[0])
+
+
+def _levels_dtype(x: ShapeArray, q: Value) -> str:
+    """The quantiles' dtype: ``x``'s float, widened by ``q`` unless a Python number."""
+    name = rules.float_of(x._trace.profile, x._name)
+    if isinstance(q, bool | int | float):  # (weak)
+        return name
+    given = getattr(q, "dtype", None)
+    other = rules.dtype_name_of(x._trace, given) if given is not None else None
+    if other is None or rules.kind(other) != rules.FLOAT:
+        other = "float64"  # (a list of numbers, an integer array: float64)
+    return str(np.result_type(name, other))
+
+
+def _masks(x: ShapeArray, count: int) -> list[ShapeArray]:
+    return [made(x._trace, x.shape, "bool", (x,)) for _ in range(count)]
+
+
+def _order_statistic(
+    x: ShapeArray,
+    q: Value,
+    axis: Value,
+    overwrite: Value,
+    keepdims: Value,
+    interpolates: bool,
+) -> ShapeArray:
+    """Quantiles ``q`` of ``x``: its partitioned copy, then a take or a lerp."""
+    levels = q.shape if isinstance(q, ShapeArray) else np.shape(q)
+    copy = None if overwrite else made(x._trace, x.shape, x._name, (x,))
+    one = reduction(x, "mean", axis, bool(keepdims), None)  # (one level's shape)
+    shape, name = (*levels, *one.shape), _levels_dtype(x, q)
+    del one
+    if not interpolates:  # (the neighbour taken, in x's dtype)
+        moved = axis is not None and rules.axes_of(axis, x.ndim) != (0,)
+        # (NumPy moves the axis first; take copies that view contiguous)
+        contiguous = made(x._trace, x.shape, x._name, (x,)) if moved else None
+        result = made(x._trace, shape, x._name, (x,))
+        del contiguous, copy
+        return result
+    # previous, next and their difference; the difference scaled, the result
+    sides = [made(x._trace, shape, x._name, (x,)) for _ in range(3)]
+    scaled = made(x._trace, shape, name, (x,))
+    result = made(x._trace, shape, name, (x,))
+    del sides, scaled, copy
+    return result
+
+
+def _quantile(
+    a: Value,
+    q: Value,
+    axis: Value = None,
+    out: Value = None,
+    overwrite_input: Value = False,
+    method: Value = "linear",
+    keepdims: Value = False,
+    *,
+    weights: Value = None,
+    **_: Value,
+) -> ShapeArray:
+    """``np.quantile`` and ``np.percentile``: the levels' axes come first."""
+    x = _array(a, q)
+    if weights is not None:
+        msg = "numpy.quantile with weights="
+        raise x._trace.refuse(msg)
+    return _order_statistic(x, q, axis, overwrite_input, keepdims, method not in _TAKES)
+
+
+def _median(
+    a: Value,
+    axis: Value = None,
+    out: Value = None,
+    overwrite_input: Value = False,
+    keepdims: Value = False,
+) -> ShapeArray:
+    """``np.median``: a partitioned copy, then the mean of the middle one or two."""
+    x = _array(a)
+    copy = None if overwrite_input else made(x._trace, x.shape, x._name, (x,))
+    result = reduction(x, "mean", axis, bool(keepdims), None)
+    del copy
+    return result
+
+
+def _replaced(x: ShapeArray, extra_masks: int = 0) -> list[ShapeArray]:
+    """What NumPy's ``_replace_nan`` holds: a copy and the NaN mask (floats only)."""
+    if rules.kind(x._name) not in (rules.FLOAT, rules.COMPLEX):
+        return []
+    copy = made(x._trace, x.shape, x._name, (x,))
+    return [copy, *_masks(x, 1 + extra_masks)]
+
+
+def _nan_reduction(rule: str, extra_masks: int = 0) -> Callable[..., ShapeArray]:
+    """``np.nansum``, ``nanprod``, ``nanmean``: the replaced copy held while it reduces."""
+
+    def reduce(
+        a: Value,
+        axis: Value = None,
+        dtype: Value = None,
+        out: Value = None,
+        keepdims: Value = False,
+        **_: Value,
+    ) -> ShapeArray:
+        return _nan_reduce(a, rule, extra_masks, axis, dtype, keepdims)
+
+    return reduce
+
+
+def _nan_reduce(
+    a: Value, rule: str, extra_masks: int, axis: Value, dtype: Value, keepdims: Value
+) -> ShapeArray:
+    x = _array(a)
+    held = _replaced(x, extra_masks)
+    wanted = rules.dtype_name_of(x._trace, dtype)
+    if rule == "spread":  # (centred and squared in the copy; a complex one's conj)
+        rule, wanted = (
+            "mean",
+            wanted or rules.REDUCED_DTYPES[rule](x._trace.profile, x._name),
+        )
+        if rules.kind(x._name) == rules.COMPLEX:
+            held.append(made(x._trace, x.shape, x._name, (x,)))
+    result = reduction(x, rule, axis, bool(keepdims), wanted)
+    del held
+    return result
+
+
+def _nan_spread(
+    a: Value,
+    axis: Value = None,
+    dtype: Value = None,
+    out: Value = None,
+    ddof: Value = 0,
+    keepdims: Value = False,
+    **_: Value,
+) -> ShapeArray:
+    """``np.nanvar``/``nanstd``: the copy, its mask and its complement."""
+    return _nan_reduce(a, "spread", 1, axis, dtype, keepdims)
+
+
+def _nan_extreme(
+    a: Value, axis: Value = None, out: Value = None, keepdims: Value = False, **_: Value
+) -> ShapeArray:
+    """``np.nanmax``/``nanmin``: ``fmax.reduce`` of the array itself."""
+    return reduction(_array(a), "max", axis, bool(keepdims), None)
+
+
+def _nan_arg(
+    a: Value, axis: Value = None, out: Value = None, *, keepdims: Value = False
+) -> ShapeArray:
+    """``np.nanargmax``/``nanargmin``: the replaced copy, then ``argmax``."""
+    x = _array(a)
+    held = _replaced(x)
+    result = reduction(x, "arg", axis, bool(keepdims), None)
+    del held
+    return result
+
+
+def _nan_accumulation(
+    a: Value, axis: Value = None, dtype: Value = None, out: Value = None
+) -> ShapeArray:
+    """``np.nancumsum``/``nancumprod``: the replaced copy, then ``cumsum``."""
+    x = _array(a)
+    held = _replaced(x)
+    result = x.cumsum(axis, dtype)
+    del held
+    return result
+
+
+def _nan_to_num(a: Value, copy: Value = True, **_: Value) -> ShapeArray:
+    """``np.nan_to_num``: a copy, and the masks of NaN and each infinity."""
+    x = _array(a)
+    if not copy:
+        msg = "numpy.nan_to_num with copy=False (it writes into its input)"
+        raise x._trace.refuse(msg)
+    result = made(x._trace, x.shape, x._name, (x,))
+    if rules.kind(x._name) in (rules.FLOAT, rules.COMPLEX):
+        masks = _masks(x, _NAN_TO_NUM_MASKS)  # (held at once, then dropped)
+        del masks
+    return result
+
+
+def _partition(a: Value, kth: Value, axis: Value = -1, **_: Value) -> ShapeArray:
+    """``np.partition``: a copy (flattened where ``axis`` is None)."""
+    x = _array(a)
+    shape = (x.size,) if axis is None else x.shape
+    return made(x._trace, shape, x._name, (x,))
+
+
+def _searchsorted(
+    a: Value, v: Value, side: Value = "left", sorter: Value = None
+) -> ShapeArray:
+    """``np.searchsorted``: the indices, of ``v``'s shape."""
+    values = _array(v, a)
+    return made(values._trace, values.shape, "int64", (values,))
+
+
+#: NumPy function name -> its handler on shape-only arrays.
+FUNCTIONS: dict[str, Callable[..., object]] = {
+    "median": _median,
+    "quantile": _quantile,
+    "percentile": _quantile,
+    "nansum": _nan_reduction("sum"),
+    "nanprod": _nan_reduction("sum"),
+    "nanmean": _nan_reduction("mean", extra_masks=1),
+    "nanvar": _nan_spread,
+    "nanstd": _nan_spread,
+    "nanmax": _nan_extreme,
+    "nanmin": _nan_extreme,
+    "nanargmax": _nan_arg,
+    "nanargmin": _nan_arg,
+    "nancumsum": _nan_accumulation,
+    "nancumprod": _nan_accumulation,
+    "nan_to_num": _nan_to_num,
+    "partition": _partition,
+    "searchsorted": _searchsorted,
+}
