@@ -339,6 +339,36 @@ def test_another_threads_process_wide_measurement_is_waited_for():
     assert order == ["first", (2, 2), "second"]
 
 
+def test_a_thread_that_finds_no_cpu_free_is_still_waited_for(monkeypatch):
+    """On a loaded machine a computing thread may get no CPU for a while:
+    its CPU time says still, its state says runnable, and it is waited for
+    (it was measured beside, the two measurements counting each other)."""
+    if _peak._running_threads() is None:
+        pytest.skip("no thread states here (Linux's /proc)")
+    monkeypatch.setattr(_peak, "_own_cpu_clock", lambda: lambda: 0.0)  # (starved)
+    monkeypatch.setattr(_peak, "_process_seconds", lambda: 0.0)
+    waiting = threading.Event()
+    order: list[object] = []
+
+    def busy():  # computes until the other thread has watched it 3x STILL_SECONDS
+        waiting.wait(30)
+        until = time.monotonic() + 3 * _peak.STILL_SECONDS
+        while time.monotonic() < until:
+            pass
+        order.append("first")
+        return 2
+
+    first = threading.Thread(target=lambda: order.append(_Fixed().measure(busy)))
+    first.start()
+    while not _peak._turn_taken():
+        time.sleep(0.001)
+    waiting.set()
+    assert _Fixed().measure(lambda: 8) == (8, 8)
+    order.append("second")
+    first.join(30)
+    assert order == ["first", (2, 2), "second"]
+
+
 @pytest.mark.parametrize("clock", ["read", "none"])
 def test_the_process_working_for_a_still_thread_is_waited_for(monkeypatch, clock):
     """JAX's calling thread waits while XLA's threads compute: the process's

@@ -27,7 +27,10 @@ thread's under way waits for it while that thread works, at most
 `WAIT_SECONDS`. Where, over `STILL_SECONDS`, the measuring thread used
 under `THREAD_SHARE` of a CPU (a poll loop's wake-ups stay under it) and
 the whole process under `PROCESS_SHARE` (so that no thread computes for
-it, as XLA's do while JAX's calling thread waits), it is waiting itself,
+it, as XLA's do while JAX's calling thread waits), and, where the threads'
+states can be read (Linux), neither it nor another thread was runnable in
+half the looks (a thread that computes on a loaded machine may find no CPU
+free, and use little CPU time), it is waiting itself,
 perhaps for this very thread (a ``fn`` that hands its rows to a thread
 pool whose work calls `map_batches` again): this thread does not wait on,
 it measures alongside (the still one's memory does not change meanwhile),
@@ -54,6 +57,7 @@ import time
 import tracemalloc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TypeVar
 
 __all__ = [
@@ -94,10 +98,77 @@ _POLL_SECONDS = 0.02
 class _Holder:
     """The measurement under way: its thread's CPU clock, where it can be read."""
 
-    __slots__ = ("thread_cpu",)
+    __slots__ = ("native_id", "thread_cpu")
 
     def __init__(self) -> None:
         self.thread_cpu = _own_cpu_clock()
+        self.native_id = threading.get_native_id()
+
+
+#: States of a thread that computes or is about to (runnable, in a system call).
+_WORKING = frozenset("RD")
+#: This process's threads, each with its ``stat`` (Linux).
+_TASKS = Path("/proc/self/task")
+
+
+def _running_threads() -> frozenset[int] | None:
+    """The native ids of this process's threads in state R or D; None where unknown.
+
+    A thread that computes but finds no CPU free uses little CPU time, yet
+    is ``R`` (running or runnable); one that waits on a lock, a join or an
+    event is ``S``.
+    """
+    try:
+        tasks = list(_TASKS.iterdir())
+    except OSError:
+        return None
+    running = set()
+    for task in tasks:
+        try:
+            stat = (task / "stat").read_bytes()
+        except OSError:  # (it ended meanwhile)
+            continue
+        after = stat.rfind(b")") + 2  # (the name, in brackets, may hold anything)
+        if stat[after : after + 1].decode("ascii", "replace") in _WORKING:
+            running.add(int(task.name))
+    return frozenset(running)
+
+
+class _Window:
+    """One `STILL_SECONDS` of watching the measuring thread.
+
+    Its CPU time and the process's, and, where the threads' states can be
+    read (`_running_threads`), how often it and each other thread was
+    running or runnable: a thread that computes on a loaded machine finds
+    no CPU free and uses little time, but is runnable.
+    """
+
+    __slots__ = ("began", "looks", "process", "runs", "thread")
+
+    def __init__(self, began: float, thread: float, process: float) -> None:
+        self.began, self.thread, self.process = began, thread, process
+        self.looks = 0
+        self.runs: dict[int, int] = {}
+
+    def look(self, watcher: int) -> None:
+        """Note which threads run now (``watcher``, this one, always does)."""
+        running = _running_threads()
+        if running is None:
+            return
+        self.looks += 1
+        for native_id in running - {watcher}:
+            self.runs[native_id] = self.runs.get(native_id, 0) + 1
+
+    def still(self, holder: int, thread: float, process: float, now: float) -> bool:
+        """Whether the measuring thread waited all along, and no thread worked for it."""
+        span = now - self.began
+        busy = {i for i, n in self.runs.items() if 2 * n >= self.looks > 0}
+        return (
+            thread - self.thread < THREAD_SHARE * span
+            and process - self.process < PROCESS_SHARE * span
+            and holder not in busy
+            and not busy
+        )
 
 
 #: The measurement under way, or None.
@@ -175,7 +246,8 @@ def _take_turn() -> str:
     """
     deadline = time.monotonic() + WAIT_SECONDS
     watched: _Holder | None = None
-    window = (0.0, 0.0, 0.0)  # (when, the holder's CPU, the process's CPU)
+    window = _Window(0.0, 0.0, 0.0)
+    me = threading.get_native_id()
     while True:
         if _LOCK.acquire(timeout=_POLL_SECONDS):
             return _TURN
@@ -189,20 +261,21 @@ def _take_turn() -> str:
             thread = 0.0 if holder.thread_cpu is None else holder.thread_cpu()
         except OSError:  # it ended between two reads: the lock is free soon
             continue
-        process = time.process_time()
+        process = _process_seconds()
         if holder is not watched:
-            watched, window = holder, (now, thread, process)
+            watched, window = holder, _Window(now, thread, process)
             continue
-        began, thread_then, process_then = window
-        span = now - began
-        if span < STILL_SECONDS:
+        window.look(me)
+        if now - window.began < STILL_SECONDS:
             continue
-        if (
-            thread - thread_then < THREAD_SHARE * span
-            and process - process_then < PROCESS_SHARE * span
-        ):
+        if window.still(holder.native_id, thread, process, now):
             return _ALONGSIDE
-        window = (now, thread, process)
+        window = _Window(now, thread, process)
+
+
+def _process_seconds() -> float:
+    """The CPU seconds this process's threads have used."""
+    return time.process_time()
 
 
 def _own_cpu_clock() -> Callable[[], float] | None:
