@@ -57,7 +57,6 @@ import time
 import tracemalloc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TypeVar
 
 __all__ = [
@@ -106,9 +105,9 @@ class _Holder:
 
 
 #: States of a thread that computes or is about to (runnable, in a system call).
-_WORKING = frozenset("RD")
+_WORKING = frozenset({b"R", b"D"})
 #: This process's threads, each with its ``stat`` (Linux).
-_TASKS = Path("/proc/self/task")
+_TASKS = "/proc/self/task"
 
 
 def _running_threads() -> frozenset[int] | None:
@@ -119,18 +118,22 @@ def _running_threads() -> frozenset[int] | None:
     event is ``S``.
     """
     try:
-        tasks = list(_TASKS.iterdir())
+        names = [entry.name for entry in os.scandir(_TASKS)]
     except OSError:
         return None
     running = set()
-    for task in tasks:
+    for name in names:  # (os's own calls: a look costs about 12 us a thread)
         try:
-            stat = (task / "stat").read_bytes()
+            fd = os.open(f"{_TASKS}/{name}/stat", os.O_RDONLY)
         except OSError:  # (it ended meanwhile)
             continue
+        try:
+            stat = os.read(fd, 1024)
+        finally:
+            os.close(fd)
         after = stat.rfind(b")") + 2  # (the name, in brackets, may hold anything)
-        if stat[after : after + 1].decode("ascii", "replace") in _WORKING:
-            running.add(int(task.name))
+        if stat[after : after + 1] in _WORKING:
+            running.add(int(name))
     return frozenset(running)
 
 
