@@ -90,6 +90,7 @@ CASES = {
     "rfftn": (lambda a: np.fft.rfftn(a.reshape(-1, 8, 8), axes=(1, 2)), "float32"),
     "irfftn": (lambda a: np.fft.irfftn(a.reshape(-1, 8, 8), axes=(1, 2)), "complex128"),
     "fftshift": (lambda a: np.fft.fftshift(np.fft.fft(a, axis=1), axes=1), "float64"),
+    "temporary-on-the-right": (lambda a: a * np.exp(a) + 1, "float64"),
 }
 
 

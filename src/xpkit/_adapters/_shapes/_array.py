@@ -68,11 +68,12 @@ _Operator = Callable[["ShapeArray", "Value"], "ShapeArray"]
 
 
 def _left(op: str) -> _Operator:
-    """``self <op> other``, reading whether ``self`` is a temporary."""
+    """``self <op> other``, reading whether each operand is a temporary."""
 
     def operator(self: ShapeArray, other: Value) -> ShapeArray:
-        refs = sys.getrefcount(self)
-        return binary(op, self, other, (refs <= rules.TEMP_REFS, False))
+        refs = sys.getrefcount(self), sys.getrefcount(other)
+        temps = (refs[0] <= rules.TEMP_REFS, refs[1] <= rules.OTHER_TEMP_REFS)
+        return binary(op, self, other, temps)
 
     return operator
 
@@ -322,10 +323,13 @@ class ShapeArray:
     __invert__ = _unary("bitwise_invert")
 
     def __matmul__(self, other: Value) -> ShapeArray:
+        """``self @ other`` (and ``self.dot(other)``)."""
         return matmul(self, other)
 
     def __rmatmul__(self, other: Value) -> ShapeArray:
         return matmul(other, self)
+
+    dot = __matmul__
 
     def _in_place(self, other: Value) -> ShapeArray:
         _operand(self._trace, other)  # (an operand it cannot read is refused)
@@ -400,10 +404,6 @@ class ShapeArray:
     def flip(self, *dims: Value) -> ShapeArray:
         """A reversed copy (torch's method, which array-api-compat's ``flip`` calls)."""
         return copy_of(self)
-
-    def dot(self, other: Value) -> ShapeArray:
-        """``self @ other``."""
-        return matmul(self, other)
 
     def argsort(self, axis: int = -1, **_: Value) -> ShapeArray:
         """Indices that sort along ``axis``."""

@@ -54,6 +54,7 @@ __all__ = [
     "FLOAT",
     "INT",
     "ITERATOR_BYTES",
+    "OTHER_TEMP_REFS",
     "REAL",
     "REDUCED_DTYPES",
     "TEMP_REFS",
@@ -381,30 +382,33 @@ def indexed(
 
 
 # -- the interpreter, NumPy's machinery, reductions --------------------------
-def _calibrate() -> int:
+def _calibrate(position: int) -> int:
     """The reference count an operator's operand has when it is a temporary.
 
     Measured by an operator made as ``_array``'s are (``refs =
-    sys.getrefcount(self)`` first): an operand named by a variable has one
-    reference more. 0 (elision never modelled) where the interpreter does
-    not tell them apart.
+    sys.getrefcount(self), sys.getrefcount(other)`` first), for its
+    ``self`` (``position`` 0) or its ``other`` (1): an operand named by a
+    variable has one reference more. 0 (elision never modelled) where the
+    interpreter does not tell them apart.
     """
     seen: list[int] = []
 
     def operator(self: object, other: object) -> object:
-        refs = sys.getrefcount(self)
-        seen.append(refs)
+        refs = sys.getrefcount(self), sys.getrefcount(other)
+        seen.append(refs[position])
         return self
 
     probe = type("Probe", (), {"__add__": operator})
     named = probe()
-    probe() + 1
-    named + 1
+    probe() + probe()
+    named + named
     return seen[0] if seen[0] < seen[1] else 0
 
 
-#: An operator's operand with at most this many references is a temporary.
-TEMP_REFS = _calibrate()
+#: An operator's ``self`` with at most this many references is a temporary.
+TEMP_REFS = _calibrate(0)
+#: An operator's ``other`` with at most this many references is a temporary.
+OTHER_TEMP_REFS = _calibrate(1)
 
 #: Elements in one of NumPy's ufunc buffers (``np.getbufsize()``).
 BUFFER_ELEMENTS = 8192
