@@ -91,6 +91,39 @@ CASES = {
     "irfftn": (lambda a: np.fft.irfftn(a.reshape(-1, 8, 8), axes=(1, 2)), "complex128"),
     "fftshift": (lambda a: np.fft.fftshift(np.fft.fft(a, axis=1), axes=1), "float64"),
     "temporary-on-the-right": (lambda a: a * np.exp(a) + 1, "float64"),
+    "average-weights": (
+        lambda a: np.average(a, axis=1, weights=np.arange(64.0)),
+        "float64",
+    ),
+    "average-weights-int-returned": (
+        lambda a: np.average(a, axis=1, weights=np.ones(64), returned=True)[1],
+        "int32",
+    ),
+    "average-full-weights": (lambda a: np.average(a, axis=1, weights=a), "float32"),
+    "average-keepdims": (lambda a: a - np.average(a, axis=1, keepdims=True), "float64"),
+    "isclose": (lambda a: np.isclose(a, 0.0).sum(1), "float64"),
+    "isclose-arrays-int": (lambda a: np.isclose(a, a[::-1], equal_nan=True), "int32"),
+    "cross": (lambda a: np.cross(a[:, :3], a[:, 3:6]), "float64"),
+    "cross-vector": (lambda a: np.cross(a[:, :3], np.ones(3)), "float32"),
+    "cross-axis": (lambda a: np.cross(a[:, :3].T, a[:, 3:6].T, axis=0).T, "float64"),
+    "ptp": (lambda a: np.ptp(a.reshape(-1, 8, 8), axis=2), "float64"),
+    "column_stack": (lambda a: np.column_stack([a[:, 0], a[:, 1]]) * 2, "float64"),
+    "column_stack-2d": (lambda a: np.column_stack([a[:, 0], a]), "int32"),
+    "diagonal": (
+        lambda a: np.diagonal(a.reshape(-1, 8, 8), axis1=1, axis2=2).copy(),
+        "float64",
+    ),
+    "diagonal-default-axes": (
+        lambda a: np.diagonal(a.reshape(-1, 8, 8).T).copy(),
+        "float32",
+    ),
+    "real-imag": (lambda a: a.real * 2 + a.imag, "complex128"),
+    "real-of-real": (lambda a: a.real * 2 + a.imag, "float64"),
+    "np-real-imag": (lambda a: np.real(a) + np.imag(a), "complex64"),
+    "conj-real": (lambda a: (a * np.conj(a)).real + a.conj(), "float64"),
+    "conj-complex": (lambda a: (a * a.conj()).real, "complex128"),
+    "angle": (lambda a: np.abs(a) + np.angle(a), "complex128"),
+    "angle-real-deg": (lambda a: np.angle(a, deg=True), "float32"),
 }
 
 

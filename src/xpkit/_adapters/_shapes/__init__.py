@@ -12,7 +12,8 @@ once.
 
 This package registers what its modules need of each other before they
 run: the namespace that ``__array_namespace__`` returns, NumPy's and other
-libraries' function protocols, and the adapter that `Backend.from_arrays`
+libraries' function protocols, the array's complex parts (``x.real``,
+``x.imag``, ``x.conj()``), and the adapter that `Backend.from_arrays`
 finds for shape-only arrays.
 """
 
@@ -23,6 +24,7 @@ from .._trace import CannotFollow, Profile
 from . import _namespace
 from ._adapter import ShapesAdapter
 from ._array import NAMESPACE, PROTOCOLS, REDUCTION, ShapeArray
+from ._complex_parts import ATTRIBUTES
 from ._foreign import foreign_call
 from ._numpy import array_function, array_ufunc
 from ._run import InputSpec, ShapeTracer
@@ -33,4 +35,6 @@ __all__ = ["CannotFollow", "InputSpec", "Profile", "ShapeArray", "ShapeTracer"]
 NAMESPACE.append(_namespace)
 PROTOCOLS.update(ufunc=array_ufunc, function=array_function, foreign=foreign_call)
 REDUCTION.append(reduction)
+for _name, _attribute in ATTRIBUTES.items():  # (x.real, x.imag, x.conj())
+    setattr(ShapeArray, _name, _attribute)
 register_guest(ShapeArray, ShapesAdapter())

@@ -410,14 +410,14 @@ class ShapeArray:
         return made(self._trace, self.shape, "int64", (self,))
 
     def _elementwise(self, *args: Value, **kwargs: Value) -> ShapeArray:
-        """A new array of its shape and dtype (``clip``, ``round``, ``conj``)."""
+        """A new array of its shape and dtype (``clip``, ``round``)."""
         return unary(self, self._name)
 
     def _written(self, *args: Value, **kwargs: Value) -> None:
         """Written in place: nothing is allocated (``sort``, ``fill``)."""
         return
 
-    clip = round = conj = _elementwise
+    clip = round = _elementwise
     sort = fill = _written
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from .._trace import active_trace
 from . import _rules as rules
-from ._array import ShapeArray, lift, made, unowned
+from ._array import ShapeArray, lift, made, unowned, view_of
 from ._array import matmul as _matmul
 from ._manipulation import matrix_transpose
 from ._statistics import reduction
@@ -151,10 +151,10 @@ def slogdet(x: Value, /) -> tuple[ShapeArray, ShapeArray]:
 
 
 def diagonal(x: Value, /, *, offset: int = 0) -> ShapeArray:
-    """The diagonals of the matrices (a new array)."""
+    """The diagonals of the matrices (a view where the library makes views)."""
     a = _array(x)
     size = max(min(a.shape[-2] - max(-offset, 0), a.shape[-1] - max(offset, 0)), 0)
-    return made(a._trace, (*a.shape[:-2], size), a._name, (a,))
+    return view_of(a, (*a.shape[:-2], size), contiguous=False)
 
 
 def trace(x: Value, /, *, offset: int = 0, dtype: Value = None) -> ShapeArray:

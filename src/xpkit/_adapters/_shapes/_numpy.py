@@ -16,16 +16,18 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .._trace import Trace, active_trace
+from . import _complex_parts as complex_parts
 from . import _creation as creation
 from . import _fft as fft
 from . import _linalg as linalg
 from . import _manipulation as manipulation
+from . import _numpy_composites as numpy_composites
 from . import _numpy_statistics as numpy_statistics
 from . import _rules as rules
 from . import _statistics as statistics
 from ._array import ShapeArray, lift, made
-from ._elementwise import equal, where
 from ._elementwise import round as _round
+from ._elementwise import where
 from ._statistics import reduction
 
 if TYPE_CHECKING:
@@ -298,7 +300,6 @@ FUNCTIONS: dict[str, Callable[..., object]] = {
     "sum": _reduction("sum"),
     "prod": _reduction("sum"),
     "mean": _reduction("mean"),
-    "average": _no_dtype("mean"),
     "std": _reduction("spread"),
     "var": _reduction("spread"),
     "max": _no_dtype("max"),
@@ -374,9 +375,7 @@ FUNCTIONS: dict[str, Callable[..., object]] = {
     ),
     "tril": lambda m, k=0: creation.tril(m),
     "triu": lambda m, k=0: creation.triu(m),
-    "diagonal": lambda a, offset=0, axis1=0, axis2=1: linalg.diagonal(a, offset=offset),
     "trace": lambda a, **kw: linalg.trace(a),
-    "isclose": lambda a, b, **kw: equal(a, b),
     "inv": linalg.inv,
     "det": linalg.det,
     "slogdet": linalg.slogdet,
@@ -400,6 +399,8 @@ FUNCTIONS: dict[str, Callable[..., object]] = {
     "array_equal": _refuse("array_equal"),
     **numpy_statistics.FUNCTIONS,
     **fft.FUNCTIONS,
+    **numpy_composites.FUNCTIONS,
+    **complex_parts.FUNCTIONS,
 }
 
 
