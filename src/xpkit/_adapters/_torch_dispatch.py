@@ -8,9 +8,10 @@ measured device is counted, rounded up to the allocator's block; a storage is
 released when torch frees it (a weak reference to it expires). The peak is
 the most bytes live at once, factories (``torch.zeros``) and moves included.
 
-It sees what the operations return, not the workspace a kernel takes and
-gives back within one operation (cuBLAS's, a sort's), nor memory other
-threads allocate; it resets nothing (``max_memory_allocated`` and
+It sees what the operations return; the workspace a kernel takes and gives
+back within one operation it adds only where it was measured (on the CPU:
+`_torch_workspace`, ``kthvalue``'s copy, LAPACK's, ``mm`` of a strided
+operand; not cuBLAS's), and it does not see memory other threads allocate; it resets nothing (``max_memory_allocated`` and
 ``memory_stats`` read what they would have read without it). A ``fn``
 compiled by ``torch.compile`` runs its compiled code as it would, and what
 that code's operations return is counted.
@@ -23,6 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from ._peak import PeakMeter
+from ._torch_workspace import has_workspace, tensor_operand, workspace_bytes
 
 if TYPE_CHECKING:
     from .._typing import Value
@@ -63,7 +65,8 @@ class _Live:
         """Count the new storages among ``tensors`` (an operation's outputs).
 
         ``cast``: bytes the operation held beside them while it ran (its
-        operands cast whole to the result's dtype, `_cast_bytes`).
+        operands cast whole to the result's dtype, `_cast_bytes`; its
+        kernel's workspace, `_workspace`).
         """
         for t in tensors:
             device = t.device
@@ -108,6 +111,28 @@ def _cast_bytes(name: str, inputs: list[Value], outputs: list[Value]) -> int:
     )
 
 
+def _workspace(
+    func: Value,
+    args: tuple[Value, ...],
+    kwargs: dict[str, Value],
+    inputs: list[Value],
+    outputs: list[Value],
+) -> int:
+    """Bytes a CPU kernel's workspace holds beside operation ``func``'s results.
+
+    Its tensors (in order) and non-tensor arguments by name, to
+    `workspace_bytes`; a tensor without strides (sparse) makes none.
+    """
+    options = dict(zip((a.name for a in func._schema.arguments), args, strict=False))
+    options.update(kwargs)
+    try:
+        ins = [tensor_operand(t) for t in inputs]
+        outs = [tensor_operand(t) for t in outputs]
+    except (NotImplementedError, RuntimeError):
+        return 0
+    return workspace_bytes(func._overloadpacket.__name__, ins, outs, options)
+
+
 def _mode_type() -> type:
     """A ``TorchDispatchMode`` that feeds each operation's outputs to a `_Live`.
 
@@ -149,7 +174,10 @@ def _mode_type() -> type:
             inputs = {t.untyped_storage()._cdata for t in operands}
             out = func(*args, **(kwargs or {}))
             results = storages_of(out)
-            cast = _cast_bytes(func._overloadpacket.__name__, operands, results)
+            name = func._overloadpacket.__name__
+            cast = _cast_bytes(name, operands, results)
+            if live.device_type == "cpu" and has_workspace(name):
+                cast += _workspace(func, args, kwargs or {}, operands, results)
             live.add(results, inputs, StorageWeakRef, cast)
             return out
 

@@ -3,7 +3,8 @@
 Views as NumPy's, but ``flip`` copies and a sort makes its indices too; the
 dtypes torch gives where the standard leaves them open (`DtypeRules`); on
 the CPU each tensor holds its C++ tensor and storage and its Python object
-beside its data; on CUDA and XPU the caching allocator hands out 512-byte
+beside its data, and a kernel's workspace where one was measured
+(`shape_workspace`); on CUDA and XPU the caching allocator hands out 512-byte
 blocks (MPS: 256), and only the device's bytes count.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ._torch_workspace import shape_workspace
 from ._trace import DtypeRules
 
 if TYPE_CHECKING:
@@ -47,6 +49,7 @@ def torch_traits(kind: str, caching_allocator: bool) -> Traits:
         traits["granule"] = 64
         traits["array_bytes"] = _CPU_TENSOR_BYTES
         traits["view_bytes"] = _CPU_VIEW_BYTES
+        traits["workspace"] = shape_workspace  # (measured on the CPU only)
     else:
         traits["granule"] = 512 if caching_allocator else 256
     return traits

@@ -176,6 +176,18 @@ class GraphCost:
         return self.compute + first + (arrays + views) * self.per_operation
 
 
+#: A kernel's workspace: ``(operation, inputs, outputs) -> bytes``, each
+#: operand a ``(shape, dtype name)``.
+Workspace = Callable[
+    [
+        str,
+        tuple[tuple[tuple[int, ...], str], ...],
+        tuple[tuple[tuple[int, ...], str], ...],
+    ],
+    int,
+]
+
+
 class Traits(TypedDict, total=False):
     """How a library allocates: the `Profile` fields an adapter sets."""
 
@@ -195,6 +207,7 @@ class Traits(TypedDict, total=False):
     deferred_frees: bool
     graph: GraphCost | None
     dtype_rules: DtypeRules
+    workspace: Workspace | None
 
 
 @dataclass(frozen=True)
@@ -262,6 +275,11 @@ class Profile:
         (Dask); None: nothing counted.
     dtype_rules : DtypeRules
         Where its dtypes leave the standard's tables.
+    workspace : callable or None
+        Bytes a kernel holds beside its result within one operation, by the
+        library's name of it and its operands' shapes and dtypes (torch's
+        CPU ``abs`` of a complex array computes a complex result first);
+        None: none.
     """
 
     library: str
@@ -290,6 +308,7 @@ class Profile:
     deferred_frees: bool = False
     graph: GraphCost | None = None
     dtype_rules: DtypeRules = field(default_factory=DtypeRules)
+    workspace: Workspace | None = None
 
     def dtype(self, name: str) -> DType:
         """The library's dtype object named ``name`` (CannotFollow if not held)."""
@@ -361,6 +380,10 @@ class Trace:
         self.live += nbytes
         self.peak = max(self.peak, self.live)
         return nbytes
+
+    def spike(self, nbytes: int) -> None:
+        """Bytes held only while one operation runs: they count in the peak alone."""
+        self.peak = max(self.peak, self.live + nbytes)
 
     def refuse(self, reason: str) -> CannotFollow:
         """A `CannotFollow` for ``reason``, remembered as the trace's failure."""

@@ -99,9 +99,18 @@ def _array(x: Value) -> ShapeArray:
 
 
 def _one(func: str, x: Value) -> ShapeArray:
-    """The standard's one-argument function ``func`` of ``x``."""
+    """The standard's one-argument function ``func`` of ``x``.
+
+    The kernel's workspace, where the profile has one (`Profile.workspace`),
+    counts in the peak beside the result.
+    """
     a = _array(x)
-    return unary(a, rules.unary_dtype(a._trace, func, a._name))
+    result = unary(a, rules.unary_dtype(a._trace, func, a._name))
+    workspace = a._trace.profile.workspace
+    if workspace is not None:
+        held = workspace(func, ((a.shape, a._name),), ((result.shape, result._name),))
+        a._trace.spike(held)
+    return result
 
 
 def _pair(func: str, a: Value, b: Value) -> ShapeArray:

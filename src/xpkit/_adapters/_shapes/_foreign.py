@@ -51,6 +51,11 @@ _ALIASES = {
     "ne": "not_equal",
 }
 
+#: torch's ``linalg`` functions the trace follows by the standard's: under
+#: a dispatch mode (the meter after the trace) torch's ``svdvals`` computes
+#: U and Vh too, which the call it stands for does not.
+_LINALG = {"linalg_svdvals": "svdvals"}
+
 #: A tensor's operators, by their method names.
 _OPERATORS = {
     "__add__": "+",
@@ -142,6 +147,8 @@ def foreign_call(
         return namespace.matmul(*args)
     if name in ("__getitem__",) and args:
         return lift(trace, args[0])[args[1]]
+    if name in _LINALG and not kwargs:
+        return getattr(namespace.linalg, _LINALG[name])(*args)
     standard = _ALIASES.get(name, name)
     handler = (
         getattr(namespace, standard, None) if standard in namespace.__all__ else None

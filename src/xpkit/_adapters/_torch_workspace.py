@@ -1,0 +1,266 @@
+"""The workspace torch's CPU kernels hold within one operation, beside its result.
+
+Neither meter sees it by what an operation returns: ``kthvalue`` sorts a
+copy of its input with int64 indices of its whole shape, ``logsumexp`` holds
+``exp(x - max)``, LAPACK's ``inv``, ``svd``, ``qr`` and ``lstsq`` work on a
+copy of the matrix, ``mm`` copies an operand BLAS cannot read as it lies
+(``x[:, ::2] @ w``). `workspace_bytes` gives it for an aten operation (its
+overload packet's name) from its operands and results; the dispatch meter
+adds it to the live bytes while the operation runs (`DispatchPeak`), and the
+shape-only trace where it follows the same operation (``abs`` of a complex
+array).
+
+Each rule was measured on torch 2.13's CPU build, one thread, with a
+counting malloc (every block torch allocates during the call, less what the
+results hold); operations whose measured workspace was within a few percent
+of their results (``sort``, ``topk``, ``median`` along a dim, ``softmax``,
+``cumsum``, ``var``, ``eigh``, ``cholesky``, ``solve``, the FFTs) have none.
+A CUDA kernel's workspace is another (cuSOLVER's, cuBLAS's): this table is
+the CPU's only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .._typing import Value
+
+__all__ = [
+    "Operand",
+    "has_workspace",
+    "shape_workspace",
+    "tensor_operand",
+    "workspace_bytes",
+]
+
+
+class Operand(NamedTuple):
+    """What a workspace rule reads of a tensor: shape, item size, kind, layout.
+
+    ``kind``: ``"b"`` bool, ``"i"`` integer, ``"f"`` floating, ``"c"``
+    complex. ``blas``: a matrix BLAS reads as it lies (one of its last two
+    axes has unit stride, the other a stride at least its row's length);
+    True for any other array.
+    """
+
+    shape: tuple[int, ...]
+    itemsize: int
+    kind: str
+    blas: bool = True
+
+    @property
+    def numel(self) -> int:
+        """How many elements."""
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of its elements."""
+        return self.numel * self.itemsize
+
+    def matrices(self) -> int:
+        """How many matrices its last two axes hold."""
+        return math.prod(self.shape[:-2])
+
+
+Rule = Callable[[Sequence[Operand], Sequence[Operand], Mapping[str, object]], int]
+
+#: Bytes of an int64 index, and of LAPACK's int32 pivots and infos.
+_INDEX = 8
+_PIVOT = 4
+
+
+def _kthvalue(
+    ins: Sequence[Operand], _o: Sequence[Operand], _kw: Mapping[str, object]
+) -> int:
+    """A copy of the input, partitioned, and int64 indices of its whole shape."""
+    x = ins[0]
+    return x.numel * (x.itemsize + _INDEX)
+
+
+def _median_all(
+    ins: Sequence[Operand], outs: Sequence[Operand], _kw: Mapping[str, object]
+) -> int:
+    """``median(x)`` without a dim (one result) partitions a copy of ``x``."""
+    return ins[0].nbytes if len(outs) == 1 else 0  # (along a dim: none)
+
+
+def _logsumexp(
+    ins: Sequence[Operand], outs: Sequence[Operand], _kw: Mapping[str, object]
+) -> int:
+    """``exp(x - max)`` in the result's dtype (and ``x`` cast to it first), the max."""
+    x, out = ins[0], outs[0]
+    cast = (x.kind, x.itemsize) != (out.kind, out.itemsize)
+    return x.numel * out.itemsize * (2 if cast else 1) + out.nbytes
+
+
+def _inv(
+    ins: Sequence[Operand], _o: Sequence[Operand], _kw: Mapping[str, object]
+) -> int:
+    """LU of a copy of ``A`` (the result starts as the identity), pivots, infos."""
+    a = ins[0]
+    k = a.shape[-1] if a.shape else 1
+    return a.nbytes + a.matrices() * (k + 1) * _PIVOT
+
+
+def _svd(
+    ins: Sequence[Operand], _o: Sequence[Operand], kw: Mapping[str, object]
+) -> int:
+    """A copy of ``A`` that LAPACK's ``gesdd`` overwrites, where U and Vh are made."""
+    return ins[0].nbytes if kw.get("compute_uv", True) else 0
+
+
+def _qr(ins: Sequence[Operand], _o: Sequence[Operand], kw: Mapping[str, object]) -> int:
+    """``tau``; a reduced tall Q's R made apart; mode "r": the factored copy too."""
+    a = ins[0]
+    m, n = a.shape[-2:]
+    mode = kw.get("mode", "reduced")
+    tau = a.matrices() * min(m, n) * a.itemsize
+    r = a.matrices() * n * n * a.itemsize if m > n and mode != "complete" else 0
+    return tau + r + (a.nbytes if mode == "r" else 0)
+
+
+def _lstsq(
+    ins: Sequence[Operand], _o: Sequence[Operand], _kw: Mapping[str, object]
+) -> int:
+    """A copy of ``A`` that LAPACK's least squares overwrites."""
+    return ins[0].nbytes
+
+
+def _euclidean_dist(
+    ins: Sequence[Operand], _o: Sequence[Operand], _kw: Mapping[str, object]
+) -> int:
+    """``cdist``'s matmul path: each operand with its squared norms and ones beside."""
+    return sum(t.numel // t.shape[-1] * (t.shape[-1] + 2) * t.itemsize for t in ins)
+
+
+def _to_real(
+    ins: Sequence[Operand], _o: Sequence[Operand], _kw: Mapping[str, object]
+) -> int:
+    """``abs``/``angle`` of a complex tensor compute a complex result, then its real part."""
+    x = ins[0]
+    return x.nbytes if x.kind == "c" else 0
+
+
+def _unique(
+    ins: Sequence[Operand], outs: Sequence[Operand], _kw: Mapping[str, object]
+) -> int:
+    """A sorted copy, its int64 order and inverse; integers another copy.
+
+    A float's inverse, where asked for, is made beside those. What the
+    results hold is within it (counted apart): the rest.
+    """
+    x = ins[0]
+    if x.kind == "b":
+        return 0  # (bools are counted, not sorted)
+    per = x.itemsize * (2 if x.kind == "i" else 1) + 2 * _INDEX
+    if x.kind != "i" and len(outs) > 1 and outs[1].numel == x.numel:
+        per += _INDEX
+    return max(0, x.numel * per - sum(t.nbytes for t in outs))
+
+
+def _copies(first: int) -> Rule:
+    """Each matrix operand from ``first`` on that BLAS cannot read is copied whole."""
+
+    def rule(
+        ins: Sequence[Operand], _o: Sequence[Operand], _kw: Mapping[str, object]
+    ) -> int:
+        return sum(t.nbytes for t in ins[first:] if len(t.shape) == 2 and not t.blas)
+
+    return rule
+
+
+#: aten operation (overload packet) -> its workspace's bytes.
+_RULES: dict[str, Rule] = {
+    "kthvalue": _kthvalue,
+    "median": _median_all,
+    "nanmedian": _median_all,
+    "logsumexp": _logsumexp,
+    "linalg_inv_ex": _inv,
+    "_linalg_svd": _svd,
+    "linalg_qr": _qr,
+    "linalg_lstsq": _lstsq,
+    "_euclidean_dist": _euclidean_dist,
+    "abs": _to_real,
+    "angle": _to_real,
+    "_unique2": _unique,
+    "mm": _copies(0),
+    "mv": _copies(0),
+    "addmm": _copies(1),
+    "addmv": _copies(1),
+}
+
+
+def has_workspace(name: str) -> bool:
+    """Whether aten operation ``name`` has a workspace rule."""
+    return name in _RULES
+
+
+def workspace_bytes(
+    name: str,
+    inputs: Sequence[Operand],
+    outputs: Sequence[Operand],
+    options: Mapping[str, object],
+) -> int:
+    """Bytes aten operation ``name`` holds beside its results while it runs (CPU).
+
+    ``options``: its non-tensor arguments by name (``mode``, ``compute_uv``).
+    """
+    rule = _RULES.get(name)
+    if rule is None or not inputs or not outputs:
+        return 0
+    return rule(inputs, outputs, options)
+
+
+def _blas_ready(shape: Sequence[int], strides: Sequence[int]) -> bool:
+    """Whether a matrix of ``shape`` and ``strides`` is handed to BLAS uncopied."""
+    if len(shape) != 2:
+        return True
+    (rows, cols), (down, across) = shape, strides
+    row_major = (across == 1 or cols == 1) and down >= max(1, cols)
+    column_major = (down == 1 or rows == 1) and across >= max(1, rows)
+    return row_major or column_major
+
+
+def tensor_operand(t: Value) -> Operand:
+    """A tensor's `Operand`."""
+    dtype = t.dtype
+    kind = (
+        "c"
+        if dtype.is_complex
+        else "f"
+        if dtype.is_floating_point
+        else "b"
+        if str(dtype) == "torch.bool"
+        else "i"
+    )
+    shape = tuple(t.shape)
+    return Operand(shape, dtype.itemsize, kind, _blas_ready(shape, t.stride()))
+
+
+def _named(shape: tuple[int, ...], name: str) -> Operand:
+    """The `Operand` of a shape-only array: its dtype by name, its layout unknown."""
+    dtype = np.dtype(name)
+    kind = {"u": "i", "b": "b", "c": "c"}.get(dtype.kind, dtype.kind)
+    return Operand(shape, dtype.itemsize, kind)
+
+
+def shape_workspace(
+    name: str,
+    inputs: tuple[tuple[tuple[int, ...], str], ...],
+    outputs: tuple[tuple[tuple[int, ...], str], ...],
+) -> int:
+    """`workspace_bytes` for the shape-only trace: operands by shape and dtype name."""
+    if not has_workspace(name):
+        return 0
+    try:
+        ins = [_named(*x) for x in inputs]
+        outs = [_named(*x) for x in outputs]
+    except TypeError:
+        return 0  # (a dtype NumPy lacks, bfloat16: none measured)
+    return workspace_bytes(name, ins, outs, {})

@@ -1,0 +1,127 @@
+"""torch's CPU kernels' workspace within one operation, charged by both meters.
+
+A kernel's workspace is not among what an operation returns: ``kthvalue``
+sorts a copy of its input with indices of its whole shape, ``logsumexp``
+holds ``exp(x - max)``, ``inv`` factors a copy, ``mm`` copies an operand
+BLAS cannot read as it lies, ``abs`` of a complex tensor computes a complex
+result first. Batches planned from the results alone took up to 10 times
+their budget. The dispatch meter's figure is compared here with a counting
+malloc's (every block torch allocates), measured in a child process (it must
+be preloaded), and the shape-only trace's for ``abs`` with the table's.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from helpers import load_script, run_python
+
+from xpkit._adapters import get_adapter
+from xpkit._adapters._shapes import ShapeTracer
+from xpkit._adapters._torch_dispatch import DispatchPeak
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+#: name -> (the inputs' maker, the operation), each input about 4 MB.
+_OPS = """
+import torch
+torch.manual_seed(0)
+r = lambda *s: torch.randn(*s, dtype=torch.float64)
+OPS = {
+    "kthvalue": (lambda: (r(8000, 64),), lambda x: torch.kthvalue(x, 5, dim=1)),
+    "logsumexp": (lambda: (r(8000, 64),), lambda x: torch.logsumexp(x, dim=1)),
+    "inv": (lambda: (r(2000, 16, 16) + 8 * torch.eye(16, dtype=torch.float64),),
+            lambda a: torch.linalg.inv(a)),
+    "mm-strided": (lambda: (r(4000, 128), r(64, 64)), lambda x, w: x[:, ::2] @ w),
+    "abs-complex": (lambda: (r(4000, 64).to(torch.complex128),), torch.abs),
+}
+"""
+
+_CHILD = """
+import gc, json, sys
+sys.path.insert(0, sys.argv[1])
+import torch
+torch.set_num_threads(1)
+import _true_peak
+exec(sys.argv[2])
+meter = _true_peak.CounterMeter()
+peaks = {}
+for name, (make, op) in OPS.items():
+    args = make()
+    op(*args)  # (warm: torch's first call of an operation allocates its own)
+    peaks[name] = min(meter.measure(lambda: op(*args))[1] for _ in range(2))
+print(json.dumps(peaks))
+"""
+
+
+@pytest.fixture(scope="module")
+def true_peaks(tmp_path_factory):
+    """Each operation's peak by a counting malloc, in a child process."""
+    if sys.platform != "linux":
+        pytest.skip("the counting malloc is preloaded with glibc's LD_PRELOAD")
+    true_peak = load_script(BENCHMARKS / "_true_peak.py", "_true_peak_ws")
+    counter = true_peak.build_counter(str(tmp_path_factory.mktemp("counter")))
+    if counter is None:
+        pytest.skip("no C compiler for the counting malloc")
+    env = true_peak.preload_env("counter", {}, counter, None)
+    env["OMP_NUM_THREADS"] = "1"
+    done = run_python(_CHILD, str(BENCHMARKS), _OPS, extra_env=env, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def ops():
+    namespace: dict[str, object] = {}
+    exec(_OPS, namespace)  # noqa: S102 - the same table the child runs
+    return namespace["OPS"]
+
+
+@pytest.mark.parametrize(
+    "name", ["kthvalue", "logsumexp", "inv", "mm-strided", "abs-complex"]
+)
+def test_the_dispatch_meter_charges_the_kernels_workspace(name, ops, true_peaks):
+    make, op = ops[name]
+    args = make()
+    torch.set_num_threads(1)
+    (meter, *_) = get_adapter("torch").peak_meters("cpu")
+    assert isinstance(meter, DispatchPeak)
+    _, estimate = meter.measure(lambda: op(*args))
+    true = true_peaks[name]
+    assert 0.95 * true <= estimate <= 1.15 * true, (name, estimate, true)
+
+
+def test_the_trace_charges_abs_of_a_complex_array():
+    """|x| of complex128: its complex result (16 bytes an element) beside the real one."""
+    profile = get_adapter("torch").shape_profile("cpu")
+    rows, cols = 1000, 64
+    peak = ShapeTracer(profile, torch.abs, (((cols,), "complex128"),)).peak(rows)
+    result = rows * cols * 8
+    assert result + rows * cols * 16 <= peak < 1.05 * (result + rows * cols * 16)
+    real = ShapeTracer(profile, torch.abs, (((cols,), "float64"),)).peak(rows)
+    assert real < 1.05 * result  # (a real operand: no workspace)
+
+
+def test_the_trace_follows_svdvals_whose_meter_run_makes_u_and_vh():
+    """Under a dispatch mode torch's ``svdvals`` computes U and Vh: the trace,
+    which holds the factored copy and the values only, is what plans it."""
+    profile = get_adapter("torch").shape_profile("cpu")
+    rows = 1000
+    tracer = ShapeTracer(profile, torch.linalg.svdvals, (((16, 16), "float64"),))
+    peak = tracer.peak(rows)
+    copy, values = rows * 16 * 16 * 8, rows * 16 * 8
+    assert copy + values <= peak < 1.05 * (copy + values)
+
+
+def test_no_workspace_off_the_cpu():
+    """The table was measured on the CPU: a meta tensor's ``kthvalue`` adds none."""
+    meter = DispatchPeak("meta", None, 512)
+    x = torch.empty(1000, 64, dtype=torch.float64, device="meta")
+    _, peak = meter.measure(lambda: torch.kthvalue(x, 5, dim=1))
+    assert peak == 2 * 8192  # values and indices, each 8,000 bytes in 512-byte blocks
