@@ -83,7 +83,33 @@ def fit(points: Sequence[tuple[int, float]]) -> tuple[float, float, float]:
     coefficients kept non-negative: a negative curvature or slope is refit
     without it); two give a line; one a cost proportional to the rows. A
     per-item cost is at least 1 byte.
+
+    A fixed cost is one every call pays, so it is at most the smallest
+    reading: a larger one is noise in two close probes (a line through
+    1,024 and 1,643 rows, the first read 0.5 MB high, gave 112 bytes a row
+    and 1.5 MB fixed for ``np.gradient``'s 1,024), and the curve is refit
+    through the largest probe with the fixed cost at that reading.
     """
+    fixed, per_item, squared = _fit(points)
+    readings = [p for k, p in points if k > 0]
+    floor = max(min(readings), 0.0) if readings else 0.0
+    if fixed <= floor:
+        return fixed, per_item, squared
+    ranked = sorted({k: p for k, p in points if k > 0}.items())
+    k3, p3 = ranked[-1]
+    if squared > 0.0 and len(ranked) >= 2:  # (the curve through the last two)
+        k2, p2 = ranked[-2]
+        a2, a3 = (p2 - floor) / k2, (p3 - floor) / k3  # = per_item + squared * k
+        squared = max((a3 - a2) / (k3 - k2), 0.0)
+        per_item = a3 - squared * k3
+        if per_item < 1.0:
+            per_item, squared = 1.0, max((p3 - floor - k3) / (k3 * k3), 0.0)
+        return floor, per_item, squared
+    return floor, max((p3 - floor) / k3, 1.0), 0.0
+
+
+def _fit(points: Sequence[tuple[int, float]]) -> tuple[float, float, float]:
+    """`fit` before the fixed cost is held to what every probe paid."""
     ranked = sorted({k: p for k, p in points if k > 0}.items())
     if not ranked:
         return 0.0, 1.0, 0.0

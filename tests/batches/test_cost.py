@@ -135,6 +135,55 @@ def test_the_probe_grows_no_faster_than_its_fitted_cost_allows(monkeypatch):
     assert 100 * plan.batch_size**2 <= 8 * share
 
 
+#: Probes of ``np.gradient(x, axis=1)`` (1,024 bytes a row) under the
+#: sampled host meter, the 1,024-row one read 0.5 MB high.
+_GRADIENT_PROBES = [
+    (4, 4096),
+    (16, 12288),
+    (64, 126976),
+    (256, 516096),
+    (1024, 1613824),
+    (1643, 1683456),
+]
+
+
+def test_a_fixed_cost_is_at_most_what_the_smallest_probe_paid():
+    """Two close probes, one read high, drew a line of 112 bytes a row and
+    1.5 MB fixed: planned at 0.11 of the true cost. A fixed cost is paid by
+    every call, so it is at most the smallest reading."""
+    fixed, per_item, squared = xpkit._cost_model.fit(_GRADIENT_PROBES)
+    assert fixed <= 4096
+    assert per_item == pytest.approx(1024, rel=0.01)
+    assert squared == 0.0
+    # a true fixed cost, paid by every probe, is kept
+    paid = [(k, 2e6 + 100 * k) for k in (4, 16, 64, 1000)]
+    assert xpkit._cost_model.fit(paid) == pytest.approx((2e6, 100, 0))
+
+
+def test_a_plan_from_noisy_probes_keeps_the_budget(monkeypatch):
+    """The same noise through the planner: its batch costs at most the budget."""
+
+    class Noisy:  # 1,024 bytes a row, the 1,024-row probe read 0.5 MB high
+        name = "noisy"
+        warm_up = False
+        cheap = False
+        process_wide = False
+
+        def measure(self, run):
+            result = run()
+            rows = len(result.leaves[0])
+            return result, 1024 * rows + (500_000 if rows == 1024 else 0)
+
+    adapter = type(get_adapter("numpy"))
+    monkeypatch.setattr(adapter, "peak_meters", lambda self, d: (Noisy(),))
+    x = np.ones((200_000, 2))
+    budget = 20e6
+    plan = xpkit.plan_batches(_reads, x, budget_gb=budget / 2**30, remember=False)
+    assert plan.source.startswith("measured by noisy")
+    assert 1024 * plan.batch_size <= budget
+    assert 1024 * plan.batch_size >= 0.5 * budget  # (not far under it)
+
+
 def test_three_probes_fit_a_curve_through_their_peaks():
     assert _cost.PROBE_MAX_CALLS >= 3
     points = [(k, 1000 + 100 * k + 6.5 * k * k) for k in (4, 16, 64)]
