@@ -37,6 +37,11 @@ def _real_peak(fn, x):
     return peak
 
 
+def _spd(a):
+    """``a``'s rows as 8x8 matrices, made symmetric positive definite (``a`` of ones)."""
+    return a.reshape(-1, 8, 8) + 8 * np.eye(8)
+
+
 CASES = {
     "percentile-3": (lambda a: np.percentile(a, [10, 50, 90], axis=1).T, "float64"),
     "percentile-T-int32": (
@@ -124,6 +129,62 @@ CASES = {
     "conj-complex": (lambda a: (a * a.conj()).real, "complex128"),
     "angle": (lambda a: np.abs(a) + np.angle(a), "complex128"),
     "angle-real-deg": (lambda a: np.angle(a, deg=True), "float32"),
+    "gradient": (lambda a: np.gradient(a, axis=1), "float64"),
+    "gradient-int-spacing": (lambda a: np.gradient(a, 0.5, axis=1), "int32"),
+    "gradient-all-axes": (lambda a: np.gradient(a)[1], "float32"),
+    "gradient-edge-order-2": (
+        lambda a: np.gradient(a, axis=1, edge_order=2),
+        "float64",
+    ),
+    "trapezoid": (lambda a: np.trapezoid(a, axis=1), "float64"),
+    "trapezoid-x": (
+        lambda a: np.trapezoid(a, x=np.linspace(0, 1, 64), axis=-1),
+        "float32",
+    ),
+    "sinc": (lambda a: np.sinc(a), "float32"),
+    "unwrap": (lambda a: np.unwrap(a, axis=1), "float64"),
+    "cumulative_sum": (lambda a: np.cumulative_sum(a, axis=1), "float64"),
+    "cumulative_sum-initial": (
+        lambda a: np.cumulative_sum(a, axis=1, include_initial=True),
+        "float64",
+    ),
+    "cumulative_prod-int32": (lambda a: np.cumulative_prod(a, axis=1), "int32"),
+    "interp": (lambda a: np.interp(a, [-1, 0, 1], [0, 1, 0]), "float64"),
+    "interp-float32": (lambda a: np.interp(a, [-1, 0, 1], [0, 1, 0]), "float32"),
+    "digitize": (lambda a: np.digitize(a, np.linspace(-2, 2, 17)), "float64"),
+    "digitize-decreasing": (lambda a: np.digitize(a, [3, 2, 1]), "int32"),
+    "pad-constant": (
+        lambda a: np.pad(a, ((0, 0), (3, 5)), constant_values=1),
+        "float64",
+    ),
+    "pad-edge": (lambda a: np.pad(a, ((0, 0), (2, 2)), mode="edge"), "float64"),
+    "pad-reflect": (lambda a: np.pad(a, ((0, 0), (4, 4)), mode="reflect"), "float32"),
+    "pad-wrap": (lambda a: np.pad(a, ((0, 0), (4, 4)), mode="wrap"), "float64"),
+    "kron": (lambda a: np.kron(a[:, :8], np.ones(4)), "float64"),
+    "meshgrid": (
+        lambda a: np.meshgrid(a[:, 0], np.arange(8.0), indexing="ij")[0] * 2,
+        "float64",
+    ),
+    "select": (
+        lambda a: np.select([a < -1, a > 1], [a * 2, a * 3], default=0.0),
+        "float64",
+    ),
+    "where-two-scalars": (lambda a: np.where(a > 0, 1.0, 0.0), "float32"),
+    "where-two-ints": (lambda a: np.where(a > 0, 1, 0), "float64"),
+    "isin-few-floats": (lambda a: np.isin(a, [1.0, 2.0]), "float64"),
+    "lexsort-strided": (lambda a: np.lexsort((a[:, 0], a[:, 1])), "float64"),
+    "eigvals": (lambda a: np.linalg.eigvals(a.reshape(-1, 8, 8)).real, "float64"),
+    "eig": (lambda a: np.linalg.eig(a.reshape(-1, 8, 8))[1].real, "float64"),
+    "solve-gufunc": (
+        lambda a: np.linalg.solve(_spd(a), a.reshape(-1, 8, 8)[:, :, :2]),
+        "float64",
+    ),
+    "inv-gufunc": (lambda a: np.linalg.inv(_spd(a)), "float64"),
+    "det-gufunc": (lambda a: np.linalg.det(a.reshape(-1, 8, 8)), "float64"),
+    "slogdet-gufunc": (lambda a: np.linalg.slogdet(a.reshape(-1, 8, 8))[1], "float64"),
+    "cholesky-gufunc": (lambda a: np.linalg.cholesky(_spd(a)), "float64"),
+    "eigh-gufunc": (lambda a: np.linalg.eigh(a.reshape(-1, 8, 8))[1], "float64"),
+    "svd-gufunc": (lambda a: np.linalg.svd(a.reshape(-1, 8, 8))[1], "float64"),
 }
 
 

@@ -24,7 +24,9 @@ __all__ = [
     "cross",
     "det",
     "diagonal",
+    "eig",
     "eigh",
+    "eigvals",
     "eigvalsh",
     "einsum",
     "inv",
@@ -65,10 +67,19 @@ def _inexact(a: ShapeArray) -> str:
 
 
 def _decomposed(
-    a: ShapeArray, shapes: list[tuple[tuple[int, ...], str]]
+    a: ShapeArray, shapes: list[tuple[tuple[int, ...], str]], *, gufunc: bool = True
 ) -> list[ShapeArray]:
-    """The outputs of a LAPACK routine on ``a``, with its working copy held meanwhile."""
-    working = made(a._trace, a.shape, a._name, (a,))
+    """The outputs of a LAPACK routine on ``a``, with its working copy held meanwhile.
+
+    NumPy's ``umath_linalg`` gufuncs (``gufunc``: solve, inv, det, slogdet,
+    cholesky, eig, eigh, svd) copy one matrix at a time into a buffer they
+    ``malloc`` (LAPACK's workspace beside it): no copy of ``a`` whole, and
+    nothing tracemalloc sees. NumPy itself and array-api-strict compute so;
+    elsewhere (torch's LU, Dask's graph) ``a`` is copied whole.
+    """
+    profile = a._trace.profile
+    whole = not (gufunc and profile.numpy_internals and not profile.lazy)
+    working = made(a._trace, a.shape, a._name, (a,)) if whole else None
     outputs = [made(a._trace, shape, name, (a,)) for shape, name in shapes]
     del working
     return outputs
@@ -197,7 +208,7 @@ def pinv(x: Value, /, *, rtol: Value = None) -> ShapeArray:
     m, n = a.shape[-2:]
     k, name = min(m, n), _inexact(a)
     shapes = [((*a.shape[:-2], m, k), name), ((*a.shape[:-2], k, n), name)]
-    working = _decomposed(a, shapes)  # the SVD it is computed from
+    working = _decomposed(a, shapes, gufunc=False)  # the SVD it is computed from
     result = made(a._trace, (*a.shape[:-2], n, m), name, (a,))
     del working
     return result
@@ -206,13 +217,15 @@ def pinv(x: Value, /, *, rtol: Value = None) -> ShapeArray:
 def matrix_power(x: Value, n: int, /) -> ShapeArray:
     """The ``n``-th power of square matrices."""
     a = _square(x)
-    return _decomposed(a, [(a.shape, a._name)])[0]
+    return _decomposed(a, [(a.shape, a._name)], gufunc=False)[0]
 
 
 def matrix_rank(x: Value, /, *, rtol: Value = None) -> ShapeArray:
     """Ranks of the matrices."""
     a = _array(x)
-    return _decomposed(a, [(a.shape[:-2], a._trace.profile.default_int)])[0]
+    return _decomposed(a, [(a.shape[:-2], a._trace.profile.default_int)], gufunc=False)[
+        0
+    ]
 
 
 def matrix_norm(
@@ -253,8 +266,8 @@ def qr(x: Value, /, *, mode: str = "reduced") -> tuple[ShapeArray, ShapeArray]:
     a = _array(x)
     m, n = a.shape[-2:]
     k, name = min(m, n) if mode == "reduced" else m, _inexact(a)
-    q, r = _decomposed(
-        a, [((*a.shape[:-2], m, k), name), ((*a.shape[:-2], k, n), name)]
+    q, r = _decomposed(  # (NumPy's qr copies a whole: astype(copy=True))
+        a, [((*a.shape[:-2], m, k), name), ((*a.shape[:-2], k, n), name)], gufunc=False
     )
     return q, r
 
@@ -278,6 +291,34 @@ def svd(
         ],
     )
     return u, s, vh
+
+
+def eig(x: Value, /) -> tuple[ShapeArray, ShapeArray]:
+    """``np.linalg.eig``: complex eigenvalues and vectors (a real view where all real).
+
+    NumPy checks ``isfinite(a)`` whole first, and reads ``w.imag == 0``
+    beside its results; where every eigenvalue is real it returns views of
+    the complex buffers, which stay what is held (their dtype is the values'
+    to decide: the trace keeps the complex one).
+    """
+    return _eig(x, vectors=True)
+
+
+def eigvals(x: Value, /) -> ShapeArray:
+    """``np.linalg.eigvals``: as `eig`, the eigenvalues only."""
+    return _eig(x, vectors=False)[0]
+
+
+def _eig(x: Value, *, vectors: bool) -> tuple[ShapeArray, ShapeArray]:
+    a = _square(x)
+    trace = a._trace
+    if trace.profile.numpy_internals:  # (NumPy's _assert_finite)
+        made(trace, a.shape, "bool", (a,))
+    name = rules.promote(trace.profile, _inexact(a), "complex64")
+    shapes = [(a.shape[:-1], name)] + ([(a.shape, name)] if vectors else [])
+    outputs = _decomposed(a, shapes)
+    made(trace, a.shape[:-1], "bool", tuple(outputs))  # (w.imag == 0.0)
+    return outputs[0], outputs[-1]
 
 
 def svdvals(x: Value, /) -> ShapeArray:

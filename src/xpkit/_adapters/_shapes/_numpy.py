@@ -21,13 +21,14 @@ from . import _creation as creation
 from . import _fft as fft
 from . import _linalg as linalg
 from . import _manipulation as manipulation
+from . import _numpy_calculus as numpy_calculus
 from . import _numpy_composites as numpy_composites
+from . import _numpy_layout as numpy_layout
 from . import _numpy_statistics as numpy_statistics
 from . import _rules as rules
 from . import _statistics as statistics
 from ._array import ShapeArray, lift, made
 from ._elementwise import round as _round
-from ._elementwise import where
 from ._statistics import reduction
 
 if TYPE_CHECKING:
@@ -239,13 +240,6 @@ def _argpartition(a: Value, kth: Value, axis: Value = -1, **_: Value) -> ShapeAr
     return _argsort(a, axis)
 
 
-def _where(condition: Value, *values: Value) -> ShapeArray:
-    if len(values) != 2:
-        msg = "where() with one argument (it finds indices)"
-        raise _trace_of((condition,)).refuse(msg)
-    return where(condition, *values)
-
-
 def _dot(a: Value, b: Value, out: Value = None) -> ShapeArray:
     trace = _trace_of((a, b))
     if lift(trace, a).ndim > 2 or lift(trace, b).ndim > 2:
@@ -342,7 +336,6 @@ FUNCTIONS: dict[str, Callable[..., object]] = {
     "take_along_axis": lambda arr, indices, axis=-1: manipulation.take_along_axis(
         arr, indices, axis=axis
     ),
-    "where": _where,
     "clip": _clip,
     "dot": _dot,
     "outer": lambda a, b, out=None: linalg.outer(a, b),
@@ -381,6 +374,8 @@ FUNCTIONS: dict[str, Callable[..., object]] = {
     "slogdet": linalg.slogdet,
     "solve": linalg.solve,
     "cholesky": lambda a, **kw: linalg.cholesky(a),
+    "eig": linalg.eig,
+    "eigvals": linalg.eigvals,
     "eigh": lambda a, UPLO="L": linalg.eigh(a),
     "eigvalsh": lambda a, UPLO="L": linalg.eigvalsh(a),
     "qr": lambda a, mode="reduced": linalg.qr(a, mode=mode),
@@ -401,6 +396,8 @@ FUNCTIONS: dict[str, Callable[..., object]] = {
     **fft.FUNCTIONS,
     **numpy_composites.FUNCTIONS,
     **complex_parts.FUNCTIONS,
+    **numpy_calculus.FUNCTIONS,
+    **numpy_layout.FUNCTIONS,
 }
 
 

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from ..._typing import Value
     from .._trace import Trace
 
-__all__ = ["FUNCTIONS", "ufunc"]
+__all__ = ["FUNCTIONS", "operand", "trace_of", "ufunc"]
 
 #: Kinds NumPy averages in float64 (at least).
 _EXACT = frozenset({rules.BOOL, rules.INT, rules.UINT})
@@ -41,14 +41,14 @@ def ufunc(name: str) -> Callable[..., Value]:
     return function
 
 
-def _trace_of(*values: Value) -> Trace:
+def trace_of(*values: Value) -> Trace:
     for v in values:
         if isinstance(v, ShapeArray):
             return v._trace
     return active_trace()
 
 
-def _operand(trace: Trace, v: Value) -> ShapeArray:
+def operand(trace: Trace, v: Value) -> ShapeArray:
     """``v`` as NumPy's ``asanyarray`` takes it: a shape-only array, or a given one."""
     if isinstance(v, ShapeArray):
         return v
@@ -68,13 +68,13 @@ def _average(
     keepdims: Value = np._NoValue,
 ) -> object:
     """``np.average``: with weights, ``a * w`` in the result's dtype, then its sum."""
-    trace = _trace_of(a, weights)
-    x, keep = _operand(trace, a), _keepdims(keepdims)
+    trace = trace_of(a, weights)
+    x, keep = operand(trace, a), _keepdims(keepdims)
     if weights is None:
         avg = reduction(x, "mean", axis, keep, None)
         scl: ShapeArray | None = None
     else:
-        w = _operand(trace, weights)
+        w = operand(trace, weights)
         if w.shape != x.shape:  # (a view along axis, broadcast against x)
             axes = rules.axes_of(axis, x.ndim)
             w = manipulation.reshape(
@@ -99,9 +99,9 @@ def _isclose(
     equal_nan: Value = False,
 ) -> object:
     """``np.isclose``: ``abs(x - y)`` held while it is compared, then three masks."""
-    trace = _trace_of(a, b, rtol, atol)
+    trace = trace_of(a, b, rtol, atol)
     x, y, atol, rtol = (
-        v if isinstance(v, int | float | complex) else _operand(trace, v)
+        v if isinstance(v, int | float | complex) else operand(trace, v)
         for v in (a, b, atol, rtol)
     )
     if isinstance(y, ShapeArray):  # (inexact, so abs of the smallest int is safe)
@@ -128,9 +128,9 @@ def _cross(
     """``np.cross``: the result, both operands cast whole, one product held."""
     if axis is not None:
         axisa, axisb, axisc = (axis,) * 3
-    trace = _trace_of(a, b)
-    x = manipulation.moveaxis(_operand(trace, a), axisa, -1)
-    y = manipulation.moveaxis(_operand(trace, b), axisb, -1)
+    trace = trace_of(a, b)
+    x = manipulation.moveaxis(operand(trace, a), axisa, -1)
+    y = manipulation.moveaxis(operand(trace, b), axisb, -1)
     if x.shape[-1] not in (2, 3) or y.shape[-1] not in (2, 3):
         msg = "numpy.cross of vectors of neither 2 nor 3 components"
         raise trace.refuse(msg)
@@ -148,16 +148,16 @@ def _ptp(
     a: Value, axis: Value = None, out: Value = None, keepdims: Value = np._NoValue
 ) -> Value:
     """``np.ptp``: ``subtract`` (a ufunc call: no elision) of the maximum and minimum."""
-    x, keep = _operand(_trace_of(a), a), _keepdims(keepdims)
+    x, keep = operand(trace_of(a), a), _keepdims(keepdims)
     return ufunc("subtract")(x.max(axis, keepdims=keep), x.min(axis, keepdims=keep))
 
 
 def _column_stack(tup: Value) -> ShapeArray:
     """``np.column_stack``: 1-d arrays as columns (views), then one concatenate."""
-    trace = _trace_of(*tup)
+    trace = trace_of(*tup)
     parts = []
     for v in tup:
-        x = _operand(trace, v)
+        x = operand(trace, v)
         if x.ndim < 2:  # (a view with axes in front, transposed)
             x = manipulation.expand_dims(x, axis=tuple(range(2 - x.ndim))).T
         parts.append(x)
@@ -166,7 +166,7 @@ def _column_stack(tup: Value) -> ShapeArray:
 
 def _diagonal(a: Value, offset: int = 0, axis1: int = 0, axis2: int = 1) -> ShapeArray:
     """``np.diagonal``: a view, ``axis1`` and ``axis2`` dropped, the diagonal last."""
-    x = _operand(_trace_of(a), a)
+    x = operand(trace_of(a), a)
     (i,), (j,) = rules.axes_of(axis1, x.ndim), rules.axes_of(axis2, x.ndim)
     size = max(min(x.shape[i] - max(-offset, 0), x.shape[j] - max(offset, 0)), 0)
     kept = tuple(d for k, d in enumerate(x.shape) if k not in (i, j))
