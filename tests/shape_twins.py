@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+import tracemalloc
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -260,3 +261,17 @@ def assert_twins(backend: Any, xp: Any, cases: Sequence[Case]) -> None:
     if not compared:
         pytest.skip(f"{backend.name} answers none of these cases")
     assert wrong == [], f"{len(wrong)} of {compared} differ:\n" + "\n".join(wrong)
+
+
+def numpy_peak(fn: Callable[[Any], Any], x: Any) -> int:
+    """The bytes NumPy itself allocates at most while ``fn(x)`` runs (tracemalloc)."""
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        result = fn(x)
+        peak: int = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    del result
+    return peak

@@ -12,29 +12,13 @@ planned; ``np.nan_to_num``: 0.52).
 
 from __future__ import annotations
 
-import tracemalloc
-
 import numpy as np
 import pytest
-from shape_twins import assert_twins
+from shape_twins import assert_twins, numpy_peak
 
 import xpkit
 from xpkit._adapters._registry import get_adapter
 from xpkit._adapters._shapes import ShapeTracer
-
-
-def _real_peak(fn, x):
-    """The bytes NumPy allocates at most while ``fn(x)`` runs (tracemalloc)."""
-    tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        base = tracemalloc.get_traced_memory()[0]
-        result = fn(x)
-        peak = tracemalloc.get_traced_memory()[1] - base
-    finally:
-        tracemalloc.stop()
-    del result
-    return peak
 
 
 def _spd(a):
@@ -201,7 +185,7 @@ def test_traced_as_numpy_computes_it(numpy_profile, name):
     assert_twins(backend, np, [(name, [((2000, 64), dtype)], lambda xp, a: fn(a))])
     rows = 8000  # (NumPy's ufunc buffers of 8192 elements, not all modelled: small)
     traced = ShapeTracer(numpy_profile, fn, (((64,), dtype),)).peak(rows)
-    real = _real_peak(fn, np.ones((rows, 64), dtype=dtype))
+    real = numpy_peak(fn, np.ones((rows, 64), dtype=dtype))
     assert real <= 1.1 * traced + 8192, (traced, real)
     assert traced <= 1.1 * real + 8192, (traced, real)
 
@@ -217,7 +201,7 @@ def test_the_standard_fft_extension_is_traced_where_numpy_computes_it():
     x = np.ones((50_000, 64))
     plan = xpkit.plan_batches(fn, x, budget_gb=20e6 / 2**30, remember=False)
     assert plan.source == "traced by shape-only arrays", plan.source
-    real = _real_peak(fn, x[: plan.batch_size])
+    real = numpy_peak(fn, x[: plan.batch_size])
     assert 0.9 * real <= plan.batch_peak_bytes <= 1.1 * real + 8192
 
 

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-import tracemalloc
 from concurrent.futures import ThreadPoolExecutor
 
 import array_api_compat
 import numpy as np
 import pytest
-from shape_twins import profile_of, twin_mismatches
+from shape_twins import numpy_peak, profile_of, twin_mismatches
 
 import xpkit
 from xpkit._adapters._registry import get_adapter
@@ -153,20 +152,6 @@ def test_reshape_of_a_transpose_copies(numpy_profile):
     )  # (a column slice is not C order)
 
 
-def _real_peak(fn, x):
-    """The bytes NumPy itself allocates at most while ``fn(x)`` runs (tracemalloc)."""
-    tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        base = tracemalloc.get_traced_memory()[0]
-        result = fn(x)
-        peak = tracemalloc.get_traced_memory()[1] - base
-    finally:
-        tracemalloc.stop()
-    del result
-    return peak
-
-
 def _operators(a):
     return a * 2 + 1
 
@@ -181,7 +166,7 @@ def test_temporary_elision_as_numpy_does_it(numpy_profile, fn, arrays):
     shape = (1000, 500)  # 4 MB: above NumPy's 256 KiB elision threshold
     peak = ShapeTracer(numpy_profile, fn, ((shape[1:], "float64"),)).peak(shape[0])
     assert peak == arrays * _array_cost(numpy_profile, shape)
-    real = _real_peak(fn, np.ones(shape))
+    real = numpy_peak(fn, np.ones(shape))
     assert real == pytest.approx(arrays * 4e6, rel=0.01)  # (NumPy agrees)
 
 
@@ -229,7 +214,7 @@ def test_what_numpy_makes_beside_the_result_is_traced(numpy_profile, fn, dtype):
     difference held while the next is made."""
     shape = (2000, 64)
     traced = ShapeTracer(numpy_profile, fn, ((shape[1:], dtype),)).peak(shape[0])
-    real = _real_peak(fn, np.ones(shape, dtype=dtype))
+    real = numpy_peak(fn, np.ones(shape, dtype=dtype))
     # (within a tenth either way: NumPy's ufunc buffers of 8192 elements,
     # the index list, are not all modelled; half the peak was traced before)
     assert real <= 1.1 * traced + 4096, (traced, real)

@@ -49,6 +49,12 @@ __all__ = [
 
 #: The norms that scale by 1 (after an inverse transform swaps them).
 _UNSCALED = (None, "backward")
+#: An inverse transform's norm as NumPy passes it on (``_swap_direction``).
+_SWAPPED: dict[Value, Value] = {
+    "forward": "backward",
+    "backward": "forward",
+    None: "forward",
+}
 
 
 def _array(x: Value) -> ShapeArray:
@@ -85,13 +91,7 @@ def _transform(
         msg = f"an fft of {length} points"
         raise a._trace.refuse(msg)
     real_name = str(np.result_type(np.dtype(a._name).type(0).real.dtype, 1.0))
-    swapped = (
-        norm
-        if forward
-        else {"forward": "backward", "backward": "forward", None: "forward"}.get(
-            norm, norm
-        )
-    )
+    swapped = norm if forward else _SWAPPED.get(norm, norm)
     scale: object = int if swapped in _UNSCALED else np.dtype(real_name)
     if real:
         name = "rfft_n_even" if length % 2 == 0 else "rfft_n_odd"
@@ -113,28 +113,19 @@ def _transform(
     return result
 
 
-def fft(
-    x: Value, n: Value = None, axis: Value = -1, norm: Value = None, **_: Value
-) -> ShapeArray:
-    return _transform(x, n, axis, norm, real=False, forward=True)
+def _one_d(real: bool, forward: bool) -> Callable[..., ShapeArray]:
+    """A 1-D transform with NumPy's (and the standard's) signature."""
+
+    def transform(
+        x: Value, n: Value = None, axis: Value = -1, norm: Value = None, **_: Value
+    ) -> ShapeArray:
+        return _transform(x, n, axis, norm, real=real, forward=forward)
+
+    return transform
 
 
-def ifft(
-    x: Value, n: Value = None, axis: Value = -1, norm: Value = None, **_: Value
-) -> ShapeArray:
-    return _transform(x, n, axis, norm, real=False, forward=False)
-
-
-def rfft(
-    x: Value, n: Value = None, axis: Value = -1, norm: Value = None, **_: Value
-) -> ShapeArray:
-    return _transform(x, n, axis, norm, real=True, forward=True)
-
-
-def irfft(
-    x: Value, n: Value = None, axis: Value = -1, norm: Value = None, **_: Value
-) -> ShapeArray:
-    return _transform(x, n, axis, norm, real=True, forward=False)
+fft, ifft = _one_d(real=False, forward=True), _one_d(real=False, forward=False)
+rfft, irfft = _one_d(real=True, forward=True), _one_d(real=True, forward=False)
 
 
 def hfft(
@@ -143,9 +134,7 @@ def hfft(
     """``irfft`` of the conjugate (a copy), with the norm swapped."""
     a = _array(x)
     conjugate = made(a._trace, a.shape, a._name, (a,))
-    swapped = {"forward": "backward", "backward": "forward", None: "forward"}.get(
-        norm, norm
-    )
+    swapped = _SWAPPED.get(norm, norm)
     result = irfft(conjugate, n, axis, swapped)
     del conjugate
     return result
@@ -155,9 +144,7 @@ def ihfft(
     x: Value, n: Value = None, axis: Value = -1, norm: Value = None, **_: Value
 ) -> ShapeArray:
     """``rfft`` with the norm swapped, conjugated in place."""
-    swapped = {"forward": "backward", "backward": "forward", None: "forward"}.get(
-        norm, norm
-    )
+    swapped = _SWAPPED.get(norm, norm)
     return rfft(x, n, axis, swapped)
 
 
