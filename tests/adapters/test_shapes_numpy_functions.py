@@ -60,6 +60,12 @@ CASES = {
     "searchsorted": (lambda a: np.searchsorted(np.linspace(-3, 3, 100), a), "float64"),
     "float32-temporary-times-int": (lambda a: a.astype(np.float32) * 2, "float64"),
     "int32-temporary-plus-int": (lambda a: (a * 3) + 1, "int32"),
+    # (an operator would write into the new array, NumPy's elision: not modelled)
+    "made-from-a-shape": (lambda a: np.add(a, np.ones((a.shape[0], 64))), "float64"),
+    "a-view-of-one-made-from-a-shape": (
+        lambda a: np.multiply(a, np.full((a.shape[0], 64), 2.0)[:, ::-1]),
+        "float64",
+    ),
     "fft": (lambda a: np.abs(np.fft.fft(a, axis=1)), "float64"),
     "fft-float32": (lambda a: np.fft.fft(a, axis=1), "float32"),
     "fft-complex64": (lambda a: np.fft.fft(a, axis=1), "complex64"),

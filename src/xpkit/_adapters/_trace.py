@@ -17,7 +17,9 @@ other.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
+import weakref
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple, Protocol, TypedDict
@@ -338,6 +340,10 @@ class Trace:
     views: int = 0
     #: Bytes freed but still held until the next allocation (`deferred_frees`).
     pending: int = 0
+    #: The rows ``fn`` is traced on while it runs (0: none), for `adopt`.
+    rows: int = 0
+    #: A library's arrays ``fn`` made while traced (`adopt`): id -> charged.
+    adopted: dict[int, int] = field(default_factory=dict)
 
     def charge(
         self, nbytes: int, ndim: int, inputs: tuple[int, ...]
@@ -362,6 +368,35 @@ class Trace:
         if profile.lazy:  # (only a graph's peak reads the tape)
             self.tape.append((node, inputs, charged))
         return charged, node
+
+    def adopt(self, x: object) -> None:
+        """Hold the bytes of an array ``fn`` made while traced, while it lives.
+
+        ``x`` is a library's array met as an operand. Its owner (``x``, or
+        the array it views: NumPy's and CuPy's ``base``) is one ``fn`` made
+        where its first axis is the traced rows: made from a shape through a
+        namespace ``fn`` captured (``np.zeros((x.shape[0], k))``,
+        ``np.arange(x.shape[0])[:, None]``). Inputs are shape-only, and the
+        other arrays ``fn`` reads (a closure's weights, a view of them) have
+        other shapes. (The trace made it for real; it is counted from where
+        it is first used.)
+        """
+        owner = x
+        while getattr(owner, "base", None) is not None:
+            owner = owner.base  # type: ignore[attr-defined]
+        if self.rows < 2 or self.profile.lazy or id(owner) in self.adopted:
+            return
+        shape = getattr(owner, "shape", ())
+        if not shape or shape[0] != self.rows or not hasattr(owner, "base"):
+            return
+        nbytes = int(getattr(owner, "nbytes", 0))
+        charged, _ = self.charge(nbytes, len(shape), ())
+        self.adopted[id(owner)] = charged
+        with contextlib.suppress(TypeError):  # (no weak references: held to the end)
+            weakref.finalize(owner, self._drop, id(owner))
+
+    def _drop(self, key: int) -> None:
+        self.release(self.adopted.pop(key, 0))
 
     def release(self, charged: int) -> None:
         """An array charged ``charged`` bytes was freed."""

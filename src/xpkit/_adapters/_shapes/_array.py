@@ -500,9 +500,10 @@ def lift(trace: Trace, x: Value) -> ShapeArray:
     if shape is None or dtype is None or isinstance(x, type):
         msg = f"an operand of type {type(x).__qualname__}"
         raise trace.refuse(msg)
-    return given(
-        trace, rules.as_shape(tuple(shape)), rules.dtype_name_of(trace, dtype) or ""
-    )
+    name = rules.dtype_name_of(trace, dtype) or ""
+    a = given(trace, rules.as_shape(tuple(shape)), name)
+    trace.adopt(x)  # (where fn made it while traced)
+    return a
 
 
 def _operand(trace: Trace, x: Value) -> tuple[rules.Shape, str | None, Value]:
@@ -564,13 +565,11 @@ def _elide(
     temp: Value, other: Value, shape: rules.Shape, name: str
 ) -> ShapeArray | None:
     """``temp`` reused for the result, where NumPy's temporary elision would."""
-    if not isinstance(temp, ShapeArray) or temp._base is not None or not temp._owned:
+    if not isinstance(temp, ShapeArray) or temp._base is not None:
         return None
-    if not temp._charged:
+    if not (temp._owned and temp._charged) or temp._name == "bool":
         return None
     if temp._name != name or temp.shape != shape or temp.nbytes < MIN_ELIDE_BYTES:
-        return None
-    if temp._name == "bool":
         return None
     if isinstance(other, ShapeArray) and (
         other.shape not in ((), shape) or not np.can_cast(other._name, name)

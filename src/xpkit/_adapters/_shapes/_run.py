@@ -98,9 +98,11 @@ class ShapeTracer:
         kwargs = {k: _operand(trace, v) for k, v in self.kwargs.items()}
         token = ROWS.set(range(rows))  # what `current_rows` says while traced
         guarded = GUARD.set(None)  # (a meter's trace: its reads are not kept)
+        trace.rows = rows  # (an array fn makes of these rows is charged)
         try:
             result = self.fn(*xs, *args, **kwargs)
         finally:
+            trace.rows = 0
             GUARD.reset(guarded)
             ROWS.reset(token)
         leaves = _leaves(trace, result)
