@@ -129,6 +129,8 @@ def _running_threads() -> frozenset[int] | None:
             continue
         try:
             stat = os.read(fd, 1024)
+        except OSError:  # (it ended between the two: ESRCH)
+            continue
         finally:
             os.close(fd)
         after = stat.rfind(b")") + 2  # (the name, in brackets, may hold anything)
@@ -159,7 +161,7 @@ class _Window:
         if running is None:
             return
         self.looks += 1
-        for native_id in running - {watcher}:
+        for native_id in running - _QUIET - {watcher}:
             self.runs[native_id] = self.runs.get(native_id, 0) + 1
 
     def still(self, holder: int, thread: float, process: float, now: float) -> bool:
@@ -176,6 +178,10 @@ class _Window:
 
 #: The measurement under way, or None.
 _HOLDER: list[_Holder | None] = [None]
+#: Native ids of xpkit's own threads that do no work for a measurement:
+#: the meters' samplers (awake every `SAMPLE_SECONDS`, so often runnable on
+#: a loaded machine) and the threads waiting for their turn.
+_QUIET: set[int] = set()
 
 
 class _Measuring:
@@ -247,10 +253,19 @@ def _take_turn() -> str:
     does not change while it waits (running unmeasured, a thread beside an
     idle one planned from its input rows: 64 times its budget).
     """
+    me = threading.get_native_id()
+    _QUIET.add(me)
+    try:
+        return _wait_for_turn(me)
+    finally:
+        _QUIET.discard(me)
+
+
+def _wait_for_turn(me: int) -> str:
+    """`_take_turn`'s loop, in thread ``me``."""
     deadline = time.monotonic() + WAIT_SECONDS
     watched: _Holder | None = None
     window = _Window(0.0, 0.0, 0.0)
-    me = threading.get_native_id()
     while True:
         if _LOCK.acquire(timeout=_POLL_SECONDS):
             return _TURN
@@ -376,10 +391,15 @@ class _Sampler:
         return self.top
 
     def _loop(self, ready: threading.Event) -> None:
+        me = threading.get_native_id()
+        _QUIET.add(me)  # (it does no work for the measurement it samples)
         ready.set()
-        while not self._stop.wait(SAMPLE_SECONDS):
-            value = self._read()
-            self.top = max(self.top, value)
+        try:
+            while not self._stop.wait(SAMPLE_SECONDS):
+                value = self._read()
+                self.top = max(self.top, value)
+        finally:
+            _QUIET.discard(me)
 
     def stop(self) -> int:
         """Stop sampling; the largest reading."""
