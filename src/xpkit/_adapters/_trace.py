@@ -381,10 +381,12 @@ class Trace:
         other shapes. (The trace made it for real; it is counted from where
         it is first used.)
         """
+        if self.rows < 2 or self.profile.lazy:  # (no traced fn runs, or a graph)
+            return
         owner = x
         while getattr(owner, "base", None) is not None:
             owner = owner.base  # type: ignore[attr-defined]
-        if self.rows < 2 or self.profile.lazy or id(owner) in self.adopted:
+        if id(owner) in self.adopted:
             return
         shape = getattr(owner, "shape", ())
         if not shape or shape[0] != self.rows or not hasattr(owner, "base"):

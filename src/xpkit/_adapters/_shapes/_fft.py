@@ -24,7 +24,8 @@ import numpy as np
 
 from .._trace import active_trace
 from . import _rules as rules
-from ._array import ShapeArray, lift, made
+from ._array import ShapeArray, made
+from ._operands import lifted
 
 if TYPE_CHECKING:
     from ..._typing import Value
@@ -58,7 +59,7 @@ _SWAPPED: dict[Value, Value] = {
 
 
 def _array(x: Value) -> ShapeArray:
-    a = lift(x._trace if isinstance(x, ShapeArray) else active_trace(), x)
+    a = lifted(x)
     if not a._trace.profile.numpy_internals:
         msg = f"fft on {a._trace.profile.library} (no shape rule)"
         raise a._trace.refuse(msg)

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._trace import Trace, active_trace
 from . import _complex_parts as complex_parts
 from . import _creation as creation
 from . import _fft as fft
@@ -29,22 +28,17 @@ from . import _rules as rules
 from . import _statistics as statistics
 from ._array import ShapeArray, lift, made
 from ._elementwise import round as _round
+from ._operands import trace_of
 from ._statistics import reduction
 
 if TYPE_CHECKING:
     from ..._typing import Value
+    from .._trace import Trace
 
 __all__ = ["FUNCTIONS", "array_function", "array_ufunc"]
 
 #: NumPy's reductions that widen small integers to the default int.
 _WIDENING = frozenset({"add", "multiply"})
-
-
-def _trace_of(values: tuple[Value, ...]) -> Trace:
-    for v in values:
-        if isinstance(v, ShapeArray):
-            return v._trace
-    return active_trace()
 
 
 def _numpy_dtype(trace: Trace, v: Value) -> object:
@@ -61,7 +55,7 @@ def array_ufunc(
     ufunc: Value, method: str, inputs: tuple[Value, ...], kwargs: dict[str, Value]
 ) -> object:
     """``ufunc.<method>(*inputs, **kwargs)`` on shape-only arrays."""
-    trace = _trace_of(inputs)
+    trace = trace_of(*inputs)
     out = kwargs.pop("out", None)
     if method == "__call__":
         result = _call(trace, ufunc, inputs, kwargs)
@@ -149,7 +143,7 @@ def _index_array(a: Value, indices: Value) -> Value:
     if not isinstance(indices, (list, tuple)):
         return indices
     # (NumPy converts the list: an array of its own, held while it takes)
-    return made(_trace_of((a,)), rules.as_shape(np.shape(indices)), "int64")
+    return made(trace_of(a), rules.as_shape(np.shape(indices)), "int64")
 
 
 # -- functions ---------------------------------------------------------------
@@ -162,7 +156,7 @@ def _reduction(rule: str) -> Callable[..., ShapeArray]:
         keepdims: bool = False,
         **_: Value,
     ) -> ShapeArray:
-        x = lift(_trace_of((a,)), a)
+        x = lift(trace_of(a), a)
         if out is not None:
             msg = "a reduction into out="
             raise x._trace.refuse(msg)
@@ -202,12 +196,12 @@ def _vstack(tup: Value, **_: Value) -> ShapeArray:
 
 
 def _hstack(tup: Value, **_: Value) -> ShapeArray:
-    parts = [lift(_trace_of(tuple(tup)), a) for a in tup]
+    parts = [lift(trace_of(*tup), a) for a in tup]
     return manipulation.concat(parts, axis=0 if parts[0].ndim == 1 else 1)
 
 
 def _atleast_2d(a: Value) -> ShapeArray:
-    x = lift(_trace_of((a,)), a)
+    x = lift(trace_of(a), a)
     if x.ndim >= 2:
         return x
     return manipulation.reshape(x, (1, x.size))
@@ -219,7 +213,7 @@ def _reshape(a: Value, *args: Value, **kwargs: Value) -> ShapeArray:
 
 
 def _transpose(a: Value, axes: Value = None) -> ShapeArray:
-    x = lift(_trace_of((a,)), a)
+    x = lift(trace_of(a), a)
     return x.T if axes is None else manipulation.permute_dims(x, axes)
 
 
@@ -241,7 +235,7 @@ def _argpartition(a: Value, kth: Value, axis: Value = -1, **_: Value) -> ShapeAr
 
 
 def _dot(a: Value, b: Value, out: Value = None) -> ShapeArray:
-    trace = _trace_of((a, b))
+    trace = trace_of(a, b)
     if lift(trace, a).ndim > 2 or lift(trace, b).ndim > 2:
         msg = "numpy.dot of arrays of more than 2 dimensions"
         raise trace.refuse(msg)
@@ -258,7 +252,7 @@ def _clip(
     a: Value, a_min: Value = None, a_max: Value = None, out: Value = None, **kw: Value
 ) -> ShapeArray:
     """``np.clip``: NumPy's own promotion with the bounds (array-api-compat's keeps ``a``'s)."""
-    x = lift(_trace_of((a,)), a)
+    x = lift(trace_of(a), a)
     name, shapes = x._name, [x.shape]
     for func, bound in (
         ("maximum", kw.get("min", a_min)),
@@ -278,13 +272,13 @@ def _clip(
 
 
 def _shape_of(a: Value) -> tuple[int, ...]:
-    return lift(_trace_of((a,)), a).shape
+    return lift(trace_of(a), a).shape
 
 
 def _refuse(name: str) -> Callable[..., ShapeArray]:
     def refuse(*args: Value, **kwargs: Value) -> ShapeArray:
         msg = f"numpy.{name} (it reads values)"
-        raise _trace_of(args).refuse(msg)
+        raise trace_of(*args).refuse(msg)
 
     return refuse
 
@@ -305,27 +299,27 @@ FUNCTIONS: dict[str, Callable[..., object]] = {
     "argmax": _no_dtype("arg"),
     "argmin": _no_dtype("arg"),
     "count_nonzero": _no_dtype("arg"),
-    "cumsum": lambda a, axis=None, dtype=None, out=None: lift(
-        _trace_of((a,)), a
-    ).cumsum(axis, dtype),
-    "cumprod": lambda a, axis=None, dtype=None, out=None: lift(
-        _trace_of((a,)), a
-    ).cumsum(axis, dtype),
+    "cumsum": lambda a, axis=None, dtype=None, out=None: lift(trace_of(a), a).cumsum(
+        axis, dtype
+    ),
+    "cumprod": lambda a, axis=None, dtype=None, out=None: lift(trace_of(a), a).cumsum(
+        axis, dtype
+    ),
     "concatenate": _concatenate,
     "stack": _stack,
     "vstack": _vstack,
     "hstack": _hstack,
     "reshape": _reshape,
     "transpose": _transpose,
-    "swapaxes": lambda a, axis1, axis2: lift(_trace_of((a,)), a).swapaxes(axis1, axis2),
+    "swapaxes": lambda a, axis1, axis2: lift(trace_of(a), a).swapaxes(axis1, axis2),
     "moveaxis": manipulation.moveaxis,
     "expand_dims": lambda a, axis: manipulation.expand_dims(a, axis=axis),
-    "squeeze": lambda a, axis=None: lift(_trace_of((a,)), a).squeeze(axis),
+    "squeeze": lambda a, axis=None: lift(trace_of(a), a).squeeze(axis),
     "broadcast_to": lambda array, shape, subok=False: manipulation.broadcast_to(
         array, shape
     ),
     "broadcast_arrays": manipulation.broadcast_arrays,
-    "ravel": lambda a, order="C": lift(_trace_of((a,)), a).ravel(),
+    "ravel": lambda a, order="C": lift(trace_of(a), a).ravel(),
     "flip": lambda m, axis=None: manipulation.flip(m, axis=axis),
     "roll": lambda a, shift, axis=None: manipulation.roll(a, shift, axis=axis),
     "tile": manipulation.tile,
@@ -357,12 +351,12 @@ FUNCTIONS: dict[str, Callable[..., object]] = {
     "full_like": lambda a, fill_value, dtype=None, **kw: creation.full_like(
         a, fill_value, dtype=dtype, shape=kw.get("shape")
     ),
-    "copy": lambda a, **kw: lift(_trace_of((a,)), a).copy(),
+    "copy": lambda a, **kw: lift(trace_of(a), a).copy(),
     "round": lambda a, decimals=0, out=None: _round(a),
     "around": lambda a, decimals=0, out=None: _round(a),
     "shape": _shape_of,
     "ndim": lambda a: len(_shape_of(a)),
-    "size": lambda a, axis=None: lift(_trace_of((a,)), a).size,
+    "size": lambda a, axis=None: lift(trace_of(a), a).size,
     "atleast_2d": lambda *arys: (
         _atleast_2d(arys[0]) if len(arys) == 1 else [_atleast_2d(a) for a in arys]
     ),
@@ -411,5 +405,5 @@ def array_function(
             f"{getattr(func, '__module__', 'numpy')}.{getattr(func, '__name__', func)}"
         )
         msg = f"{name} has no shape rule"
-        raise _trace_of(tuple(args)).refuse(msg)
+        raise trace_of(*args).refuse(msg)
     return handler(*args, **kwargs)

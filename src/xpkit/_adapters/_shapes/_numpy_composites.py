@@ -19,15 +19,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._trace import active_trace
 from . import _manipulation as manipulation
 from . import _rules as rules
-from ._array import ShapeArray, lift, made, view_of
+from ._array import ShapeArray, made, view_of
+from ._operands import operand, trace_of
 from ._statistics import reduction
 
 if TYPE_CHECKING:
     from ..._typing import Value
-    from .._trace import Trace
 
 __all__ = ["FUNCTIONS", "operand", "trace_of", "ufunc"]
 
@@ -39,20 +38,6 @@ def ufunc(name: str) -> Callable[..., Value]:
     """NumPy's ufunc ``name``: called with a shape-only operand, the trace's handler runs."""
     function: Callable[..., Value] = getattr(np, name)
     return function
-
-
-def trace_of(*values: Value) -> Trace:
-    for v in values:
-        if isinstance(v, ShapeArray):
-            return v._trace
-    return active_trace()
-
-
-def operand(trace: Trace, v: Value) -> ShapeArray:
-    """``v`` as NumPy's ``asanyarray`` takes it: a shape-only array, or a given one."""
-    if isinstance(v, ShapeArray):
-        return v
-    return lift(trace, np.asanyarray(v))  # (a list or a host array: there already)
 
 
 def _keepdims(keepdims: Value) -> bool:

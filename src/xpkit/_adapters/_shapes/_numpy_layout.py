@@ -26,7 +26,8 @@ from . import _manipulation as manipulation
 from . import _rules as rules
 from ._array import ShapeArray, made
 from ._elementwise import where
-from ._numpy_composites import operand, trace_of, ufunc
+from ._numpy_composites import ufunc
+from ._operands import operand, trace_of
 
 if TYPE_CHECKING:
     from ..._typing import Value

@@ -17,14 +17,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._trace import active_trace
 from . import _rules as rules
-from ._array import ShapeArray, lift, made
+from ._array import ShapeArray, made
+from ._operands import lifted
 from ._statistics import reduction
 
 if TYPE_CHECKING:
     from ..._typing import Value
-    from .._trace import Trace
 
 __all__ = ["FUNCTIONS"]
 
@@ -34,13 +33,6 @@ _TAKES = frozenset(
 )
 #: Bool masks ``np.nan_to_num`` holds at once (``isposinf``, ``isneginf``).
 _NAN_TO_NUM_MASKS = 5
-
-
-def _array(*values: Value) -> ShapeArray:
-    """The first operand, lifted into the trace of the first shape-only one."""
-    traces = [v._trace for v in values if isinstance(v, ShapeArray)]
-    trace: Trace = traces[0] if traces else active_trace()
-    return lift(trace, values[0])
 
 
 def _levels_dtype(x: ShapeArray, q: Value) -> str:
@@ -101,7 +93,7 @@ def _quantile(
     **_: Value,
 ) -> ShapeArray:
     """``np.quantile`` and ``np.percentile``: the levels' axes come first."""
-    x = _array(a, q)
+    x = lifted(a, q)
     if weights is not None:
         msg = "numpy.quantile with weights="
         raise x._trace.refuse(msg)
@@ -116,7 +108,7 @@ def _median(
     keepdims: Value = False,
 ) -> ShapeArray:
     """``np.median``: a partitioned copy, then the mean of the middle one or two."""
-    x = _array(a)
+    x = lifted(a)
     copy = None if overwrite_input else made(x._trace, x.shape, x._name, (x,))
     result = reduction(x, "mean", axis, bool(keepdims), None)
     del copy
@@ -150,7 +142,7 @@ def _nan_reduction(rule: str, extra_masks: int = 0) -> Callable[..., ShapeArray]
 def _nan_reduce(
     a: Value, rule: str, extra_masks: int, axis: Value, dtype: Value, keepdims: Value
 ) -> ShapeArray:
-    x = _array(a)
+    x = lifted(a)
     held = _replaced(x, extra_masks)
     wanted = rules.dtype_name_of(x._trace, dtype)
     if rule == "spread":  # (centred and squared in the copy; a complex one's conj)
@@ -182,14 +174,14 @@ def _nan_extreme(
     a: Value, axis: Value = None, out: Value = None, keepdims: Value = False, **_: Value
 ) -> ShapeArray:
     """``np.nanmax``/``nanmin``: ``fmax.reduce`` of the array itself."""
-    return reduction(_array(a), "max", axis, bool(keepdims), None)
+    return reduction(lifted(a), "max", axis, bool(keepdims), None)
 
 
 def _nan_arg(
     a: Value, axis: Value = None, out: Value = None, *, keepdims: Value = False
 ) -> ShapeArray:
     """``np.nanargmax``/``nanargmin``: the replaced copy, then ``argmax``."""
-    x = _array(a)
+    x = lifted(a)
     held = _replaced(x)
     result = reduction(x, "arg", axis, bool(keepdims), None)
     del held
@@ -200,7 +192,7 @@ def _nan_accumulation(
     a: Value, axis: Value = None, dtype: Value = None, out: Value = None
 ) -> ShapeArray:
     """``np.nancumsum``/``nancumprod``: the replaced copy, then ``cumsum``."""
-    x = _array(a)
+    x = lifted(a)
     held = _replaced(x)
     result = x.cumsum(axis, dtype)
     del held
@@ -209,7 +201,7 @@ def _nan_accumulation(
 
 def _nan_to_num(a: Value, copy: Value = True, **_: Value) -> ShapeArray:
     """``np.nan_to_num``: a copy, and the masks of NaN and each infinity."""
-    x = _array(a)
+    x = lifted(a)
     if not copy:
         msg = "numpy.nan_to_num with copy=False (it writes into its input)"
         raise x._trace.refuse(msg)
@@ -222,7 +214,7 @@ def _nan_to_num(a: Value, copy: Value = True, **_: Value) -> ShapeArray:
 
 def _partition(a: Value, kth: Value, axis: Value = -1, **_: Value) -> ShapeArray:
     """``np.partition``: a copy (flattened where ``axis`` is None)."""
-    x = _array(a)
+    x = lifted(a)
     shape = (x.size,) if axis is None else x.shape
     return made(x._trace, shape, x._name, (x,))
 
@@ -231,7 +223,7 @@ def _searchsorted(
     a: Value, v: Value, side: Value = "left", sorter: Value = None
 ) -> ShapeArray:
     """``np.searchsorted``: the indices, of ``v``'s shape."""
-    values = _array(v, a)
+    values = lifted(v, a)
     return made(values._trace, values.shape, "int64", (values,))
 
 
