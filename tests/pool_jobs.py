@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import sys
 import threading
 import time
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -188,8 +191,6 @@ def local_cluster(**dask_config: object):
 def register_by_value() -> None:
     """Pickle this module's functions by value (dask and joblib's loky both
     use cloudpickle when it is installed)."""
-    import sys
-
     import pytest
 
     cloudpickle = pytest.importorskip("cloudpickle")
@@ -302,6 +303,67 @@ def sleepy(markers: Path, seconds: float):
     return fn
 
 
+class _CtrlCOnTaking:
+    """A future's lock (an RLock) on which a Ctrl-C arrives, once: a real
+    SIGINT, raised right after the main thread first takes it."""
+
+    fired = False
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        taken = self._lock.acquire(blocking, timeout)
+        cls = type(self)
+        if (
+            taken
+            and not cls.fired
+            and threading.current_thread() is threading.main_thread()
+        ):
+            cls.fired = True
+            sys.stdout.write(f"CTRL-C {time.time()}\n")
+            sys.stdout.flush()
+            signal.raise_signal(signal.SIGINT)  # (its handler runs here)
+        return taken
+
+    __enter__ = acquire
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def _is_owned(self) -> bool:
+        return self._lock._is_owned()  # type: ignore[attr-defined]
+
+    def _release_save(self) -> object:
+        return self._lock._release_save()  # type: ignore[attr-defined]
+
+    def _acquire_restore(self, state: object) -> None:
+        self._lock._acquire_restore(state)  # type: ignore[attr-defined]
+
+
+def _ctrl_c_in_a_future_lock() -> None:
+    """The first Ctrl-C arrives while the main thread holds a task future's lock.
+
+    Where a Ctrl-C lands is chance. Where the main thread has just taken a
+    future's lock and lets the KeyboardInterrupt out before it releases
+    it (as ``concurrent.futures.wait`` does, between the futures it takes),
+    the lock stays taken for good, and loky's thread, which takes it to run
+    the task, hangs the process at exit. This makes that moment certain:
+    every future's lock raises a real SIGINT right after the main thread
+    first takes one (where a Ctrl-C is held, it is held).
+    """
+    original = Future.__init__
+
+    def init(future: Future[Any]) -> None:
+        original(future)
+        future._condition = threading.Condition(_CtrlCOnTaking())  # type: ignore[attr-defined]
+
+    Future.__init__ = init  # type: ignore[method-assign]
+
+
 def _children() -> list[list[object]]:
     """This process's descendants: [pid, status, command line] each."""
     import psutil
@@ -334,10 +396,10 @@ def interrupted_run(
     many tasks the scheduler still holds (after up to 5 s for them to go)
     and, when ``cluster_survives`` is "yes", whether the cluster still
     computes. Then the KeyboardInterrupt goes on, and ends the process.
+    ``kind`` "joblib-lock" is "joblib" where the first Ctrl-C comes at the
+    worst moment (`_ctrl_c_in_a_future_lock`).
     """
     import json
-    import signal
-    import sys
 
     import cloudpickle
 
@@ -348,6 +410,9 @@ def interrupted_run(
     x[:, 0] = np.arange(len(x))
     fn = sleepy(Path(markers), float(seconds))
     plan = {"bytes_per_item": 8.0, "budget_gb": 16 * 8 / 2**30}  # 16 rows a batch
+    if kind == "joblib-lock":
+        kind = "joblib"
+        _ctrl_c_in_a_future_lock()
     with contextlib.ExitStack() as stack:
         executor: Any = None if kind == "none" else kind
         if kind == "dask":

@@ -259,6 +259,35 @@ def test_an_exception_passes_through_a_measurement_unchanged(error):
     assert not any(t.name == "xpkit-memory-sampler" for t in threading.enumerate())
 
 
+@pytest.mark.parametrize("nth", [1, 2], ids=["in Thread.start", "for its ready"])
+def test_a_ctrl_c_while_a_sampler_starts_leaves_no_sampler_running(monkeypatch, nth):
+    """A Ctrl-C while the meter waits for its sampler to start (the ``nth``
+    wait of the main thread's): the sampler, which no one holds to stop it,
+    ends (it sampled on every half millisecond, for ever)."""
+    waits = []
+    real_wait = threading.Event.wait
+
+    def interrupted(event, timeout=None):
+        if threading.current_thread() is threading.main_thread():
+            waits.append(event)
+            if len(waits) == nth:
+                real_wait(event, timeout)  # (started: it is there to leave behind)
+                raise KeyboardInterrupt
+        return real_wait(event, timeout)
+
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("a Ctrl-C reaches the main thread only")
+    monkeypatch.setattr(threading.Event, "wait", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _peak._Sampler(lambda: 0)
+    assert len(waits) == nth
+    monkeypatch.undo()
+    deadline = time.monotonic() + 30
+    while any(t.name == "xpkit-memory-sampler" for t in threading.enumerate()):
+        assert time.monotonic() < deadline, "the sampler still runs after 30 s"
+        time.sleep(0.01)
+
+
 def test_the_probe_recovers_from_a_memory_error_raised_over_temporaries():
     def fn(r):
         def fail_above_100_rows() -> float:

@@ -165,6 +165,16 @@ class Child:
                 pytest.fail(f"no worker started within {timeout} s\n{self.output()}")
             time.sleep(0.002)
 
+    def ctrl_c_at(self) -> float | None:
+        """When the Ctrl-C made to come in a future's lock came ("joblib-lock")."""
+        self._out.flush()
+        for line in Path(self._out.name).read_text().splitlines():
+            if line.startswith("CTRL-C "):
+                if not self.sent_at:
+                    self.sent_at = float(line.split()[1])
+                return float(line.split()[1])
+        return None
+
     def interrupt(self, way: str, times: int = 1, every: float = 0.025) -> None:
         """Ctrl-C, ``times`` times: to the child alone, or to its process group."""
         self.sent_at = time.time()
@@ -302,6 +312,27 @@ def test_repeated_ctrl_c_during_joblib(start, when):
     took, report = child.finish(STARTING_EXIT_S, STARTING_RAISE_S)
     assert _workers_left(report) == []
     assert _still_there(started | child.batch_pids()) == []
+    assert took < STARTING_EXIT_S
+
+
+def test_ctrl_c_while_the_caller_holds_a_futures_lock(start):
+    """A Ctrl-C that lands just after the caller's thread took a task future's
+    lock (chance, made certain here: `pool_jobs._ctrl_c_in_a_future_lock`)
+    ends the run as any other: the lock is not left taken, where loky's
+    thread would wait for it at the process's exit, for ever."""
+    child = start("joblib-lock")
+    deadline = time.monotonic() + 90
+    while not (child.ctrl_c_at() or any(child.markers.iterdir())):
+        child._check_running("a Ctrl-C or a batch")
+        if time.monotonic() > deadline:
+            pytest.fail(f"no Ctrl-C and no batch within 90 s\n{child.output()}")
+        time.sleep(0.01)
+    if not child.ctrl_c_at():  # (no lock taken so far: the next Ctrl-C takes one)
+        child.interrupt("process")
+    took, report = child.finish(STARTING_EXIT_S, STARTING_RAISE_S)
+    assert child.ctrl_c_at(), child.output()  # the Ctrl-C came in a lock
+    assert _workers_left(report) == []
+    assert _still_there(child.batch_pids() - {child.proc.pid}) == []
     assert took < STARTING_EXIT_S
 
 

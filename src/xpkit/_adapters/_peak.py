@@ -382,8 +382,12 @@ class _Sampler:
         self._thread = threading.Thread(
             target=self._loop, args=(ready,), name="xpkit-memory-sampler", daemon=True
         )
-        self._thread.start()
-        ready.wait()
+        try:
+            self._thread.start()
+            ready.wait()
+        except BaseException:  # a Ctrl-C: no one will stop it, so stop it here
+            self._stop.set()
+            raise
 
     def begin(self) -> int:
         """The reading the measurement starts from (the largest so far)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import queue
 import threading
 import time
 from concurrent.futures import Future
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from .._memory import BYTES_PER_GB, HEADROOM, MIN_BUDGET_GB, host_available_bytes
 from .._rows import run_rows
 from ._base import Pool, travels_back
-from ._interrupts import block_sigint, unblock_sigint
+from ._interrupts import block_sigint, interrupts_held, unblock_sigint
 
 if TYPE_CHECKING:
     from .._rows import Job, Rows
@@ -57,6 +58,15 @@ class JoblibPool(Pool):
     stopping the run may kill its workers: `abandon` kills them and their
     children at once, `close` lets the idle ones exit; either reaps them
     within `STOP_SECONDS`.
+
+    The caller's thread never holds a lock of a task's future, nor one of
+    loky's, where a Ctrl-C can reach it: a ``KeyboardInterrupt`` raised
+    there leaves the lock taken for good, and loky's thread, which takes it
+    to run the task, then hangs the process at its exit. So a task reports
+    its end through a callback (`_finished`, run by loky's thread) to a
+    queue that `wait` reads, and not through ``concurrent.futures.wait``,
+    which takes every future's lock, one after the other; and `submit`
+    holds a Ctrl-C until loky has the task.
     """
 
     def __init__(self, n_jobs: int) -> None:
@@ -68,6 +78,8 @@ class JoblibPool(Pool):
         self._executor: Loky | None = None
         self._starting: threading.Event | None = None
         self._job: tuple[Job | None, tuple[Array, ...]] = (None, ())
+        self._ended: queue.SimpleQueue[Finished] = queue.SimpleQueue()
+        self._unasked: dict[Future[Rows], Finished] = {}  # ended, not yet waited for
 
     def task_budget_gb(self, input_bytes: int) -> float:
         free = host_available_bytes() * HEADROOM - self.slots * input_bytes
@@ -112,7 +124,9 @@ class JoblibPool(Pool):
             try:
                 _start_trackers()
                 block_sigint()
-                submitted.append(executor.submit(_run_shipped, start, stop, pad))
+                future = executor.submit(_run_shipped, start, stop, pad)
+                future.add_done_callback(self._finished)
+                submitted.append(future)
             except BaseException as exc:  # noqa: BLE001 - raised in the caller
                 failed.append(exc)
             finally:
@@ -139,16 +153,29 @@ class JoblibPool(Pool):
         # place of a worker that left (as one does when its memory grew).
         if len(getattr(executor, "_processes", {})) < self.slots:
             return self._submit_starting(executor, start, stop, pad)
-        future: Future[Rows] = executor.submit(_run_shipped, start, stop, pad)
+        with interrupts_held():  # (loky's locks, then the future's)
+            future: Future[Rows] = executor.submit(_run_shipped, start, stop, pad)
+            future.add_done_callback(self._finished)
         return future
 
-    def wait(self, futures: list[Future[Rows]]) -> list[Finished]:
-        from concurrent.futures import FIRST_COMPLETED, wait
+    def _finished(self, future: Future[Rows]) -> None:
+        """A task ended (loky's thread): its rows or its error, for `wait`."""
+        if not future.cancelled():
+            error = future.exception()
+            self._ended.put((future, None if error else future.result(), error))
 
-        finished = wait(futures, return_when=FIRST_COMPLETED).done
-        return [
-            (f, None if f.exception() else f.result(), f.exception()) for f in finished
-        ]
+    def wait(self, futures: list[Future[Rows]]) -> list[Finished]:
+        # (A Ctrl-C ends SimpleQueue.get holding nothing.)
+        ended = [self._unasked.pop(f) for f in futures if f in self._unasked]
+        block = not ended
+        while True:
+            try:
+                finished = self._ended.get(block=block)
+            except queue.Empty:
+                return ended
+            self._unasked[finished[0]] = finished
+            ended += [self._unasked.pop(f) for f in futures if f in self._unasked]
+            block = not ended
 
     def lost_worker(self, exc: BaseException) -> bool:
         return isinstance(exc, self._broken)
@@ -165,6 +192,10 @@ class JoblibPool(Pool):
         executor, self._executor = self._executor, None
         starting, self._starting = self._starting, None
         self._job = (None, ())
+        self._unasked.clear()
+        with contextlib.suppress(queue.Empty):
+            while True:  # (what ended and was not waited for)
+                self._ended.get_nowait()
         deadline = time.monotonic() + STOP_SECONDS
         if starting is not None and not starting.is_set() and executor is not None:
             # Interrupted while loky starts the workers, one after the other
