@@ -418,3 +418,50 @@ def test_flip_and_an_update_that_steps_back_are_followed(xpkit_backend, own):
     assert plan.source.startswith("traced") == plain.source.startswith("traced"), (
         plan.source
     )
+
+
+# -- the axis of unit stride (what torch's matrix product copies) ------------------
+_LAYOUTS = {
+    "contiguous": lambda a: a,
+    "rows": lambda a: a[2:7],
+    "row-step": lambda a: a[::2],
+    "columns": lambda a: a[:, 1:5],
+    "column-step": lambda a: a[:, ::2],
+    "one-column": lambda a: a[:, 3:4],
+    "int-row": lambda a: a[3],
+    "int-column": lambda a: a[:, 3],
+    "new-axis-last": lambda a: a[:, :, None],
+    "new-axis-first": lambda a: a[None],
+    "ellipsis-step": lambda a: a[..., ::2],
+    "T": lambda a: a.T,
+    "T-of-columns": lambda a: a[:, 1:5].T,
+    "T-of-column-step": lambda a: a[:, ::2].T,
+    "T-T": lambda a: a.T.T,
+    "T-sliced": lambda a: a.T[1:3],
+    "T-step": lambda a: a.T[::2],
+    "3d": lambda a: a.reshape(2, 4, 8)[:, 1:3],
+    "3d-mT": lambda a: a.reshape(2, 4, 8).swapaxes(-1, -2),
+    "3d-moved-first": lambda a: a.reshape(2, 4, 8).transpose(2, 0, 1),
+    "3d-mT-step": lambda a: a.reshape(2, 4, 8).swapaxes(-1, -2)[:, ::2],
+}
+
+
+def _unit_of(a: np.ndarray) -> int:
+    """The axis of unit stride of a real array, from its strides."""
+    if a.ndim >= 1 and a.strides[-1] == a.itemsize:
+        return 1
+    if a.ndim >= 2 and a.strides[-2] == a.itemsize:
+        return 2
+    return 0
+
+
+@pytest.mark.parametrize("layout", list(_LAYOUTS))
+def test_a_view_knows_its_axis_of_unit_stride_as_numpy_lays_it_out(layout):
+    """Each view's ``_unit`` is the axis NumPy's own view of a real array has
+    unit stride along (1, the last; 2, the one before; 0, neither)."""
+    view = _LAYOUTS[layout]
+    real = view(np.zeros((8, 8)))
+    profile = get_adapter("numpy").shape_profile("cpu")
+    shaped, _ = _in_trace(profile, lambda trace: view(given(trace, (8, 8), "float64")))
+    assert shaped.shape == real.shape
+    assert shaped._unit == _unit_of(real), (layout, real.strides)

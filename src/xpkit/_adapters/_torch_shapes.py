@@ -43,6 +43,7 @@ def torch_traits(kind: str, caching_allocator: bool) -> Traits:
         "flip_views": False,
         "sort_indices": True,
         "casts_whole": True,
+        "strided_matmul_copies": True,
         "dtype_rules": _DTYPE_RULES,
     }
     if kind == "cpu":

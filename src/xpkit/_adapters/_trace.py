@@ -208,6 +208,7 @@ class Traits(TypedDict, total=False):
     casts_whole: bool
     deferred_frees: bool
     graph: GraphCost | None
+    strided_matmul_copies: bool
     dtype_rules: DtypeRules
     workspace: Workspace | None
 
@@ -275,6 +276,10 @@ class Profile:
     graph : GraphCost or None
         What a lazy library's graph and compute hold besides the arrays
         (Dask); None: nothing counted.
+    strided_matmul_copies : bool
+        A matrix product first copies an operand without a unit stride
+        along one of its last two axes (`xpkit._adapters._shapes._strides`:
+        torch); NumPy's takes any strides.
     dtype_rules : DtypeRules
         Where its dtypes leave the standard's tables.
     workspace : callable or None
@@ -309,6 +314,7 @@ class Profile:
     casts_whole: bool = False
     deferred_frees: bool = False
     graph: GraphCost | None = None
+    strided_matmul_copies: bool = False
     dtype_rules: DtypeRules = field(default_factory=DtypeRules)
     workspace: Workspace | None = None
 

@@ -26,6 +26,7 @@ from ._adapter import ShapesAdapter
 from ._array import NAMESPACE, PROTOCOLS, REDUCTION, ShapeArray
 from ._complex_parts import ATTRIBUTES
 from ._foreign import foreign_call
+from ._linalg import METHODS
 from ._numpy import array_function, array_ufunc
 from ._run import InputSpec, ShapeTracer
 from ._statistics import reduction
@@ -35,6 +36,6 @@ __all__ = ["CannotFollow", "InputSpec", "Profile", "ShapeArray", "ShapeTracer"]
 NAMESPACE.append(_namespace)
 PROTOCOLS.update(ufunc=array_ufunc, function=array_function, foreign=foreign_call)
 REDUCTION.append(reduction)
-for _name, _attribute in ATTRIBUTES.items():  # (x.real, x.imag, x.conj())
+for _name, _attribute in {**ATTRIBUTES, **METHODS}.items():  # (x.real, x @ y)
     setattr(ShapeArray, _name, _attribute)
 register_guest(ShapeArray, ShapesAdapter())

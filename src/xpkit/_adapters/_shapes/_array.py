@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, NoReturn
 import numpy as np
 
 from . import _rules as rules
+from . import _strides as strides
 
 if TYPE_CHECKING:
     from ..._typing import DType, NativeDevice, Value
@@ -41,7 +42,6 @@ __all__ = [
     "given",
     "lift",
     "made",
-    "matmul",
     "permuted",
     "reshape",
     "unary",
@@ -148,6 +148,7 @@ class ShapeArray:
         "_node",
         "_owned",
         "_trace",
+        "_unit",
         "shape",
     )
 
@@ -164,6 +165,7 @@ class ShapeArray:
         base: ShapeArray | None = None,
         contiguous: bool = True,
         owned: bool = True,
+        unit: int = 1,
     ) -> None:
         self._trace = trace
         self.shape = shape
@@ -173,6 +175,7 @@ class ShapeArray:
         self._base = base
         self._contiguous = contiguous
         self._owned = owned  # (False: NumPy's view of a buffer it made, never elided)
+        self._unit = unit  # (its axis of unit stride: `_strides`)
 
     def __del__(self) -> None:
         if self._charged:
@@ -211,10 +214,7 @@ class ShapeArray:
 
     @property
     def mT(self) -> ShapeArray:
-        """The last two axes swapped."""
-        if self.ndim < 2:
-            msg = f"mT of a {self.ndim}-d array"
-            raise self._trace.refuse(msg)
+        """The last two axes swapped (`permuted` refuses it under 2 axes)."""
         order = (*range(self.ndim - 2), self.ndim - 1, self.ndim - 2)
         return permuted(self, order)
 
@@ -281,7 +281,10 @@ class ShapeArray:
         if copies:  # (NumPy's is a view of its buffer unless an index array leads)
             copy = made(self._trace, shape, self._name, (self,))
             return copy if isinstance(parts[0], tuple) else unowned(copy)
-        return view_of(self, shape, contiguous=self._contiguous and contiguous)
+        unit = strides.unit_after_index(self._unit, self.shape, parts)
+        return view_of(
+            self, shape, contiguous=self._contiguous and contiguous, unit=unit
+        )
 
     def __setitem__(self, key: Value, value: Value) -> None:
         return  # written in place: nothing is allocated
@@ -321,15 +324,6 @@ class ShapeArray:
     __pos__ = _unary("positive")
     __abs__ = _unary("abs")
     __invert__ = _unary("bitwise_invert")
-
-    def __matmul__(self, other: Value) -> ShapeArray:
-        """``self @ other`` (and ``self.dot(other)``)."""
-        return matmul(self, other)
-
-    def __rmatmul__(self, other: Value) -> ShapeArray:
-        return matmul(other, self)
-
-    dot = __matmul__
 
     def _in_place(self, other: Value) -> ShapeArray:
         _operand(self._trace, other)  # (an operand it cannot read is refused)
@@ -451,15 +445,25 @@ def given(trace: Trace, shape: rules.Shape, name: str) -> ShapeArray:
     return ShapeArray(trace, shape, name, 0, 0)
 
 
-def view_of(base: ShapeArray, shape: rules.Shape, *, contiguous: bool) -> ShapeArray:
-    """A view of ``base`` with ``shape``, or a copy where the library makes none."""
+def view_of(
+    base: ShapeArray, shape: rules.Shape, *, contiguous: bool, unit: int | None = None
+) -> ShapeArray:
+    """A view of ``base`` with ``shape``, or a copy where the library makes none.
+
+    ``unit``: the view's axis of unit stride (`_strides`); by default, the
+    last where it is contiguous, else none.
+    """
     trace = base._trace
     if not trace.profile.views:
         return made(trace, shape, base._name, (base,))
     owner = base if base._base is None else base._base
     profile = trace.profile
     charged = trace.hold(profile.view_bytes + profile.dim_bytes * len(shape))
-    return ShapeArray(trace, shape, base._name, charged, owner._node, owner, contiguous)
+    unit = int(contiguous) if unit is None else unit
+    node = owner._node
+    return ShapeArray(
+        trace, shape, base._name, charged, node, owner, contiguous, unit=unit
+    )
 
 
 def copy_of(x: ShapeArray) -> ShapeArray:
@@ -489,7 +493,8 @@ def permuted(x: ShapeArray, order: tuple[int, ...]) -> ShapeArray:
         raise x._trace.refuse(msg)
     shape = tuple(x.shape[i] for i in order)
     keeps = order == tuple(range(x.ndim))
-    return view_of(x, shape, contiguous=x._contiguous and keeps)
+    unit = strides.unit_after_permute(x._unit, order)
+    return view_of(x, shape, contiguous=x._contiguous and keeps, unit=unit)
 
 
 def lift(trace: Trace, x: Value) -> ShapeArray:
@@ -589,11 +594,3 @@ def unary(x: ShapeArray, name: str, temp: bool = False) -> ShapeArray:
         if reused is not None:
             return reused
     return made(x._trace, x.shape, name, (x,))
-
-
-def matmul(a: Value, b: Value) -> ShapeArray:
-    """``a @ b``."""
-    trace = a._trace if isinstance(a, ShapeArray) else b._trace
-    x, y = lift(trace, a), lift(trace, b)
-    shape = rules.matmul_shape(x.shape, y.shape)
-    return made(trace, shape, rules.promote(trace.profile, x._name, y._name), (x, y))

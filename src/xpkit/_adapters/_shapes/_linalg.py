@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 from .._trace import active_trace
 from . import _rules as rules
-from ._array import ShapeArray, lift, made, unowned, view_of
-from ._array import matmul as _matmul
+from . import _strides as strides
+from ._array import ShapeArray, copy_of, lift, made, unowned, view_of
 from ._manipulation import matrix_transpose
 from ._statistics import reduction
 
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ..._typing import Value
 
 __all__ = [
+    "METHODS",
     "cholesky",
     "cross",
     "det",
@@ -86,8 +87,33 @@ def _decomposed(
 
 
 def matmul(x1: Value, x2: Value, /) -> ShapeArray:
-    """``x1 @ x2``."""
-    return _matmul(x1 if isinstance(x1, ShapeArray) else _array(x1), x2)
+    """``x1 @ x2``.
+
+    Its result, and a copy of each operand the library copies first for
+    its layout, held while it runs (`_strides`).
+    """
+    x = x1 if isinstance(x1, ShapeArray) else _array(x1)
+    trace = x._trace
+    y = lift(trace, x2)
+    shape = rules.matmul_shape(x.shape, y.shape)
+    held = strides.copied_operands(x, y) if trace.profile.strided_matmul_copies else []
+    copies = [copy_of(a) for a in held]
+    name = rules.promote(trace.profile, x._name, y._name)
+    return made(trace, shape, name, (x, y, *copies))
+
+
+def _matmul_method(self: ShapeArray, other: Value) -> ShapeArray:
+    """``self @ other`` (and ``self.dot(other)``)."""
+    return matmul(self, other)
+
+
+def _rmatmul_method(self: ShapeArray, other: Value) -> ShapeArray:
+    return matmul(other, self)
+
+
+#: `ShapeArray`'s products, which it takes where the package registers its modules.
+METHODS = {"__matmul__": _matmul_method, "__rmatmul__": _rmatmul_method}
+METHODS["dot"] = _matmul_method
 
 
 def tensordot(x1: Value, x2: Value, /, *, axes: Value = 2) -> ShapeArray:

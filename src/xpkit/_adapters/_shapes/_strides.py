@@ -1,0 +1,90 @@
+"""Which axis of a shape-only array has unit stride: what a matrix product copies.
+
+A BLAS matrix product takes a matrix whose elements lie next to each other
+along one of its last two axes (row- or column-major, any leading
+dimension). torch hands it each 2-d operand, and an operand it folds to 2-d
+(``(b, n, d) @ (d, k)``), as it is where one of those axes has unit
+stride, and otherwise first copies the operand whole into a contiguous
+array, held while the product runs: ``x[:, ::2] @ w`` holds a copy of
+``x[:, ::2]``, and so does ``x3[:, :, ::2] @ w``. A product with a
+right-hand operand of 3 or more axes is batched, and copies neither
+(measured on torch 2.13's CPU build, with a counting malloc). NumPy's
+matmul takes any strides and copies nothing
+(`Profile.strided_matmul_copies`).
+
+A shape-only array keeps that axis as ``_unit``: 1, its last axis; 2, the
+one before it; 0, neither, or not known (a copy is counted: the safe
+side). A new array is contiguous (1). Indexing and permuting axes follow
+it here; any other view of an array that is not contiguous is 0.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ._rules import Shape
+
+__all__ = ["copied_operands", "unit_after_index", "unit_after_permute"]
+
+
+class _Operand(Protocol):  # (the part of a ShapeArray read here)
+    _unit: int
+
+    @property
+    def ndim(self) -> int: ...
+
+
+_A = TypeVar("_A", bound=_Operand)
+
+
+def unit_after_index(unit: int, shape: Shape, items: Sequence[object]) -> int:
+    """The unit-stride axis of a basic index's view.
+
+    ``items`` as `rules.indexed` reads them: ints, slices, None and Ellipsis.
+    """
+    ndim = len(shape)
+    if not 1 <= unit <= min(2, ndim):
+        return 0
+    axis = ndim - unit  # (counted from the front)
+    consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
+    fill: list[object] = [slice(None)] * (ndim - consumed)
+    expanded: list[object] = []
+    for item in items:
+        expanded += fill if item is Ellipsis else [item]
+    if not any(item is Ellipsis for item in items):
+        expanded += fill
+    at = out = 0
+    place = None
+    for item in expanded:
+        if item is None:
+            out += 1
+            continue
+        if at == axis:
+            if not isinstance(item, slice):
+                return 0  # (an int takes the axis away)
+            size = len(range(*item.indices(shape[at])))
+            if item.step not in (None, 1) and size > 1:
+                return 0
+            place = out
+        out += 1 if isinstance(item, slice) else 0
+        at += 1
+    return 0 if place is None or out - place > 2 else out - place
+
+
+def unit_after_permute(unit: int, order: tuple[int, ...]) -> int:
+    """The unit-stride axis of a view with its axes in ``order``."""
+    ndim = len(order)
+    if not 1 <= unit <= min(2, ndim):
+        return 0
+    place = order.index(ndim - unit)
+    return ndim - place if ndim - place <= 2 else 0
+
+
+def copied_operands(x: _A, y: _A) -> list[_A]:
+    """The operands of ``x @ y`` that torch copies first (see the module)."""
+    if y.ndim >= 3:
+        return []  # (a batched product, ``x`` broadcast to it: any strides)
+    return [a for a in (x, y) if a.ndim >= 2 and a._unit == 0]
