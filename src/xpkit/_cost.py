@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 from ._adapters._registry import adapter_for_array
 from ._adapters._shapes._run import ShapeTracer
-from ._adapters._trace import CannotFollow, Profile, Tracer
+from ._adapters._trace import CannotFollow, Profile, Tracer, WrappedArrays
 from ._cost_model import Cost, fit
 from ._dtypes import dtype_name, narrowed
 from ._log import logger
@@ -210,6 +210,18 @@ def _tracers(request: BatchRequest) -> list[Tracer]:
             )
         )
     own = adapter.library_tracer(request.fn, specs, (job.args, job.kwargs), device)
+    if isinstance(own, WrappedArrays):  # (its own code, over shape-only arrays)
+        wrap, unwrap = own.wrap, own.unwrap
+        own = ShapeTracer(
+            own.profile,
+            request.fn,
+            specs,
+            job.args,
+            job.kwargs,
+            wrap=wrap,
+            unwrap=unwrap,
+            name=own.name,
+        )
     if own is not None:
         found.append(own)
     return found

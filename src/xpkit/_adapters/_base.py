@@ -22,7 +22,7 @@ from ._device_memory import MemoryCap, MemoryInfo, MemoryProbe
 from ._layout import host_extent
 from ._peak import PeakMeter, host_meter
 from ._top_k import sorted_top_k
-from ._trace import Profile, Tracer, Traits
+from ._trace import Profile, Tracer, Traits, WrappedArrays
 
 if TYPE_CHECKING:
     import pytest
@@ -889,14 +889,15 @@ class Adapter:
         inputs: tuple[tuple[tuple[int, ...], str], ...],
         whole: tuple[tuple[object, ...], dict[str, object]],
         device: str,
-    ) -> Tracer | None:
+    ) -> Tracer | WrappedArrays | None:
         """The library's own account of what ``fn`` allocates, without running it.
 
         Tried after the shape-only trace (a compiler's memory analysis of a
         compiled ``fn``, the library's own trace of code written with its
-        functions). ``inputs`` are the batched inputs' row shapes and dtype
-        names, ``whole`` the whole operands (positional, keyword). None by
-        default: a measured run stands for ``fn``.
+        functions, or `WrappedArrays`: its own code run on shape-only
+        arrays of the library it wraps). ``inputs`` are the batched inputs'
+        row shapes and dtype names, ``whole`` the whole operands (positional,
+        keyword). None by default: a measured run stands for ``fn``.
         """
         return None
 

@@ -35,6 +35,7 @@ __all__ = [
     "Trace",
     "Tracer",
     "Traits",
+    "WrappedArrays",
     "active_trace",
     "tracing",
 ]
@@ -75,6 +76,32 @@ class Tracer(Protocol):
     def peak(self, rows: int) -> int:
         """The peak bytes of one call on ``rows`` rows (`CannotFollow` if unknown)."""
         ...
+
+
+class WrappedArrays(NamedTuple):
+    """A library whose arrays wrap another's, traced through its own code.
+
+    array-api-strict's arrays wrap NumPy's, and its functions call NumPy's
+    on them: ``fn`` runs on its arrays, each wrapping a shape-only array of
+    ``profile`` (the inner library's), and the inner functions are traced
+    (`Adapter.library_tracer`).
+
+    Attributes
+    ----------
+    profile : Profile
+        The inner library's, as the shape-only arrays inside impersonate it.
+    wrap : callable
+        A shape-only array -> the library's array wrapping it.
+    unwrap : callable
+        ``fn``'s result -> the shape-only arrays inside (in its containers).
+    name : str
+        How the peak is found, for `BatchPlan.source`.
+    """
+
+    profile: Profile
+    wrap: Callable[[object], object]
+    unwrap: Callable[[object], object]
+    name: str
 
 
 class DtypeRules(NamedTuple):

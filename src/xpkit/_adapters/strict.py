@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from contextlib import AbstractContextManager
 from types import ModuleType
@@ -11,10 +12,17 @@ import numpy as np
 
 from ._base import Adapter
 from ._layout import Unshareable, host_unshareable, native_layout
-from ._trace import DtypeRules
+from ._trace import DtypeRules, WrappedArrays
 
 if TYPE_CHECKING:
-    from .._typing import Array, DType, HostArray, Namespace, NativeDevice
+    from .._typing import (
+        Array,
+        DType,
+        HostArray,
+        Namespace,
+        NativeDevice,
+        UserFunction,
+    )
     from ._trace import Traits
 
 __all__ = ["StrictAdapter"]
@@ -178,6 +186,48 @@ class StrictAdapter(Adapter):
             "dim_bytes": 16,
             "view_bytes": _WRAPPED_ARRAY_BYTES,
         }
+
+    def library_tracer(
+        self,
+        fn: UserFunction,
+        inputs: tuple[tuple[tuple[int, ...], str], ...],
+        whole: tuple[tuple[object, ...], dict[str, object]],
+        device: str,
+    ) -> WrappedArrays | None:
+        """Its own functions, on its arrays wrapping shape-only NumPy arrays.
+
+        Its arrays wrap NumPy's, and its functions call NumPy's on them: a
+        shape-only NumPy array in each of its arrays lets ``fn`` run its own
+        code, and NumPy's functions are traced. The shape-only namespace
+        stands in for ``x.__array_namespace__()``; this follows a ``fn``
+        that calls the library it imported itself (``xs.diff(x)``, after
+        ``import array_api_strict as xs``), which refuses any other array.
+        """
+        profile = self.shape_profile(device)
+        if profile is None:
+            return None
+        inner = dataclasses.replace(
+            profile,
+            dtypes={name: np.dtype(name) for name in profile.dtypes},
+            native_device="cpu",
+            key=(profile.key, "NumPy's arrays inside"),
+        )
+        array, native = self.operand_type(), self.native_device(device)
+
+        def wrap(x: object) -> object:
+            return array._new(x, device=native)  # type: ignore[attr-defined]
+
+        def unwrap(result: object) -> object:
+            if isinstance(result, array):
+                return result._array  # type: ignore[attr-defined]
+            if isinstance(result, tuple | list):
+                return type(result)(unwrap(v) for v in result)
+            if isinstance(result, dict):
+                return {k: unwrap(v) for k, v in result.items()}
+            return result
+
+        name = "array-api-strict's own functions over shape-only NumPy arrays"
+        return WrappedArrays(inner, wrap, unwrap, name)
 
     def is_oom(self, exc: BaseException) -> bool:
         """Host memory: a MemoryError."""

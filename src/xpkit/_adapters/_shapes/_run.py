@@ -16,7 +16,7 @@ protocol handlers before any of its modules run (a package runs first).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from ..._current_rows import GUARD, ROWS
@@ -49,9 +49,14 @@ class ShapeTracer:
         values are passed as they are).
     charge_inputs : bool
         Whether a batch's row slices are copies (counted in the peak).
+    wrap, unwrap : callable, optional
+        For a library whose arrays wrap another's (array-api-strict's wrap
+        NumPy's, whose functions it calls): each shape-only input and whole
+        operand, of ``profile``'s library, wrapped in one of its own before
+        ``fn`` sees it; ``fn``'s result unwrapped.
+    name : str
+        How the peak is found, for `BatchPlan.source`.
     """
-
-    name = "shape-only arrays"
 
     def __init__(
         self,
@@ -62,8 +67,14 @@ class ShapeTracer:
         kwargs: Mapping[str, Value] | None = None,
         *,
         charge_inputs: bool = False,
+        wrap: Callable[[ShapeArray], Value] | None = None,
+        unwrap: Callable[[Value], Value] | None = None,
+        name: str = "shape-only arrays",
     ) -> None:
         self.profile = profile
+        self.name = name
+        self._wrap = wrap or _itself
+        self._unwrap = unwrap or _itself
         self.fn = fn
         self.inputs = inputs
         self.args = args
@@ -93,9 +104,10 @@ class ShapeTracer:
 
     def _run(self, trace: Trace, rows: int) -> tuple[int, ...]:
         make = made if self.charge_inputs else given
-        xs = tuple(make(trace, (rows, *row), name) for row, name in self.inputs)
-        args = tuple(_operand(trace, v) for v in self.args)
-        kwargs = {k: _operand(trace, v) for k, v in self.kwargs.items()}
+        wrap = self._wrap
+        xs = tuple(wrap(make(trace, (rows, *row), name)) for row, name in self.inputs)
+        args = tuple(_operand(trace, v, wrap) for v in self.args)
+        kwargs = {k: _operand(trace, v, wrap) for k, v in self.kwargs.items()}
         token = ROWS.set(range(rows))  # what `current_rows` says while traced
         guarded = GUARD.set(None)  # (a meter's trace: its reads are not kept)
         trace.rows = rows  # (an array fn makes of these rows is charged)
@@ -105,7 +117,7 @@ class ShapeTracer:
             trace.rows = 0
             GUARD.reset(guarded)
             ROWS.reset(token)
-        leaves = _leaves(trace, result)
+        leaves = _leaves(trace, self._unwrap(result))
         for leaf in leaves:
             if not leaf.shape or leaf.shape[0] != rows:
                 msg = f"fn's result has shape {leaf.shape} for {rows} rows"
@@ -115,8 +127,12 @@ class ShapeTracer:
         return tuple(leaf._node for leaf in leaves)
 
 
-def _operand(trace: Trace, v: Value) -> Value:
-    """A whole operand: an array stands in as a shape-only input."""
+def _itself(v: Value) -> Value:
+    return v
+
+
+def _operand(trace: Trace, v: Value, wrap: Callable[[ShapeArray], Value]) -> Value:
+    """A whole operand: an array stands in as a shape-only input (``wrap``-ped)."""
     shape, dtype = getattr(v, "shape", None), getattr(v, "dtype", None)
     if shape is None or dtype is None or isinstance(v, type | ShapeArray):
         return v
@@ -124,7 +140,7 @@ def _operand(trace: Trace, v: Value) -> Value:
         name = rules.dtype_name_of(trace, dtype)
     except CannotFollow:
         return v
-    return given(trace, tuple(int(d) for d in shape), name or "")
+    return wrap(given(trace, tuple(int(d) for d in shape), name or ""))
 
 
 def _leaves(trace: Trace, result: Array) -> list[ShapeArray]:
