@@ -465,3 +465,40 @@ def test_a_view_knows_its_axis_of_unit_stride_as_numpy_lays_it_out(layout):
     shaped, _ = _in_trace(profile, lambda trace: view(given(trace, (8, 8), "float64")))
     assert shaped.shape == real.shape
     assert shaped._unit == _unit_of(real), (layout, real.strides)
+
+
+#: A view of an (8, 8) array, reshaped: splits, axes of length 1, merges.
+_RESHAPES = {
+    "split-strided": (lambda a: a[:, ::2], (8, 2, 2)),
+    "split-columns": (lambda a: a[:, 2:6], (8, 2, 2)),
+    "split-row-step": (lambda a: a[::2], (4, 2, 4)),
+    "split-T": (lambda a: a.T, (2, 4, 8)),
+    "add-one-strided": (lambda a: a[:, ::2], (8, 1, 4)),
+    "drop-one-column": (lambda a: a[:, 3:4], (8,)),
+    "merge-strided": (lambda a: a[:, ::2], (32,)),
+    "merge-T": (lambda a: a.T, (64,)),
+    "merge-row-step": (lambda a: a[::2], (32,)),
+    "merge-columns": (lambda a: a[:, 2:6], (32,)),
+    "merge-contiguous": (lambda a: a[2:6], (32,)),
+}
+
+
+@pytest.mark.parametrize("case", list(_RESHAPES))
+def test_a_reshape_is_a_view_only_where_numpy_makes_one(case):
+    """Never a view where NumPy copies (a copy not counted is a budget
+    broken); a view wherever it only splits axes or moves axes of length 1
+    (x[:, ::2].reshape(n, -1, 4) was counted as a copy: 0.2 of the budget)."""
+    view, shape = _RESHAPES[case]
+    real = view(np.zeros((8, 8)))
+    numpy_view = np.shares_memory(real.reshape(shape), real)
+    profile = get_adapter("numpy").shape_profile("cpu")
+
+    def run(trace):
+        return view(given(trace, (8, 8), "float64")).reshape(shape)
+
+    shaped, _ = _in_trace(profile, run)
+    traced_view = shaped._base is not None
+    if traced_view:
+        assert numpy_view, case
+    if case.startswith(("split", "add", "drop")) or case == "merge-contiguous":
+        assert traced_view, case

@@ -479,10 +479,10 @@ def astype(x: ShapeArray, name: str | None, *, copy: bool = True) -> ShapeArray:
 
 
 def reshape(x: ShapeArray, new: Value) -> ShapeArray:
-    """``x`` reshaped: a view of a contiguous array, else a copy."""
+    """``x`` reshaped: a view where the library makes one (`_strides`), else a copy."""
     shape = rules.reshaped(x.shape, new)
-    if x._contiguous:
-        return view_of(x, shape, contiguous=True)
+    if strides.reshape_is_view(x, shape):
+        return view_of(x, shape, contiguous=x._contiguous)
     return unowned(made(x._trace, shape, x._name, (x,)))
 
 

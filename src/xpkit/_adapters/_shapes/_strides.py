@@ -25,9 +25,15 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from .._trace import Profile
     from ._rules import Shape
 
-__all__ = ["copied_operands", "unit_after_index", "unit_after_permute"]
+__all__ = [
+    "copied_operands",
+    "reshape_is_view",
+    "unit_after_index",
+    "unit_after_permute",
+]
 
 
 class _Operand(Protocol):  # (the part of a ShapeArray read here)
@@ -35,6 +41,19 @@ class _Operand(Protocol):  # (the part of a ShapeArray read here)
 
     @property
     def ndim(self) -> int: ...
+
+
+class _Reshaped(Protocol):  # (the part of a ShapeArray `reshape_is_view` reads)
+    _contiguous: bool
+    shape: Shape
+
+    @property
+    def _trace(self) -> _Traced: ...
+
+
+class _Traced(Protocol):
+    @property
+    def profile(self) -> Profile: ...
 
 
 _A = TypeVar("_A", bound=_Operand)
@@ -88,3 +107,30 @@ def copied_operands(x: _A, y: _A) -> list[_A]:
     if y.ndim >= 3:
         return []  # (a batched product, ``x`` broadcast to it: any strides)
     return [a for a in (x, y) if a.ndim >= 2 and a._unit == 0]
+
+
+def reshape_is_view(x: _Reshaped, shape: Shape) -> bool:
+    """Whether reshaping ``x`` to ``shape`` is a view (NumPy's and torch's rule).
+
+    Any array reshaped can be a view where the reshape only splits axes,
+    or adds or drops axes of length 1 (strides exist for the parts of an
+    axis whatever its own stride); a merge of axes is a view of a
+    contiguous array only (of another, where its strides line up: not
+    known here, counted as a copy: the safe side). A lazy library's
+    reshape (Dask's) is a copy unless the array is contiguous.
+    """
+    if x._contiguous:
+        return True
+    if x._trace.profile.lazy or 0 in x.shape or 0 in shape:
+        return False
+    old = [d for d in x.shape if d != 1]
+    new = [d for d in shape if d != 1]
+    at = 0
+    for d in old:  # each axis must be the product of consecutive new ones
+        product = 1
+        while product < d and at < len(new):
+            product *= new[at]
+            at += 1
+        if product != d:
+            return False
+    return at == len(new)
