@@ -374,9 +374,12 @@ def test_a_whole_operand_that_is_not_contiguous_is_measured_not_traced():
     Measured in a child by tracemalloc."""
     got = _measured_not_traced(_FORTRAN_WHOLE, "whole operand 0 is not contiguous")
     # The copy of w alone (10 MB) is more than the budget: no batch keeps it,
-    # but the plan knows about what a batch costs (the sampled RSS, page-
-    # granular, saw 0.6-0.7 of the true peak here).
-    assert got["estimate"] >= 0.5 * got["peak"], got
+    # but the plan knows about what a batch costs. The sampled RSS, page-
+    # granular and blind to memory the heap reuses, saw 0.47-0.72 of the
+    # true peak here (24 runs, on this code and on the code of two earlier
+    # rounds: two modes, about 0.5 and 0.7); traced as a contiguous operand
+    # the estimate was 0.13 of it.
+    assert got["estimate"] >= 0.3 * got["peak"], got
 
 
 def test_rows_that_are_not_contiguous_are_measured_not_traced():
