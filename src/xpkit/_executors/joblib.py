@@ -166,16 +166,17 @@ class JoblibPool(Pool):
 
     def wait(self, futures: list[Future[Rows]]) -> list[Finished]:
         # (A Ctrl-C ends SimpleQueue.get holding nothing.)
+        wanted = set(futures)
         ended = [self._unasked.pop(f) for f in futures if f in self._unasked]
-        block = not ended
         while True:
             try:
-                finished = self._ended.get(block=block)
+                finished = self._ended.get(block=not ended)
             except queue.Empty:
                 return ended
-            self._unasked[finished[0]] = finished
-            ended += [self._unasked.pop(f) for f in futures if f in self._unasked]
-            block = not ended
+            if finished[0] in wanted:
+                ended.append(finished)
+            else:  # (not asked for yet)
+                self._unasked[finished[0]] = finished
 
     def lost_worker(self, exc: BaseException) -> bool:
         return isinstance(exc, self._broken)

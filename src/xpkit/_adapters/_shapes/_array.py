@@ -277,11 +277,12 @@ class ShapeArray:
         items = key if isinstance(key, tuple) else (key,)
         parts = [_index_item(self._trace, item) for item in items]
         ints = rules.ints_advanced(self._trace.profile)
-        shape, copies, contiguous = rules.indexed(self.shape, parts, ints)
+        expanded = rules.expanded_index(self.shape, parts)
+        shape, copies, contiguous = rules.indexed(self.shape, expanded, ints)
         if copies:  # (NumPy's is a view of its buffer unless an index array leads)
             copy = made(self._trace, shape, self._name, (self,))
             return copy if isinstance(parts[0], tuple) else unowned(copy)
-        unit = strides.unit_after_index(self._unit, self.shape, parts)
+        unit = strides.unit_after_index(self._unit, self.shape, expanded)
         return view_of(
             self, shape, contiguous=self._contiguous and contiguous, unit=unit
         )
@@ -481,7 +482,7 @@ def astype(x: ShapeArray, name: str | None, *, copy: bool = True) -> ShapeArray:
 def reshape(x: ShapeArray, new: Value) -> ShapeArray:
     """``x`` reshaped: a view where the library makes one (`_strides`), else a copy."""
     shape = rules.reshaped(x.shape, new)
-    if strides.reshape_is_view(x, shape):
+    if strides.reshape_is_view(x.shape, shape, x._contiguous, x._trace.profile.lazy):
         return view_of(x, shape, contiguous=x._contiguous)
     return unowned(made(x._trace, shape, x._name, (x,)))
 

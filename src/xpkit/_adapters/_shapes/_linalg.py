@@ -112,8 +112,11 @@ def _rmatmul_method(self: ShapeArray, other: Value) -> ShapeArray:
 
 
 #: `ShapeArray`'s products, which it takes where the package registers its modules.
-METHODS = {"__matmul__": _matmul_method, "__rmatmul__": _rmatmul_method}
-METHODS["dot"] = _matmul_method
+METHODS = {
+    "__matmul__": _matmul_method,
+    "__rmatmul__": _rmatmul_method,
+    "dot": _matmul_method,
+}
 
 
 def tensordot(x1: Value, x2: Value, /, *, axes: Value = 2) -> ShapeArray:

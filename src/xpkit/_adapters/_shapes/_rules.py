@@ -312,16 +312,11 @@ def ints_advanced(profile: Profile) -> bool:
     return profile.dtype_rules.ints_advanced
 
 
-def indexed(
-    shape: Shape, items: Sequence[object], ints_advanced: bool = True
-) -> tuple[Shape, bool, bool]:
-    """``(result shape, whether it copies, whether it stays contiguous)``.
+def expanded_index(shape: Shape, items: Sequence[object]) -> list[object]:
+    """``items`` with the Ellipsis (or the end) filled with whole slices.
 
-    ``items`` are ints, slices, None, Ellipsis, and the shapes (tuples) of
-    integer index arrays: NumPy's basic and advanced indexing (advanced
-    indices next to each other keep their place, else they go first).
-    ``ints_advanced``: beside an index array an int is an advanced index
-    (a 0-d one), as NumPy has it (`ints_advanced`).
+    One item per axis of ``shape``, and the Nones (new axes) where they
+    stand.
     """
     consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
     if consumed > len(shape):
@@ -336,6 +331,21 @@ def indexed(
         expanded += fill if item is Ellipsis else [item]
     if not any(item is Ellipsis for item in items):
         expanded += fill
+    return expanded
+
+
+def indexed(
+    shape: Shape, items: Sequence[object], ints_advanced: bool = True
+) -> tuple[Shape, bool, bool]:
+    """``(result shape, whether it copies, whether it stays contiguous)``.
+
+    ``items`` are ints, slices, None, Ellipsis, and the shapes (tuples) of
+    integer index arrays: NumPy's basic and advanced indexing (advanced
+    indices next to each other keep their place, else they go first).
+    ``ints_advanced``: beside an index array an int is an advanced index
+    (a 0-d one), as NumPy has it (`ints_advanced`).
+    """
+    expanded = expanded_index(shape, items)
     out: list[object] = []
     advanced: list[Shape] = []
     places: list[int] = []

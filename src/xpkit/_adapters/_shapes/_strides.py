@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from .._trace import Profile
     from ._rules import Shape
 
 __all__ = [
@@ -43,41 +42,22 @@ class _Operand(Protocol):  # (the part of a ShapeArray read here)
     def ndim(self) -> int: ...
 
 
-class _Reshaped(Protocol):  # (the part of a ShapeArray `reshape_is_view` reads)
-    _contiguous: bool
-    shape: Shape
-
-    @property
-    def _trace(self) -> _Traced: ...
-
-
-class _Traced(Protocol):
-    @property
-    def profile(self) -> Profile: ...
-
-
 _A = TypeVar("_A", bound=_Operand)
 
 
 def unit_after_index(unit: int, shape: Shape, items: Sequence[object]) -> int:
     """The unit-stride axis of a basic index's view.
 
-    ``items`` as `rules.indexed` reads them: ints, slices, None and Ellipsis.
+    ``items`` as `rules.expanded_index` makes them: an int or a slice for
+    each axis, and the Nones (new axes) where they stand.
     """
     ndim = len(shape)
     if not 1 <= unit <= min(2, ndim):
         return 0
     axis = ndim - unit  # (counted from the front)
-    consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
-    fill: list[object] = [slice(None)] * (ndim - consumed)
-    expanded: list[object] = []
-    for item in items:
-        expanded += fill if item is Ellipsis else [item]
-    if not any(item is Ellipsis for item in items):
-        expanded += fill
     at = out = 0
     place = None
-    for item in expanded:
+    for item in items:
         if item is None:
             out += 1
             continue
@@ -109,8 +89,11 @@ def copied_operands(x: _A, y: _A) -> list[_A]:
     return [a for a in (x, y) if a.ndim >= 2 and a._unit == 0]
 
 
-def reshape_is_view(x: _Reshaped, shape: Shape) -> bool:
-    """Whether reshaping ``x`` to ``shape`` is a view (NumPy's and torch's rule).
+def reshape_is_view(old: Shape, shape: Shape, contiguous: bool, lazy: bool) -> bool:
+    """Whether reshaping an array of shape ``old`` to ``shape`` is a view.
+
+    NumPy's and torch's rule, for an array that is ``contiguous`` or not,
+    of a ``lazy`` library or not.
 
     Any array reshaped can be a view where the reshape only splits axes,
     or adds or drops axes of length 1 (strides exist for the parts of an
@@ -119,14 +102,15 @@ def reshape_is_view(x: _Reshaped, shape: Shape) -> bool:
     known here, counted as a copy: the safe side). A lazy library's
     reshape (Dask's) is a copy unless the array is contiguous.
     """
-    if x._contiguous:
+    if contiguous:
         return True
-    if x._trace.profile.lazy or 0 in x.shape or 0 in shape:
+    if lazy or 0 in old or 0 in shape:
         return False
-    old = [d for d in x.shape if d != 1]
     new = [d for d in shape if d != 1]
     at = 0
-    for d in old:  # each axis must be the product of consecutive new ones
+    for d in (
+        d for d in old if d != 1
+    ):  # each axis must be the product of consecutive new ones
         product = 1
         while product < d and at < len(new):
             product *= new[at]
