@@ -11,15 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextvars import ContextVar
 
-__all__ = ["GUARD", "ROWS", "current_rows"]
+__all__ = ["ROWS", "current_rows"]
 
-#: The rows of the call of ``fn`` running in this context (None: none runs).
-ROWS: ContextVar[range | None] = ContextVar("xpkit_current_rows", default=None)
-#: Called before `current_rows` answers, beside the rows of a batch ``fn``
-#: computes (None while a meter traces ``fn``): it raises where the answer
-#: would be compiled into ``fn`` and reused for other batches.
-GUARD: ContextVar[Callable[[], None] | None] = ContextVar(
-    "xpkit_current_rows_guard", default=None
+#: The call of ``fn`` running in this context: its rows, and what is
+#: called before `current_rows` answers (None while a meter traces ``fn``,
+#: whose reads are not kept; else it raises where the answer would be
+#: compiled into ``fn`` and reused for other batches). None: none runs.
+#: One variable for both: set and reset once around each call of ``fn``.
+ROWS: ContextVar[tuple[range, Callable[[], None] | None] | None] = ContextVar(
+    "xpkit_current_rows", default=None
 )
 
 
@@ -72,7 +72,10 @@ def current_rows() -> range | None:
     >>> print(xpkit.current_rows())
     None
     """
-    guard = GUARD.get()
+    running = ROWS.get()
+    if running is None:
+        return None
+    rows, guard = running
     if guard is not None:
         guard()
-    return ROWS.get()
+    return rows

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from ._adapters._registry import adapter_for_array
 from ._backend import Backend
-from ._current_rows import GUARD, ROWS
+from ._current_rows import ROWS
 from ._log import logger
 from ._memory import (
     TRIM_ABOVE_BYTES,
@@ -164,8 +164,9 @@ def repeat(call: BatchCall) -> UserResult | Repeat:
     if whole or adapter_for_array(arrays[0]) in TRACING_ADAPTERS:
         refuse_traced(arrays, whole, "map_batches")
     n = arrays[0].shape[0]
-    token = ROWS.set(range(n))  # what `current_rows` says: every row
-    guarded = GUARD.set(refuse_compiled_rows)
+    token = ROWS.set(
+        (range(n), refuse_compiled_rows)
+    )  # what `current_rows` says: every row
     try:
         if whole.__class__ is dict:
             result = fn(*arrays, **whole)
@@ -187,7 +188,6 @@ def repeat(call: BatchCall) -> UserResult | Repeat:
         )
         return Repeat(key, alive, n)
     finally:
-        GUARD.reset(guarded)
         ROWS.reset(token)
     log = logger()
     if log.isEnabledFor(logging.INFO):

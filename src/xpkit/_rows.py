@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ._adapters._base import Adapter
 from ._adapters._registry import ADAPTERS, LostOnHost, adapter_for_array, to_host
 from ._args import refuse_lossy
-from ._current_rows import GUARD, ROWS
+from ._current_rows import ROWS
 from ._result_spec import rebuilt, sequence_spec
 
 if TYPE_CHECKING:
@@ -215,7 +215,7 @@ def common_rows(arrays: tuple[Array, ...]) -> int:
 def refuse_compiled_rows() -> None:
     """RuntimeError where `current_rows` is read by a compiler that reuses it.
 
-    (`GUARD`: ``jax.jit`` traces ``fn`` once and runs every batch of the
+    (The guard in `ROWS`: ``jax.jit`` traces ``fn`` once and runs every batch of the
     same shape with what it read then.)
     """
     for adapter in TRACING_ADAPTERS:
@@ -368,15 +368,15 @@ class Job:
             backend = self.backend
             rows = tuple(_moved(backend, r, f"arrays[{i}]") for i, r in enumerate(rows))
         size = stop - start
-        token = ROWS.set(range(start, stop))  # what `current_rows` says
-        guarded = GUARD.set(refuse_compiled_rows)
+        token = ROWS.set(
+            (range(start, stop), refuse_compiled_rows)
+        )  # what `current_rows` says
         try:
             if pad and stop == n and 0 < size < self.pad_to:
                 rows = tuple(pad_rows(r, self.pad_to) for r in rows)
                 return trim_rows(self.fn(*rows, *self.args, **self.kwargs), size)
             return self.fn(*rows, *self.args, **self.kwargs)
         finally:
-            GUARD.reset(guarded)
             ROWS.reset(token)
 
     def __getstate__(self) -> _JobState:

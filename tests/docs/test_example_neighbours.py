@@ -74,7 +74,7 @@ spec.loader.exec_module(example)
 points = np.random.default_rng(2).standard_normal((3000, 16))
 fn, on_device = example.neighbours_of_rows(points, 5, xpkit.Backend("numpy"))
 rows = on_device[:{rows}]
-ROWS.set(range({rows}))
+ROWS.set((range({rows}), None))
 tracemalloc.start()
 fn(rows)
 print(tracemalloc.get_traced_memory()[1])

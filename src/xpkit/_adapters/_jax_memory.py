@@ -29,7 +29,7 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from .._current_rows import GUARD, ROWS
+from .._current_rows import ROWS
 from ._peak import PeakMeter
 from ._trace import CannotFollow
 
@@ -119,8 +119,7 @@ class JaxprTracer:
         struct: Callable[..., Value] = jax.ShapeDtypeStruct
         specs = [struct((rows, *row), name) for row, name in self._inputs]
         kwargs = self._kwargs
-        token = ROWS.set(range(rows))  # what `current_rows` says while traced
-        guarded = GUARD.set(None)  # (a meter's trace: its reads are not kept)
+        token = ROWS.set((range(rows), None))  # what `current_rows` says while traced
         try:
             closed = jax.make_jaxpr(lambda *a: self._fn(*a, **kwargs))(
                 *specs, *self._args
@@ -131,7 +130,6 @@ class JaxprTracer:
             )
             raise CannotFollow(msg[:300]) from None
         finally:
-            GUARD.reset(guarded)
             ROWS.reset(token)
         jaxpr = closed.jaxpr
         self.operations = max(len(jaxpr.eqns), 1)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from ..._current_rows import GUARD, ROWS
+from ..._current_rows import ROWS
 from .._trace import CannotFollow, Profile, Trace, tracing
 from . import _rules as rules
 from ._array import ShapeArray, given, made
@@ -108,14 +108,12 @@ class ShapeTracer:
         xs = tuple(wrap(make(trace, (rows, *row), name)) for row, name in self.inputs)
         args = tuple(_operand(trace, v, wrap) for v in self.args)
         kwargs = {k: _operand(trace, v, wrap) for k, v in self.kwargs.items()}
-        token = ROWS.set(range(rows))  # what `current_rows` says while traced
-        guarded = GUARD.set(None)  # (a meter's trace: its reads are not kept)
+        token = ROWS.set((range(rows), None))  # what `current_rows` says while traced
         trace.rows = rows  # (an array fn makes of these rows is charged)
         try:
             result = self.fn(*xs, *args, **kwargs)
         finally:
             trace.rows = 0
-            GUARD.reset(guarded)
             ROWS.reset(token)
         leaves = _leaves(trace, self._unwrap(result))
         for leaf in leaves:
