@@ -29,6 +29,7 @@ _DTYPE_RULES = DtypeRules(
     uint_sum_widens=False,
     zero_d_as_scalar=True,
     ints_advanced=False,
+    numpy_scalars="python",
 )
 #: Bytes a CPU tensor holds beyond its data (its C++ tensor and storage and
 #: its Python object), and a view (a tensor of its own over a shared storage).

@@ -146,6 +146,15 @@ class DtypeRules(NamedTuple):
         default integer.
     cumulative_prod_keeps_int : bool
         ``cumulative_prod`` of an integer keeps its dtype (JAX).
+    numpy_scalars : {"array", "python", "refused"}
+        How a NumPy scalar operand is taken. ``"array"``: as an array of its
+        dtype (``np.float64``, a Python float too, is float64), as NumPy 2
+        and JAX take it. ``"python"``: as the Python number it is
+        (``np.float64``, ``np.complex128``), else of its kind, a bool and
+        the other floats and complex ones as a float (torch 2.13:
+        ``np.bool_(True)`` with an int8 tensor makes float32). ``"refused"``:
+        not modelled (ndonnx: ``np.float32(2) / int8`` is float64), the
+        trace refuses.
     """
 
     numpy_tables: bool = False
@@ -161,6 +170,7 @@ class DtypeRules(NamedTuple):
     ints_advanced: bool = True
     index_dtype: str | None = None
     cumulative_prod_keeps_int: bool = False
+    numpy_scalars: str = "array"
 
 
 @dataclass(frozen=True)

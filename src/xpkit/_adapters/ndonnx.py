@@ -31,6 +31,7 @@ _DTYPE_RULES = DtypeRules(
     keeps_dtype=frozenset({"sqrt"}),
     int_dividend_float=True,
     ints_advanced=False,
+    numpy_scalars="refused",
 )
 #: Bytes an array holds beyond its values (its ONNX graph's objects).
 _ARRAY_BYTES = 1024

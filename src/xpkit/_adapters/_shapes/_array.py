@@ -514,6 +514,8 @@ def lift(trace: Trace, x: Value) -> ShapeArray:
 
 def _operand(trace: Trace, x: Value) -> tuple[rules.Shape, str | None, Value]:
     """``(shape, dtype name, the array)`` of an operand; a scalar: ``((), None, it)``."""
+    if isinstance(x, np.generic):
+        x = rules.numpy_scalar(trace, x)
     if isinstance(x, _SCALARS):
         return (), None, x
     a = lift(trace, x)
@@ -547,6 +549,8 @@ def binary(
     ``temps``: which operand is a temporary.
     """
     trace = a._trace if isinstance(a, ShapeArray) else b._trace
+    if isinstance(b, np.integer) and trace.profile.dtype_rules.int_power_keeps_base:
+        b = int(b) if op in ("**", "pow") else b  # (as JAX's power takes it)
     sa, na, av = _operand(trace, a)
     sb, nb, bv = _operand(trace, b)
     zero_d = (not sa and na is not None, not sb and nb is not None)

@@ -40,6 +40,7 @@ __all__ = [
     "itemsize",
     "kind",
     "nbytes",
+    "numpy_scalar",
     "numpy_table",
     "promote",
     "result_dtype",
@@ -248,14 +249,35 @@ def sum_dtype(profile: Profile, name: str) -> str:
     return name
 
 
+def numpy_scalar(trace: Trace, scalar: np.generic) -> object:
+    """A NumPy scalar operand as the library takes it (`DtypeRules.numpy_scalars`).
+
+    A 0-d NumPy array of its dtype, or a Python number.
+    """
+    taken = trace.profile.dtype_rules.numpy_scalars
+    if taken == "array":
+        return np.asarray(scalar)
+    if taken != "python":
+        msg = f"a NumPy scalar operand ({type(scalar).__name__}) on {trace.profile.library}"
+        raise trace.refuse(msg)
+    if isinstance(scalar, float | complex):
+        return scalar.item()  # (np.float64, np.complex128: Python numbers)
+    if isinstance(scalar, np.integer):
+        return int(scalar)
+    return float(np.real(scalar))  # (a bool, float32, complex64: as torch)
+
+
 def weak_dtype(operand: object) -> object:
     """What NumPy's type resolution takes for an operand: a dtype, or a weak scalar type.
 
     ``operand``: a dtype name, or a Python scalar's type (a bool is NumPy's
-    bool: it promotes as one).
+    bool: it promotes as one). A NumPy scalar's type (``np.float64`` is a
+    Python float too) is its dtype: NumPy promotes it as an array of it.
     """
     if isinstance(operand, str) or operand is bool:
         return np.dtype(operand if operand is not bool else "bool")
+    if isinstance(operand, type) and issubclass(operand, np.generic):
+        return np.dtype(operand)
     return operand
 
 
