@@ -287,9 +287,6 @@ class ShapeArray:
             self, shape, contiguous=self._contiguous and contiguous, unit=unit
         )
 
-    def __setitem__(self, key: Value, value: Value) -> None:
-        return  # written in place: nothing is allocated
-
     # -- operators (each left operand's temporariness read where it runs) -------
     __add__ = _left("+")
     __radd__ = _right("+", commutative=True)
@@ -409,11 +406,11 @@ class ShapeArray:
         return unary(self, self._name)
 
     def _written(self, *args: Value, **kwargs: Value) -> None:
-        """Written in place: nothing is allocated (``sort``, ``fill``)."""
+        """Written in place: nothing is allocated (``sort``, ``fill``, ``x[i] = v``)."""
         return
 
     clip = round = _elementwise
-    sort = fill = _written
+    sort = fill = __setitem__ = _written
 
 
 # -- making arrays -----------------------------------------------------------
@@ -514,8 +511,6 @@ def lift(trace: Trace, x: Value) -> ShapeArray:
 
 def _operand(trace: Trace, x: Value) -> tuple[rules.Shape, str | None, Value]:
     """``(shape, dtype name, the array)`` of an operand; a scalar: ``((), None, it)``."""
-    if isinstance(x, np.generic):
-        x = rules.numpy_scalar(trace, x)
     if isinstance(x, _SCALARS):
         return (), None, x
     a = lift(trace, x)
@@ -549,8 +544,7 @@ def binary(
     ``temps``: which operand is a temporary.
     """
     trace = a._trace if isinstance(a, ShapeArray) else b._trace
-    if isinstance(b, np.integer) and trace.profile.dtype_rules.int_power_keeps_base:
-        b = int(b) if op in ("**", "pow") else b  # (as JAX's power takes it)
+    a, b = rules.numpy_operands(trace, op, a, b)
     sa, na, av = _operand(trace, a)
     sb, nb, bv = _operand(trace, b)
     zero_d = (not sa and na is not None, not sb and nb is not None)

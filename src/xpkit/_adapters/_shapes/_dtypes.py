@@ -40,6 +40,7 @@ __all__ = [
     "itemsize",
     "kind",
     "nbytes",
+    "numpy_operands",
     "numpy_scalar",
     "numpy_table",
     "promote",
@@ -265,6 +266,24 @@ def numpy_scalar(trace: Trace, scalar: np.generic) -> object:
     if isinstance(scalar, np.integer):
         return int(scalar)
     return float(np.real(scalar))  # (a bool, float32, complex64: as torch)
+
+
+def numpy_operands(
+    trace: Trace, op: str, a: object, b: object
+) -> tuple[object, object]:
+    """``a`` and ``b`` of ``a <op> b``, a NumPy scalar as the library takes it (`numpy_scalar`).
+
+    JAX raises a base to a NumPy integer as to a Python int
+    (`DtypeRules.int_power_keeps_base`).
+    """
+    if isinstance(a, np.generic):
+        a = numpy_scalar(trace, a)
+    keeps = trace.profile.dtype_rules.int_power_keeps_base
+    if keeps and isinstance(b, np.integer) and op in ("**", "pow"):
+        return a, int(b)
+    if isinstance(b, np.generic):
+        b = numpy_scalar(trace, b)
+    return a, b
 
 
 def weak_dtype(operand: object) -> object:
