@@ -94,6 +94,10 @@ NOT_MODELLED = {
             "ndonnx contracts axes of different lengths, (3, 4) with (4, 3), "
             "where the others raise"
         ),
+        r"\bnp\.\w+": (
+            "ndonnx's way with NumPy scalars is not modelled: the trace refuses "
+            "them, and measures (DtypeRules.numpy_scalars)"
+        ),
     },
 }
 

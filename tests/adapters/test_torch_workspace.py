@@ -49,6 +49,10 @@ OPS = {
     "bmm-strided": (
         lambda: (r(400, 10, 128), r(400, 64, 10)), lambda x, y: x[:, :, ::2] @ y),
     "abs-complex": (lambda: (r(4000, 64).to(torch.complex128),), torch.abs),
+    "where-int8-float": (
+        lambda: ((r(8000, 64) * 50).to(torch.int8),), lambda x: torch.where(x > 0, x, 0.5)),
+    "clamp-int32-float": (
+        lambda: ((r(8000, 64) * 50).to(torch.int32),), lambda x: torch.clamp(x, 0.5, 60.5)),
 }
 """
 
@@ -152,6 +156,26 @@ def test_the_trace_charges_the_copy_a_product_makes_of_a_strided_operand(
     profile = get_adapter("torch").shape_profile("cpu")
     row = ((tuple(x.shape[1:]), "float64"),)
     tracer = ShapeTracer(profile, op, row, args=(whole,))
+    peak = tracer.peak(int(x.shape[0]))
+    true = true_peaks[name]
+    assert 0.95 * true <= peak <= 1.15 * true, (name, peak, true)
+
+
+@pytest.mark.parametrize(
+    ("name", "dtype"),
+    [("where-int8-float", "int8"), ("clamp-int32-float", "int32")],
+)
+def test_the_trace_charges_the_cast_where_and_clamp_make_first(
+    name, dtype, ops, true_peaks
+):
+    """``torch.where(x_int8 > 0, x_int8, 0.5)`` and ``torch.clamp(x_int32,
+    0.5, 60.5)`` are float32, and torch casts the integer input whole to
+    float32 first: traced as their results alone, 1.8 and 2.0 times their
+    budget."""
+    make, op = ops[name]
+    (x,) = make()
+    profile = get_adapter("torch").shape_profile("cpu")
+    tracer = ShapeTracer(profile, op, ((tuple(x.shape[1:]), dtype),))
     peak = tracer.peak(int(x.shape[0]))
     true = true_peaks[name]
     assert 0.95 * true <= peak <= 1.15 * true, (name, peak, true)

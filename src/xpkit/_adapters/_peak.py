@@ -421,7 +421,7 @@ class _SampledHost(PeakMeter):
         self,
         reader: _Reader,
         trim: Callable[[], None],
-        heap: Callable[[], int] | None = None,
+        heap: Callable[[], int | None] | None = None,
     ) -> None:
         self._own, self._resident = reader
         self._trim = trim
@@ -431,8 +431,10 @@ class _SampledHost(PeakMeter):
     def _measure(self, run: Callable[[], T]) -> tuple[T, int]:
         if tracemalloc.is_tracing():  # the caller traces: byte-exact, heap reuse seen
             return _traced(run)
-        self._trim()  # freed heap pages back, so the call's show as new pages
-        growth = _Growth(self._own, self._heap)
+        heap = None if _SLOW_UNTIL[0] > time.monotonic() else self._heap
+        if heap is None:  # (the heap's count sees what it hands out again)
+            self._trim()  # freed heap pages back, so the call's show as new pages
+        growth = _Growth(self._own, heap)
         sampler = _Sampler(growth)
         high = _high_water()
         resident = self._resident()
@@ -456,18 +458,24 @@ class _Growth:
     (`heap_bytes`), the bytes its heap has handed out: each reading is what
     the call holds at least, and each sees what the other misses (pages
     touched outside the heap; blocks the heap hands out again, or whose
-    pages are not all written yet). 0 before `start`. A heap reading slower
-    than `SLOW_SECONDS` is the last one taken.
+    pages are not all written yet). 0 before `start`. Where the heap's
+    reader gives none (it backs off, `heap_bytes`), the resident memory
+    alone, for the rest of the measurement.
     """
 
-    def __init__(self, own: Callable[[], int], heap: Callable[[], int] | None) -> None:
+    def __init__(
+        self, own: Callable[[], int], heap: Callable[[], int | None] | None
+    ) -> None:
         self._own = own
         self._heap = heap
         self._base: tuple[int, int] | None = None
 
     def start(self) -> None:
         """Take the readings the growth is counted from."""
-        self._base = (self._own(), 0 if self._heap is None else self._heap())
+        heap = None if self._heap is None else self._heap()
+        if heap is None:
+            self._heap = None
+        self._base = (self._own(), heap or 0)
 
     def __call__(self) -> int:
         base = self._base
@@ -476,10 +484,11 @@ class _Growth:
         grown = self._own() - base[0]
         heap = self._heap
         if heap is not None:
-            began = time.perf_counter()
-            grown = max(grown, heap() - base[1])
-            if time.perf_counter() - began > SLOW_SECONDS:
-                self._heap = None  # (other threads' mallocs would wait on it)
+            used = heap()
+            if used is None:
+                self._heap = None
+            else:
+                grown = max(grown, used - base[1])
         return grown
 
 
@@ -555,44 +564,42 @@ class _Warmed(PeakMeter):
 # meanwhile (about a microsecond on a common heap). Elsewhere (musl, macOS,
 # Windows, an older glibc) there is no reading.
 
-#: A reading slower than this is not taken again in the same measurement.
-SLOW_SECONDS = 0.0001
+#: A heap reading that took more of its thread's CPU time than this (a heap of
+#: very many free blocks: `mallinfo2` holds each arena's lock while it adds up
+#: its free lists; 1M of them took 0.2 s) makes the reader give none for
+#: `SLOW_BACKOFF_SECONDS`. A common heap takes 4 us; beside two threads that
+#: allocate, 9 us, and up to 0.2 ms one reading in a hundred.
+SLOW_SECONDS = 0.002
+SLOW_BACKOFF_SECONDS = 60.0
+#: Until when (``time.monotonic``) the heap's reader gives none.
+_SLOW_UNTIL = [0.0]
 
-_FIELDS = (
-    "arena",
-    "ordblks",
-    "smblks",
-    "hblks",
-    "hblkhd",
-    "usmblks",
-    "fsmblks",
-    "uordblks",
-    "fordblks",
-    "keepcost",
-)
+#: glibc's ``struct mallinfo2``: ten ``size_t`` fields, in order.
+_FIELDS = "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost"
 
 
 class _Mallinfo2(ctypes.Structure):
     """glibc's ``struct mallinfo2``: ten ``size_t`` fields."""
 
-    _fields_ = [(name, ctypes.c_size_t) for name in _FIELDS]
+    _fields_ = [(name, ctypes.c_size_t) for name in _FIELDS.split()]
 
 
-_FOUND: list[Callable[[], int] | None] = []
+_FOUND: list[Callable[[], int | None] | None] = []
 
 
-def heap_bytes() -> Callable[[], int] | None:
+def heap_bytes() -> Callable[[], int | None] | None:
     """A reader of the bytes the heap has handed out and not taken back, or None.
 
     The bytes in use in every arena (``uordblks``) and in blocks mapped on
-    their own (``hblkhd``). Found once per process.
+    their own (``hblkhd``). Found once per process. The reader gives None
+    while it backs off after a slow reading (`SLOW_SECONDS`).
     """
     if not _FOUND:
         _FOUND.append(_find_heap_bytes())
     return _FOUND[0]
 
 
-def _find_heap_bytes() -> Callable[[], int] | None:
+def _find_heap_bytes() -> Callable[[], int | None] | None:
     if not sys.platform.startswith("linux"):
         return None
     try:
@@ -607,7 +614,27 @@ def _find_heap_bytes() -> Callable[[], int] | None:
         now = info()
         return int(now.uordblks) + int(now.hblkhd)
 
-    return read
+    return backing_off(read)
+
+
+def backing_off(read: Callable[[], int]) -> Callable[[], int | None]:
+    """``read``, giving None for `SLOW_BACKOFF_SECONDS` after a slow reading.
+
+    Slow by the CPU time of the thread that reads (the time ``read`` holds
+    the allocator's locks), not by the clock: a sampling thread that waits
+    for the GIL after the call is not slow.
+    """
+
+    def guarded() -> int | None:
+        if time.monotonic() < _SLOW_UNTIL[0]:
+            return None
+        began = time.thread_time()
+        value = read()
+        if time.thread_time() - began > SLOW_SECONDS:
+            _SLOW_UNTIL[0] = time.monotonic() + SLOW_BACKOFF_SECONDS
+        return value
+
+    return guarded
 
 
 _HOST: list[PeakMeter | None] = []

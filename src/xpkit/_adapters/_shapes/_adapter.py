@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, cast
 
 from .._base import Adapter
 from .._trace import active_trace
-from ._array import NAMESPACE, ShapeArray
+from ._array import CLASSES, NAMESPACE, ShapeArray
 
 if TYPE_CHECKING:
     from ..._typing import Array, DType, HostArray, Namespace, NativeDevice
@@ -36,11 +36,11 @@ class ShapesAdapter(Adapter):
 
     def owns(self, x: object) -> bool:
         """Shape-only arrays."""
-        return type(x) is ShapeArray
+        return type(x) in CLASSES.values()
 
     def stands_in_for(self, x: object, library: str, device: str) -> bool:
         """A shape-only array of a trace impersonating ``library`` on ``device``."""
-        if type(x) is not ShapeArray:
+        if not isinstance(x, ShapeArray):
             return False
         profile = x._trace.profile
         return bool(profile.library == library and profile.device == device)

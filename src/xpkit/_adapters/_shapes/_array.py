@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .._trace import Trace
 
 __all__ = [
+    "CLASSES",
     "MIN_ELIDE_BYTES",
     "NAMESPACE",
     "PROTOCOLS",
@@ -57,6 +58,9 @@ NAMESPACE: list[object] = []
 #: Handlers of the libraries' own functions: ``"ufunc"``, ``"function"``
 #: (NumPy's protocols) and ``"foreign"`` (another library's functions).
 PROTOCOLS: dict[str, Callable[..., object]] = {}
+#: The class of a trace's arrays, by whether NumPy's ufuncs type its library
+#: (`DtypeRules.numpy_tables`): the package registers `ForeignShapeArray`.
+CLASSES: dict[bool, type[ShapeArray]] = {}
 #: The reductions of the methods (``x.sum(1)``): `_statistics.reduction`.
 REDUCTION: list[Callable[[ShapeArray, str, Value, bool, str | None], ShapeArray]] = []
 
@@ -152,6 +156,10 @@ class ShapeArray:
         "shape",
     )
 
+    #: The axes reversed, and the last two swapped (`_manipulation.TRANSPOSES`).
+    T: ShapeArray
+    mT: ShapeArray
+
     __array_priority__ = 1000.0  # NumPy defers its operators to ours
     __hash__ = None  # type: ignore[assignment]  # (== makes arrays)
 
@@ -211,17 +219,6 @@ class ShapeArray:
     def itemsize(self) -> int:
         """Bytes of one element."""
         return rules.itemsize(self._name)
-
-    @property
-    def mT(self) -> ShapeArray:
-        """The last two axes swapped (`permuted` refuses it under 2 axes)."""
-        order = (*range(self.ndim - 2), self.ndim - 1, self.ndim - 2)
-        return permuted(self, order)
-
-    @property
-    def T(self) -> ShapeArray:
-        """The axes reversed."""
-        return permuted(self, tuple(reversed(range(self.ndim))))
 
     def __repr__(self) -> str:
         return f"ShapeArray(shape={self.shape}, dtype={self._name})"
@@ -413,6 +410,11 @@ class ShapeArray:
     sort = fill = __setitem__ = _written
 
 
+def _class(trace: Trace) -> type[ShapeArray]:
+    """The class of ``trace``'s arrays (`CLASSES`)."""
+    return CLASSES.get(trace.profile.dtype_rules.numpy_tables, ShapeArray)
+
+
 # -- making arrays -----------------------------------------------------------
 def made(
     trace: Trace, shape: rules.Shape, name: str, inputs: tuple[Value, ...] = ()
@@ -425,7 +427,7 @@ def made(
     if trace.profile.lazy:
         nodes = tuple(i._node for i in inputs if isinstance(i, ShapeArray) and i._node)
     charged, node = trace.charge(rules.nbytes(shape, name), len(shape), nodes)
-    return ShapeArray(trace, shape, name, charged, node)
+    return _class(trace)(trace, shape, name, charged, node)
 
 
 def unowned(x: ShapeArray) -> ShapeArray:
@@ -440,7 +442,7 @@ def unowned(x: ShapeArray) -> ShapeArray:
 
 def given(trace: Trace, shape: rules.Shape, name: str) -> ShapeArray:
     """An array that exists already (an input): charged nothing."""
-    return ShapeArray(trace, shape, name, 0, 0)
+    return _class(trace)(trace, shape, name, 0, 0)
 
 
 def view_of(
@@ -459,7 +461,7 @@ def view_of(
     charged = trace.hold(profile.view_bytes + profile.dim_bytes * len(shape))
     unit = int(contiguous) if unit is None else unit
     node = owner._node
-    return ShapeArray(
+    return _class(trace)(
         trace, shape, base._name, charged, node, owner, contiguous, unit=unit
     )
 
@@ -581,7 +583,7 @@ def _elide(
         return None
     if isinstance(other, _SCALARS) and not np.can_cast(np.dtype(type(other)), name):
         return None  # (NumPy makes it an array first: an int is int64, ...)
-    result = ShapeArray(temp._trace, shape, name, temp._charged, temp._node)
+    result = type(temp)(temp._trace, shape, name, temp._charged, temp._node)
     temp._charged = 0
     return result
 

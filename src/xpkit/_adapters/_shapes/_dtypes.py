@@ -264,7 +264,13 @@ def numpy_scalar(trace: Trace, scalar: np.generic) -> object:
     if isinstance(scalar, float | complex):
         return scalar.item()  # (np.float64, np.complex128: Python numbers)
     if isinstance(scalar, np.integer):
+        if not -(2**63) <= int(scalar) < 2**63:  # (torch leaves it to NumPy)
+            msg = f"a NumPy integer operand beyond int64 ({type(scalar).__name__})"
+            raise trace.refuse(msg)
         return int(scalar)
+    if not isinstance(scalar, np.number | np.bool_):
+        msg = f"a NumPy scalar operand of no number ({type(scalar).__name__})"
+        raise trace.refuse(msg)
     return float(np.real(scalar))  # (a bool, float32, complex64: as torch)
 
 

@@ -17,6 +17,7 @@ from ._array import ShapeArray, binary, lift, made, unary
 
 if TYPE_CHECKING:
     from ..._typing import Value
+    from .._trace import Trace
 
 __all__ = [
     "abs",
@@ -201,23 +202,38 @@ def ceil(x: Value, /) -> ShapeArray:
 
 
 def clip(x: Value, /, min: Value = None, max: Value = None) -> ShapeArray:
-    """``x`` bounded by ``min`` and ``max`` (broadcast with them).
+    """``x`` bounded by ``min`` and ``max`` (broadcast with them), promoted with them.
 
-    In ``x``'s dtype where the library types by NumPy's tables (its clip is
-    array-api-compat's); torch, JAX and ndonnx promote with the bounds.
+    NumPy's own ``clip`` (``x.__array_namespace__()`` of a NumPy array)
+    promotes with the bounds (a NumPy scalar or an array is its dtype);
+    array-api-compat's keeps ``x``'s: the larger is counted. torch casts
+    ``x`` whole first where the result is of another dtype.
     """
     a = _array(x)
     trace, name = a._trace, a._name
     bounds = [
-        b if b is None or isinstance(b, _SCALARS) else _array(b) for b in (min, max)
+        b if b is None or isinstance(b, _SCALARS) else _array(b)
+        for b in rules.numpy_operands(trace, "clip", min, max)
     ]
-    for bound in bounds if not rules.numpy_table(trace.profile) else ():
+    for bound in bounds:
         if isinstance(bound, ShapeArray):
             name = rules.promote(trace.profile, name, bound._name)
         elif bound is not None:
             name = rules.scalar_dtype(trace.profile, name, bound)
     shapes = [b.shape for b in bounds if isinstance(b, ShapeArray)]
-    return made(trace, rules.broadcast(a.shape, *shapes), name, (a, *bounds))
+    casts = _casts(trace, name, [a])
+    return made(trace, rules.broadcast(a.shape, *shapes), name, (a, *bounds, casts))
+
+
+def _casts(trace: Trace, name: str, operands: list[ShapeArray]) -> list[ShapeArray]:
+    """The whole casts into ``name`` that torch makes of ``operands`` first."""
+    if not trace.profile.casts_whole:
+        return []
+    return [
+        made(trace, o.shape, name, (o,))
+        for o in operands
+        if o.shape and o._name != name
+    ]
 
 
 def conj(x: Value, /) -> ShapeArray:
@@ -471,14 +487,15 @@ def trunc(x: Value, /) -> ShapeArray:
 
 
 def where(condition: Value, x1: Value, x2: Value, /) -> ShapeArray:
-    """``x1`` where ``condition``, else ``x2`` (broadcast together)."""
+    """``x1`` where ``condition``, else ``x2`` (broadcast together).
+
+    A NumPy scalar is taken as the library takes it (`rules.numpy_operands`);
+    torch casts an operand of another dtype whole first.
+    """
     trace = active_trace()
     c = lift(trace, condition)
-    operands = [
-        lift(trace, v)
-        for v in (x1, x2)
-        if not isinstance(v, bool | int | float | complex)
-    ]
+    x1, x2 = rules.numpy_operands(trace, "where", x1, x2)
+    operands = [lift(trace, v) for v in (x1, x2) if not isinstance(v, _SCALARS)]
     if not operands:
         msg = "where() of two scalars"
         raise trace.refuse(msg)
@@ -489,4 +506,4 @@ def where(condition: Value, x1: Value, x2: Value, /) -> ShapeArray:
         scalar = x2 if isinstance(x1, ShapeArray) or hasattr(x1, "shape") else x1
         name = rules.scalar_dtype(trace.profile, name, scalar)
     shape = rules.broadcast(c.shape, *(o.shape for o in operands))
-    return made(trace, shape, name, (c, *operands))
+    return made(trace, shape, name, (c, *operands, _casts(trace, name, operands)))

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ..._typing import Value
 
 __all__ = [
+    "TRANSPOSES",
     "broadcast_arrays",
     "broadcast_to",
     "concat",
@@ -58,8 +59,18 @@ def permute_dims(x: Value, /, axes: Sequence[int]) -> ShapeArray:
 
 
 def matrix_transpose(x: Value, /) -> ShapeArray:
-    """The last two axes swapped."""
-    return _array(x).mT
+    """The last two axes swapped (`permuted` refuses it under 2 axes): ``x.mT``."""
+    a = _array(x)
+    return permuted(a, (*range(a.ndim - 2), a.ndim - 1, a.ndim - 2))
+
+
+def _transposed(x: ShapeArray) -> ShapeArray:
+    """``x.T``: the axes reversed."""
+    return permuted(x, tuple(reversed(range(x.ndim))))
+
+
+#: `ShapeArray`'s transposes, which it takes where the package registers its modules.
+TRANSPOSES = {"T": property(_transposed), "mT": property(matrix_transpose)}
 
 
 def expand_dims(x: Value, /, axis: Value = 0) -> ShapeArray:

@@ -26,7 +26,7 @@ from . import _numpy_layout as numpy_layout
 from . import _numpy_statistics as numpy_statistics
 from . import _rules as rules
 from . import _statistics as statistics
-from ._array import ShapeArray, binary, lift, made
+from ._array import ShapeArray, lift, made
 from ._elementwise import round as _round
 from ._operands import trace_of
 from ._statistics import reduction
@@ -56,10 +56,6 @@ def array_ufunc(
 ) -> object:
     """``ufunc.<method>(*inputs, **kwargs)`` on shape-only arrays."""
     trace = trace_of(*inputs)
-    if method == "__call__" and not kwargs and len(inputs) == 2:
-        deferred = _deferred_operator(trace, ufunc, inputs)
-        if deferred is not None:
-            return deferred
     out = kwargs.pop("out", None)
     if method == "__call__":
         result = _call(trace, ufunc, inputs, kwargs)
@@ -77,51 +73,6 @@ def array_ufunc(
     if out is not None:  # written into the caller's arrays: nothing new
         return out[0] if isinstance(out, tuple) and len(out) == 1 else out
     return result
-
-
-#: NumPy's ufuncs of Python's binary operators: the operator of each.
-_OPERATOR_UFUNCS = {
-    np.add: "+",
-    np.subtract: "-",
-    np.multiply: "*",
-    np.true_divide: "/",
-    np.floor_divide: "//",
-    np.remainder: "%",
-    np.power: "**",
-    np.bitwise_and: "&",
-    np.bitwise_or: "|",
-    np.bitwise_xor: "^",
-    np.left_shift: "<<",
-    np.right_shift: ">>",
-    np.less: "<",
-    np.less_equal: "<=",
-    np.greater: ">",
-    np.greater_equal: ">=",
-    np.equal: "==",
-    np.not_equal: "!=",
-}
-
-
-def _deferred_operator(
-    trace: Trace, ufunc: Value, inputs: tuple[Value, ...]
-) -> ShapeArray | None:
-    """``scalar <op> x`` where the library's arrays take it, not NumPy's ufunc.
-
-    A NumPy scalar's operator (``np.float32(2) * x``, ``np.int8(1) < x``) defers to an array
-    that NumPy's ufuncs do not type (a torch tensor, a JAX or ndonnx array):
-    the array's reflected operator computes it, by its library's rules.
-    None where NumPy's ufunc would.
-    """
-    if trace.profile.dtype_rules.numpy_tables:
-        return None
-    op = _OPERATOR_UFUNCS.get(ufunc)
-    a, b = inputs
-    if op is None or not (
-        (isinstance(a, np.generic) and isinstance(b, ShapeArray))
-        or (isinstance(a, ShapeArray) and isinstance(b, np.generic))
-    ):
-        return None  # (a comparison may come with its operands swapped)
-    return binary(op, a, b)
 
 
 def _resolve(
