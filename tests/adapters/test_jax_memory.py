@@ -51,6 +51,20 @@ def test_the_analysis_grows_with_the_rows_squared():
     assert large > 8 * small  # (a straight line would give 4x)
 
 
+def test_a_product_xla_fuses_away_from_its_analysis_still_counts():
+    # On the CPU the product and the sum compile to one fusion that XLA's
+    # analysis reports as 0 temporary bytes; the fusion holds the (b, b)
+    # product whole (a counting malloc: 64.8 MB at 4,000 rows), and a
+    # plan from the analysis took 6.5 times its 20 MB budget.
+    gram = jax.jit(lambda x: (x @ x.T).sum(axis=1))
+    tracer = XlaTracer(gram, (((16,), "float32"),), ((), {}), _cpu())
+    rows = 4000
+    spec = jax.ShapeDtypeStruct((rows, 16), "float32")
+    stats = gram.lower(spec).compile().memory_analysis()
+    assert stats.temp_size_in_bytes < rows * rows * 4 / 10  # (what XLA reports)
+    assert tracer.peak(rows) >= rows * rows * 4 + rows * 16 * 4
+
+
 def test_a_fn_xla_cannot_compile_is_not_followed():
     @jax.jit
     def reads(x):
