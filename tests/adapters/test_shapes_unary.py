@@ -86,23 +86,29 @@ def test_numpy_scalars_promote_as_in_the_library(xpkit_backend, xp, op):
         label = f"np.{type(scalar).__name__} {op.__name__} {name}"
         cases.append((label, [((2, 3), name)], lambda xp, x, s=scalar: op(s, x)))
     profile = profile_of(xpkit_backend)
-    if profile.dtype_rules.numpy_scalars == "refused":  # not modelled: none guessed
-        refused = 0
-        for label, specs, fn in cases:
-            try:
-                got = shape_only(profile, specs, fn)
-            except CannotFollow as exc:
-                assert "NumPy scalar" in str(exc), (label, exc)
-                refused += 1
-                continue
-            try:
-                want = real_run(xpkit_backend, xp, specs, fn)
-            except Exception:  # noqa: BLE001, S112 - the library refuses: not compared
-                continue
-            assert got == want, label  # (a comparison's bool)
-        assert refused >= len(cases) // 2, refused
+    if profile.dtype_rules.numpy_tables:
+        assert_twins(xpkit_backend, xp, cases)
         return
-    assert_twins(xpkit_backend, xp, cases)
+    # torch, JAX, ndonnx: a NumPy scalar on the left reaches NumPy's ufunc,
+    # where an operator (the library's rule) and a ufunc called on the array
+    # (NumPy's) cannot be told apart: refused. On the right the library's own
+    # rule answers (ndonnx's is not modelled: refused too). Never a guess.
+    answered = 0
+    for label, specs, fn in cases:
+        try:
+            want = real_run(xpkit_backend, xp, specs, fn)
+        except Exception:  # noqa: BLE001, S112 - the library refuses: not compared
+            continue
+        try:
+            got = shape_only(profile, specs, fn)
+        except CannotFollow:
+            left = label.startswith("np.")
+            assert left or profile.dtype_rules.numpy_scalars == "refused", label
+            continue
+        assert got == want, label
+        answered += 1
+    if profile.dtype_rules.numpy_scalars != "refused":
+        assert answered >= 10, answered  # (the right-hand cases the library answers)
 
 
 def test_numpy_scalars_torch_leaves_to_numpy_are_refused():

@@ -23,9 +23,9 @@ from .._registry import register_guest
 from .._trace import CannotFollow, Profile
 from . import _namespace
 from ._adapter import ShapesAdapter
-from ._array import CLASSES, NAMESPACE, PROTOCOLS, REDUCTION, ShapeArray
+from ._array import NAMESPACE, PROTOCOLS, REDUCTION, ShapeArray
 from ._complex_parts import ATTRIBUTES
-from ._foreign import ForeignShapeArray, foreign_call
+from ._foreign import foreign_call
 from ._linalg import METHODS
 from ._manipulation import TRANSPOSES
 from ._numpy import array_function, array_ufunc
@@ -37,9 +37,6 @@ __all__ = ["CannotFollow", "InputSpec", "Profile", "ShapeArray", "ShapeTracer"]
 NAMESPACE.append(_namespace)
 PROTOCOLS.update(ufunc=array_ufunc, function=array_function, foreign=foreign_call)
 REDUCTION.append(reduction)
-CLASSES.update({True: ShapeArray, False: ForeignShapeArray})
 for _name, _attribute in {**ATTRIBUTES, **METHODS, **TRANSPOSES}.items():  # (x.T)
     setattr(ShapeArray, _name, _attribute)
-_ADAPTER = ShapesAdapter()
-register_guest(ShapeArray, _ADAPTER)
-register_guest(ForeignShapeArray, _ADAPTER)
+register_guest(ShapeArray, ShapesAdapter())

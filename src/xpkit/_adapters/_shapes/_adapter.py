@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, cast
 
 from .._base import Adapter
 from .._trace import active_trace
-from ._array import CLASSES, NAMESPACE, ShapeArray
+from ._array import NAMESPACE, ShapeArray
 
 if TYPE_CHECKING:
     from ..._typing import Array, DType, HostArray, Namespace, NativeDevice
@@ -36,7 +36,7 @@ class ShapesAdapter(Adapter):
 
     def owns(self, x: object) -> bool:
         """Shape-only arrays."""
-        return type(x) in CLASSES.values()
+        return type(x) is ShapeArray
 
     def stands_in_for(self, x: object, library: str, device: str) -> bool:
         """A shape-only array of a trace impersonating ``library`` on ``device``."""

@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from .._trace import Trace
 
 __all__ = [
-    "CLASSES",
     "MIN_ELIDE_BYTES",
     "NAMESPACE",
     "PROTOCOLS",
@@ -58,9 +57,6 @@ NAMESPACE: list[object] = []
 #: Handlers of the libraries' own functions: ``"ufunc"``, ``"function"``
 #: (NumPy's protocols) and ``"foreign"`` (another library's functions).
 PROTOCOLS: dict[str, Callable[..., object]] = {}
-#: The class of a trace's arrays, by whether NumPy's ufuncs type its library
-#: (`DtypeRules.numpy_tables`): the package registers `ForeignShapeArray`.
-CLASSES: dict[bool, type[ShapeArray]] = {}
 #: The reductions of the methods (``x.sum(1)``): `_statistics.reduction`.
 REDUCTION: list[Callable[[ShapeArray, str, Value, bool, str | None], ShapeArray]] = []
 
@@ -410,11 +406,6 @@ class ShapeArray:
     sort = fill = __setitem__ = _written
 
 
-def _class(trace: Trace) -> type[ShapeArray]:
-    """The class of ``trace``'s arrays (`CLASSES`)."""
-    return CLASSES.get(trace.profile.dtype_rules.numpy_tables, ShapeArray)
-
-
 # -- making arrays -----------------------------------------------------------
 def made(
     trace: Trace, shape: rules.Shape, name: str, inputs: tuple[Value, ...] = ()
@@ -427,7 +418,7 @@ def made(
     if trace.profile.lazy:
         nodes = tuple(i._node for i in inputs if isinstance(i, ShapeArray) and i._node)
     charged, node = trace.charge(rules.nbytes(shape, name), len(shape), nodes)
-    return _class(trace)(trace, shape, name, charged, node)
+    return ShapeArray(trace, shape, name, charged, node)
 
 
 def unowned(x: ShapeArray) -> ShapeArray:
@@ -442,7 +433,7 @@ def unowned(x: ShapeArray) -> ShapeArray:
 
 def given(trace: Trace, shape: rules.Shape, name: str) -> ShapeArray:
     """An array that exists already (an input): charged nothing."""
-    return _class(trace)(trace, shape, name, 0, 0)
+    return ShapeArray(trace, shape, name, 0, 0)
 
 
 def view_of(
@@ -461,7 +452,7 @@ def view_of(
     charged = trace.hold(profile.view_bytes + profile.dim_bytes * len(shape))
     unit = int(contiguous) if unit is None else unit
     node = owner._node
-    return _class(trace)(
+    return ShapeArray(
         trace, shape, base._name, charged, node, owner, contiguous, unit=unit
     )
 

@@ -21,19 +21,7 @@ if TYPE_CHECKING:
     from ..._typing import Value
     from .._trace import Trace
 
-__all__ = ["ForeignShapeArray", "foreign_call"]
-
-
-class ForeignShapeArray(ShapeArray):
-    """A shape-only array of a library whose arrays NumPy's ufuncs do not take.
-
-    (torch, JAX, ndonnx: `DtypeRules.numpy_tables` false.) As with theirs, a
-    NumPy scalar's operator defers to its own (``np.float32(2) * x`` is
-    ``x.__rmul__``), and a ufunc called on it converts it to NumPy: refused.
-    """
-
-    __slots__ = ()
-    __array_ufunc__ = None  # type: ignore[assignment]  # (NumPy's: defer to us)
+__all__ = ["foreign_call"]
 
 
 #: torch's names for the standard's functions.

@@ -56,6 +56,14 @@ def array_ufunc(
 ) -> object:
     """``ufunc.<method>(*inputs, **kwargs)`` on shape-only arrays."""
     trace = trace_of(*inputs)
+    if not trace.profile.dtype_rules.numpy_tables and any(
+        isinstance(v, np.ndarray | np.generic) for v in inputs
+    ):
+        # torch's, JAX's and ndonnx's arrays take no ufunc: a NumPy operand's
+        # operator defers to theirs (`np.float32(2) * x`: the library's rule),
+        # a ufunc called on them converts them (NumPy's). Here the two meet.
+        msg = f"numpy.{ufunc.__name__} of a NumPy operand and a {trace.profile.library} array"
+        raise trace.refuse(msg)
     out = kwargs.pop("out", None)
     if method == "__call__":
         result = _call(trace, ufunc, inputs, kwargs)
