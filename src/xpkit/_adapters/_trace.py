@@ -387,6 +387,9 @@ class Trace:
     rows: int = 0
     #: A library's arrays ``fn`` made while traced (`adopt`): id -> charged.
     adopted: dict[int, int] = field(default_factory=dict)
+    #: Inside a library's own function (``torch.maximum``, not the standard's
+    #: through array-api-compat): its own promotion rules apply.
+    native: bool = False
 
     def charge(
         self, nbytes: int, ndim: int, inputs: tuple[int, ...]

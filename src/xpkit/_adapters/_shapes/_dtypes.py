@@ -49,6 +49,7 @@ __all__ = [
     "sum_dtype",
     "unary_dtype",
     "weak_dtype",
+    "zero_d_dtype",
 ]
 
 BOOL = "b"
@@ -342,15 +343,27 @@ def unary_dtype(trace: Trace, func: str, name: str) -> str:
     return name
 
 
-def _zero_d_scalar(
-    op: str, a: str, b: str, name: str, zero_d: tuple[bool, bool]
+def zero_d_dtype(
+    trace: Trace, op: str, a: str, b: str, zero_d: tuple[bool, bool]
 ) -> str:
-    """A 0-d operand beside a dimensioned one on torch: a scalar, unless of a higher kind.
+    """``a`` and ``b`` promoted; on torch a 0-d one beside a dimensioned one is a scalar.
 
-    So for torch's operators, and for array-api-compat's functions where it
-    leaves torch's rule be (float16 and bfloat16 are not on its list).
+    So for torch's operators and its own functions (``torch.maximum``,
+    ``torch.where``: `Trace.native`), unless the 0-d operand is of a higher
+    kind, and for array-api-compat's functions where it leaves torch's rule
+    be (float16 and bfloat16 are not on its list).
     """
-    if op not in OPERATORS and not {a, b} & {"float16", "bfloat16"}:
+    name = promote(trace.profile, a, b)
+    if trace.profile.dtype_rules.zero_d_as_scalar and zero_d[0] != zero_d[1]:
+        return _zero_d_scalar(op, a, b, name, zero_d, trace.native)
+    return name
+
+
+def _zero_d_scalar(
+    op: str, a: str, b: str, name: str, zero_d: tuple[bool, bool], native: bool
+) -> str:
+    """A 0-d operand beside a dimensioned one on torch: a scalar, unless of a higher kind."""
+    if op not in OPERATORS and not native and not {a, b} & {"float16", "bfloat16"}:
         return name
     dim, scalar = (b, a) if zero_d[0] else (a, b)
     return dim if _RANK[kind(scalar)] <= _RANK[kind(dim)] else name
@@ -386,9 +399,7 @@ def result_dtype(
     elif b is None:
         name = scalar_dtype(profile, a, bv)
     else:
-        name = promote(profile, a, b)
-        if rules.zero_d_as_scalar and zero_d[0] != zero_d[1]:
-            name = _zero_d_scalar(op, a, b, name, zero_d)
+        name = zero_d_dtype(trace, op, a, b, zero_d)
     if func == "pow" and rules.int_power_keeps_base and type(bv) is int and a:
         name = a  # (JAX raises to a Python int power in the base's dtype)
     if func in NUMERIC and name == "bool" and rules.bool_arithmetic != "bool":

@@ -217,7 +217,8 @@ def clip(x: Value, /, min: Value = None, max: Value = None) -> ShapeArray:
     ]
     for bound in bounds:
         if isinstance(bound, ShapeArray):
-            name = rules.promote(trace.profile, name, bound._name)
+            zero_d = (False, not bound.shape and bool(a.shape))
+            name = rules.zero_d_dtype(trace, "clip", name, bound._name, zero_d)
         elif bound is not None:
             name = rules.scalar_dtype(trace.profile, name, bound)
     shapes = [b.shape for b in bounds if isinstance(b, ShapeArray)]
@@ -501,7 +502,9 @@ def where(condition: Value, x1: Value, x2: Value, /) -> ShapeArray:
         raise trace.refuse(msg)
     name = operands[0]._name
     if len(operands) == 2:
-        name = rules.promote(trace.profile, name, operands[1]._name)
+        first, second = operands
+        zero_d = (not first.shape, not second.shape)
+        name = rules.zero_d_dtype(trace, "where", name, second._name, zero_d)
     else:
         scalar = x2 if isinstance(x1, ShapeArray) or hasattr(x1, "shape") else x1
         name = rules.scalar_dtype(trace.profile, name, scalar)

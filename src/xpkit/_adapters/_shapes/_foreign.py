@@ -4,11 +4,16 @@
 shape-only operand reach `foreign_call` through torch's function protocol.
 A function of the standard's name (or a known alias) runs the standard's,
 with torch's keywords renamed (``dim`` -> ``axis``, ``keepdim`` ->
-``keepdims``); another is refused, naming it.
+``keepdims``); another is refused, naming it. Called by ``fn`` itself (not
+by array-api-compat's function of the same name, which promotes as the
+standard does), it promotes as torch does (`Trace.native`): a 0-d tensor
+beside a dimensioned one of its kind is a scalar (``torch.maximum(x32,
+torch.tensor(2.0, dtype=torch.float64))`` is float32).
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -158,7 +163,41 @@ def foreign_call(
         module = getattr(func, "__module__", None) or "a library"
         msg = f"{module}.{name} has no shape rule"
         raise trace.refuse(msg)
-    positional = list(args)
+    native, trace.native = trace.native, _called_by_fn()
+    try:
+        return _standard(trace, name, standard, handler, list(args), kwargs)
+    finally:
+        trace.native = native
+
+
+#: This package, whose frames stand between torch's function and `foreign_call`.
+_SHAPES = __name__.rpartition(".")[0]
+
+
+def _called_by_fn() -> bool:
+    """Whether the library's function was called by ``fn``, not by array-api-compat.
+
+    (Read from the first frame above this package's and torch's own.)
+    """
+    frame = sys._getframe(2)
+    while frame is not None:
+        module = str(frame.f_globals.get("__name__", ""))
+        top = module.partition(".")[0]
+        if top != "torch" and not module.startswith(_SHAPES):
+            return top != "array_api_compat"
+        frame = frame.f_back  # type: ignore[assignment]
+    return True
+
+
+def _standard(
+    trace: Trace,
+    name: str,
+    standard: str,
+    handler: Callable[..., Value],
+    positional: list[Value],
+    kwargs: dict[str, Value],
+) -> object:
+    """The standard's ``handler`` for torch's function ``name``, its arguments renamed."""
     kw = _keywords(kwargs)
     if name in _WITH_INDICES:  # (torch's own names: amax has no indices)
         paired = _with_indices(trace, name, positional, kw)

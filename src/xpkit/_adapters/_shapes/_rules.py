@@ -42,6 +42,7 @@ from ._dtypes import (
     sum_dtype,
     unary_dtype,
     weak_dtype,
+    zero_d_dtype,
 )
 
 if TYPE_CHECKING:
@@ -89,6 +90,7 @@ __all__ = [
     "tensordot_shape",
     "unary_dtype",
     "weak_dtype",
+    "zero_d_dtype",
 ]
 
 #: A shape: one int per axis.
