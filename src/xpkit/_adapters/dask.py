@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import math
 import sys
@@ -17,12 +18,20 @@ import numpy as np
 from ._base import Adapter, LazyTags, Replace, Tagged, patched_by_array_api_extra
 from ._host_loss import LostOnHost
 from ._top_k import along
-from ._trace import DtypeRules, GraphCost
+from ._trace import DtypeRules, GraphCost, WrappedArrays
 
 if TYPE_CHECKING:
     import pytest
 
-    from .._typing import Array, DType, HostArray, Namespace, NativeDevice, UserFunction
+    from .._typing import (
+        Array,
+        DType,
+        HostArray,
+        Namespace,
+        NativeDevice,
+        UserFunction,
+        Value,
+    )
     from ._top_k import TopK
     from ._trace import Traits
 
@@ -235,9 +244,81 @@ class DaskAdapter(Adapter):
         argtopk: Callable[..., Array] = da.argtopk
         return topk(x, signed, axis=axis), argtopk(x, signed, axis=axis)
 
+    def library_tracer(
+        self,
+        fn: UserFunction,
+        inputs: tuple[tuple[tuple[int, ...], str], ...],
+        whole: tuple[tuple[object, ...], dict[str, object]],
+        device: str,
+    ) -> WrappedArrays | None:
+        """Its own functions, on its arrays of one shape-only NumPy chunk each.
+
+        ``da.concatenate``, ``da.cumsum``, ``da.fft.fft``, ``x.chunks`` or
+        ``map_blocks`` build a graph whatever the chunks are: each input is
+        a Dask array whose one chunk is a shape-only NumPy array (its meta a
+        real empty NumPy array, so that Dask's own dtype inference traces
+        nothing), and ``fn``'s result is computed by `_computed`, its chunk
+        functions (NumPy's) traced. A chunk lives from the task that makes
+        it to its last reader, as the scheduler releases it. One chunk a
+        batch is the most a batch holds at once: where the real batch spans
+        several chunks, fewer than all of them run at once.
+        """
+        profile = self.shape_profile(device)
+        if profile is None:
+            return None
+        inner = dataclasses.replace(profile, key=(profile.key, "NumPy chunks inside"))
+        import dask.array as da
+
+        array: Callable[..., object] = da.Array
+
+        def wrap(x: Value) -> object:
+            shape = tuple(x.shape)
+            name = f"xpkit-shape-only-{id(x):x}"
+            meta = np.empty((0,) * len(shape), dtype=x.dtype)
+            chunks = tuple((d,) for d in shape)
+            return array({(name, *(0,) * len(shape)): x}, name, chunks, meta=meta)
+
+        def unwrap(result: object) -> object:
+            if isinstance(result, da.Array):  # (each leaf computed, as to_numpy does)
+                return _computed(result)
+            if isinstance(result, tuple | list):
+                return type(result)(unwrap(v) for v in result)
+            if isinstance(result, dict):
+                return {k: unwrap(v) for k, v in result.items()}
+            return result
+
+        name = "Dask's own functions over shape-only NumPy chunks"
+        return WrappedArrays(inner, wrap, unwrap, name)
+
     def is_oom(self, exc: BaseException) -> bool:
         """A chunk's own host-memory error."""
         return isinstance(exc, MemoryError)
+
+
+def _computed(graph: Value) -> Value:
+    """``graph`` computed in this thread, its chunks assembled as ``compute`` does.
+
+    Its chunks on the synchronous scheduler, then one array of the result's
+    bytes made of all of them (NumPy's ``compute`` fills one array from
+    several chunks, and copies a single one).
+    """
+    from dask.local import get_sync
+
+    keys = graph.__dask_keys__()
+    chunks = get_sync(graph.__dask_optimize__(graph.__dask_graph__(), keys), keys)
+    flat = list(_leaves(chunks))
+    xp = flat[0].__array_namespace__()
+    whole = xp.concat([xp.reshape(c, (-1,)) for c in flat])
+    return xp.reshape(whole, tuple(graph.shape))
+
+
+def _leaves(nested: Value) -> Iterator[Value]:
+    """The chunks of a nested list of them, in order."""
+    if isinstance(nested, list | tuple):
+        for item in nested:
+            yield from _leaves(item)
+    else:
+        yield nested
 
 
 #: How array-api-extra's counting scheduler begins its refusal.
