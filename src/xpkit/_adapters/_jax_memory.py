@@ -163,6 +163,31 @@ def _bytes(aval: Value) -> int:
     return int(math.prod(shape)) * int(dtype.itemsize)
 
 
+#: The cumulative operations, whose XLA loop holds scratch (`_scratch`).
+_CUMULATIVE = frozenset({"cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp"})
+
+
+def _scratch(eqn: Value, out: int) -> int:
+    """The bytes an equation run eagerly on the CPU holds beyond its outputs.
+
+    Measured with a counting malloc on JAX 0.10 (float32 and float64, 16 to
+    1,024 points, 250 to 400,000 rows, XLA's CPU runtime): ``jnp.fft``'s
+    wrapper copies its input and its result around the ``fft`` (a
+    ``moveaxis`` that ``make_jaxpr`` does not show), two more arrays of
+    about the result's size; a cumulative operation along more than 16
+    elements holds 1.1 (a multiple of 16) to 2 times its result. The same
+    operations jitted are XLA's analysis's to count.
+    """
+    name = eqn.primitive.name
+    if name == "fft":
+        return 2 * out
+    if name in _CUMULATIVE:
+        shape = getattr(eqn.invars[0].aval, "shape", ())
+        axis = eqn.params.get("axis", -1)
+        return 2 * out if shape and shape[axis] > 16 else 0
+    return 0
+
+
 def _jaxpr_peak(jaxpr: Value) -> int:
     """The most bytes the equations' outputs hold at once, each freed after its last use."""
     eqns = list(jaxpr.eqns)
@@ -177,7 +202,8 @@ def _jaxpr_peak(jaxpr: Value) -> int:
     for step, eqn in enumerate(eqns):
         out = sum(_bytes(v.aval) for v in eqn.outvars)
         inner = max((_jaxpr_peak(j) for j in _inner_jaxprs(eqn)), default=0)
-        peak = max(peak, live + max(out, inner))
+        scratch = _scratch(eqn, out)
+        peak = max(peak, live + max(out + scratch, inner))
         live += out
         for v in (*eqn.invars, *eqn.outvars):
             if id(v) in made and last.get(id(v), step) == step:
