@@ -68,6 +68,28 @@ def load_script(path: Path, name: str) -> ModuleType:
     return module
 
 
+#: The benchmarks' folder, whose ``_true_peak.py`` holds the independent meters.
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def counting_malloc_env(directory: Path) -> dict[str, str]:
+    """The environment of a child whose malloc is counted (`_true_peak.CounterMeter`).
+
+    The counter is compiled into ``directory``; the test is skipped where it
+    cannot be preloaded (not glibc's ``LD_PRELOAD``) or compiled (no C compiler).
+    """
+    import pytest
+
+    if sys.platform != "linux":
+        pytest.skip("the counting malloc is preloaded with glibc's LD_PRELOAD")
+    true_peak = load_script(BENCHMARKS / "_true_peak.py", "_true_peak_counter")
+    counter = true_peak.build_counter(str(directory))
+    if counter is None:
+        pytest.skip("no C compiler for the counting malloc")
+    env: dict[str, str] = true_peak.preload_env("counter", {}, counter, None)
+    return env
+
+
 def written_marks(monkeypatch: Any) -> list[bool]:
     """For each piece of rows `map_batches` puts into its outputs from now on
     (``monkeypatch`` undoes it): whether it was only the mark that a worker

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,7 +10,7 @@ import pytest
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
 
-from helpers import load_script, run_python
+from helpers import BENCHMARKS, counting_malloc_env, run_python
 
 import xpkit
 from xpkit._adapters import get_adapter
@@ -122,16 +120,20 @@ def test_an_eager_fn_of_jax_numpy_is_traced_by_jax():
     assert 0.5 * budget <= tracer.peak(plan.batch_size) <= budget
 
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-
-#: Eager ``jax.numpy`` FFTs of (rows, 16) float32 rows, and a control.
-_EAGER = {
+#: Eager ``jax.numpy`` FFTs and a cumulative sum of (rows, 16) float32
+#: rows, and a control: the same table here and in the child.
+_EAGER_SOURCE = """
+import jax.numpy as jnp
+FNS = {
     "fft-abs": lambda x: jnp.abs(jnp.fft.fft(x, axis=1)),
     "rfft-irfft": lambda x: jnp.fft.irfft(jnp.fft.rfft(x, axis=1) * 2, n=16, axis=1),
     "ifft-fft": lambda x: jnp.fft.ifft(jnp.fft.fft(x, axis=1), axis=1).real,
     "exp": lambda x: jnp.exp(x) * 2 + 1,
     "cumsum-64": lambda x: jnp.cumsum(x.reshape(-1, 64), 1).reshape(-1, 16),
 }
+"""
+_EAGER: dict[str, object] = {}
+exec(_EAGER_SOURCE, _EAGER)  # noqa: S102 - the table the child runs too
 
 _EAGER_CHILD = """
 import json, sys
@@ -141,13 +143,7 @@ import jax
 jax.config.update("jax_cpu_enable_async_dispatch", False)
 import jax.numpy as jnp
 import _true_peak
-FNS = {
-    "fft-abs": lambda x: jnp.abs(jnp.fft.fft(x, axis=1)),
-    "rfft-irfft": lambda x: jnp.fft.irfft(jnp.fft.rfft(x, axis=1) * 2, n=16, axis=1),
-    "ifft-fft": lambda x: jnp.fft.ifft(jnp.fft.fft(x, axis=1), axis=1).real,
-    "exp": lambda x: jnp.exp(x) * 2 + 1,
-    "cumsum-64": lambda x: jnp.cumsum(x.reshape(-1, 64), 1).reshape(-1, 16),
-}
+exec(sys.argv[2])
 x = jnp.asarray(np.random.default_rng(0).standard_normal((50_000, 16)), "float32")
 meter = _true_peak.CounterMeter()
 peaks = {}
@@ -161,25 +157,22 @@ print(json.dumps(peaks))
 @pytest.fixture(scope="module")
 def eager_peaks(tmp_path_factory):
     """Each eager fn's peak on (50000, 16) float32 by a counting malloc, in a child."""
-    if sys.platform != "linux":
-        pytest.skip("the counting malloc is preloaded with glibc's LD_PRELOAD")
-    true_peak = load_script(BENCHMARKS / "_true_peak.py", "_true_peak_jax")
-    counter = true_peak.build_counter(str(tmp_path_factory.mktemp("counter")))
-    if counter is None:
-        pytest.skip("no C compiler for the counting malloc")
-    env = true_peak.preload_env("counter", {}, counter, None)
-    done = run_python(_EAGER_CHILD, str(BENCHMARKS), extra_env=env, timeout=120)
+    env = counting_malloc_env(tmp_path_factory.mktemp("counter"))
+    done = run_python(
+        _EAGER_CHILD, str(BENCHMARKS), _EAGER_SOURCE, extra_env=env, timeout=120
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("name", list(_EAGER))
+@pytest.mark.parametrize("name", list(_EAGER["FNS"]))
 def test_jax_s_trace_charges_an_eager_kernel_s_scratch(name, eager_peaks):
     # jnp.fft run eagerly holds two more arrays of its result's size beyond
     # its input and result, and a cumulative sum along 64 elements one more:
-    # from the jaxpr alone these were planned at 1.2-1.8 times their budget. The true peak counts the row slices as
-    # the input (made before the measurement here, so added).
-    tracer = JaxprTracer(_EAGER[name], (((16,), "float32"),), ((), {}))
+    # from the jaxpr alone these were planned at 1.2-1.8 times their budget.
+    # The true peak counts the row slices as the input (made before the
+    # measurement here, so added).
+    tracer = JaxprTracer(_EAGER["FNS"][name], (((16,), "float32"),), ((), {}))
     rows = 50_000
     estimate = tracer.peak(rows)
     true = eager_peaks[name] + rows * 16 * 4

@@ -13,20 +13,16 @@ be preloaded), and the shape-only trace's for ``abs`` with the table's.
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from helpers import load_script, run_python
+from helpers import BENCHMARKS, counting_malloc_env, run_python
 
 from xpkit._adapters import get_adapter
 from xpkit._adapters._shapes import ShapeTracer
 from xpkit._adapters._torch_dispatch import DispatchPeak
-
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 #: name -> (the inputs' maker, the operation), each input about 4 MB.
 _OPS = """
@@ -76,13 +72,7 @@ print(json.dumps(peaks))
 @pytest.fixture(scope="module")
 def true_peaks(tmp_path_factory):
     """Each operation's peak by a counting malloc, in a child process."""
-    if sys.platform != "linux":
-        pytest.skip("the counting malloc is preloaded with glibc's LD_PRELOAD")
-    true_peak = load_script(BENCHMARKS / "_true_peak.py", "_true_peak_ws")
-    counter = true_peak.build_counter(str(tmp_path_factory.mktemp("counter")))
-    if counter is None:
-        pytest.skip("no C compiler for the counting malloc")
-    env = true_peak.preload_env("counter", {}, counter, None)
+    env = counting_malloc_env(tmp_path_factory.mktemp("counter"))
     env["OMP_NUM_THREADS"] = "1"
     done = run_python(_CHILD, str(BENCHMARKS), _OPS, extra_env=env, timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -37,6 +37,7 @@ __all__ = [
     "Traits",
     "WrappedArrays",
     "active_trace",
+    "each_leaf",
     "tracing",
 ]
 
@@ -102,6 +103,18 @@ class WrappedArrays(NamedTuple):
     wrap: Callable[[object], object]
     unwrap: Callable[[object], object]
     name: str
+
+
+def each_leaf(result: object, leaf: Callable[[object], object]) -> object:
+    """``result`` with ``leaf`` applied to each value in its tuples, lists and dicts.
+
+    (`WrappedArrays.unwrap`: the library's arrays in ``fn``'s result.)
+    """
+    if isinstance(result, tuple | list):
+        return type(result)(each_leaf(v, leaf) for v in result)
+    if isinstance(result, dict):
+        return {k: each_leaf(v, leaf) for k, v in result.items()}
+    return leaf(result)
 
 
 class DtypeRules(NamedTuple):

@@ -18,7 +18,7 @@ import numpy as np
 from ._base import Adapter, LazyTags, Replace, Tagged, patched_by_array_api_extra
 from ._host_loss import LostOnHost
 from ._top_k import along
-from ._trace import DtypeRules, GraphCost, WrappedArrays
+from ._trace import DtypeRules, GraphCost, WrappedArrays, each_leaf
 
 if TYPE_CHECKING:
     import pytest
@@ -278,14 +278,11 @@ class DaskAdapter(Adapter):
             chunks = tuple((d,) for d in shape)
             return array({(name, *(0,) * len(shape)): x}, name, chunks, meta=meta)
 
+        def computed(leaf: object) -> object:  # (each computed, as to_numpy does)
+            return _computed(leaf) if isinstance(leaf, da.Array) else leaf
+
         def unwrap(result: object) -> object:
-            if isinstance(result, da.Array):  # (each leaf computed, as to_numpy does)
-                return _computed(result)
-            if isinstance(result, tuple | list):
-                return type(result)(unwrap(v) for v in result)
-            if isinstance(result, dict):
-                return {k: unwrap(v) for k, v in result.items()}
-            return result
+            return each_leaf(result, computed)
 
         name = "Dask's own functions over shape-only NumPy chunks"
         return WrappedArrays(inner, wrap, unwrap, name)

@@ -12,7 +12,7 @@ import numpy as np
 
 from ._base import Adapter
 from ._layout import Unshareable, host_unshareable, native_layout
-from ._trace import DtypeRules, WrappedArrays
+from ._trace import DtypeRules, WrappedArrays, each_leaf
 
 if TYPE_CHECKING:
     from .._typing import (
@@ -217,14 +217,11 @@ class StrictAdapter(Adapter):
         def wrap(x: object) -> object:
             return array._new(x, device=native)  # type: ignore[attr-defined]
 
+        def inside(leaf: object) -> object:
+            return leaf._array if isinstance(leaf, array) else leaf  # type: ignore[attr-defined]
+
         def unwrap(result: object) -> object:
-            if isinstance(result, array):
-                return result._array  # type: ignore[attr-defined]
-            if isinstance(result, tuple | list):
-                return type(result)(unwrap(v) for v in result)
-            if isinstance(result, dict):
-                return {k: unwrap(v) for k, v in result.items()}
-            return result
+            return each_leaf(result, inside)
 
         name = "array-api-strict's own functions over shape-only NumPy arrays"
         return WrappedArrays(inner, wrap, unwrap, name)
