@@ -221,6 +221,7 @@ def _tracers(request: BatchRequest) -> list[Tracer]:
             wrap=wrap,
             unwrap=unwrap,
             name=own.name,
+            weight=own.weight,
         )
     if own is not None:
         found.append(own)

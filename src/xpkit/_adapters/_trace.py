@@ -97,12 +97,17 @@ class WrappedArrays(NamedTuple):
         ``fn``'s result -> the shape-only arrays inside (in its containers).
     name : str
         How the peak is found, for `BatchPlan.source`.
+    weight : float
+        The work of one operation of the inner library's, in the shape-only
+        trace's operations (`Tracer.operations`, which bounds a trace's
+        work): Dask builds and schedules a task for each.
     """
 
     profile: Profile
     wrap: Callable[[object], object]
     unwrap: Callable[[object], object]
     name: str
+    weight: float = 1.0
 
 
 def each_leaf(result: object, leaf: Callable[[object], object]) -> object:

@@ -56,6 +56,9 @@ class ShapeTracer:
         ``fn`` sees it; ``fn``'s result unwrapped.
     name : str
         How the peak is found, for `BatchPlan.source`.
+    weight : float
+        The work of one of ``fn``'s operations, in a plain trace's
+        (`WrappedArrays.weight`).
     """
 
     def __init__(
@@ -70,9 +73,11 @@ class ShapeTracer:
         wrap: Callable[[ShapeArray], Value] | None = None,
         unwrap: Callable[[Value], Value] | None = None,
         name: str = "shape-only arrays",
+        weight: float = 1.0,
     ) -> None:
         self.profile = profile
         self.name = name
+        self._weight = weight
         self._wrap = wrap or _itself
         self._unwrap = unwrap or _itself
         self.fn = fn
@@ -95,7 +100,7 @@ class ShapeTracer:
         except Exception as exc:  # noqa: BLE001 - the real run raises it again
             reason = trace.failure or f"fn raised {type(exc).__name__}: {exc}"
             raise CannotFollow(reason[:300]) from None
-        self.operations = max(trace.nodes + trace.views, 1)
+        self.operations = max(round((trace.nodes + trace.views) * self._weight), 1)
         if trace.failure is not None:  # refused, though fn caught it
             raise CannotFollow(trace.failure)
         if self.profile.lazy:
