@@ -252,6 +252,10 @@ OWN = {
     "stack": lambda b: da.stack([b, b + 1.0], axis=1).sum(1),
     "cumsum": lambda b: da.cumsum(b, axis=1),
     "fft": lambda b: da.absolute(da.fft.fft(b, axis=1)),
+    # a batch split into 8 chunks, some computed at once by the threads
+    "split": lambda b: da.sum(
+        da.stack([b] * 8, axis=2).rechunk({2: 1}), axis=2, split_every=2
+    ),
 }
 
 case, budget = sys.argv[1], float(sys.argv[2])
@@ -294,6 +298,7 @@ print(json.dumps({"batch": plan.batch_size, "true": true,
         ("stack", 5e6),
         ("cumsum", 5e6),
         ("fft", 5e6),
+        ("split", 5e6),
     ],
 )
 def test_a_dask_graph_is_planned_with_what_it_holds_besides_its_chunks(case, budget):
@@ -348,6 +353,41 @@ def test_a_trace_through_dask_s_own_code_weighs_each_operation_as_dask_s_task(
     # (2 operations a row, each weighing 40: within _cost.TRACE_OPERATIONS)
     assert max(traced) * 2 * 40 <= _cost.TRACE_OPERATIONS
     assert plan.batch_size > max(traced)  # (the curve beyond the traces)
+
+
+def test_a_trace_through_dask_counts_the_chunks_its_workers_compute_at_once():
+    # The threaded scheduler that computes a real batch runs up to its
+    # workers' number of a layer's chunks at once; computed one at a time,
+    # a batch fn splits into 8 chunks was planned at 1.3-1.5 times its budget
+    # with 2 workers (2-2.5 with 8). A chain of one chunk has nothing to run
+    # beside it.
+    dask = pytest.importorskip("dask")
+    from xpkit._adapters._shapes._run import ShapeTracer
+
+    own = get_adapter("dask").library_tracer(
+        None, (((32,), "float64"),), ((), {}), "cpu"
+    )
+    assert own is not None
+
+    def split(b):
+        return dask.array.sum(
+            dask.array.stack([b] * 8, axis=2).rechunk({2: 1}), axis=2, split_every=2
+        )
+
+    def chain(b):
+        return dask.array.exp(dask.array.cumsum(b, axis=1)) + 1.0
+
+    peaks = {}
+    for name, fn in (("split", split), ("chain", chain)):
+        tracer = ShapeTracer(
+            own.profile, fn, (((32,), "float64"),), wrap=own.wrap, unwrap=own.unwrap
+        )
+        for workers in (1, 4):
+            with dask.config.set(num_workers=workers):
+                peaks[name, workers] = tracer.peak(1000)
+    chunk = 1000 * 32 * 8  # (one chunk of the 8)
+    assert peaks["split", 4] - peaks["split", 1] >= 3 * chunk
+    assert peaks["chain", 4] == peaks["chain", 1]
 
 
 _FORTRAN = """

@@ -408,6 +408,10 @@ class Trace:
     #: Inside a library's own function (``torch.maximum``, not the standard's
     #: through array-api-compat): its own promotion rules apply.
     native: bool = False
+    #: How many of the tape's chunks a graph-running library may compute at
+    #: once (its scheduler's workers, at most the widest layer's chunks):
+    #: `lazy_peak` counts that many times what the chunks hold one at a time.
+    parallel: int = 1
 
     def charge(
         self, nbytes: int, ndim: int, inputs: tuple[int, ...]
@@ -518,6 +522,7 @@ class Trace:
             live += size
             peak = max(peak, live)
             live -= frees.get(step, 0)
+        peak *= self.parallel
         graph = self.profile.graph
         if graph is None:
             return peak

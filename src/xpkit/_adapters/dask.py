@@ -18,7 +18,7 @@ import numpy as np
 from ._base import Adapter, LazyTags, Replace, Tagged, patched_by_array_api_extra
 from ._host_loss import LostOnHost
 from ._top_k import along
-from ._trace import DtypeRules, GraphCost, WrappedArrays, each_leaf
+from ._trace import DtypeRules, GraphCost, WrappedArrays, active_trace, each_leaf
 
 if TYPE_CHECKING:
     import pytest
@@ -263,9 +263,11 @@ class DaskAdapter(Adapter):
         real empty NumPy array, so that Dask's own dtype inference traces
         nothing), and ``fn``'s result is computed by `_computed`, its chunk
         functions (NumPy's) traced. A chunk lives from the task that makes
-        it to its last reader, as the scheduler releases it. One chunk a
-        batch is the most a batch holds at once: where the real batch spans
-        several chunks, fewer than all of them run at once.
+        it to its last reader, as the scheduler releases it, and where
+        ``fn`` splits the batch into several chunks, as many at once as the
+        scheduler has workers. Where the real batch spans several of the
+        input's chunks, their number is not known here: the plan is on the
+        safe side for chunks of at least a few hundred rows.
         """
         profile = self.shape_profile(device)
         if profile is None:
@@ -301,16 +303,43 @@ def _computed(graph: Value) -> Value:
 
     Its chunks on the synchronous scheduler, then one array of the result's
     bytes made of all of them (NumPy's ``compute`` fills one array from
-    several chunks, and copies a single one).
+    several chunks, and copies a single one). Where a layer of the graph has
+    several chunks (``fn`` rechunked), the threaded scheduler that computes
+    the real batch runs up to its workers' number of them at once: the
+    trace counts that many (`Trace.parallel`, read from Dask's
+    ``num_workers`` setting, else its CPU count).
     """
+    import dask
     from dask.local import get_sync
+    from dask.system import CPU_COUNT
 
     keys = graph.__dask_keys__()
+    layers = graph.__dask_graph__().layers.values()
+    workers = int(dask.config.get("num_workers", None) or CPU_COUNT)
+    widest = max((_computations(layer) for layer in layers), default=1)
+    trace = active_trace()
+    trace.parallel = max(trace.parallel, min(workers, widest))
     chunks = get_sync(graph.__dask_optimize__(graph.__dask_graph__(), keys), keys)
     flat = list(_leaves(chunks))
     xp = flat[0].__array_namespace__()
     whole = xp.concat([xp.reshape(c, (-1,)) for c in flat])
     return xp.reshape(whole, tuple(graph.shape))
+
+
+def _computations(layer: Value) -> int:
+    """The tasks of a graph layer that compute a chunk (not a key's alias or a view).
+
+    A task is a ``Task``, or the tuple ``(function, *arguments)``; taking
+    ``getitem`` of a chunk (``stack``'s new axis) makes a view.
+    """
+    from operator import getitem
+
+    count = 0
+    for task in layer.values():
+        head = task[0] if type(task) is tuple and task else None
+        if type(task).__name__ == "Task" or (callable(head) and head is not getitem):
+            count += 1
+    return count
 
 
 def _leaves(nested: Value) -> Iterator[Value]:
