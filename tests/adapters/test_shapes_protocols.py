@@ -287,7 +287,7 @@ def _zero_d_cases():
     ]
     pairs = itertools.product(
         ["float32", "float16", "int8", "uint8", "int32"],
-        ["float64", "float32", "int64", "int8", "bool", "complex64"],
+        ["float64", "float32", "int64", "int8", "bool", "complex64", "complex128"],
     )
     return [
         (

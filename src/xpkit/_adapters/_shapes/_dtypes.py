@@ -362,11 +362,20 @@ def zero_d_dtype(
 def _zero_d_scalar(
     op: str, a: str, b: str, name: str, zero_d: tuple[bool, bool], native: bool
 ) -> str:
-    """A 0-d operand beside a dimensioned one on torch: a scalar, unless of a higher kind."""
+    """A 0-d operand beside a dimensioned one on torch: a scalar, unless of a higher kind.
+
+    Of a higher kind it decides the kind, at its own width beside integers
+    and at the floats' beside floats (float32 times a complex128 0-d tensor
+    is complex64; float16's complex32 is not counted: complex64 stands in).
+    """
     if op not in OPERATORS and not native and not {a, b} & {"float16", "bfloat16"}:
         return name
     dim, scalar = (b, a) if zero_d[0] else (a, b)
-    return dim if _RANK[kind(scalar)] <= _RANK[kind(dim)] else name
+    if _RANK[kind(scalar)] <= _RANK[kind(dim)]:
+        return dim
+    if kind(dim) == FLOAT and kind(scalar) == COMPLEX:
+        return "complex128" if dim == "float64" else "complex64"
+    return name
 
 
 def result_dtype(
