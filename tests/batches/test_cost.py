@@ -382,12 +382,14 @@ def test_a_trace_through_dask_counts_the_chunks_its_workers_compute_at_once():
         tracer = ShapeTracer(
             own.profile, fn, (((32,), "float64"),), wrap=own.wrap, unwrap=own.unwrap
         )
-        for workers in (1, 4):
+        for workers in (1, 4, 64):
             with dask.config.set(num_workers=workers):
                 peaks[name, workers] = tracer.peak(1000)
     chunk = 1000 * 32 * 8  # (one chunk of the 8)
     assert peaks["split", 4] - peaks["split", 1] >= 3 * chunk
-    assert peaks["chain", 4] == peaks["chain", 1]
+    # never more than every chunk the graph makes at once (about 35 here)
+    assert peaks["split", 64] < 1.5 * peaks["split", 4]
+    assert peaks["chain", 64] == peaks["chain", 4] == peaks["chain", 1]
 
 
 _FORTRAN = """

@@ -410,7 +410,8 @@ class Trace:
     native: bool = False
     #: How many of the tape's chunks a graph-running library may compute at
     #: once (its scheduler's workers, at most the widest layer's chunks):
-    #: `lazy_peak` counts that many times what the chunks hold one at a time.
+    #: `lazy_peak` counts that many times what the chunks hold one at a
+    #: time, and never more than all the tape's arrays together.
     parallel: int = 1
 
     def charge(
@@ -522,7 +523,8 @@ class Trace:
             live += size
             peak = max(peak, live)
             live -= frees.get(step, 0)
-        peak *= self.parallel
+        if self.parallel > 1:  # (never more than every array at once)
+            peak = min(peak * self.parallel, sum(sizes.values()))
         graph = self.profile.graph
         if graph is None:
             return peak
