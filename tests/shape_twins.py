@@ -15,7 +15,7 @@ import math
 import re
 import tracemalloc
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -225,6 +225,24 @@ def shape_only(profile: Profile, specs: Sequence[Spec], fn: Callable[..., Any]) 
     if trace.failure is not None:
         raise CannotFollow(trace.failure)
     return out
+
+
+def library_and_trace(
+    backend: Any, xp: Any, profile: Profile, cases: Sequence[Case]
+) -> Iterator[tuple[str, Sequence[Spec], Callable[..., Any], Any, Any]]:
+    """``(label, specs, fn, the library's answer, the trace's)`` of each case the
+    library answers; the trace's is the `CannotFollow` it raised, if it refused.
+    """
+    for label, specs, fn in cases:
+        try:
+            want = real_run(backend, xp, specs, fn)
+        except Exception:  # noqa: BLE001, S112 - the library refuses: not compared
+            continue
+        try:
+            got = shape_only(profile, specs, fn)
+        except CannotFollow as exc:
+            got = exc
+        yield label, specs, fn, want, got
 
 
 def twin_mismatches(

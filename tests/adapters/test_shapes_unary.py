@@ -18,6 +18,7 @@ from shape_twins import (
     SCALARS,
     SOME_PAIRS,
     assert_twins,
+    library_and_trace,
     profile_of,
     real_run,
     shape_only,
@@ -94,14 +95,8 @@ def test_numpy_scalars_promote_as_in_the_library(xpkit_backend, xp, op):
     # (NumPy's) cannot be told apart: refused. On the right the library's own
     # rule answers (ndonnx's is not modelled: refused too). Never a guess.
     answered = 0
-    for label, specs, fn in cases:
-        try:
-            want = real_run(xpkit_backend, xp, specs, fn)
-        except Exception:  # noqa: BLE001, S112 - the library refuses: not compared
-            continue
-        try:
-            got = shape_only(profile, specs, fn)
-        except CannotFollow:
+    for label, _, _, want, got in library_and_trace(xpkit_backend, xp, profile, cases):
+        if isinstance(got, CannotFollow):
             left = label.startswith("np.")
             assert left or profile.dtype_rules.numpy_scalars == "refused", label
             continue
@@ -269,17 +264,14 @@ def test_clip(xpkit_backend, xp):
     # which array-api-compat's keeps int8. The trace counts the larger: NumPy's.
     numpy = xpkit.Backend("numpy")
     compared = 0
-    for label, specs, fn in cases:
-        if any(name not in profile.dtypes for _, name in specs):
-            continue
-        try:
-            want = real_run(xpkit_backend, xp, specs, fn)
-        except Exception:  # noqa: BLE001, S112 - the library refuses: not compared
-            continue
-        try:
-            got = shape_only(profile, specs, fn)
-        except CannotFollow as exc:  # (NumPy's dtype is not on the device: measured)
-            assert "on this device" in str(exc), (label, exc)
+    held = [c for c in cases if all(name in profile.dtypes for _, name in c[1])]
+    for label, specs, fn, want, got in library_and_trace(
+        xpkit_backend, xp, profile, held
+    ):
+        if isinstance(
+            got, CannotFollow
+        ):  # (NumPy's dtype is not on the device: measured)
+            assert "on this device" in str(got), (label, got)
             continue
         bound = real_run(numpy, np, specs, lambda _, *a, fn=fn: fn(_NumpyClip, *a))
         (shape, name), ((want_shape, want_name),) = got[0], want

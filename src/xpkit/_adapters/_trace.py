@@ -37,7 +37,6 @@ __all__ = [
     "Traits",
     "WrappedArrays",
     "active_trace",
-    "each_leaf",
     "tracing",
 ]
 
@@ -94,7 +93,8 @@ class WrappedArrays(NamedTuple):
     wrap : callable
         A shape-only array -> the library's array wrapping it.
     unwrap : callable
-        ``fn``'s result -> the shape-only arrays inside (in its containers).
+        One value of ``fn``'s result (each in its tuples, lists and dicts)
+        -> the shape-only array inside it.
     name : str
         How the peak is found, for `BatchPlan.source`.
     weight : float
@@ -108,18 +108,6 @@ class WrappedArrays(NamedTuple):
     unwrap: Callable[[object], object]
     name: str
     weight: float = 1.0
-
-
-def each_leaf(result: object, leaf: Callable[[object], object]) -> object:
-    """``result`` with ``leaf`` applied to each value in its tuples, lists and dicts.
-
-    (`WrappedArrays.unwrap`: the library's arrays in ``fn``'s result.)
-    """
-    if isinstance(result, tuple | list):
-        return type(result)(each_leaf(v, leaf) for v in result)
-    if isinstance(result, dict):
-        return {k: each_leaf(v, leaf) for k, v in result.items()}
-    return leaf(result)
 
 
 class DtypeRules(NamedTuple):

@@ -18,7 +18,7 @@ import numpy as np
 from ._base import Adapter, LazyTags, Replace, Tagged, patched_by_array_api_extra
 from ._host_loss import LostOnHost
 from ._top_k import along
-from ._trace import DtypeRules, GraphCost, WrappedArrays, active_trace, each_leaf
+from ._trace import DtypeRules, GraphCost, WrappedArrays, active_trace
 
 if TYPE_CHECKING:
     import pytest
@@ -266,8 +266,8 @@ class DaskAdapter(Adapter):
         it to its last reader, as the scheduler releases it, and where
         ``fn`` splits the batch into several chunks, as many at once as the
         scheduler has workers. Where the real batch spans several of the
-        input's chunks, their number is not known here: the plan is on the
-        safe side for chunks of at least a few hundred rows.
+        input's chunks, their number is not known here: with chunks of tens
+        of rows the plan can be low (``docs/guide/memory.md``).
         """
         profile = self.shape_profile(device)
         if profile is None:
@@ -284,11 +284,8 @@ class DaskAdapter(Adapter):
             chunks = tuple((d,) for d in shape)
             return array({(name, *(0,) * len(shape)): x}, name, chunks, meta=meta)
 
-        def computed(leaf: object) -> object:  # (each computed, as to_numpy does)
+        def unwrap(leaf: object) -> object:  # (each computed, as to_numpy does)
             return _computed(leaf) if isinstance(leaf, da.Array) else leaf
-
-        def unwrap(result: object) -> object:
-            return each_leaf(result, computed)
 
         name = "Dask's own functions over shape-only NumPy chunks"
         return WrappedArrays(inner, wrap, unwrap, name, weight=_TASK_WEIGHT)
@@ -310,17 +307,18 @@ def _computed(graph: Value) -> Value:
     ``num_workers`` setting, else its CPU count).
     """
     import dask
+    from dask.core import flatten
     from dask.local import get_sync
     from dask.system import CPU_COUNT
 
-    keys = graph.__dask_keys__()
-    layers = graph.__dask_graph__().layers.values()
+    keys, layered = graph.__dask_keys__(), graph.__dask_graph__()
     workers = int(dask.config.get("num_workers", None) or CPU_COUNT)
-    widest = max((_computations(layer) for layer in layers), default=1)
+    widest = max((_computations(layer) for layer in layered.layers.values()), default=1)
     trace = active_trace()
     trace.parallel = max(trace.parallel, min(workers, widest))
-    chunks = get_sync(graph.__dask_optimize__(graph.__dask_graph__(), keys), keys)
-    flat = list(_leaves(chunks))
+    chunks = get_sync(graph.__dask_optimize__(layered, keys), keys)
+    nested: Callable[..., Iterator[Value]] = flatten  # (dask's is not annotated)
+    flat = list(nested(chunks, container=(list, tuple)))
     xp = flat[0].__array_namespace__()
     whole = xp.concat([xp.reshape(c, (-1,)) for c in flat])
     return xp.reshape(whole, tuple(graph.shape))
@@ -340,15 +338,6 @@ def _computations(layer: Value) -> int:
         if type(task).__name__ == "Task" or (callable(head) and head is not getitem):
             count += 1
     return count
-
-
-def _leaves(nested: Value) -> Iterator[Value]:
-    """The chunks of a nested list of them, in order."""
-    if isinstance(nested, list | tuple):
-        for item in nested:
-            yield from _leaves(item)
-    else:
-        yield nested
 
 
 #: How array-api-extra's counting scheduler begins its refusal.

@@ -12,7 +12,7 @@ import numpy as np
 
 from ._base import Adapter
 from ._layout import Unshareable, host_unshareable, native_layout
-from ._trace import DtypeRules, WrappedArrays, each_leaf
+from ._trace import DtypeRules, WrappedArrays
 
 if TYPE_CHECKING:
     from .._typing import (
@@ -217,11 +217,8 @@ class StrictAdapter(Adapter):
         def wrap(x: object) -> object:
             return array._new(x, device=native)  # type: ignore[attr-defined]
 
-        def inside(leaf: object) -> object:
+        def unwrap(leaf: object) -> object:
             return leaf._array if isinstance(leaf, array) else leaf  # type: ignore[attr-defined]
-
-        def unwrap(result: object) -> object:
-            return each_leaf(result, inside)
 
         name = "array-api-strict's own functions over shape-only NumPy arrays"
         return WrappedArrays(inner, wrap, unwrap, name)

@@ -53,7 +53,8 @@ class ShapeTracer:
         For a library whose arrays wrap another's (array-api-strict's wrap
         NumPy's, whose functions it calls): each shape-only input and whole
         operand, of ``profile``'s library, wrapped in one of its own before
-        ``fn`` sees it; ``fn``'s result unwrapped.
+        ``fn`` sees it; each value of ``fn``'s result (in its tuples, lists
+        and dicts) unwrapped.
     name : str
         How the peak is found, for `BatchPlan.source`.
     weight : float
@@ -79,7 +80,7 @@ class ShapeTracer:
         self.name = name
         self._weight = weight
         self._wrap = wrap or _itself
-        self._unwrap = unwrap or _itself
+        self._unwrap = unwrap
         self.fn = fn
         self.inputs = inputs
         self.args = args
@@ -120,7 +121,9 @@ class ShapeTracer:
         finally:
             trace.rows = 0
             ROWS.reset(token)
-        leaves = _leaves(trace, self._unwrap(result))
+        if self._unwrap is not None:
+            result = _each_leaf(result, self._unwrap)
+        leaves = _leaves(trace, result)
         for leaf in leaves:
             if not leaf.shape or leaf.shape[0] != rows:
                 msg = f"fn's result has shape {leaf.shape} for {rows} rows"
@@ -128,6 +131,15 @@ class ShapeTracer:
         if rows:
             self.output_row_bytes = sum(leaf.nbytes for leaf in leaves) // rows
         return tuple(leaf._node for leaf in leaves)
+
+
+def _each_leaf(result: Value, leaf: Callable[[Value], Value]) -> Value:
+    """``result`` with ``leaf`` applied to each value in its tuples, lists and dicts."""
+    if isinstance(result, tuple | list):
+        return type(result)(_each_leaf(v, leaf) for v in result)
+    if isinstance(result, dict):
+        return {k: _each_leaf(v, leaf) for k, v in result.items()}
+    return leaf(result)
 
 
 def _itself(v: Value) -> Value:
