@@ -51,6 +51,8 @@ from ._oom import (
 from ._plan_memory import Learned, PlanMemory
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ._adapters._base import Adapter
     from ._adapters._peak import PeakMeter
     from ._outputs import Outputs
@@ -198,6 +200,7 @@ def _tracers(request: BatchRequest) -> list[Tracer]:
     if specs is None:
         return []
     job = request.job
+    blocks = _blocks(request.arrays)
     found: list[Tracer] = []
     profile = _profile(adapter, device)
     if profile is not None:
@@ -206,7 +209,13 @@ def _tracers(request: BatchRequest) -> list[Tracer]:
         )  # (a move to a device copies the rows there)
         found.append(
             ShapeTracer(
-                profile, request.fn, specs, job.args, job.kwargs, charge_inputs=copies
+                profile,
+                request.fn,
+                specs,
+                job.args,
+                job.kwargs,
+                charge_inputs=copies,
+                blocks=blocks,
             )
         )
     own = adapter.library_tracer(request.fn, specs, (job.args, job.kwargs), device)
@@ -222,10 +231,25 @@ def _tracers(request: BatchRequest) -> list[Tracer]:
             unwrap=unwrap,
             name=own.name,
             weight=own.weight,
+            blocks=blocks,
         )
     if own is not None:
         found.append(own)
     return found
+
+
+def _blocks(arrays: tuple[Array, ...]) -> Callable[[int], int]:
+    """``rows`` -> the blocks of their storage that a batch of the inputs spans.
+
+    Each input's own library says (`Adapter.row_blocks`: a chunked
+    library's chunks; one for an array in one piece).
+    """
+    owners = [(adapter_for_array(a), a) for a in arrays]
+
+    def blocks(rows: int) -> int:
+        return sum(1 if o is None else o.row_blocks(a, rows) for o, a in owners)
+
+    return blocks
 
 
 def _profile(adapter: Adapter, device: str) -> Profile | None:

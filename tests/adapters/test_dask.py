@@ -84,3 +84,43 @@ def test_the_counter_sees_a_compute(computes):
     """The probe can fail: an explicit compute is counted."""
     _dask().asarray(A).compute()
     assert len(computes) == 1
+
+
+@pytest.mark.parametrize(
+    ("shape", "chunks"),
+    [
+        ((40, 3), (5, 3)),
+        ((40, 3), (7, 3)),  # a short last chunk
+        ((40, 6), (10, 2)),  # chunks across the columns too
+        ((40, 3), ((1, 9, 20, 10), (3,))),  # uneven chunks
+        ((40,), (40,)),  # one chunk
+    ],
+)
+def test_row_blocks_is_the_most_chunks_any_window_of_rows_spans(shape, chunks):
+    # What Dask's own slicing gives: the most blocks of any window of these
+    # rows (the planned batches start anywhere).
+    da = pytest.importorskip("dask.array")
+    from xpkit._adapters._registry import adapter_for_array
+
+    x = da.ones(shape, chunks=chunks)
+    adapter = adapter_for_array(x)
+    n = shape[0]
+    for rows in (1, 2, 5, 6, 9, 17, 40, 60):
+        window = min(rows, n)
+        spanned = max(
+            int(np.prod(x[s : s + window].numblocks)) for s in range(n - window + 1)
+        )
+        assert adapter.row_blocks(x, rows) >= spanned, (rows, spanned)
+        # never more than a window over the smallest chunk straddling one more
+        assert adapter.row_blocks(x, rows) <= int(np.prod(x.numblocks)), rows
+    even = da.ones((40, 3), chunks=(5, 3))
+    assert [adapter.row_blocks(even, r) for r in (1, 5, 6, 40)] == [1, 2, 2, 8]
+
+
+def test_row_blocks_of_unknown_chunks_is_one():
+    da = pytest.importorskip("dask.array")
+    from xpkit._adapters._registry import adapter_for_array
+
+    x = da.ones((10, 2), chunks=(5, 2))
+    unknown = x[x[:, 0] > 0]  # (its row chunks are NaN until computed)
+    assert adapter_for_array(unknown).row_blocks(unknown, 4) == 1

@@ -259,10 +259,13 @@ OWN = {
 }
 
 case, budget = sys.argv[1], float(sys.argv[2])
+chunk = int(sys.argv[3]) if len(sys.argv) > 3 else None  # rows a chunk
 rows = 3000 if case == "loop" else 20_000
 data = np.random.default_rng(0).standard_normal((rows, 32))
-x = da.from_array(data, chunks=(4000, 32) if case in OWN else data.shape)
-if case == "chain":
+if chunk is None:
+    chunk = 4000 if case in OWN else rows
+x = da.from_array(data, chunks=(chunk, 32))
+if case in ("chain", "small chunks"):
     def fn(b):
         xp = array_api_compat.array_namespace(b)
         return xp.sqrt(xp.abs(xp.tanh(b) * 3.0 - b * b) + 1.0)
@@ -290,18 +293,25 @@ print(json.dumps({"batch": plan.batch_size, "true": true,
 
 
 @pytest.mark.parametrize(
-    ("case", "budget"),
+    ("case", "budget", "chunk"),
     [
-        ("chain", 5e6),
-        ("loop", 2e6),
-        ("concatenate", 5e6),
-        ("stack", 5e6),
-        ("cumsum", 5e6),
-        ("fft", 5e6),
-        ("split", 5e6),
+        ("chain", 5e6, None),
+        ("loop", 2e6, None),
+        ("concatenate", 5e6, None),
+        ("stack", 5e6, None),
+        ("cumsum", 5e6, None),
+        ("fft", 5e6, None),
+        ("split", 5e6, None),
+        # an input in chunks of a few rows: a batch is hundreds of chunks,
+        # each with its tasks and the scheduler's state for them (planned
+        # at 1.4 and 1.75 times the budget when a batch was counted as one)
+        ("small chunks", 5e6, 5),
+        ("cumsum", 5e6, 5),
     ],
 )
-def test_a_dask_graph_is_planned_with_what_it_holds_besides_its_chunks(case, budget):
+def test_a_dask_graph_is_planned_with_what_it_holds_besides_its_chunks(
+    case, budget, chunk
+):
     """The graph, the scheduler and the copied result count (measured in a child).
 
     ``da.concatenate``, ``da.cumsum``, ... run Dask's own code over
@@ -309,10 +319,11 @@ def test_a_dask_graph_is_planned_with_what_it_holds_besides_its_chunks(case, bud
     the budget, differently on every run.
     """
     pytest.importorskip("dask.array")
-    done = run_python(_DASK_TRUE_PEAK, case, str(budget), timeout=300)
+    chunked = () if chunk is None else (str(chunk),)
+    done = run_python(_DASK_TRUE_PEAK, case, str(budget), *chunked, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     got = json.loads(done.stdout.strip().splitlines()[-1])
-    own = case not in ("chain", "loop")
+    own = case not in ("chain", "loop", "small chunks")
     assert got["source"] == (
         "traced by Dask's own functions over shape-only NumPy chunks"
         if own

@@ -466,6 +466,14 @@ class Adapter:
         """
         return True
 
+    def row_blocks(self, x: Array, rows: int) -> int:
+        """How many blocks of ``x``'s storage ``rows`` consecutive rows span at most.
+
+        A chunked library's chunks, whose tasks a graph holds one set of
+        each; by default one (an array in one piece).
+        """
+        return 1
+
     def strictest_mode(self) -> Any:
         """A context manager for this library's strictest mode, or None."""
         return None

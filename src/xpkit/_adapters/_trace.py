@@ -207,6 +207,11 @@ class GraphCost:
     copies_result : bool
         Computing copies the result once more, while the graph's peak is
         still held: the result's bytes are added to the peak.
+    per_block : int
+        Bytes the compute holds for each block of the batch's inputs beyond
+        the first (a chunked input's chunks): the tasks that read and make
+        it, and the scheduler's state for them, whatever the operations
+        (the library fuses a chain of them into one task a block).
     """
 
     per_operation: int = 0
@@ -214,11 +219,13 @@ class GraphCost:
     first_bytes: int = 0
     compute: int = 0
     copies_result: bool = False
+    per_block: int = 0
 
-    def bytes(self, arrays: int, views: int) -> int:
-        """The graph's bytes for operations making ``arrays`` and ``views``, with the compute's."""
+    def bytes(self, arrays: int, views: int, blocks: int = 1) -> int:
+        """The graph's bytes: ``arrays`` and ``views`` made, ``blocks`` read, one compute."""
         first = min(arrays, self.first_operations) * self.first_bytes
-        return self.compute + first + (arrays + views) * self.per_operation
+        spread = max(blocks - 1, 0) * self.per_block
+        return self.compute + first + (arrays + views) * self.per_operation + spread
 
 
 #: A kernel's workspace: ``(operation, inputs, outputs) -> bytes``, each
@@ -401,6 +408,9 @@ class Trace:
     #: `lazy_peak` counts that many times what the chunks hold one at a
     #: time, and never more than all the tape's arrays together.
     parallel: int = 1
+    #: How many blocks of its storage the batch's inputs span together (a
+    #: chunked library's chunks), for the graph's bytes in `lazy_peak`.
+    blocks: int = 1
 
     def charge(
         self, nbytes: int, ndim: int, inputs: tuple[int, ...]
@@ -518,7 +528,7 @@ class Trace:
             return peak
         if graph.copies_result:
             peak += sum(sizes.get(node, 0) for node in set(kept))
-        return peak + graph.bytes(self.nodes, self.views)
+        return peak + graph.bytes(self.nodes, self.views, self.blocks)
 
 
 #: The trace the current context runs (None outside one).

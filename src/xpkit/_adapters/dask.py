@@ -49,13 +49,17 @@ __all__ = ["DaskAdapter"]
 #: about 38 kB in a reference cycle, freed when the cyclic collector next
 #: runs, which at its default threshold of 700 objects is after about 16
 #: operations); about 50 kB of scheduler state a compute; and the computed
-#: chunk copied into the result.
+#: chunk copied into the result. A batch that spans many of its input's
+#: chunks holds about 6 kB more for each (its tasks and their state, the
+#: same for one operation and six, which Dask fuses; 8.7 kB for a
+#: ``cumsum``; chunks of 2 to 100 rows).
 _GRAPH = GraphCost(
     per_operation=6_000,
     first_operations=16,
     first_bytes=38_000,
     compute=50_000,
     copies_result=True,
+    per_block=6_500,
 )
 #: A chunk operation traced through Dask (its task built, optimised and run
 #: on the synchronous scheduler) costs about 40 times a plain shape-only
@@ -247,6 +251,20 @@ class DaskAdapter(Adapter):
         topk: Callable[..., Array] = da.topk  # (dask's are not annotated)
         argtopk: Callable[..., Array] = da.argtopk
         return topk(x, signed, axis=axis), argtopk(x, signed, axis=axis)
+
+    def row_blocks(self, x: Array, rows: int) -> int:
+        """The chunks that ``rows`` consecutive rows of ``x`` span at most.
+
+        Along the rows, a window of them over the smallest chunk, plus one
+        where it straddles a boundary; times the chunks across the other
+        axes.
+        """
+        chunks: tuple[tuple[float, ...], ...] = x.chunks
+        along = [c for c in chunks[0] if c > 0] if chunks else []
+        if not along or rows < 1 or any(math.isnan(c) for c in along):
+            return 1
+        spanned = min(math.ceil((rows - 1) / min(along)) + 1, len(along))
+        return int(spanned * math.prod(len(c) for c in chunks[1:]))
 
     def library_tracer(
         self,

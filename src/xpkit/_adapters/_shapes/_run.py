@@ -60,6 +60,10 @@ class ShapeTracer:
     weight : float
         The work of one of ``fn``'s operations, in a plain trace's
         (`WrappedArrays.weight`).
+    blocks : callable, optional
+        ``blocks(rows)``: how many blocks of their storage the real inputs
+        of a batch of ``rows`` rows span together (a chunked library's
+        chunks; `Trace.blocks`). One where not given.
     """
 
     def __init__(
@@ -75,8 +79,10 @@ class ShapeTracer:
         unwrap: Callable[[Value], Value] | None = None,
         name: str = "shape-only arrays",
         weight: float = 1.0,
+        blocks: Callable[[int], int] | None = None,
     ) -> None:
         self.profile = profile
+        self._blocks = blocks
         self.name = name
         self._weight = weight
         self._wrap = wrap or _itself
@@ -105,6 +111,8 @@ class ShapeTracer:
         if trace.failure is not None:  # refused, though fn caught it
             raise CannotFollow(trace.failure)
         if self.profile.lazy:
+            if self._blocks is not None:
+                trace.blocks = self._blocks(rows)
             return trace.lazy_peak(kept)  # type: ignore[arg-type]
         return trace.peak
 
