@@ -229,6 +229,7 @@ def _tracers(request: BatchRequest) -> list[Tracer]:
             job.kwargs,
             wrap=wrap,
             unwrap=unwrap,
+            charge_inputs=own.profile.slices_copy,
             name=own.name,
             weight=own.weight,
             blocks=blocks,

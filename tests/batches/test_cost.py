@@ -252,6 +252,7 @@ OWN = {
     "stack": lambda b: da.stack([b, b + 1.0], axis=1).sum(1),
     "cumsum": lambda b: da.cumsum(b, axis=1),
     "fft": lambda b: da.absolute(da.fft.fft(b, axis=1)),
+    "topk": lambda b: da.topk(b, 5, axis=1),
     # a batch split into 8 chunks, some computed at once by the threads
     "split": lambda b: da.sum(
         da.stack([b] * 8, axis=2).rechunk({2: 1}), axis=2, split_every=2
@@ -307,6 +308,10 @@ print(json.dumps({"batch": plan.batch_size, "true": true,
         # at 1.4 and 1.75 times the budget when a batch was counted as one)
         ("small chunks", 5e6, 5),
         ("cumsum", 5e6, 5),
+        # a batch of at most half a chunk is a copy of its rows (Dask's
+        # getitem), which topk's partition copies again: planned at 1.66
+        # times the budget when the rows were counted as a view
+        ("topk", 2e6, 20_000),
     ],
 )
 def test_a_dask_graph_is_planned_with_what_it_holds_besides_its_chunks(

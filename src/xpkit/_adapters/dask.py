@@ -218,6 +218,9 @@ class DaskAdapter(Adapter):
             "array_bytes": 112,
             "dim_bytes": 16,
             "graph": _GRAPH,
+            # (a batch's slice of a chunk, at most half of it, is copied:
+            # Dask's getitem; counted for every batch, on the safe side)
+            "slices_copy": True,
         }
 
     def top_k(
