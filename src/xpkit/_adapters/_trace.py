@@ -411,6 +411,9 @@ class Trace:
     #: How many blocks of its storage the batch's inputs span together (a
     #: chunked library's chunks), for the graph's bytes in `lazy_peak`.
     blocks: int = 1
+    #: How many of the tape's arrays are the batch's input rows copied (where
+    #: a row slice copies), which are no operation of ``fn``'s graph.
+    copied_inputs: int = 0
 
     def charge(
         self, nbytes: int, ndim: int, inputs: tuple[int, ...]
@@ -528,7 +531,8 @@ class Trace:
             return peak
         if graph.copies_result:
             peak += sum(sizes.get(node, 0) for node in set(kept))
-        return peak + graph.bytes(self.nodes, self.views, self.blocks)
+        arrays = self.nodes - self.copied_inputs
+        return peak + graph.bytes(arrays, self.views, self.blocks)
 
 
 #: The trace the current context runs (None outside one).

@@ -120,6 +120,7 @@ class ShapeTracer:
         make = made if self.charge_inputs else given
         wrap = self._wrap
         xs = tuple(wrap(make(trace, (rows, *row), name)) for row, name in self.inputs)
+        trace.copied_inputs = trace.nodes  # (none where rows are views)
         args = tuple(_operand(trace, v, wrap) for v in self.args)
         kwargs = {k: _operand(trace, v, wrap) for k, v in self.kwargs.items()}
         token = ROWS.set((range(rows), None))  # what `current_rows` says while traced
