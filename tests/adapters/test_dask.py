@@ -124,3 +124,27 @@ def test_row_blocks_of_unknown_chunks_is_one():
     x = da.ones((10, 2), chunks=(5, 2))
     unknown = x[x[:, 0] > 0]  # (its row chunks are NaN until computed)
     assert adapter_for_array(unknown).row_blocks(unknown, 4) == 1
+
+
+def test_a_batch_s_copied_rows_are_no_operation_of_the_graph():
+    # Dask copies a batch's rows (a slice of at most half a chunk); the
+    # trace counts the copy's bytes, not a graph operation's (6 kB) nor the
+    # garbage of a graph's first operations (38 kB): those were calibrated
+    # on fn's own operations, and a one-row plan doubled with them.
+    pytest.importorskip("dask.array")
+    from xpkit._adapters._registry import ADAPTERS
+    from xpkit._adapters._shapes._run import ShapeTracer
+
+    profile = ADAPTERS["dask"].shape_profile("cpu")
+    assert profile is not None
+    assert profile.slices_copy
+
+    def fn(b):
+        return b * 2.0 + 1.0
+
+    spec = (((32,), "float64"),)
+    for rows in (1, 100):
+        copied = ShapeTracer(profile, fn, spec, charge_inputs=True).peak(rows)
+        viewed = ShapeTracer(profile, fn, spec, charge_inputs=False).peak(rows)
+        row_copy = rows * 32 * 8 + profile.array_bytes + 2 * profile.dim_bytes
+        assert 0 <= copied - viewed <= row_copy, (rows, copied, viewed)
