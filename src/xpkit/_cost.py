@@ -365,6 +365,7 @@ def _trace_cost(tracer: Tracer, request: BatchRequest, budget_bytes: float) -> C
         found = exact(rows)
         if found is not None:
             points.append((rows, float(found)))
+    _beyond_flat(exact, points, n, budget_bytes / request.overhead)
     fixed, per_item, squared = fit(points)
     logger().info(
         "map_batches: traced by %s: %.4g bytes per item + %.4g fixed + %.4g per "
@@ -384,6 +385,32 @@ def _trace_cost(tracer: Tracer, request: BatchRequest, budget_bytes: float) -> C
         rows_seen=max(k for k, _ in points),
         output_row_bytes=tracer.output_row_bytes,
     )
+
+
+def _beyond_flat(
+    exact: _Exact, points: list[tuple[int, float]], n: int, limit: float
+) -> None:
+    """More traces, eight times the rows each, while the peak has not grown.
+
+    A peak that the rows do not move (a whole operand's temporary, which
+    every batch pays once) hides what they cost: a curve through it charged
+    it to each row, and batches of one row in a hundred of what fitted ran
+    (``x + (W * 2).sum(0)``). The rows grow until the peak does, passes
+    ``limit`` or the rows run out (or the tracer cannot afford a trace).
+    """
+    ranked = sorted(points)
+    while (
+        len(ranked) >= 2 and ranked[-1][1] <= ranked[-2][1] and ranked[-1][1] <= limit
+    ):
+        rows = ranked[-1][0]
+        if rows >= n:
+            return
+        rows = min(n, 8 * rows)
+        found = exact(rows)
+        if found is None:
+            return
+        points.append((rows, float(found)))
+        ranked.append((rows, float(found)))
 
 
 # -- the probe ------------------------------------------------------------------

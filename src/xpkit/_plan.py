@@ -339,10 +339,9 @@ def _local_batch(request: BatchRequest, cost: Cost, left: int, budget: float) ->
     batch = min(max(fitting, floor), left)
     if cost.exact is not None:
         batch = refine(cost, batch, floor, left, budget, request.overhead)
-    if (
-        batch <= floor
-        and (need := request.overhead * cost.peak(floor) / BYTES_PER_GB) > budget
-    ):
+    traced = cost.exact(floor) if cost.exact is not None and batch <= floor else None
+    peak = cost.peak(floor) if traced is None else float(traced)
+    if batch <= floor and (need := request.overhead * peak / BYTES_PER_GB) > budget:
         logger().warning(
             "map_batches: fn needs %.3g GB for %d rows (min_batch=%s; %s), more "
             "than the %.3g GB budget; running batches of %d rows",

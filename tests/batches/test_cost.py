@@ -42,27 +42,33 @@ elif case == "outer":
 elif case == "chain":
     arrays = (rng.standard_normal((200_000, 32)),)
     fn = lambda x: np.sqrt(np.abs(np.tanh(x) * 3 - x**2) + 1).sum(1)
+elif case == "whole-temporary":  # every call pays W * 2, whatever its rows
+    arrays, whole = (rng.standard_normal((20_000, 16)),), (rng.standard_normal((15_000, 16)),)
+    fn = lambda x, w: x + (w * 2).sum(0)
 else:  # "outer-large": a probe of 4096 rows alone went over 100 MB
     arrays = (rng.standard_normal((20_000, 8)),)
     def fn(x):
         s = x.sum(axis=1)
         return np.outer(s, s).max(axis=1)
+whole = whole if case == "whole-temporary" else ()
+
+def peak_of(rows):
+    fn(*rows, *whole)  # once unmeasured
+    start = tracemalloc.get_traced_memory()[0]
+    tracemalloc.reset_peak()
+    fn(*rows, *whole)
+    return tracemalloc.get_traced_memory()[1] - start
 
 xpkit.plan_batches(lambda r: r * 2, np.ones((64, 2)))  # (imports done first)
 tracemalloc.start()
 start = tracemalloc.get_traced_memory()[0]
 tracemalloc.reset_peak()
-plan = xpkit.plan_batches(fn, *arrays, budget_gb=budget / 2**30)
+plan = xpkit.plan_batches(fn, *arrays, whole=whole, budget_gb=budget / 2**30)
 probe = tracemalloc.get_traced_memory()[1] - start
-rows = tuple(a[: plan.batch_size] for a in arrays)
-fn(*rows)  # once unmeasured
-start = tracemalloc.get_traced_memory()[0]
-tracemalloc.reset_peak()
-fn(*rows)
-true = tracemalloc.get_traced_memory()[1] - start
+true = peak_of(tuple(a[: plan.batch_size] for a in arrays))
 print(json.dumps({"batch": plan.batch_size, "n": arrays[0].shape[0], "true": true,
                   "estimate": plan.batch_peak_bytes, "probe": probe,
-                  "source": plan.source}))
+                  "source": plan.source, "all_rows": peak_of(arrays)}))
 """
 
 #: The issue's table: (case, budget in bytes).
@@ -88,6 +94,43 @@ def test_the_planned_batch_keeps_the_budget_measured_another_way(case, budget):
         assert got["true"] >= 0.3 * budget, got
     assert 0.9 <= got["estimate"] / got["true"] <= 2.0, got
     assert got["probe"] <= budget, got
+
+
+def test_a_cost_every_call_pays_is_not_charged_to_each_row():
+    # fn makes a temporary of a whole operand's size (W * 2), whatever its
+    # rows: the traced peak does not grow with them at first. A curve
+    # through those traces charged it to each row, and the plan ran 699 of
+    # 200,000 rows a batch where all of them fitted.
+    budget = 3.5e6
+    done = run_python(_TRUE_PEAK, "whole-temporary", str(budget), timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["source"] == "traced by shape-only arrays", got
+    assert got["all_rows"] <= budget, got  # (every row fits, measured)
+    assert got["batch"] == got["n"], got
+    assert got["true"] <= 1.15 * budget + PAGE, got
+    assert 0.9 <= got["estimate"] / got["true"] <= 2.0, got
+
+
+def test_a_plan_no_batch_keeps_says_so(caplog):
+    # Even one row costs more than the budget (a whole operand's temporary):
+    # the plan is batches of min_batch rows, and it says so. (Its figure
+    # was the curve's, which charged the temporary to each row: 1/20th of
+    # it at one row, under the budget, and nothing was said.)
+    x = np.ones((50, 4))
+    w = np.ones((20_000, 4))
+    with caplog.at_level(logging.WARNING, logger="xpkit"):
+        plan = xpkit.plan_batches(
+            lambda r, w: r + (w * 2).sum(0), x, whole=(w,), budget_gb=100e3 / 2**30
+        )
+    assert plan.batch_size == 1
+    assert plan.batch_peak_bytes > 100e3
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(said) == 1, said
+    # (W * 2: 20,000 x 4 float64, 640 kB, which the warning's figure holds)
+    need = float(said[0].split("fn needs ")[1].split(" GB")[0])
+    assert need * 2**30 >= 640e3, said  # (budget_gb: GiB)
+    assert said[0].endswith("running batches of 1 rows"), said
 
 
 # -- where the trace cannot follow: the probe ------------------------------------
