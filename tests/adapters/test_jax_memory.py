@@ -123,7 +123,15 @@ def test_an_eager_fn_of_jax_numpy_is_traced_by_jax():
 #: Eager ``jax.numpy`` FFTs and a cumulative sum of (rows, 16) float32
 #: rows, and a control: the same table here and in the child.
 _EAGER_SOURCE = """
+import jax
 import jax.numpy as jnp
+
+def scan_fresh_step(x):  # a new step at each call: XLA compiles the scan at each
+    def step(c, col):
+        c = c + col
+        return c, c
+    return jax.lax.scan(step, jnp.zeros(x.shape[0], x.dtype), x.T)[1].T
+
 FNS = {
     "fft-abs": lambda x: jnp.abs(jnp.fft.fft(x, axis=1)),
     "rfft-irfft": lambda x: jnp.fft.irfft(jnp.fft.rfft(x, axis=1) * 2, n=16, axis=1),
@@ -131,6 +139,8 @@ FNS = {
     "exp": lambda x: jnp.exp(x) * 2 + 1,
     "cumsum-64": lambda x: jnp.cumsum(x.reshape(-1, 64), 1).reshape(-1, 16),
     "cumsum-17": lambda x: jnp.cumsum(jnp.concatenate([x, x[:, :1]], 1), 1)[:, :16],
+    "scan-fresh-step": scan_fresh_step,
+    "cond-fresh-branches": lambda x: jax.lax.cond(True, lambda a: a + 1, lambda a: a * 2, x),
 }
 """
 _EAGER: dict[str, object] = {}
@@ -171,7 +181,10 @@ def test_jax_s_trace_charges_an_eager_kernel_s_scratch(name, eager_peaks):
     # jnp.fft run eagerly holds two more arrays of its result's size beyond
     # its input and result, a cumulative sum along 64 elements one more, and
     # along 17 (XLA pads its axis to 32) nearly four: from the jaxpr alone
-    # these were planned at 1.2-1.8 times their budget. The true peak counts
+    # these were planned at 1.2-1.8 times their budget. A scan or cond whose
+    # body is made anew at each call is compiled by XLA at each (14-16 MB of
+    # the compiler's, before its results): a scan over x.T was planned at 1.46
+    # times its 20 MB budget. The true peak counts
     # the row slices as the input (made before the measurement here, so added).
     tracer = JaxprTracer(_EAGER["FNS"][name], (((16,), "float32"),), ((), {}))
     rows = 50_000

@@ -4,7 +4,8 @@ A kernel's workspace is not among what an operation returns: ``kthvalue``
 sorts a copy of its input with indices of its whole shape, ``logsumexp``
 holds ``exp(x - max)``, ``inv`` factors a copy, ``mm`` copies an operand
 BLAS cannot read as it lies, ``abs`` of a complex tensor computes a complex
-result first. Batches planned from the results alone took up to 10 times
+result first, a convolution packs its channels into oneDNN's blocks
+(float32) or unfolds its patches (im2col, other dtypes). Batches planned from the results alone took up to 10 times
 their budget. The dispatch meter's figure is compared here with a counting
 malloc's (every block torch allocates), measured in a child process (it must
 be preloaded), and the shape-only trace's for ``abs`` with the table's.
@@ -49,6 +50,15 @@ OPS = {
         lambda: ((r(8000, 64) * 50).to(torch.int8),), lambda x: torch.where(x > 0, x, 0.5)),
     "clamp-int32-float": (
         lambda: ((r(8000, 64) * 50).to(torch.int32),), lambda x: torch.clamp(x, 0.5, 60.5)),
+    "conv1d-f32-1ch": (lambda: (r(16000, 64).float(), r(1, 1, 5).float()),
+                       lambda x, w: torch.nn.functional.conv1d(x[:, None, :], w)[:, 0]),
+    "conv1d-f32-16ch": (lambda: (r(1000, 16, 64).float(), r(16, 16, 5).float()),
+                        torch.nn.functional.conv1d),
+    "conv1d-f32-depthwise": (lambda: (r(4000, 4, 64).float(), r(4, 1, 5).float()),
+                             lambda x, w: torch.nn.functional.conv1d(x, w, groups=4)),
+    "conv2d-f64": (lambda: (r(160, 3, 32, 32), r(4, 3, 3, 3)), torch.nn.functional.conv2d),
+    "conv1d-f64-groups": (lambda: (r(1000, 4, 64), r(4, 2, 5)),
+                          lambda x, w: torch.nn.functional.conv1d(x, w, groups=2)),
 }
 """
 
@@ -87,7 +97,19 @@ def ops():
 
 
 @pytest.mark.parametrize(
-    "name", ["kthvalue", "logsumexp", "inv", "mm-strided", "abs-complex"]
+    "name",
+    [
+        "kthvalue",
+        "logsumexp",
+        "inv",
+        "mm-strided",
+        "abs-complex",
+        "conv1d-f32-1ch",
+        "conv1d-f32-16ch",
+        "conv1d-f32-depthwise",
+        "conv2d-f64",
+        "conv1d-f64-groups",
+    ],
 )
 def test_the_dispatch_meter_charges_the_kernels_workspace(name, ops, true_peaks):
     make, op = ops[name]

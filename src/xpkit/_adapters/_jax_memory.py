@@ -167,6 +167,22 @@ def _bytes(aval: Value) -> int:
 _CUMULATIVE = frozenset({"cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp"})
 
 
+#: Host bytes XLA's CPU compiler holds while it compiles an eager control-flow
+#: primitive, and more per equation of its body (`_scratch`).
+_COMPILE = {"scan": 16_500_000, "while": 12_000_000, "cond": 10_000_000}
+_COMPILE_PER_EQUATION = 70_000
+
+
+def _equations(jaxpr: Value) -> int:
+    """How many equations ``jaxpr`` runs, its inner jaxprs' and branches' too."""
+    count = 0
+    for eqn in jaxpr.eqns:
+        count += 1 + sum(_equations(j) for j in _inner_jaxprs(eqn))
+        for branch in eqn.params.get("branches", ()):
+            count += _equations(getattr(branch, "jaxpr", branch))
+    return count
+
+
 def _scratch(eqn: Value, out: int) -> int:
     """The bytes an equation run eagerly on the CPU holds beyond its outputs.
 
@@ -178,8 +194,22 @@ def _scratch(eqn: Value, out: int) -> int:
     elements holds 1.1 (a multiple of 16) to 2 times its result, its axis
     padded to a multiple of 16 (3.8 times along 17). The same operations
     jitted are XLA's analysis's to count.
+
+    An eager ``scan``, ``while_loop`` (``fori_loop``) or ``cond`` compiles
+    its body with XLA at a call whose body JAX has not seen (a step function
+    defined inside ``fn`` is a new one at each call; any at a batch's new
+    shape): 14 to 16 MB of the compiler's own for ``scan`` (a one-line
+    body), 8 to 12 MB for ``while`` and ``cond``, and 65 kB more per
+    equation of the body (29 MB for a 240-equation body), all freed before
+    its results are made: the results take its place where they are larger.
     """
     name = eqn.primitive.name
+    if name in _COMPILE:
+        body = sum(_equations(j) for j in _inner_jaxprs(eqn))
+        body += sum(
+            _equations(getattr(b, "jaxpr", b)) for b in eqn.params.get("branches", ())
+        )
+        return max(_COMPILE[name] + _COMPILE_PER_EQUATION * body - out, 0)
     if name == "fft":
         return 2 * out
     if name in _CUMULATIVE:

@@ -4,8 +4,10 @@ Neither meter sees it by what an operation returns: ``kthvalue`` sorts a
 copy of its input with int64 indices of its whole shape, ``logsumexp`` holds
 ``exp(x - max)``, LAPACK's ``inv``, ``svd``, ``qr`` and ``lstsq`` work on a
 copy of the matrix, ``mm`` copies an operand BLAS cannot read as it lies
-(``x[:, ::2] @ w``). `workspace_bytes` gives it for an aten operation (its
-overload packet's name) from its operands and results; the dispatch meter
+(``x[:, ::2] @ w``), a convolution packs its channels into oneDNN's
+blocks (float32) or unfolds its patches (other dtypes). `workspace_bytes`
+gives it for an aten operation (its overload packet's name) from its
+operands and results; the dispatch meter
 adds it to the live bytes while the operation runs (`DispatchPeak`), and the
 shape-only trace where it follows the same operation (``abs`` of a complex
 array).
@@ -21,6 +23,7 @@ the CPU's only.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
@@ -175,6 +178,71 @@ def _copies(first: int) -> Rule:
     return rule
 
 
+@functools.cache
+def _channel_block() -> int:
+    """Channels oneDNN packs into a block on this CPU: 8 (AVX2), 16 (AVX-512)."""
+    import torch  # (torch is imported: an aten operation ran)
+
+    capability = str(torch.backends.cpu.get_cpu_capability())
+    return 8 if capability in ("DEFAULT", "AVX2", "ZVECTOR", "VSX") else 16
+
+
+def _ints(value: object, rank: int, default: int) -> tuple[int, ...]:
+    """A convolution's ``stride``/``padding``/``dilation`` option, one per axis."""
+    if isinstance(value, int):
+        return (value,) * rank
+    if isinstance(value, (list, tuple)) and value:
+        return tuple(int(v) for v in value)
+    return (default,) * rank
+
+
+def _convolution(
+    ins: Sequence[Operand], outs: Sequence[Operand], kw: Mapping[str, object]
+) -> int:
+    """The packed copies oneDNN makes (float32), else im2col's columns.
+
+    float32 goes to oneDNN where torch sends it (a batch of more than one
+    item, grouped, or large): it computes into a result of its own with the
+    output channels padded to a block (8 on AVX2) and copies that into
+    torch's, and packs the input into blocks of channels first where the
+    kernel needs them (at least a block of input channels per group, a 1x1
+    kernel, depthwise); the packed input is freed before torch's result is
+    made. Other dtypes unfold every item's patches at once (``(N, C/g *
+    prod(kernel), prod(output))``; one item at a time where dilated; none for
+    a 1x1 kernel of stride 1 and no padding), each group apart from a
+    contiguous copy of its input channels.
+    """
+    x, w, out = ins[0], ins[1], outs[0]
+    rank = len(x.shape) - 2
+    if kw.get("transposed") or rank < 1 or len(w.shape) != rank + 2:
+        return 0  # (a transposed convolution: not measured)
+    groups = max(_ints(kw.get("groups"), 1, 1)[0], 1)
+    n, ci, co = x.shape[0], x.shape[1], w.shape[0]
+    kernel = w.shape[2:]
+    space_in, space_out = math.prod(x.shape[2:]), math.prod(out.shape[2:])
+    big_kernel = rank >= 2 and min(kernel[-2:]) > 3
+    if (x.kind, x.itemsize) == ("f", 4) and (
+        groups > 1 or n > 1 or big_kernel or x.numel > 20480
+    ):
+        block = _channel_block()
+        padded = -(-co // block) * block
+        result = n * padded * space_out * x.itemsize
+        depthwise = groups > 1 and groups == ci
+        packed = all(k == 1 for k in kernel) or depthwise or ci // groups >= block
+        src = n * -(-ci // block) * block * space_in * x.itemsize if packed else 0
+        return result + max(src - out.nbytes, 0)
+    per_group = ci // groups
+    ones = all(k == 1 for k in kernel)
+    plain = ones and set(_ints(kw.get("stride"), rank, 1)) == {1}
+    plain = plain and set(_ints(kw.get("padding"), rank, 0)) == {0}
+    columns = 0 if plain else per_group * math.prod(kernel) * space_out * x.itemsize
+    if set(_ints(kw.get("dilation"), rank, 1)) == {1}:
+        columns *= n  # (undilated: every item's at once)
+    if groups == 1:
+        return columns
+    return max(n * per_group * space_in * x.itemsize + columns, out.nbytes)
+
+
 #: aten operation (overload packet) -> its workspace's bytes.
 _RULES: dict[str, Rule] = {
     "kthvalue": _kthvalue,
@@ -193,6 +261,7 @@ _RULES: dict[str, Rule] = {
     "mv": _copies(0),
     "addmm": _copies(1),
     "addmv": _copies(1),
+    "convolution": _convolution,
 }
 
 
