@@ -246,11 +246,9 @@ def _blocks(arrays: tuple[Array, ...]) -> Callable[[int], int]:
     library's chunks; one for an array in one piece).
     """
     owners = [(adapter_for_array(a), a) for a in arrays]
-
-    def blocks(rows: int) -> int:
-        return sum(1 if o is None else o.row_blocks(a, rows) for o, a in owners)
-
-    return blocks
+    return lambda rows: sum(
+        1 if o is None else o.row_blocks(a, rows) for o, a in owners
+    )
 
 
 def _profile(adapter: Adapter, device: str) -> Profile | None:
@@ -399,18 +397,11 @@ def _beyond_flat(
     ``limit`` or the rows run out (or the tracer cannot afford a trace).
     """
     ranked = sorted(points)
-    while (
-        len(ranked) >= 2 and ranked[-1][1] <= ranked[-2][1] and ranked[-1][1] <= limit
-    ):
-        rows = ranked[-1][0]
-        if rows >= n:
+    while len(ranked) > 1 and ranked[-1][1] <= min(ranked[-2][1], limit):
+        if ranked[-1][0] >= n or (found := exact(min(n, 8 * ranked[-1][0]))) is None:
             return
-        rows = min(n, 8 * rows)
-        found = exact(rows)
-        if found is None:
-            return
-        points.append((rows, float(found)))
-        ranked.append((rows, float(found)))
+        ranked.append((min(n, 8 * ranked[-1][0]), float(found)))
+        points.append(ranked[-1])
 
 
 # -- the probe ------------------------------------------------------------------
