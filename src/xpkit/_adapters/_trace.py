@@ -254,6 +254,7 @@ class Traits(TypedDict, total=False):
     view_bytes: int
     granule: int
     slices_copy: bool
+    bounded_masks: bool
     sort_indices: bool
     casts_whole: bool
     deferred_frees: bool
@@ -314,6 +315,11 @@ class Profile:
     slices_copy : bool
         A row slice of an input is a copy (JAX): the batch's input slices
         count as allocated.
+    bounded_masks : bool
+        ``x[mask]`` is followed at its largest, every element selected (its
+        true size depends on the values): NumPy, array-api-strict, CuPy,
+        JAX. False where the trace refuses it and a meter measures it
+        (torch's operations; Dask, whose chunks it leaves unknown).
     sort_indices : bool
         Sorting allocates the indices alongside the values (``torch.sort``).
     casts_whole : bool
@@ -360,6 +366,7 @@ class Profile:
     view_bytes: int = 0
     granule: int = 1
     slices_copy: bool = False
+    bounded_masks: bool = True
     sort_indices: bool = False
     casts_whole: bool = False
     deferred_frees: bool = False

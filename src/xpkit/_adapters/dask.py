@@ -221,6 +221,7 @@ class DaskAdapter(Adapter):
             # (a batch's slice of a chunk, at most half of it, is copied:
             # Dask's getitem; counted for every batch, on the safe side)
             "slices_copy": True,
+            "bounded_masks": False,  # (a mask leaves its chunks unknown)
         }
 
     def top_k(

@@ -268,12 +268,17 @@ class ShapeArray:
     # -- indexing ---------------------------------------------------------------
     def __getitem__(self, key: Value) -> ShapeArray:
         items = key if isinstance(key, tuple) else (key,)
-        parts = [_index_item(self._trace, item) for item in items]
+        parts = [p for item in items for p in _index_parts(self._trace, item)]
         ints = rules.ints_advanced(self._trace.profile)
         expanded = rules.expanded_index(self.shape, parts)
         shape, copies, contiguous = rules.indexed(self.shape, expanded, ints)
         if copies:  # (NumPy's is a view of its buffer unless an index array leads)
             copy = made(self._trace, shape, self._name, (self,))
+            if len(items) > 1 or len(parts) < self.ndim:
+                # (NumPy turns a mask beside other indices into its index
+                # arrays, held while the result is filled)
+                masks = [math.prod(i.shape) * i.ndim for i in items if _is_mask(i)]
+                self._trace.spike(8 * sum(masks))
             return copy if isinstance(parts[0], tuple) else unowned(copy)
         unit = strides.unit_after_index(self._unit, self.shape, expanded)
         return view_of(
@@ -510,22 +515,35 @@ def _operand(trace: Trace, x: Value) -> tuple[rules.Shape, str | None, Value]:
     return a.shape, a._name, a
 
 
-def _index_item(trace: Trace, item: Value) -> object:
-    """One item of an index as `rules.indexed` reads it."""
+def _index_parts(trace: Trace, item: Value) -> list[object]:
+    """One item of an index as `rules.indexed` reads it (a mask: its index arrays).
+
+    A boolean mask selects as many elements as it holds True values: NumPy
+    indexes with its ``nonzero()``, an index array per axis of the mask. Where
+    the profile bounds masks, each is as long as the mask (every element
+    selected: the most it can be), else the trace refuses it.
+    """
     if item is None or item is Ellipsis or isinstance(item, slice):
-        return item
+        return [item]
     if isinstance(item, int | np.integer) and not isinstance(item, bool):
-        return int(item)
+        return [int(item)]
     if isinstance(item, list):
-        return tuple(np.shape(item))
+        return [tuple(np.shape(item))]
     if isinstance(item, bool):
         msg = "an index of a Python bool"
         raise trace.refuse(msg)
     a = lift(trace, item)
-    if a._name == "bool":
+    if a._name != "bool":
+        return [a.shape]
+    if not trace.profile.bounded_masks or not a.shape:
         msg = "a boolean mask (its result's shape depends on values)"
         raise trace.refuse(msg)
-    return a.shape
+    return [(math.prod(a.shape),)] * len(a.shape)
+
+
+def _is_mask(item: Value) -> bool:
+    """Whether an index item is a boolean array (a mask)."""
+    return hasattr(item, "shape") and "bool" in str(getattr(item, "dtype", ""))
 
 
 # -- elementwise -----------------------------------------------------------------
