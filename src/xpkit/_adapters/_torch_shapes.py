@@ -47,6 +47,7 @@ def torch_traits(kind: str, caching_allocator: bool) -> Traits:
         "strided_matmul_copies": True,
         "dtype_rules": _DTYPE_RULES,
         "bounded_masks": False,  # (its operations' meter sees the true size)
+        "norms": "fused",
     }
     if kind == "cpu":
         traits["granule"] = 64

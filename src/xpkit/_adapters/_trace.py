@@ -262,6 +262,8 @@ class Traits(TypedDict, total=False):
     strided_matmul_copies: bool
     dtype_rules: DtypeRules
     workspace: Workspace | None
+    norms: str
+    centred_spread: bool
 
 
 @dataclass(frozen=True)
@@ -343,6 +345,16 @@ class Profile:
         library's name of it and its operands' shapes and dtypes (torch's
         CPU ``abs`` of a complex array computes a complex result first);
         None: none.
+    norms : {"squares", "numpy", "fused", "eager"}
+        How ``linalg.vector_norm`` and ``matrix_norm`` allocate
+        (`xpkit._adapters._shapes._norms`): NumPy's Python over whole
+        temporaries, one kernel (torch), one array an operation (JAX's
+        eager ``vector_norm``); ``"squares"``: ``|x| ** ord`` whole, then
+        its reduction.
+    centred_spread : bool
+        ``var`` and ``std`` hold a centred copy of their input while they
+        run though the library is not NumPy (XLA's CPU program, at some
+        sizes); NumPy's own do so anyway (`numpy_internals`).
     """
 
     library: str
@@ -374,6 +386,8 @@ class Profile:
     strided_matmul_copies: bool = False
     dtype_rules: DtypeRules = field(default_factory=DtypeRules)
     workspace: Workspace | None = None
+    norms: str = "squares"
+    centred_spread: bool = False
 
     def dtype(self, name: str) -> DType:
         """The library's dtype object named ``name`` (CannotFollow if not held)."""

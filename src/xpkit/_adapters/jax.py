@@ -237,12 +237,14 @@ class JaxAdapter(Adapter):
             "slices_copy": True,
             "deferred_frees": True,
             "dtype_rules": _DTYPE_RULES,
+            "norms": "eager",
         }
         if self.is_gpu(device):
             traits["granule"] = 256
         else:
             traits["granule"] = 64
             traits["array_bytes"] = _CPU_ARRAY_BYTES
+            traits["centred_spread"] = True  # (measured on the CPU only)
         return traits
 
     def library_tracer(

@@ -227,6 +227,7 @@ class NumpyAdapter(Adapter):
             "dtype_rules": DtypeRules(numpy_tables=True),
             "elides": True,
             "numpy_internals": True,
+            "norms": "numpy",
             "array_bytes": HOST_ARRAY_BYTES,
             "dim_bytes": _DIM_BYTES,
             "view_bytes": HOST_ARRAY_BYTES,

@@ -182,6 +182,7 @@ class StrictAdapter(Adapter):
         return {
             "dtype_rules": DtypeRules(numpy_tables=True),
             "numpy_internals": True,
+            "norms": "numpy",
             "array_bytes": _WRAPPED_ARRAY_BYTES,
             "dim_bytes": 16,
             "view_bytes": _WRAPPED_ARRAY_BYTES,

@@ -14,6 +14,7 @@ from . import _rules as rules
 from . import _strides as strides
 from ._array import ShapeArray, copy_of, lift, made, unowned, view_of
 from ._manipulation import matrix_transpose
+from ._norms import matrix_norm, vector_norm
 from ._statistics import reduction
 
 if TYPE_CHECKING:
@@ -255,30 +256,6 @@ def matrix_rank(x: Value, /, *, rtol: Value = None) -> ShapeArray:
     return _decomposed(a, [(a.shape[:-2], a._trace.profile.default_int)], gufunc=False)[
         0
     ]
-
-
-def matrix_norm(
-    x: Value, /, *, keepdims: bool = False, ord: Value = "fro"
-) -> ShapeArray:
-    """Norms of the matrices."""
-    a = _array(x)
-    return reduction(a, "mean", (-2, -1), keepdims, _real(_inexact(a)))
-
-
-def vector_norm(
-    x: Value,
-    /,
-    *,
-    axis: Value = None,
-    keepdims: bool = False,
-    ord: Value = 2,
-) -> ShapeArray:
-    """Norms of the vectors along ``axis``."""
-    a = _array(x)
-    squares = made(a._trace, a.shape, _real(_inexact(a)), (a,))  # |x| ** ord, summed
-    result = reduction(squares, "mean", axis, keepdims, None)
-    del squares
-    return result
 
 
 def solve(x1: Value, x2: Value, /) -> ShapeArray:

@@ -20,6 +20,7 @@ from . import _creation as creation
 from . import _fft as fft
 from . import _linalg as linalg
 from . import _manipulation as manipulation
+from . import _norms as norms
 from . import _numpy_calculus as numpy_calculus
 from . import _numpy_composites as numpy_composites
 from . import _numpy_layout as numpy_layout
@@ -250,12 +251,6 @@ def _dot(a: Value, b: Value, out: Value = None) -> ShapeArray:
     return linalg.matmul(a, b)
 
 
-def _norm(
-    x: Value, ord: Value = None, axis: Value = None, keepdims: bool = False
-) -> ShapeArray:
-    return linalg.vector_norm(x, axis=axis, keepdims=keepdims)
-
-
 def _clip(
     a: Value, a_min: Value = None, a_max: Value = None, out: Value = None, **kw: Value
 ) -> ShapeArray:
@@ -385,7 +380,9 @@ FUNCTIONS: dict[str, Callable[..., object]] = {
         linalg.svd(a, full_matrices=full_matrices) if compute_uv else linalg.svdvals(a)
     ),
     "pinv": lambda a, **kw: linalg.pinv(a),
-    "norm": _norm,
+    "norm": norms.numpy_norm,
+    "vector_norm": norms.numpy_vector_norm,
+    "matrix_norm": norms.numpy_matrix_norm,
     "matrix_rank": lambda A, **kw: linalg.matrix_rank(A),
     "matrix_power": linalg.matrix_power,
     "nonzero": _refuse("nonzero"),

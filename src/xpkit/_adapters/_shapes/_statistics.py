@@ -289,7 +289,7 @@ def reduction(
         x._trace.release(x._trace.hold(rules.ITERATOR_BYTES))
     if rule == "spread":  # (of a complex array: real)
         dtype, rule = dtype or rules.REDUCED_DTYPES["spread"](profile, x._name), "mean"
-        if profile.numpy_internals:
+        if profile.numpy_internals or profile.centred_spread:
             centred = made(x._trace, x.shape, rules.float_of(profile, x._name), (x,))
             result = reduction(x, rule, axis, keepdims, dtype)
             del centred
