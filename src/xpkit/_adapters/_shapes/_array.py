@@ -277,8 +277,8 @@ class ShapeArray:
             if len(items) > 1 or len(parts) < self.ndim:
                 # (NumPy turns a mask beside other indices into its index
                 # arrays, held while the result is filled)
-                masks = [math.prod(i.shape) * i.ndim for i in items if _is_mask(i)]
-                self._trace.spike(8 * sum(masks))
+                masks = [i for i in items if "bool" in str(getattr(i, "dtype", ""))]
+                self._trace.spike(8 * sum(math.prod(m.shape) * m.ndim for m in masks))
             return copy if isinstance(parts[0], tuple) else unowned(copy)
         unit = strides.unit_after_index(self._unit, self.shape, expanded)
         return view_of(
@@ -539,11 +539,6 @@ def _index_parts(trace: Trace, item: Value) -> list[object]:
         msg = "a boolean mask (its result's shape depends on values)"
         raise trace.refuse(msg)
     return [(math.prod(a.shape),)] * len(a.shape)
-
-
-def _is_mask(item: Value) -> bool:
-    """Whether an index item is a boolean array (a mask)."""
-    return hasattr(item, "shape") and "bool" in str(getattr(item, "dtype", ""))
 
 
 # -- elementwise -----------------------------------------------------------------
