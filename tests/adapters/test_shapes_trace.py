@@ -246,6 +246,8 @@ _W = np.ones((64, 64))
         (lambda a: np.diff(a, n=2, axis=1), "float64"),
         (lambda a: np.diff(a, n=3, axis=1), "float64"),
         (lambda a: np.take(a, [0, 3, 5, 7] * 16, axis=1) * 2, "float64"),
+        (lambda a: np.exp(a * 2, out=np.empty_like(a)), "float64"),
+        (lambda a: np.add(a, 1, out=(np.empty_like(a),)), "float64"),
     ],
     ids=[
         "index-array-after-a-slice",
@@ -260,13 +262,16 @@ _W = np.ones((64, 64))
         "diff-2",
         "diff-3",
         "take-a-list",
+        "ufunc-out",
+        "ufunc-out-tuple",
     ],
 )
 def test_what_numpy_makes_beside_the_result_is_traced(numpy_profile, fn, dtype):
     """Each was traced at half its peak: a view of a buffer NumPy made
     taken for a temporary ``* 2`` reuses (elision takes arrays that own
     their data only), a cast of the input before an accumulation, the last
-    difference held while the next is made."""
+    difference held while the next is made. A ufunc's ``out=`` was traced
+    at twice its peak (a result made, then dropped for ``out``)."""
     shape = (2000, 64)
     traced = ShapeTracer(numpy_profile, fn, ((shape[1:], dtype),)).peak(shape[0])
     real = numpy_peak(fn, np.ones(shape, dtype=dtype))

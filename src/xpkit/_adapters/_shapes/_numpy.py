@@ -66,6 +66,9 @@ def array_ufunc(
         msg = f"numpy.{ufunc.__name__} of a NumPy operand and a {trace.profile.library} array"
         raise trace.refuse(msg)
     out = kwargs.pop("out", None)
+    if out is not None and method == "__call__":  # into the caller's: nothing new
+        _resolve(trace, ufunc, inputs, kwargs)  # (its dtypes, as NumPy checks them)
+        return out[0] if isinstance(out, tuple) and len(out) == 1 else out
     if method == "__call__":
         result = _call(trace, ufunc, inputs, kwargs)
     elif method in ("reduce", "accumulate"):
