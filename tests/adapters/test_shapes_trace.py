@@ -100,6 +100,13 @@ def test_a_boolean_mask_is_followed_at_its_largest_or_refused(xpkit_backend):
     assert every.shape == (15,)
     assert rows.shape == (5, 2)
 
+    def held(trace):  # a mask fn holds, its values at hand: its True values
+        x = given(trace, (5, 3), "float32")
+        return x[:, np.array([True, False, True])]
+
+    columns, _ = _in_trace(profile, held)
+    assert columns.shape == (5, 2)
+
 
 def _sqrt_where_positive(a):
     y = np.zeros_like(a)

@@ -520,8 +520,9 @@ def _index_parts(trace: Trace, item: Value) -> list[object]:
 
     A boolean mask selects as many elements as it holds True values: NumPy
     indexes with its ``nonzero()``, an index array per axis of the mask. Where
-    the profile bounds masks, each is as long as the mask (every element
-    selected: the most it can be), else the trace refuses it.
+    the profile bounds masks, each is as long as the mask's True values where
+    its values are at hand (a NumPy array ``fn`` holds), else as the mask
+    (every element selected: the most it can be); else the trace refuses it.
     """
     if item is None or item is Ellipsis or isinstance(item, slice):
         return [item]
@@ -538,7 +539,8 @@ def _index_parts(trace: Trace, item: Value) -> list[object]:
     if not trace.profile.bounded_masks or not a.shape:
         msg = "a boolean mask (its result's shape depends on values)"
         raise trace.refuse(msg)
-    return [(math.prod(a.shape),)] * len(a.shape)
+    held = isinstance(item, np.ndarray)  # (not shape-only: its True values count)
+    return [(int(np.count_nonzero(item)) if held else math.prod(a.shape),)] * a.ndim
 
 
 # -- elementwise -----------------------------------------------------------------
