@@ -235,6 +235,12 @@ def test_temporary_elision_as_numpy_does_it(numpy_profile, fn, arrays):
 _W = np.ones((64, 64))
 
 
+def _add_its_mirror_in_place(a):
+    b = a * 1.0
+    np.add(b, b[:, ::-1], out=b)  # (NumPy copies the input that overlaps out)
+    return b
+
+
 @pytest.mark.parametrize(
     ("fn", "dtype"),
     [
@@ -255,6 +261,7 @@ _W = np.ones((64, 64))
         (lambda a: np.take(a, [0, 3, 5, 7] * 16, axis=1) * 2, "float64"),
         (lambda a: np.exp(a * 2, out=np.empty_like(a)), "float64"),
         (lambda a: np.add(a, 1, out=(np.empty_like(a),)), "float64"),
+        (_add_its_mirror_in_place, "float64"),
     ],
     ids=[
         "index-array-after-a-slice",
@@ -271,6 +278,7 @@ _W = np.ones((64, 64))
         "take-a-list",
         "ufunc-out",
         "ufunc-out-tuple",
+        "ufunc-out-overlapping-an-input",
     ],
 )
 def test_what_numpy_makes_beside_the_result_is_traced(numpy_profile, fn, dtype):
@@ -278,7 +286,8 @@ def test_what_numpy_makes_beside_the_result_is_traced(numpy_profile, fn, dtype):
     taken for a temporary ``* 2`` reuses (elision takes arrays that own
     their data only), a cast of the input before an accumulation, the last
     difference held while the next is made. A ufunc's ``out=`` was traced
-    at twice its peak (a result made, then dropped for ``out``)."""
+    at twice its peak (a result made, then dropped for ``out``); an input
+    that overlaps ``out`` without being it is copied first."""
     shape = (2000, 64)
     traced = ShapeTracer(numpy_profile, fn, ((shape[1:], dtype),)).peak(shape[0])
     real = numpy_peak(fn, np.ones(shape, dtype=dtype))

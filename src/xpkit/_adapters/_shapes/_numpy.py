@@ -68,6 +68,8 @@ def array_ufunc(
     out = kwargs.pop("out", None)
     if out is not None and method == "__call__":  # into the caller's: nothing new
         _resolve(trace, ufunc, inputs, kwargs)  # (its dtypes, as NumPy checks them)
+        outs = out if isinstance(out, tuple) else (out,)
+        trace.spike(sum(v.nbytes for v in inputs if _overlaps(v, outs)))
         return out[0] if isinstance(out, tuple) and len(out) == 1 else out
     if method == "__call__":
         result = _call(trace, ufunc, inputs, kwargs)
@@ -85,6 +87,20 @@ def array_ufunc(
     if out is not None:  # written into the caller's arrays: nothing new
         return out[0] if isinstance(out, tuple) and len(out) == 1 else out
     return result
+
+
+def _overlaps(v: Value, outs: tuple[Value, ...]) -> bool:
+    """Whether input ``v`` shares memory with an output it is not: NumPy copies it.
+
+    (An input that is the output itself is read in place.)
+    """
+    if not isinstance(v, ShapeArray) or any(v is o for o in outs):
+        return False
+
+    def owner(a: ShapeArray) -> ShapeArray:
+        return a if a._base is None else a._base
+
+    return any(isinstance(o, ShapeArray) and owner(o) is owner(v) for o in outs)
 
 
 def _resolve(
