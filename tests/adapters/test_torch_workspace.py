@@ -59,6 +59,12 @@ OPS = {
     "conv2d-f64": (lambda: (r(160, 3, 32, 32), r(4, 3, 3, 3)), torch.nn.functional.conv2d),
     "conv1d-f64-groups": (lambda: (r(1000, 4, 64), r(4, 2, 5)),
                           lambda x, w: torch.nn.functional.conv1d(x, w, groups=2)),
+    "convT1d-f32-1ch": (lambda: (r(8000, 1, 64).float(), r(1, 1, 5).float()),
+                        torch.nn.functional.conv_transpose1d),
+    "convT2d-f32-stride": (lambda: (r(200, 3, 32, 32).float(), r(3, 4, 3, 3).float()),
+                           lambda x, w: torch.nn.functional.conv_transpose2d(x, w, stride=2)),
+    "convT2d-f64": (lambda: (r(200, 3, 32, 32), r(3, 4, 3, 3)),
+                    torch.nn.functional.conv_transpose2d),
 }
 """
 
@@ -109,6 +115,9 @@ def ops():
         "conv1d-f32-depthwise",
         "conv2d-f64",
         "conv1d-f64-groups",
+        "convT1d-f32-1ch",
+        "convT2d-f32-stride",
+        "convT2d-f64",
     ],
 )
 def test_the_dispatch_meter_charges_the_kernels_workspace(name, ops, true_peaks):

@@ -210,14 +210,19 @@ def _convolution(
     made. Other dtypes unfold every item's patches at once (``(N, C/g *
     prod(kernel), prod(output))``; one item at a time where dilated; none for
     a 1x1 kernel of stride 1 and no padding), each group apart from a
-    contiguous copy of its input channels.
+    contiguous copy of its input channels. A transposed convolution's
+    float32 input is always packed; other dtypes hold col2im's columns for
+    the whole batch, ``(N, Co/g * prod(kernel), prod(input))`` (measured
+    ungrouped and undilated: 1-d and 2-d, strides 1 and 2).
     """
     x, w, out = ins[0], ins[1], outs[0]
     rank = len(x.shape) - 2
-    if kw.get("transposed") or rank < 1 or len(w.shape) != rank + 2:
-        return 0  # (a transposed convolution: not measured)
+    if rank < 1 or len(w.shape) != rank + 2:
+        return 0
     groups = max(_ints(kw.get("groups"), 1, 1)[0], 1)
-    n, ci, co = x.shape[0], x.shape[1], w.shape[0]
+    transposed = bool(kw.get("transposed"))
+    n, ci = x.shape[0], x.shape[1]
+    co = w.shape[1] * groups if transposed else w.shape[0]
     kernel = w.shape[2:]
     space_in, space_out = math.prod(x.shape[2:]), math.prod(out.shape[2:])
     big_kernel = rank >= 2 and min(kernel[-2:]) > 3
@@ -229,8 +234,11 @@ def _convolution(
         result = n * padded * space_out * x.itemsize
         depthwise = groups > 1 and groups == ci
         packed = all(k == 1 for k in kernel) or depthwise or ci // groups >= block
+        packed = packed or transposed  # (a transposed one's always: measured)
         src = n * -(-ci // block) * block * space_in * x.itemsize if packed else 0
         return result + max(src - out.nbytes, 0)
+    if transposed:  # col2im's columns, every item's at once (undilated, ungrouped)
+        return n * w.shape[1] * math.prod(kernel) * space_in * x.itemsize
     per_group = ci // groups
     ones = all(k == 1 for k in kernel)
     plain = ones and set(_ints(kw.get("stride"), rank, 1)) == {1}
