@@ -398,10 +398,11 @@ def _beyond_flat(
     """
     ranked = sorted(points)
     while len(ranked) > 1 and ranked[-1][1] <= min(ranked[-2][1], limit):
-        if ranked[-1][0] >= n or (found := exact(min(n, 8 * ranked[-1][0]))) is None:
-            return
-        ranked.append((min(n, 8 * ranked[-1][0]), float(found)))
-        points.append(ranked[-1])
+        rows = min(n, 8 * ranked[-1][0])
+        if rows == ranked[-1][0] or (found := exact(rows)) is None:
+            break  # (every row traced, or no trace affordable)
+        ranked.append((rows, float(found)))
+    points[:] = ranked
 
 
 # -- the probe ------------------------------------------------------------------

@@ -340,8 +340,11 @@ def _local_batch(request: BatchRequest, cost: Cost, left: int, budget: float) ->
     if cost.exact is not None:
         batch = refine(cost, batch, floor, left, budget, request.overhead)
     traced = cost.exact(floor) if cost.exact is not None and batch <= floor else None
-    peak = cost.peak(floor) if traced is None else float(traced)
-    if batch <= floor and (need := request.overhead * peak / BYTES_PER_GB) > budget:
+    if (
+        batch <= floor
+        and (need := request.overhead * (traced or cost.peak(floor)) / BYTES_PER_GB)
+        > budget
+    ):
         logger().warning(
             "map_batches: fn needs %.3g GB for %d rows (min_batch=%s; %s), more "
             "than the %.3g GB budget; running batches of %d rows",

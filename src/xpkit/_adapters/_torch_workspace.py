@@ -233,8 +233,9 @@ def _convolution(
         padded = -(-co // block) * block
         result = n * padded * space_out * x.itemsize
         depthwise = groups > 1 and groups == ci
-        packed = all(k == 1 for k in kernel) or depthwise or ci // groups >= block
-        packed = packed or transposed  # (a transposed one's always: measured)
+        # (a transposed convolution packs its input always: measured)
+        packed = transposed or depthwise or ci // groups >= block
+        packed = packed or all(k == 1 for k in kernel)
         src = n * -(-ci // block) * block * space_in * x.itemsize if packed else 0
         return result + max(src - out.nbytes, 0)
     if transposed:  # col2im's columns, every item's at once (undilated, ungrouped)

@@ -268,7 +268,8 @@ class ShapeArray:
     # -- indexing ---------------------------------------------------------------
     def __getitem__(self, key: Value) -> ShapeArray:
         items = key if isinstance(key, tuple) else (key,)
-        parts = [p for item in items for p in _index_parts(self._trace, item)]
+        parsed = [_index_parts(self._trace, item) for item in items]
+        parts = [p for found, _ in parsed for p in found]
         ints = rules.ints_advanced(self._trace.profile)
         expanded = rules.expanded_index(self.shape, parts)
         shape, copies, contiguous = rules.indexed(self.shape, expanded, ints)
@@ -277,8 +278,7 @@ class ShapeArray:
             if len(items) > 1 or len(parts) < self.ndim:
                 # (NumPy turns a mask beside other indices into its index
                 # arrays, held while the result is filled)
-                masks = [i for i in items if "bool" in str(getattr(i, "dtype", ""))]
-                self._trace.spike(8 * sum(math.prod(m.shape) * m.ndim for m in masks))
+                self._trace.spike(sum(nbytes for _, nbytes in parsed))
             return copy if isinstance(parts[0], tuple) else unowned(copy)
         unit = strides.unit_after_index(self._unit, self.shape, expanded)
         return view_of(
@@ -515,32 +515,34 @@ def _operand(trace: Trace, x: Value) -> tuple[rules.Shape, str | None, Value]:
     return a.shape, a._name, a
 
 
-def _index_parts(trace: Trace, item: Value) -> list[object]:
-    """One item of an index as `rules.indexed` reads it (a mask: its index arrays).
+def _index_parts(trace: Trace, item: Value) -> tuple[list[object], int]:
+    """One item of an index as `rules.indexed` reads it, and a mask's index bytes.
 
     A boolean mask selects as many elements as it holds True values: NumPy
-    indexes with its ``nonzero()``, an index array per axis of the mask. Where
-    the profile bounds masks, each is as long as the mask's True values where
-    its values are at hand (a NumPy array ``fn`` holds), else as the mask
-    (every element selected: the most it can be); else the trace refuses it.
+    indexes with its ``nonzero()``, an int64 index array per axis of the
+    mask. Where the profile bounds masks, each is as long as the mask's True
+    values where its values are at hand (a NumPy array ``fn`` holds), else
+    as the mask (every element selected: the most it can be); else the trace
+    refuses it.
     """
     if item is None or item is Ellipsis or isinstance(item, slice):
-        return [item]
+        return [item], 0
     if isinstance(item, int | np.integer) and not isinstance(item, bool):
-        return [int(item)]
+        return [int(item)], 0
     if isinstance(item, list):
-        return [tuple(np.shape(item))]
+        return [tuple(np.shape(item))], 0
     if isinstance(item, bool):
         msg = "an index of a Python bool"
         raise trace.refuse(msg)
     a = lift(trace, item)
     if a._name != "bool":
-        return [a.shape]
+        return [a.shape], 0
     if not trace.profile.bounded_masks or not a.shape:
         msg = "a boolean mask (its result's shape depends on values)"
         raise trace.refuse(msg)
-    held = isinstance(item, np.ndarray)  # (not shape-only: its True values count)
-    return [(int(np.count_nonzero(item)) if held else math.prod(a.shape),)] * a.ndim
+    # (a NumPy array fn holds is not shape-only: its True values count)
+    count = int(np.count_nonzero(item)) if isinstance(item, np.ndarray) else a.size
+    return [(count,)] * a.ndim, 8 * count * a.ndim
 
 
 # -- elementwise -----------------------------------------------------------------
