@@ -65,6 +65,20 @@ OPS = {
                            lambda x, w: torch.nn.functional.conv_transpose2d(x, w, stride=2)),
     "convT2d-f64": (lambda: (r(200, 3, 32, 32), r(3, 4, 3, 3)),
                     torch.nn.functional.conv_transpose2d),
+    "convT2d-f32-stride-16ch": (lambda: (r(100, 16, 32, 32).float(), r(16, 16, 3, 3).float()),
+                                lambda x, w: torch.nn.functional.conv_transpose2d(x, w, stride=2)),
+    "convT1d-f32-stride-to-1ch": (lambda: (r(2000, 32, 64).float(), r(32, 1, 5).float()),
+                                  lambda x, w: torch.nn.functional.conv_transpose1d(x, w, stride=2)),
+    "convT2d-f32-stride-dilated": (lambda: (r(200, 3, 32, 32).float(), r(3, 4, 3, 3).float()),
+                                   lambda x, w: torch.nn.functional.conv_transpose2d(x, w, stride=2, dilation=2)),
+    "convT2d-f32-stride-groups": (lambda: (r(50, 48, 32, 32).float(), r(48, 24, 3, 3).float()),
+                                  lambda x, w: torch.nn.functional.conv_transpose2d(x, w, stride=2, groups=2)),
+    "convT2d-f32-groups": (lambda: (r(200, 8, 32, 32).float(), r(8, 4, 3, 3).float()),
+                           lambda x, w: torch.nn.functional.conv_transpose2d(x, w, groups=2)),
+    "convT2d-f64-depthwise": (lambda: (r(100, 16, 32, 32), r(16, 1, 3, 3)),
+                              lambda x, w: torch.nn.functional.conv_transpose2d(x, w, stride=2, groups=16)),
+    "convT3d-f64": (lambda: (r(20, 3, 16, 16, 16), r(3, 4, 3, 3, 3)),
+                    lambda x, w: torch.nn.functional.conv_transpose3d(x, w, stride=2)),
 }
 """
 
@@ -118,6 +132,13 @@ def ops():
         "convT1d-f32-1ch",
         "convT2d-f32-stride",
         "convT2d-f64",
+        "convT2d-f32-stride-16ch",
+        "convT1d-f32-stride-to-1ch",
+        "convT2d-f32-stride-dilated",
+        "convT2d-f32-stride-groups",
+        "convT2d-f32-groups",
+        "convT2d-f64-depthwise",
+        "convT3d-f64",
     ],
 )
 def test_the_dispatch_meter_charges_the_kernels_workspace(name, ops, true_peaks):

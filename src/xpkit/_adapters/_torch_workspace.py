@@ -203,17 +203,15 @@ def _convolution(
 
     float32 goes to oneDNN where torch sends it (a batch of more than one
     item, grouped, or large): it computes into a result of its own with the
-    output channels padded to a block (8 on AVX2) and copies that into
-    torch's, and packs the input into blocks of channels first where the
-    kernel needs them (at least a block of input channels per group, a 1x1
-    kernel, depthwise); the packed input is freed before torch's result is
-    made. Other dtypes unfold every item's patches at once (``(N, C/g *
-    prod(kernel), prod(output))``; one item at a time where dilated; none for
-    a 1x1 kernel of stride 1 and no padding), each group apart from a
-    contiguous copy of its input channels. A transposed convolution's
-    float32 input is always packed; other dtypes hold col2im's columns for
-    the whole batch, ``(N, Co/g * prod(kernel), prod(input))`` (measured
-    ungrouped and undilated: 1-d and 2-d, strides 1 and 2).
+    output channels padded to a block (8 on AVX2, 16 on AVX-512) and copies
+    that into torch's, and packs the input into blocks of channels first
+    where the kernel needs them (at least a block of input channels per
+    group, a 1x1 kernel, depthwise); the packed input is freed before
+    torch's result is made. Other dtypes unfold every item's patches at once
+    (``(N, C/g * prod(kernel), prod(output))``; one item at a time where
+    dilated; none for a 1x1 kernel of stride 1 and no padding), each group
+    apart from a contiguous copy of its input channels. A transposed
+    convolution (`_transposed`) takes other paths.
     """
     x, w, out = ins[0], ins[1], outs[0]
     rank = len(x.shape) - 2
@@ -226,20 +224,21 @@ def _convolution(
     kernel = w.shape[2:]
     space_in, space_out = math.prod(x.shape[2:]), math.prod(out.shape[2:])
     big_kernel = rank >= 2 and min(kernel[-2:]) > 3
-    if (x.kind, x.itemsize) == ("f", 4) and (
+    one_dnn = (x.kind, x.itemsize) == ("f", 4) and (
         groups > 1 or n > 1 or big_kernel or x.numel > 20480
-    ):
+    )
+    depthwise = groups > 1 and groups == ci
+    if transposed and not (one_dnn and depthwise):
+        return _transposed(x, w, out, kw, one_dnn)
+    if one_dnn:
         block = _channel_block()
         padded = -(-co // block) * block
         result = n * padded * space_out * x.itemsize
-        depthwise = groups > 1 and groups == ci
         # (a transposed convolution packs its input always: measured)
         packed = transposed or depthwise or ci // groups >= block
         packed = packed or all(k == 1 for k in kernel)
         src = n * -(-ci // block) * block * space_in * x.itemsize if packed else 0
         return result + max(src - out.nbytes, 0)
-    if transposed:  # col2im's columns, every item's at once (undilated, ungrouped)
-        return n * w.shape[1] * math.prod(kernel) * space_in * x.itemsize
     per_group = ci // groups
     ones = all(k == 1 for k in kernel)
     plain = ones and set(_ints(kw.get("stride"), rank, 1)) == {1}
@@ -250,6 +249,43 @@ def _convolution(
     if groups == 1:
         return columns
     return max(n * per_group * space_in * x.itemsize + columns, out.nbytes)
+
+
+def _transposed(
+    x: Operand, w: Operand, out: Operand, kw: Mapping[str, object], one_dnn: bool
+) -> int:
+    """A transposed convolution's workspace, but oneDNN's depthwise one.
+
+    float32 on oneDNN (measured on AVX2 and AVX-512, 1-3-d): with a stride
+    above 1, the larger of the input packed (its size) and a result of its
+    own held twice (once for one output channel), where ungrouped or with
+    more than a block of input channels per group; else, and where dilated,
+    one result of its own; at stride 1, ungrouped, the output channels
+    padded to a block and the input packed into blocks, always.
+    Other dtypes hold col2im's columns, ``(N, Co/g * prod(kernel),
+    prod(input))`` (3-d: one item's at a time), grouped beside a copy of a
+    group's input channels, or a result of its own where that is larger.
+    """
+    rank = len(x.shape) - 2
+    groups = max(_ints(kw.get("groups"), 1, 1)[0], 1)
+    n, space_in = x.shape[0], math.prod(x.shape[2:])
+    ci = x.shape[1] // groups
+    if one_dnn:
+        strided = set(_ints(kw.get("stride"), rank, 1)) != {1}
+        dilated = set(_ints(kw.get("dilation"), rank, 1)) != {1}
+        block = _channel_block()
+        if (dilated and strided) or (groups > 1 and not (strided and ci > block)):
+            return out.nbytes
+        if strided:
+            return max(out.nbytes * (2 if out.shape[1] > 1 else 1), x.nbytes)
+        result = n * -(-out.shape[1] // block) * block * math.prod(out.shape[2:])
+        src = n * -(-x.shape[1] // block) * block * space_in
+        return (result + max(src - out.numel, 0)) * x.itemsize
+    columns = w.shape[1] * math.prod(w.shape[2:]) * space_in * x.itemsize
+    columns *= 1 if rank >= 3 else n
+    if groups == 1:
+        return columns
+    return max(x.nbytes // groups + columns, out.nbytes)
 
 
 #: aten operation (overload packet) -> its workspace's bytes.
