@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import hashlib
 import json
 import logging
 import os
@@ -497,6 +498,39 @@ def test_a_sampler_always_runnable_does_not_keep_a_still_measurement_working(
     release.set()
     first.join(30)
     assert waited < _peak.WAIT_SECONDS / 2, waited
+
+
+def test_a_samplers_costly_reads_do_not_keep_a_still_measurement_working(
+    monkeypatch,
+):
+    """A heap of tens of thousands of free blocks makes each of the sampler's
+    readings cost up to 2 ms of CPU: the sampler alone used 40% of a CPU, the
+    process looked busy, and a waiter beside an idle measurement waited all
+    its WAIT_SECONDS (a worker thread of ``map_batches`` in CI, >120 s)."""
+    monkeypatch.setattr(_peak, "WAIT_SECONDS", 20.0)
+    burn = os.urandom(1 << 25)
+    release, sampling = threading.Event(), threading.Event()
+
+    def costly_read() -> int:  # (hashing releases the GIL, as mallinfo2 does)
+        hashlib.sha256(burn).digest()
+        return 0
+
+    def idle():  # holds the turn, still, while its sampler burns CPU
+        sampler = _peak._Sampler(costly_read)
+        sampling.set()
+        release.wait(120)
+        sampler.stop()
+        return 1
+
+    first = threading.Thread(target=lambda: _Fixed().measure(idle))
+    first.start()
+    sampling.wait(30)
+    try:
+        # measured beside it; waiting out WAIT_SECONDS, it ran unmeasured: (8, None)
+        assert _Fixed().measure(lambda: 8) == (8, 8)
+    finally:
+        release.set()
+        first.join(30)
 
 
 def test_a_thread_that_ends_while_its_state_is_read_is_left_out(monkeypatch):

@@ -29,8 +29,8 @@ A meter that reads process-wide statistics measures one call at a time
 thread's under way waits for it while that thread works, at most
 `WAIT_SECONDS`. Where, over `STILL_SECONDS`, the measuring thread used
 under `THREAD_SHARE` of a CPU (a poll loop's wake-ups stay under it) and
-the whole process under `PROCESS_SHARE` (so that no thread computes for
-it, as XLA's do while JAX's calling thread waits), and, where the threads'
+the whole process, but xpkit's own samplers and waiters, under
+`PROCESS_SHARE` (so that no thread computes for it, as XLA's do while JAX's calling thread waits), and, where the threads'
 states can be read (Linux), neither it nor another thread was runnable in
 half the looks (a thread that computes on a loaded machine may find no CPU
 free, and use little CPU time), it is waiting itself,
@@ -150,10 +150,11 @@ class _Window:
     no CPU free and uses little time, but is runnable.
     """
 
-    __slots__ = ("began", "looks", "process", "runs", "thread")
+    __slots__ = ("began", "looks", "process", "quiet", "runs", "thread")
 
     def __init__(self, began: float, thread: float, process: float) -> None:
         self.began, self.thread, self.process = began, thread, process
+        self.quiet = _quiet_seconds()
         self.looks = 0
         self.runs: dict[int, int] = {}
 
@@ -163,16 +164,23 @@ class _Window:
         if running is None:
             return
         self.looks += 1
-        for native_id in running - _QUIET - {watcher}:
+        for native_id in running.difference(_QUIET, (watcher,)):
             self.runs[native_id] = self.runs.get(native_id, 0) + 1
 
     def still(self, holder: int, thread: float, process: float, now: float) -> bool:
-        """Whether the measuring thread waited all along, and no thread worked for it."""
+        """Whether the measuring thread waited all along, and no thread worked for it.
+
+        The process's CPU time leaves out what xpkit's quiet threads used
+        meanwhile (`_QUIET`: a sampler's heap readings cost up to 2 ms each
+        on a heap of many free blocks, 40% of a CPU).
+        """
         span = now - self.began
         busy = {i for i, n in self.runs.items() if 2 * n >= self.looks > 0}
+        before = self.quiet
+        quiet = sum(t - before[i] for i, t in _quiet_seconds().items() if i in before)
         return (
             thread - self.thread < THREAD_SHARE * span
-            and process - self.process < PROCESS_SHARE * span
+            and process - self.process - quiet < PROCESS_SHARE * span
             and holder not in busy
             and not busy
         )
@@ -180,10 +188,23 @@ class _Window:
 
 #: The measurement under way, or None.
 _HOLDER: list[_Holder | None] = [None]
-#: Native ids of xpkit's own threads that do no work for a measurement:
-#: the meters' samplers (awake every `SAMPLE_SECONDS`, so often runnable on
-#: a loaded machine) and the threads waiting for their turn.
-_QUIET: set[int] = set()
+#: xpkit's own threads that do no work for a measurement, by native id, each
+#: with a reader of its CPU seconds where one can be had: the meters'
+#: samplers (awake every `SAMPLE_SECONDS`, so often runnable on a loaded
+#: machine) and the threads waiting for their turn.
+_QUIET: dict[int, Callable[[], float] | None] = {}
+
+
+def _quiet_seconds() -> dict[int, float]:
+    """The CPU seconds each quiet thread has used, where its clock can be read."""
+    spent = {}
+    for native_id, clock in list(_QUIET.items()):
+        if clock is not None:
+            try:
+                spent[native_id] = clock()
+            except OSError:  # (it ended meanwhile)
+                continue
+    return spent
 
 
 class _Measuring:
@@ -256,11 +277,11 @@ def _take_turn() -> str:
     idle one planned from its input rows: 64 times its budget).
     """
     me = threading.get_native_id()
-    _QUIET.add(me)
+    _QUIET[me] = _own_cpu_clock()
     try:
         return _wait_for_turn(me)
     finally:
-        _QUIET.discard(me)
+        _QUIET.pop(me, None)
 
 
 def _wait_for_turn(me: int) -> str:
@@ -398,14 +419,14 @@ class _Sampler:
 
     def _loop(self, ready: threading.Event) -> None:
         me = threading.get_native_id()
-        _QUIET.add(me)  # (it does no work for the measurement it samples)
+        _QUIET[me] = _own_cpu_clock()  # (it does no work for the measurement)
         ready.set()
         try:
             while not self._stop.wait(SAMPLE_SECONDS):
                 value = self._read()
                 self.top = max(self.top, value)
         finally:
-            _QUIET.discard(me)
+            _QUIET.pop(me, None)
 
     def stop(self) -> int:
         """Stop sampling; the largest reading."""
