@@ -57,8 +57,9 @@ GROW_AFTER = 16
 #: A hashable description of one call's signature (see the module docstring).
 Signature = tuple[Hashable, ...]
 #: A call that ran as one batch: the memory's version then, the state it was
-#: planned under, weak references to what its key names by identity.
-_OneBatch = tuple[int, Hashable, tuple[Callable[[], object], ...]]
+#: planned under, weak references to what its key names by identity, and
+#: where it ran (its Backend's name).
+_OneBatch = tuple[int, Hashable, tuple[Callable[[], object], ...], str]
 
 
 class Learned(NamedTuple):
@@ -212,11 +213,13 @@ class PlanMemory:
         state: Hashable,
         alive: tuple[Callable[[], object], ...],
         version: int,
+        where: str,
     ) -> None:
-        """``call`` ran as one batch with room, planned under ``state`` at ``version``.
+        """``call`` ran as one batch with room on ``where``, planned under ``state`` at ``version``.
 
-        Nothing is kept when something was learned since ``version`` (the
-        plan may be out of date already).
+        ``where`` is the name of the Backend it ran on (what a repeat's
+        error names). Nothing is kept when something was learned since
+        ``version`` (the plan may be out of date already).
         """
         if not self._enabled:
             return
@@ -224,19 +227,24 @@ class PlanMemory:
             if version != self._version:
                 return
             self._one_batch.pop(call, None)
-            self._one_batch[call] = (version, state, alive)
+            self._one_batch[call] = (version, state, alive, where)
             while len(self._one_batch) > self._maxsize:
                 self._one_batch.popitem(last=False)
 
-    def one_batch(self, call: Hashable, state: Hashable) -> bool:
-        """Whether ``call`` runs as one batch again: same ``state``, nothing learned since."""
+    def one_batch(self, call: Hashable, state: Hashable) -> str | None:
+        """Where ``call`` runs as one batch again: same ``state``, nothing learned since.
+
+        The name of the Backend it ran on; None where it does not repeat.
+        """
         if not self._enabled:
-            return False
+            return None
         entry = self._one_batch.get(call)  # (a dict read needs no lock)
         if entry is None or entry[0] != self._version or entry[1] != state:
-            return False
+            return None
         refs = entry[2]
-        return not refs or _living(refs)  # (most calls name no object)
+        if not refs or _living(refs):  # (most calls name no object)
+            return entry[3]
+        return None
 
     def entries(self) -> list[Learned]:
         """What is remembered, least recently used first.

@@ -159,7 +159,8 @@ def repeat(call: BatchCall) -> UserResult | Repeat:
     # same checks (its inputs share their rows, library and device).
     configured = configured_budget_gb() if budget_gb is None else None  # (given wins)
     state = (fresh_host_reading(), configured)
-    if key is None or not plan_memory.one_batch(key, state):
+    where = None if key is None else plan_memory.one_batch(key, state)
+    if where is None:
         return Repeat(key, alive)
     if whole or adapter_for_array(arrays[0]) in TRACING_ADAPTERS:
         refuse_traced(arrays, whole, "map_batches")
@@ -175,8 +176,7 @@ def repeat(call: BatchCall) -> UserResult | Repeat:
     except BaseException as exc:
         if not is_oom_error(exc) or isinstance(exc, UnsplittableMemoryError):
             raise
-        if n <= min_batch:  # (as the planned path names them)
-            where = Backend.from_arrays(*arrays).name
+        if n <= min_batch:  # (named as the planned path names them: ``where``)
             error = at_min_batch("map_batches", (0, n), where, min_batch, exc)
             raise error from exc
         traceback.clear_frames(exc.__traceback__)
@@ -249,5 +249,9 @@ def learn_repeat(
     if request.adapter.memory_info(request.owner.device) is not None:
         return  # a device's memory is measured on every call (device_free_bytes)
     plan_memory.learn_one_batch(
-        repeat.call, (state.reading, state.configured_gb), repeat.alive, state.version
+        repeat.call,
+        (state.reading, state.configured_gb),
+        repeat.alive,
+        state.version,
+        request.owner.name,
     )

@@ -461,7 +461,7 @@ def test_a_bound_builtin_method_of_an_object_lives_as_long_as_its_object():
     assert signature(math.sqrt, (_data(4),), (), "here")[0] is not None  # a module's
     assert signature(np.ndarray.sum, (_data(4),), (), "here")[0] is not None  # unbound
     memory.learn_cost(key, Learned(8.0, 0.0, "measured by test", alive=alive))
-    memory.learn_one_batch(key, "state", alive, memory.version)
+    memory.learn_one_batch(key, "state", alive, memory.version, "numpy")
     assert memory.recall(key) is not None
     del table, alive
     gc.collect()

@@ -568,7 +568,9 @@ def test_a_kept_call_needs_the_same_state_version_and_living_objects():
         pass
 
     obj = Named()
-    memory.learn_one_batch("call", "state", (weakref.ref(obj),), memory.version)
+    memory.learn_one_batch(
+        "call", "state", (weakref.ref(obj),), memory.version, "numpy"
+    )
     assert memory.one_batch("call", "state")
     assert not memory.one_batch("call", "another state")
     assert not memory.one_batch("another call", "state")
@@ -582,9 +584,9 @@ def test_a_call_planned_before_something_was_learned_is_not_kept():
     before = memory.version
     memory.learn_fit(("key",), 10)
     assert memory.version != before
-    memory.learn_one_batch("call", "state", (), before)
+    memory.learn_one_batch("call", "state", (), before, "numpy")
     assert not memory.one_batch("call", "state")
-    memory.learn_one_batch("call", "state", (), memory.version)
+    memory.learn_one_batch("call", "state", (), memory.version, "numpy")
     assert memory.one_batch("call", "state")
     memory.relax_fit(("key",), 20, 40)  # anything learned ends it
     assert not memory.one_batch("call", "state")
@@ -593,7 +595,7 @@ def test_a_call_planned_before_something_was_learned_is_not_kept():
 def test_kept_calls_are_bounded_cleared_and_switched_off():
     memory = PlanMemory(maxsize=2)
     for call in ("a", "b", "c"):
-        memory.learn_one_batch(call, "s", (), memory.version)
+        memory.learn_one_batch(call, "s", (), memory.version, "numpy")
     assert not memory.one_batch("a", "s")  # the oldest went
     assert memory.one_batch("b", "s")
     assert memory.one_batch("c", "s")
