@@ -18,7 +18,6 @@ from ._dtypes import DTYPE_NAMES, dtype_name
 from ._shown import shown
 
 if TYPE_CHECKING:
-    from ._adapters._base import Adapter
     from ._typing import Array, Value
 
 __all__ = [
@@ -35,7 +34,6 @@ __all__ = [
     "matmul_shape_error",
     "own_dtype",
     "raise_if_axis_out_of_range",
-    "refuse_lossy",
     "shape_of",
 ]
 
@@ -58,17 +56,6 @@ def own_dtype(x: Array, param: str) -> str:
         raise TypeError(msg) from None
     assert name is not None
     return name
-
-
-def refuse_lossy(adapter: Adapter, x: Array, param: str) -> None:
-    """TypeError when converting ``x`` (of ``adapter``'s library) drops information.
-
-    A NumPy masked array's mask, say (`Adapter.lost_in_conversion`).
-    """
-    reason = adapter.lost_in_conversion(x)
-    if reason is not None:
-        msg = f"{param} is {reason}"
-        raise TypeError(msg)
 
 
 def check_shape(shape: Value) -> tuple[int, ...]:

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 from array_api_compat import numpy as _np_xp
 
-from ._adapters._registry import adapter_for_array, to_host
-from ._args import own_dtype, refuse_lossy
+from ._adapters._registry import adapter_for_array, refuse_lossy, to_host
+from ._args import own_dtype
 from ._cast_checks import check_cast_keeps_values
 from ._dtypes import DTYPE_KINDS, dtype_name
 from ._shown import shown

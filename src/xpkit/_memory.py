@@ -19,8 +19,8 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Self, TypeVar, cast
 
 from ._adapters._base import HOST_BATCH_WORKING_SET_BYTES
-from ._adapters._registry import adapter_for_array, get_adapter
-from ._args import MAX_GB, check_count, check_gb, check_positive, refuse_lossy
+from ._adapters._registry import adapter_for_array, get_adapter, refuse_lossy
+from ._args import MAX_GB, check_count, check_gb, check_positive
 from ._dtypes import dtype_name, external_stacklevel
 from ._host_memory import host_available_bytes
 from ._typing import Array, UserFunction

@@ -16,8 +16,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ._adapters._base import Adapter
-from ._adapters._registry import ADAPTERS, LostOnHost, adapter_for_array, to_host
-from ._args import refuse_lossy
+from ._adapters._registry import (
+    ADAPTERS,
+    LostOnHost,
+    adapter_for_array,
+    refuse_lossy,
+    to_host,
+)
 from ._current_rows import ROWS
 from ._result_spec import rebuilt, sequence_spec
 

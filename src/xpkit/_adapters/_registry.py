@@ -2,7 +2,9 @@
 
 What the layers above the adapters ask of them goes through here, and
 through the `Adapter` interface: which adapters there are, the one for a
-key or an array, and an array on the host. The registry knows no library;
+key or an array, whether converting an array would drop what it holds
+(`refuse_lossy`, asked where its adapter is found), and an array on the
+host. The registry knows no library;
 the package ``xpkit._adapters`` fills it with the seven adapters
 (`register_adapters`) when it is imported, which Python does before it
 imports this module for anyone (a package runs before its modules).
@@ -26,6 +28,7 @@ __all__ = [
     "LostOnHost",
     "adapter_for_array",
     "get_adapter",
+    "refuse_lossy",
     "register_adapters",
     "register_guest",
     "to_host",
@@ -97,6 +100,17 @@ def adapter_for_array(x: object) -> Adapter | None:
             BY_TYPE[cls] = adapter
             return adapter
     return None
+
+
+def refuse_lossy(adapter: Adapter, x: Array, param: str) -> None:
+    """TypeError when converting ``x`` (of ``adapter``'s library) drops information.
+
+    A NumPy masked array's mask, say (`Adapter.lost_in_conversion`).
+    """
+    reason = adapter.lost_in_conversion(x)
+    if reason is not None:
+        msg = f"{param} is {reason}"
+        raise TypeError(msg)
 
 
 def to_host(x: Array, name: str = "x") -> HostArray:
