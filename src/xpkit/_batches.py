@@ -32,8 +32,8 @@ from ._repeat import (
     NO_REPEAT,
     Repeat,
     as_if_no_backend,
+    before_planning,
     learn_repeat,
-    plan_state,
     repeat,
 )
 from ._request import BatchCall, BatchRequest, batch_request
@@ -336,8 +336,7 @@ def _plan_and_run(
     if request.n == 0:  # fn still runs once, and its result is checked
         outputs.put(0, 0, outputs.take(request.job.run(request.arrays, 0, 0, 0), 0, 0))
         return outputs.value()
-    most = _after_oom(request, repeated.failed)
-    state = None if repeated.call is None else plan_state(request.budget_gb)
+    most, state = before_planning(repeated, request)
     cost, plan = _costed_plan(request, outputs)
     if plan.outputs_fit is False:
         _refuse(request, plan)
@@ -389,20 +388,6 @@ def _costed_plan(request: BatchRequest, outputs: Outputs) -> tuple[Cost, BatchPl
         seen = max(plan.planned_batch_size, min(allowed, request.n))
         plan_memory.learn_rows_seen(request.key, seen)
     return cost, plan
-
-
-def _after_oom(request: BatchRequest, failed: int) -> int | None:
-    """The most rows a batch may have after ``failed`` rows ran out of memory.
-
-    None where nothing failed. Half of them (the repeat raised where that is
-    under ``min_batch``), and the plan memory learns that they fit, so that
-    this plan and the next call's start from it.
-    """
-    if not failed:
-        return None
-    most = max(failed // 2, request.min_batch)
-    plan_memory.learn_fit(request.key, most, request.alive)
-    return most
 
 
 def _outputs_of(request: BatchRequest, *, keep: bool = True) -> Outputs:

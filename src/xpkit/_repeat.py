@@ -59,8 +59,8 @@ __all__ = [
     "PlanState",
     "Repeat",
     "as_if_no_backend",
+    "before_planning",
     "learn_repeat",
-    "plan_state",
     "repeat",
 ]
 
@@ -217,16 +217,30 @@ class PlanState(NamedTuple):
     configured_gb: float | None
 
 
-def plan_state(budget_gb: float | None) -> PlanState:
-    """The `PlanState` of a call given ``budget_gb``, before its plan is made.
+def before_planning(
+    repeat: Repeat, request: BatchRequest
+) -> tuple[int | None, PlanState | None]:
+    """What the planned path of ``request`` takes from ``repeat``, before its plan.
 
-    The host reading is the one the plan will use (taken now where the last
-    is stale, as the plan would); taken before the plan, a reading or a
-    lesson that arrives while it is made can only make the state stale
-    (never repeated), never newer than the plan.
+    The most rows a batch may have (None where nothing failed): after the
+    repeat's ``failed`` rows ran out of memory, half of them (the repeat
+    raised where that is under ``min_batch``), and the plan memory learns
+    that they fit, so that this plan and the next call's start from it.
+    Then the `PlanState` the plan is made under (None for a call that is
+    never repeated): the host reading is the one the plan will use (taken
+    now where the last is stale, as the plan would); taken before the plan,
+    a reading or a lesson that arrives while it is made can only make the
+    state stale (never repeated), never newer than the plan.
     """
+    most = None
+    if repeat.failed:
+        most = max(repeat.failed // 2, request.min_batch)
+        plan_memory.learn_fit(request.key, most, request.alive)
+    if repeat.call is None:
+        return most, None
+    budget_gb = request.budget_gb
     configured = configured_budget_gb() if budget_gb is None else None
-    return PlanState(plan_memory.version, host_reading(), configured)
+    return most, PlanState(plan_memory.version, host_reading(), configured)
 
 
 def learn_repeat(
