@@ -50,8 +50,10 @@ thread at once.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import ctypes
+import functools
 import os
 import sys
 import threading
@@ -199,11 +201,8 @@ def _quiet_seconds() -> dict[int, float]:
     """The CPU seconds each quiet thread has used, where its clock can be read."""
     spent = {}
     for native_id, clock in list(_QUIET.items()):
-        if clock is not None:
-            try:
-                spent[native_id] = clock()
-            except OSError:  # (it ended meanwhile)
-                continue
+        with contextlib.suppress(OSError):  # (it ended meanwhile)
+            spent[native_id] = 0.0 if clock is None else clock()
     return spent
 
 
@@ -605,9 +604,7 @@ class _Mallinfo2(ctypes.Structure):
     _fields_ = [(name, ctypes.c_size_t) for name in _FIELDS.split()]
 
 
-_FOUND: list[Callable[[], int | None] | None] = []
-
-
+@functools.cache
 def heap_bytes() -> Callable[[], int | None] | None:
     """A reader of the bytes the heap has handed out and not taken back, or None.
 
@@ -615,12 +612,6 @@ def heap_bytes() -> Callable[[], int | None] | None:
     their own (``hblkhd``). Found once per process. The reader gives None
     while it backs off after a slow reading (`SLOW_SECONDS`).
     """
-    if not _FOUND:
-        _FOUND.append(_find_heap_bytes())
-    return _FOUND[0]
-
-
-def _find_heap_bytes() -> Callable[[], int | None] | None:
     if not sys.platform.startswith("linux"):
         return None
     try:
@@ -660,23 +651,20 @@ def backing_off(read: Callable[[], int]) -> Callable[[], int | None]:
 
 _HOST: list[PeakMeter | None] = []
 _WARMED_HOST: list[PeakMeter | None] = []
-_TRIM: list[Callable[[int], int] | None] = []
 
 
+@functools.cache
 def _malloc_trim() -> Callable[[int], int] | None:
     """The C library's ``malloc_trim``, or None (not glibc); found once per process."""
-    if not _TRIM:
-        trim = None
-        if sys.platform.startswith("linux"):
-            try:
-                libc = ctypes.CDLL(None)  # (the process's own symbols: its C library's)
-                trim = libc.malloc_trim
-                trim.argtypes = [ctypes.c_size_t]
-                trim.restype = ctypes.c_int
-            except (OSError, AttributeError, TypeError):  # musl has no malloc_trim
-                trim = None
-        _TRIM.append(trim)
-    return _TRIM[0]
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        trim = ctypes.CDLL(None).malloc_trim  # (the process's own C library's)
+    except (OSError, AttributeError, TypeError):  # musl has no malloc_trim
+        return None
+    trim.argtypes = [ctypes.c_size_t]
+    trim.restype = ctypes.c_int
+    return trim
 
 
 def release_freed_host_memory() -> None:
@@ -693,7 +681,10 @@ def release_freed_host_memory() -> None:
 def host_meter() -> PeakMeter | None:
     """The host meter, or None where the process's memory cannot be read."""
     if not _HOST:
-        _HOST.append(_make_host_meter())
+        reader = _statm_reader() or _psutil_reader()
+        heap = heap_bytes()
+        trim = release_freed_host_memory
+        _HOST.append(None if reader is None else _SampledHost(reader, trim, heap))
     return _HOST[0]
 
 
@@ -703,13 +694,6 @@ def warmed_host_meter() -> PeakMeter | None:
         inner = host_meter()
         _WARMED_HOST.append(None if inner is None else _Warmed(inner))
     return _WARMED_HOST[0]
-
-
-def _make_host_meter() -> PeakMeter | None:
-    reader = _statm_reader() or _psutil_reader()
-    if reader is None:
-        return None
-    return _SampledHost(reader, release_freed_host_memory, heap_bytes())
 
 
 #: A host reading: the process's own memory, sampled while a call runs, and
