@@ -36,7 +36,7 @@ from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
 from ._adapters._registry import adapter_for_array
-from ._adapters._shapes._run import ShapeTracer
+from ._adapters._shapes._run import ShapeTracer, spans
 from ._adapters._trace import CannotFollow, Profile, Tracer, WrappedArrays
 from ._cost_model import Cost, fit
 from ._dtypes import dtype_name, narrowed
@@ -51,8 +51,6 @@ from ._oom import (
 from ._plan_memory import Learned, PlanMemory
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from ._adapters._base import Adapter
     from ._adapters._peak import PeakMeter
     from ._outputs import Outputs
@@ -200,9 +198,10 @@ def _tracers(request: BatchRequest) -> list[Tracer]:
     if specs is None:
         return []
     job = request.job
-    blocks = _blocks(request.arrays)
     found: list[Tracer] = []
     profile = _profile(adapter, device)
+    graph = None if profile is None else profile.graph
+    blocks = spans(request.fn, request.arrays, (job.args, job.kwargs), graph)
     if profile is not None:
         copies = profile.slices_copy or (
             request.owner.is_gpu and job.backend is not None
@@ -237,18 +236,6 @@ def _tracers(request: BatchRequest) -> list[Tracer]:
     if own is not None:
         found.append(own)
     return found
-
-
-def _blocks(arrays: tuple[Array, ...]) -> Callable[[int], int]:
-    """``rows`` -> the blocks of their storage that a batch of the inputs spans.
-
-    Each input's own library says (`Adapter.row_blocks`: a chunked
-    library's chunks; one for an array in one piece).
-    """
-    owners = [(adapter_for_array(a), a) for a in arrays]
-    return lambda rows: sum(
-        1 if o is None else o.row_blocks(a, rows) for o, a in owners
-    )
 
 
 def _profile(adapter: Adapter, device: str) -> Profile | None:

@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple, Protocol, TypedDict
 
 if TYPE_CHECKING:
-    from .._typing import DType, NativeDevice
+    from .._typing import Array, DType, NativeDevice, UserFunction
 
 __all__ = [
+    "BlockGrowth",
     "CannotFollow",
     "DtypeRules",
     "GraphCost",
@@ -209,9 +210,20 @@ class GraphCost:
         still held: the result's bytes are added to the peak.
     per_block : int
         Bytes the compute holds for each block of the batch's inputs beyond
-        the first (a chunked input's chunks): the tasks that read and make
-        it, and the scheduler's state for them, whatever the operations
-        (the library fuses a chain of them into one task a block).
+        the first (a chunked input's chunks), where the graph's growth with
+        them is not known: the tasks that read and make it, and the
+        scheduler's state for them (the library fuses a chain of operations
+        into one task a block).
+    per_task, per_link : int
+        Where it is known (`BlockGrowth`): bytes each task the further
+        blocks add holds (its part of the graph and the scheduler's state),
+        and each link the scheduler's ordering of the graph holds.
+    growth : callable or None
+        ``growth(fn, arrays, whole)``: how ``fn``'s graph grows with the
+        blocks of the batched ``arrays`` (``whole``: the whole operands,
+        positional and keyword), or None where it cannot say; asked once a
+        plan, where a batch spans more than one block of an input
+        (`xpkit._adapters._shapes._run.spans`). None: never known.
     """
 
     per_operation: int = 0
@@ -220,12 +232,71 @@ class GraphCost:
     compute: int = 0
     copies_result: bool = False
     per_block: int = 0
+    per_task: int = 0
+    per_link: int = 0
+    growth: Growth | None = None
 
-    def bytes(self, arrays: int, views: int, blocks: int = 1) -> int:
-        """The graph's bytes: ``arrays`` and ``views`` made, ``blocks`` read, one compute."""
+    def bytes(
+        self,
+        arrays: int,
+        views: int,
+        blocks: int = 1,
+        growth: BlockGrowth | None = None,
+    ) -> int:
+        """The graph's bytes: ``arrays`` and ``views`` made, ``blocks`` read, one compute.
+
+        ``growth``: how the graph grows with the blocks (None: by
+        ``per_block`` each).
+        """
         first = min(arrays, self.first_operations) * self.first_bytes
-        spread = max(blocks - 1, 0) * self.per_block
+        if growth is None:
+            spread = max(blocks - 1, 0) * self.per_block
+        else:
+            tasks, links = growth.counts(blocks)
+            spread = round(tasks * self.per_task + links * self.per_link)
         return self.compute + first + (arrays + views) * self.per_operation + spread
+
+
+class BlockGrowth(NamedTuple):
+    """How ``fn``'s graph grows with the blocks of its inputs a batch spans.
+
+    Counted on ``fn``'s graph built, not computed, over inputs of one, four
+    and sixteen blocks along the rows (`GraphCost.growth`), and
+    extrapolated: its tasks by a line, the links of its ordering by a
+    quadratic. A scheduler that orders a graph before it runs it may hold,
+    for each task, the input blocks it depends on and the results that
+    depend on it: where a block's result is carried to the next (a
+    cumulative sum along the rows), the k-th block is linked to every block
+    before it, and the links grow with the square of the blocks.
+
+    Attributes
+    ----------
+    width : int
+        The blocks that one step along the rows spans (every input, times
+        its blocks across the other axes), as `Adapter.row_blocks` counts
+        them.
+    tasks : float
+        Tasks each further step along the rows adds to the graph.
+    links, squared : float
+        Links each further step adds, and each step squared.
+    """
+
+    width: int
+    tasks: float
+    links: float
+    squared: float
+
+    def counts(self, blocks: int) -> tuple[float, float]:
+        """(tasks, links) that ``blocks`` blocks add to the graph of one step."""
+        steps = max(blocks / max(self.width, 1) - 1.0, 0.0)
+        return self.tasks * steps, self.links * steps + self.squared * steps**2
+
+
+#: How ``fn``'s graph grows with the blocks of its inputs (`GraphCost.growth`).
+Growth = Callable[
+    ["UserFunction", tuple["Array", ...], tuple[tuple[object, ...], dict[str, object]]],
+    "BlockGrowth | None",
+]
 
 
 #: A kernel's workspace: ``(operation, inputs, outputs) -> bytes``, each
@@ -432,6 +503,8 @@ class Trace:
     #: How many blocks of its storage the batch's inputs span together (a
     #: chunked library's chunks), for the graph's bytes in `lazy_peak`.
     blocks: int = 1
+    #: How ``fn``'s graph grows with those blocks (None: not known).
+    growth: BlockGrowth | None = None
     #: How many of the tape's arrays are the batch's input rows copied (where
     #: a row slice copies), which are no operation of ``fn``'s graph.
     copied_inputs: int = 0
@@ -553,7 +626,7 @@ class Trace:
         if graph.copies_result:
             peak += sum(sizes.get(node, 0) for node in set(kept))
         arrays = self.nodes - self.copied_inputs
-        return peak + graph.bytes(arrays, self.views, self.blocks)
+        return peak + graph.bytes(arrays, self.views, self.blocks, self.growth)
 
 
 #: The trace the current context runs (None outside one).

@@ -20,14 +20,16 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from ..._current_rows import ROWS
+from .._registry import adapter_for_array
 from .._trace import CannotFollow, Profile, Trace, tracing
 from . import _rules as rules
 from ._array import ShapeArray, given, made
 
 if TYPE_CHECKING:
     from ..._typing import Array, UserFunction, Value
+    from .._trace import BlockGrowth, GraphCost
 
-__all__ = ["CannotFollow", "InputSpec", "ShapeTracer"]
+__all__ = ["CannotFollow", "InputSpec", "ShapeTracer", "spans"]
 
 #: One batched input: its row shape and the standard's name of its dtype.
 InputSpec = tuple[tuple[int, ...], str]
@@ -63,7 +65,8 @@ class ShapeTracer:
     blocks : callable, optional
         ``blocks(rows)``: how many blocks of their storage the real inputs
         of a batch of ``rows`` rows span together (a chunked library's
-        chunks; `Trace.blocks`). One where not given.
+        chunks; `Trace.blocks`), and how ``fn``'s graph grows with them
+        (`Trace.growth`; None: not known). One block where not given.
     """
 
     def __init__(
@@ -79,7 +82,7 @@ class ShapeTracer:
         unwrap: Callable[[Value], Value] | None = None,
         name: str = "shape-only arrays",
         weight: float = 1.0,
-        blocks: Callable[[int], int] | None = None,
+        blocks: Callable[[int], tuple[int, BlockGrowth | None]] | None = None,
     ) -> None:
         self.profile = profile
         self._blocks = blocks
@@ -112,7 +115,7 @@ class ShapeTracer:
             raise CannotFollow(trace.failure)
         if self.profile.lazy:
             if self._blocks is not None:
-                trace.blocks = self._blocks(rows)
+                trace.blocks, trace.growth = self._blocks(rows)
             return trace.lazy_peak(kept)  # type: ignore[arg-type]
         return trace.peak
 
@@ -140,6 +143,37 @@ class ShapeTracer:
         if rows:
             self.output_row_bytes = sum(leaf.nbytes for leaf in leaves) // rows
         return tuple(leaf._node for leaf in leaves)
+
+
+def spans(
+    fn: UserFunction,
+    arrays: tuple[Array, ...],
+    whole: tuple[tuple[object, ...], dict[str, object]],
+    graph: GraphCost | None,
+) -> Callable[[int], tuple[int, BlockGrowth | None]]:
+    """``rows`` -> the blocks a batch of ``arrays`` spans, and how ``fn``'s graph grows with them.
+
+    For `ShapeTracer`'s ``blocks``: each input's own library says how many
+    blocks of its storage a batch of its rows spans (`Adapter.row_blocks`:
+    a chunked library's chunks, one for an array in one piece); the
+    library ``fn`` runs on says how its graph grows with them
+    (`GraphCost.growth`, asked once, where a batch spans more than one
+    block of an input; ``whole``: the whole operands, positional and
+    keyword). The growth is None where each input is one block, or the
+    library cannot say.
+    """
+    owners = [(adapter_for_array(a), a) for a in arrays]
+    asked: list[BlockGrowth | None] = []
+
+    def span(rows: int) -> tuple[int, BlockGrowth | None]:
+        blocks = sum(1 if o is None else o.row_blocks(a, rows) for o, a in owners)
+        if graph is None or graph.growth is None or blocks <= len(owners):
+            return blocks, None  # (one block each: the trace sees it all)
+        if not asked:
+            asked.append(graph.growth(fn, arrays, whole))
+        return blocks, asked[0]
+
+    return span
 
 
 def _each_leaf(result: Value, leaf: Callable[[Value], Value]) -> Value:
