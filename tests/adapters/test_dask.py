@@ -126,6 +126,75 @@ def test_row_blocks_of_unknown_chunks_is_one():
     assert adapter_for_array(unknown).row_blocks(unknown, 4) == 1
 
 
+def _optimized_tasks(result):
+    """The tasks of Dask's own optimised graph of ``result``."""
+    graph = result.__dask_graph__()
+    return len(dict(result.__dask_optimize__(graph, result.__dask_keys__())))
+
+
+@pytest.mark.parametrize(
+    ("name", "fn"),
+    [
+        ("chain", lambda b: (b * 2.0 + 1.0) ** 2),
+        ("cumsum rows", lambda b: b.cumsum(axis=0)),
+        ("cumprod rows", lambda b: b.cumprod(axis=0) + 1.0),
+        ("cumsum columns", lambda b: b.cumsum(axis=1)),
+        ("diff rows", lambda b: b[1:] - b[:-1]),
+        ("centred", lambda b: b - b.mean(axis=0)),
+    ],
+)
+def test_a_graph_s_growth_with_its_chunks_is_counted_on_its_stand_ins(name, fn):
+    # Counted at 1, 4 and 16 chunks along the rows and extrapolated: the
+    # tasks of Dask's own graph of a batch of 64 chunks, within a tenth;
+    # links that grow with the square of the chunks only where a chunk's
+    # result is carried to the next (a scan along the rows).
+    da = pytest.importorskip("dask.array")
+    from xpkit._adapters._dask_blocks import growth
+
+    x = da.from_array(np.ones((1000, 6)), chunks=(10, 6))
+    found = growth(fn, (x,), ((), {}))
+    assert found is not None
+    assert found.width == 1
+    tasks, links = found.counts(64)
+    real = _optimized_tasks(fn(x[3:643])) - _optimized_tasks(fn(x[3:13]))
+    assert abs(tasks - real) <= 0.1 * real, (tasks, real)
+    if name in ("cumsum rows", "cumprod rows"):
+        assert links > 10 * tasks, found
+    else:
+        assert links <= 2 * tasks, found
+
+
+def test_a_graph_s_growth_counts_the_chunks_across_the_other_axes():
+    da = pytest.importorskip("dask.array")
+    from xpkit._adapters._dask_blocks import growth
+
+    def fn(b, c):
+        return b.cumsum(axis=0) + c
+
+    x, y = da.ones((40, 6), chunks=(5, 2)), da.ones((40, 6), chunks=(5, 3))
+    found = growth(fn, (x, y), ((), {}))
+    assert found is not None
+    assert found.width == 3 + 2  # (a step along the rows: 3 chunks of x, 2 of y)
+    assert found.squared > 0
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda b: b * float(b.sum()),  # reads a value
+        lambda b: np.asarray(b) + 1.0,  # computes
+    ],
+    ids=["reads a value", "computes"],
+)
+def test_a_graph_that_cannot_be_counted_has_no_growth(fn):
+    # Each chunk then counts GraphCost.per_block, as before.
+    da = pytest.importorskip("dask.array")
+    from xpkit._adapters._dask_blocks import growth
+
+    x = da.ones((40, 6), chunks=(5, 6))
+    assert growth(fn, (x,), ((), {})) is None
+
+
 def test_a_batch_s_copied_rows_are_no_operation_of_the_graph():
     # Dask copies a batch's rows (a slice of at most half a chunk); the
     # trace counts the copy's bytes, not a graph operation's (6 kB) nor the

@@ -16,6 +16,7 @@ import array_api_compat
 import numpy as np
 
 from ._base import Adapter, LazyTags, Replace, Tagged, patched_by_array_api_extra
+from ._dask_blocks import growth
 from ._host_loss import LostOnHost
 from ._top_k import along
 from ._trace import DtypeRules, GraphCost, WrappedArrays, active_trace
@@ -52,7 +53,15 @@ __all__ = ["DaskAdapter"]
 #: chunk copied into the result. A batch that spans many of its input's
 #: chunks holds about 6 kB more for each (its tasks and their state, the
 #: same for one operation and six, which Dask fuses; 8.7 kB for a
-#: ``cumsum``; chunks of 2 to 100 rows).
+#: ``cumsum``; chunks of 2 to 100 rows). Where ``fn``'s graph was counted
+#: (`_dask_blocks.growth`), about 3.3 kB a task and 11 bytes a link of the
+#: scheduler's ordering instead: fitted to the bytes a batch of 100 to 600
+#: chunks of 5 and 20 rows holds beyond a batch of one (an elementwise
+#: chain; ``cumsum``, ``nancumsum``, ``cumsum(method="blelloch")``,
+#: ``diff`` and ``gradient`` along the rows; ``x - x.mean(axis=0)``), the
+#: estimate 0.78-1.98 of the true bytes (Python's dicts grow by doubling);
+#: a ``cumsum`` along the rows over 1,200 and 2,000 chunks, 1.05 and 1.08
+#: (45 and 105 MB, nearly all its ordering's links).
 _GRAPH = GraphCost(
     per_operation=6_000,
     first_operations=16,
@@ -60,6 +69,9 @@ _GRAPH = GraphCost(
     compute=50_000,
     copies_result=True,
     per_block=6_500,
+    per_task=3_300,
+    per_link=11,
+    growth=growth,
 )
 #: A chunk operation traced through Dask (its task built, optimised and run
 #: on the synchronous scheduler) costs about 40 times a plain shape-only
@@ -288,8 +300,7 @@ class DaskAdapter(Adapter):
         it to its last reader, as the scheduler releases it, and where
         ``fn`` splits the batch into several chunks, as many at once as the
         scheduler has workers. Where the real batch spans several of the
-        input's chunks, their number is not known here: with chunks of tens
-        of rows the plan can be low (``docs/guide/memory.md``).
+        input's chunks, their tasks are counted apart (`GraphCost.growth`).
         """
         profile = self.shape_profile(device)
         if profile is None:
