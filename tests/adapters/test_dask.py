@@ -93,6 +93,8 @@ def test_the_counter_sees_a_compute(computes):
         ((40, 3), (7, 3)),  # a short last chunk
         ((40, 6), (10, 2)),  # chunks across the columns too
         ((40, 3), ((1, 9, 20, 10), (3,))),  # uneven chunks
+        ((41, 3), (5, 3)),  # a last chunk of one row
+        ((40, 3), ((3, 7) * 4, (3,))),  # alternating
         ((40,), (40,)),  # one chunk
     ],
 )
@@ -110,9 +112,9 @@ def test_row_blocks_is_the_most_chunks_any_window_of_rows_spans(shape, chunks):
         spanned = max(
             int(np.prod(x[s : s + window].numblocks)) for s in range(n - window + 1)
         )
-        assert adapter.row_blocks(x, rows) >= spanned, (rows, spanned)
-        # never more than a window over the smallest chunk straddling one more
-        assert adapter.row_blocks(x, rows) <= int(np.prod(x.numblocks)), rows
+        # exactly: counted by the smallest chunk, a last chunk of one row
+        # made every row a chunk, and a scan's plan 13 times too small
+        assert adapter.row_blocks(x, rows) == spanned, (rows, spanned)
     even = da.ones((40, 3), chunks=(5, 3))
     assert [adapter.row_blocks(even, r) for r in (1, 5, 6, 40)] == [1, 2, 2, 8]
 

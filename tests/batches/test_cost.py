@@ -307,16 +307,23 @@ OWN = {
 }
 
 case, budget = sys.argv[1], float(sys.argv[2])
-chunk = int(sys.argv[3]) if len(sys.argv) > 3 else None  # rows a chunk
+# rows a chunk, or [rows, columns] a chunk of 200 columns
+chunk = json.loads(sys.argv[3]) if len(sys.argv) > 3 else None
 rows = 3000 if case == "loop" else 20_000
-data = np.random.default_rng(0).standard_normal((rows, 32))
+if case.endswith(" remainder"):  # a last chunk of one row
+    case, rows = case.removesuffix(" remainder"), rows + 1
+columns = 200 if isinstance(chunk, list) else 32
+data = np.random.default_rng(0).standard_normal((rows, columns))
 if chunk is None:
     chunk = 4000 if case in OWN else rows
-x = da.from_array(data, chunks=(chunk, 32))
+x = da.from_array(data, chunks=tuple(chunk) if columns == 200 else (chunk, 32))
 if case in ("chain", "small chunks"):
     def fn(b):
         xp = array_api_compat.array_namespace(b)
         return xp.sqrt(xp.abs(xp.tanh(b) * 3.0 - b * b) + 1.0)
+elif case == "twice plus one":
+    def fn(b):
+        return b * 2.0 + 1.0
 elif case == "centred":  # a reduction along the rows
     def fn(b):
         xp = array_api_compat.array_namespace(b)
@@ -369,6 +376,14 @@ print(json.dumps({"batch": plan.batch_size, "true": true,
         ("nancumprod rows", 5e6, 5),
         ("diff rows", 5e6, 5),
         ("centred", 5e6, 5),
+        # the rows in one chunk, the columns in 200: the first row's
+        # chunks count (1.28 times the budget when they counted nothing)
+        ("twice plus one", 2**21, [-1, 1]),
+        # a last chunk of one row: a window of rows spans at most one chunk
+        # more than its rows fill (counted by the smallest chunk, every row
+        # a chunk: 244 rows a batch, 13 times their true peak)
+        ("cumsum rows remainder", 5e6, 50),
+        ("diff rows remainder", 5e6, 50),
         # a batch of at most half a chunk is a copy of its rows (Dask's
         # getitem), which topk's partition copies again: planned at 1.66
         # times the budget when the rows were counted as a view
@@ -385,11 +400,17 @@ def test_a_dask_graph_is_planned_with_what_it_holds_besides_its_chunks(
     the budget, differently on every run.
     """
     pytest.importorskip("dask.array")
-    chunked = () if chunk is None else (str(chunk),)
+    chunked = () if chunk is None else (json.dumps(chunk),)
     done = run_python(_DASK_TRUE_PEAK, case, str(budget), *chunked, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     got = json.loads(done.stdout.strip().splitlines()[-1])
-    own = case not in ("chain", "loop", "small chunks", "centred")
+    own = case.removesuffix(" remainder") not in (
+        "chain",
+        "loop",
+        "small chunks",
+        "centred",
+        "twice plus one",
+    )
     assert got["source"] == (
         "traced by Dask's own functions over shape-only NumPy chunks"
         if own

@@ -13,8 +13,9 @@ k-th chunk is linked to every chunk before it, and the links grow with the
 square of the chunks.
 
 `growth` builds ``fn``'s graph, without computing it, over stand-ins of the
-inputs in 1, 4 and 16 chunks along the rows (of `STEP_ROWS` rows each, the
-inputs' own chunks across the other axes) and counts both; the plan's
+inputs in 1, 4 and 16 chunks along the rows (each of the inputs' smallest
+chunk along the rows, at least `STEP_ROWS`; their own chunks across the
+other axes) and counts both; the plan's
 `GraphCost` turns them into bytes. Its tasks at 64 chunks are Dask's own
 graph's of a batch of a ``from_array`` input within 7% (a chain, ``cumsum``
 and ``cumprod``, ``diff``, ``gradient``, ``x - x.mean(axis=0)``,
@@ -39,13 +40,18 @@ __all__ = ["growth"]
 
 #: Each task's neighbours one way (its inputs, or the tasks that read it).
 _Links = Mapping[Any, set[Any]]
-#: Rows of a stand-in's chunk (``da.gradient`` wants more than two a chunk).
-STEP_ROWS = 4
+#: The fewest rows of a stand-in's chunk (``da.gradient`` wants more than two).
+STEP_ROWS = 3
 #: The chunks along the rows the graph is counted at.
 STEPS = (1, 4, 16)
 #: Most chunks of the stand-ins together (inputs in thousands of chunks
-#: across their other axes are not counted: each chunk counts ``per_block``).
-MOST_CHUNKS = 4096
+#: across their other axes are not counted: each chunk counts
+#: ``per_block``; a ``diff`` over 256 chunks across took 3.6 s to count).
+MOST_CHUNKS = 1024
+#: Most chunks of the whole operands ``fn`` also reads, together: their
+#: graphs are built and ordered with ``fn``'s three times (``x + w.sum()``,
+#: ``w`` in 20,000 chunks: 7 s; in 8,000: 2 s; in 4,000, about 1 s).
+MOST_WHOLE_CHUNKS = 4096
 
 
 def growth(
@@ -59,16 +65,19 @@ def growth(
     stand-ins or returns no Dask array (it computes, reads values, wants
     other row counts): each chunk then counts ``per_block``.
     """
-    width = 0
+    width, rows = 0, []
     for a in arrays:
         chunks = getattr(a, "chunks", None)
         if not chunks or any(math.isnan(c) for dim in chunks for c in dim):
             return None
         width += math.prod(len(c) for c in chunks[1:])
-    if width * STEPS[-1] > MOST_CHUNKS:
+        rows += [c for c in chunks[0] if c > 0]
+    held = sum(_chunks(v) for v in (*whole[0], *whole[1].values()))
+    if width * STEPS[-1] > MOST_CHUNKS or held > MOST_WHOLE_CHUNKS:
         return None
+    step = max(min(rows, default=STEP_ROWS), STEP_ROWS)  # (a whole operand's align)
     try:
-        counted = [_counted(fn, arrays, whole, steps) for steps in STEPS]
+        counted = [_counted(fn, arrays, whole, steps, step) for steps in STEPS]
     except Exception:  # noqa: BLE001 - fn is not this shape's: per_block each
         return None
     (t1, l1), (_, l4), (t16, l16) = counted
@@ -83,14 +92,15 @@ def _counted(
     arrays: tuple[Array, ...],
     whole: tuple[tuple[object, ...], dict[str, object]],
     steps: int,
+    step: int,
 ) -> tuple[int, int]:
-    """(tasks, links) of ``fn``'s graph over stand-ins of ``steps`` chunks along the rows."""
+    """(tasks, links) of ``fn``'s graph over stand-ins of ``steps`` chunks of ``step`` rows."""
     import dask.array as da
     from dask.core import get_deps
 
     args, kwargs = whole
-    xs = tuple(_stand_in(a, steps) for a in arrays)
-    token = ROWS.set((range(STEP_ROWS * steps), None))  # (as a trace's rows)
+    xs = tuple(_stand_in(a, steps, step) for a in arrays)
+    token = ROWS.set((range(step * steps), None))  # (as a trace's rows)
     try:
         result = fn(*xs, *args, **kwargs)
     finally:
@@ -110,8 +120,16 @@ def _counted(
     return len(graph), links
 
 
-def _stand_in(a: Array, steps: int) -> Array:
-    """A Dask array like ``a`` in ``steps`` chunks of `STEP_ROWS` rows, never computed.
+def _chunks(value: object) -> int:
+    """How many chunks ``value`` holds, where it is a chunked array (else 0)."""
+    chunks = getattr(value, "chunks", None)
+    if not isinstance(chunks, tuple) or not all(isinstance(c, tuple) for c in chunks):
+        return 0
+    return math.prod(len(c) for c in chunks)
+
+
+def _stand_in(a: Array, steps: int, step: int) -> Array:
+    """A Dask array like ``a`` in ``steps`` chunks of ``step`` rows, never computed.
 
     Each chunk is read by a task of its own (``getitem`` of a placeholder),
     as a batch's slice of its input is: where several of ``fn``'s tasks
@@ -120,7 +138,7 @@ def _stand_in(a: Array, steps: int) -> Array:
     import dask.array as da
 
     array: Callable[..., Array] = da.Array  # (dask's is not annotated)
-    chunks = ((STEP_ROWS,) * steps, *a.chunks[1:])
+    chunks = ((step,) * steps, *a.chunks[1:])
     name = f"xpkit-rows-stand-in-{id(a):x}-{steps}"
     whole = (slice(None),) * len(chunks)
     graph: dict[tuple[object, ...], object] = {}

@@ -253,7 +253,9 @@ class GraphCost:
             spread = max(blocks - 1, 0) * self.per_block
         else:
             tasks, links = growth.counts(blocks)
-            spread = round(tasks * self.per_task + links * self.per_link)
+            # (the first step's blocks beyond the first: per_block each)
+            across = max(min(blocks, growth.width) - 1, 0) * self.per_block
+            spread = across + round(tasks * self.per_task + links * self.per_link)
         return self.compute + first + (arrays + views) * self.per_operation + spread
 
 

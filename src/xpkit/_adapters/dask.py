@@ -85,6 +85,22 @@ _DTYPE_RULES = DtypeRules(
 )
 
 
+@functools.lru_cache(maxsize=64)
+def _most_spanned(along: tuple[float, ...], rows: int) -> int:
+    """The most of the chunks ``along`` the rows that ``rows`` consecutive rows span.
+
+    A window spans the most where it starts on a chunk's last row (or the
+    first row): each such start, its last row found among the chunks' ends.
+    """
+    ends = np.cumsum(np.asarray(along, dtype=np.int64))
+    starts = np.concatenate(([0], ends[:-1] - 1))  # the first row, each chunk's last
+    first = np.searchsorted(ends, starts, side="right")
+    last = np.searchsorted(
+        ends, np.minimum(starts + rows - 1, ends[-1] - 1), side="right"
+    )
+    return int((last - first).max()) + 1
+
+
 class DaskAdapter(Adapter):
     """Dask through ``array_api_compat.dask.array``.
 
@@ -279,7 +295,7 @@ class DaskAdapter(Adapter):
         along = [c for c in chunks[0] if c > 0] if chunks else []
         if not along or rows < 1 or any(math.isnan(c) for c in along):
             return 1
-        spanned = min(math.ceil((rows - 1) / min(along)) + 1, len(along))
+        spanned = _most_spanned(tuple(along), rows)
         return int(spanned * math.prod(len(c) for c in chunks[1:]))
 
     def library_tracer(

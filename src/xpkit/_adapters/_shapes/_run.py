@@ -164,11 +164,13 @@ def spans(
     """
     owners = [(adapter_for_array(a), a) for a in arrays]
     asked: list[BlockGrowth | None] = []
+    # (the blocks one row spans: each input's blocks across its other axes)
+    across = sum(1 if o is None else o.row_blocks(a, 1) for o, a in owners)
 
     def span(rows: int) -> tuple[int, BlockGrowth | None]:
         blocks = sum(1 if o is None else o.row_blocks(a, rows) for o, a in owners)
-        if graph is None or graph.growth is None or blocks <= len(owners):
-            return blocks, None  # (one block each: the trace sees it all)
+        if graph is None or graph.growth is None or blocks <= across:
+            return blocks, None  # (one block along the rows: per_block each)
         if not asked:
             asked.append(graph.growth(fn, arrays, whole))
         return blocks, asked[0]
