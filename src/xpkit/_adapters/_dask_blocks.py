@@ -14,8 +14,8 @@ square of the chunks.
 
 `growth` builds ``fn``'s graph, without computing it, over stand-ins of the
 inputs in 1, 4 and 16 chunks along the rows (each of the inputs' smallest
-chunk along the rows, at least `STEP_ROWS`; their own chunks across the
-other axes) and counts both; the plan's
+chunk along the rows, from `STEP_ROWS` to `STEP_MOST_ROWS`; their own
+chunks across the other axes) and counts both; the plan's
 `GraphCost` turns them into bytes. Its tasks at 64 chunks are Dask's own
 graph's of a batch of a ``from_array`` input within 7% (a chain, ``cumsum``
 and ``cumprod``, ``diff``, ``gradient``, ``x - x.mean(axis=0)``,
@@ -40,8 +40,11 @@ __all__ = ["growth"]
 
 #: Each task's neighbours one way (its inputs, or the tasks that read it).
 _Links = Mapping[Any, set[Any]]
-#: The fewest rows of a stand-in's chunk (``da.gradient`` wants more than two).
+#: The fewest rows of a stand-in's chunk (``da.gradient`` wants more than two),
+#: and the most (a ``fn`` that loops over its rows builds a task for each:
+#: over stand-ins in chunks of an input's 4,000 rows, minutes).
 STEP_ROWS = 3
+STEP_MOST_ROWS = 16
 #: The chunks along the rows the graph is counted at.
 STEPS = (1, 4, 16)
 #: Most chunks of the stand-ins together (inputs in thousands of chunks
@@ -75,7 +78,8 @@ def growth(
     held = sum(_chunks(v) for v in (*whole[0], *whole[1].values()))
     if width * STEPS[-1] > MOST_CHUNKS or held > MOST_WHOLE_CHUNKS:
         return None
-    step = max(min(rows, default=STEP_ROWS), STEP_ROWS)  # (a whole operand's align)
+    # (the inputs' own rows a chunk, where few: a whole operand chunked alike aligns)
+    step = min(max(min(rows, default=STEP_ROWS), STEP_ROWS), STEP_MOST_ROWS)
     try:
         counted = [_counted(fn, arrays, whole, steps, step) for steps in STEPS]
     except Exception:  # noqa: BLE001 - fn is not this shape's: per_block each
