@@ -120,8 +120,10 @@ def _row_key(a: Array) -> Hashable:
     The modes are those that change a call's cost (`Adapter.cost_mode`).
     The dtype is the library's own object (hashable on every library, and
     never compared with another library's: the library's key comes first).
-    Contiguous rows are traced; others are measured (`xpkit._cost`): a
-    Fortran-order input's cost is not a C-order one's.
+    The layout is what of its storage changes the cost (`Adapter.layout_key`):
+    contiguous rows are traced, others measured (`xpkit._cost`), so a
+    Fortran-order input's cost is not a C-order one's; a chunked library's
+    chunks.
     """
     adapter = adapter_for_array(a)
     if adapter is None:
@@ -130,7 +132,7 @@ def _row_key(a: Array) -> Hashable:
         adapter.key,
         tuple(a.shape[1:]),
         a.dtype,
-        adapter.rows_contiguous(a),
+        adapter.layout_key(a),
         adapter.cost_mode() if adapter.has_cost_mode else None,
     )
 
@@ -181,7 +183,7 @@ def _value_key(v: Value, refs: list[Callable[[], object]], depth: int) -> Hashab
     if adapter is not None:
         shape = tuple(v.shape)
         if shape:  # (its layout: one that is not contiguous is measured)
-            return ("array", adapter.key, shape, v.dtype, adapter.rows_contiguous(v))
+            return ("array", adapter.key, shape, v.dtype, adapter.layout_key(v))
         return _scalar_array_key(adapter, v)
     if isinstance(v, tuple):
         return ("tuple", tuple(_value_key(i, refs, depth + 1) for i in v))

@@ -180,6 +180,61 @@ def test_a_graph_s_growth_counts_the_chunks_across_the_other_axes():
     assert found.squared > 0
 
 
+@pytest.mark.parametrize("width", [100, 200])
+def test_the_growth_of_an_input_of_many_chunks_across_is_counted_at_fewer_steps(
+    width,
+):
+    # 100 or 200 chunks a row: 1, 4 and 16 chunks along the rows would be
+    # 3,200 chunks; 1, 2 and 4 are counted instead, and extrapolated.
+    da = pytest.importorskip("dask.array")
+    from xpkit._adapters._dask_blocks import growth
+
+    def fn(b):
+        return b.cumsum(axis=0)
+
+    x = da.from_array(np.ones((400, width)), chunks=(5, 1))
+    found = growth(fn, (x,), ((), {}))
+    assert found is not None
+    assert found.width == width
+    tasks, _ = found.counts(32 * width)
+    real = _optimized_tasks(fn(x[:160])) - _optimized_tasks(fn(x[:5]))
+    assert abs(tasks - real) <= 0.1 * real, (tasks, real)
+    assert found.squared > 0
+
+
+@pytest.mark.parametrize("chunks", [1, 10, 100])
+def test_a_whole_operand_s_chunks_are_held_by_every_batch(chunks):
+    # x + w.sum(): a task to read each chunk of w and a tree of sums over
+    # them, whatever the batch's rows: counted as fn builds them.
+    da = pytest.importorskip("dask.array")
+    from xpkit._adapters._dask_blocks import held
+
+    def fn(b, w):
+        return b + w.sum()
+
+    x = da.ones((40, 6), chunks=(5, 6))
+    w = da.ones(1000, chunks=1000 // chunks)
+    found = held(fn, (x,), ((w,), {}))
+    one = da.ones(1000, chunks=1000)
+    real = len(fn(x[:5], w).__dask_graph__()) - len(fn(x[:5], one).__dask_graph__())
+    assert abs(found.tasks - real) <= 1, (found, real)  # (a stand-in's own task)
+    assert (found.tasks == 0) == (chunks == 1)
+
+
+def test_a_compute_walks_the_tasks_of_an_input_built_task_by_task():
+    # A from_array input's graph is a table of its chunks, walked whole to
+    # prune each batch's graph; da.ones' says how many, unbuilt.
+    da = pytest.importorskip("dask.array")
+    from xpkit._adapters._dask_blocks import held
+
+    def fn(b):
+        return b * 2.0
+
+    built = da.from_array(np.ones((400, 40)), chunks=(5, 4))  # 800 chunks
+    assert held(fn, (built,), ((), {})).sources >= 1.5 * 800
+    assert held(fn, (da.ones((400, 40), chunks=(5, 4)),), ((), {})).sources == 0
+
+
 @pytest.mark.parametrize(
     "fn",
     [

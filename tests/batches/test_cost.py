@@ -324,6 +324,9 @@ if case in ("chain", "small chunks"):
 elif case == "twice plus one":
     def fn(b):
         return b * 2.0 + 1.0
+elif case == "whole sum":  # a whole operand in 2,000 chunks, reduced in every batch
+    def fn(b, w):
+        return b + w.sum()
 elif case == "centred":  # a reduction along the rows
     def fn(b):
         xp = array_api_compat.array_namespace(b)
@@ -335,16 +338,19 @@ elif case == "loop":  # a graph that grows with the rows
 else:  # Dask's own functions, which shape-only arrays cannot stand in for
     fn = OWN[case]
 
-def run(b):
-    return np.asarray(fn(b).compute())
+def run(b, *whole):
+    return np.asarray(fn(b, *whole).compute())
 
 xpkit.plan_batches(lambda r: r * 2, da.ones((64, 2)))  # (imports done first)
-plan = xpkit.plan_batches(fn, x, budget_gb=budget / 2**30)
+whole = ()
+if case == "whole sum":
+    whole = (da.from_array(np.random.default_rng(1).random(20_000), chunks=10),)
+plan = xpkit.plan_batches(fn, x, whole=whole, budget_gb=budget / 2**30)
 rows = x[: plan.batch_size]
-run(rows)  # once unmeasured
+run(rows, *whole)  # once unmeasured
 tracemalloc.start()
 start = tracemalloc.get_traced_memory()[0]
-run(rows)
+run(rows, *whole)
 true = tracemalloc.get_traced_memory()[1] - start
 print(json.dumps({"batch": plan.batch_size, "true": true,
                   "estimate": plan.batch_peak_bytes, "source": plan.source}))
@@ -388,6 +394,9 @@ print(json.dumps({"batch": plan.batch_size, "true": true,
         # getitem), which topk's partition copies again: planned at 1.66
         # times the budget when the rows were counted as a view
         ("topk", 2e6, 20_000),
+        # a whole operand in 2,000 chunks that every batch reduces: its
+        # tasks count (0.81 of the true peak when they counted nothing)
+        ("whole sum", 2e7, None),
     ],
 )
 def test_a_dask_graph_is_planned_with_what_it_holds_besides_its_chunks(
@@ -410,6 +419,7 @@ def test_a_dask_graph_is_planned_with_what_it_holds_besides_its_chunks(
         "small chunks",
         "centred",
         "twice plus one",
+        "whole sum",
     )
     assert got["source"] == (
         "traced by Dask's own functions over shape-only NumPy chunks"
@@ -419,6 +429,36 @@ def test_a_dask_graph_is_planned_with_what_it_holds_besides_its_chunks(
     assert got["batch"] >= 4, got
     assert got["true"] <= 1.15 * budget + PAGE, got
     assert got["true"] >= 0.3 * budget, got
+    assert 0.9 <= got["estimate"] / got["true"] <= 2.0, got
+
+
+@pytest.mark.parametrize(
+    ("case", "budget", "chunk"),
+    [
+        # w.sum() over 2,000 chunks holds 14 MB in every batch: planned at
+        # 6,322 rows and 2.8 times the budget, silently, when it counted nothing
+        ("whole sum", 5e6, None),
+        # an input in 400,000 chunks: each batch's compute walks all of
+        # them (25 MB): planned at 66 rows and 2.7 times the budget
+        ("twice plus one", 1e7, [5, 2]),
+    ],
+)
+def test_a_dask_graph_that_holds_more_than_the_budget_in_every_batch_says_so(
+    case, budget, chunk
+):
+    """What every batch holds whatever its rows is counted (measured in a child).
+
+    No batch keeps the budget: the plan says so and runs ``min_batch``
+    rows, and its estimate is that of the true peak.
+    """
+    pytest.importorskip("dask.array")
+    chunked = () if chunk is None else (json.dumps(chunk),)
+    done = run_python(_DASK_TRUE_PEAK, case, str(budget), *chunked, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["true"] > budget, got  # (no batch could keep it)
+    assert got["batch"] == 1, got
+    assert "more than the" in done.stderr, done.stderr[-3000:]
     assert 0.9 <= got["estimate"] / got["true"] <= 2.0, got
 
 

@@ -82,6 +82,41 @@ def test_a_changed_dtype_probes_again():
         assert fn.sizes[0] == 4  # probed again
 
 
+def test_a_dask_input_chunked_otherwise_plans_again():
+    # A batch's cost grows with the chunks it spans: a plan for an input in
+    # one chunk ran at twice the rows a plan for chunks of 5 rows allows.
+    da = pytest.importorskip("dask.array")
+
+    def fn(b):
+        return b * 2.0 + 1.0
+
+    data = np.ones((20_000, 64))
+    one = xpkit.plan_batches(
+        fn, da.from_array(data, chunks=(20_000, 64)), budget_gb=5e-3
+    )
+    small = xpkit.plan_batches(fn, da.from_array(data, chunks=(5, 64)), budget_gb=5e-3)
+    assert not small.remembered, small.source
+    assert small.batch_size < 0.7 * one.batch_size, (one, small)
+    again = xpkit.plan_batches(fn, da.from_array(data, chunks=(5, 64)), budget_gb=5e-3)
+    assert again.remembered  # (chunked alike)
+    # a whole operand too: its chunks are tasks every batch holds
+    w = np.ones(20_000)
+    whole_one = xpkit.plan_batches(
+        lambda b, w: b + w.sum(),
+        da.from_array(data, chunks=(20_000, 64)),
+        whole=(da.from_array(w, chunks=20_000),),
+        budget_gb=5e-3,
+    )
+    whole_many = xpkit.plan_batches(
+        lambda b, w: b + w.sum(),
+        da.from_array(data, chunks=(20_000, 64)),
+        whole=(da.from_array(w, chunks=20),),
+        budget_gb=5e-3,
+    )
+    assert not whole_many.remembered, whole_many.source
+    assert whole_many.batch_size < whole_one.batch_size, (whole_one, whole_many)
+
+
 def test_a_changed_budget_replans_without_probing():
     fn = Counted()
     x = _data(5000)

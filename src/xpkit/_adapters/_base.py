@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Hashable, Mapping
 from contextlib import AbstractContextManager
 from types import MappingProxyType, ModuleType
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, TypedDict, TypeVar, cast
 
 import array_api_compat
 import numpy as np
@@ -431,8 +431,7 @@ class Adapter:
 
     def device_key(self, x: Array) -> Hashable:
         """A cheap hashable key of the device ``x`` lives on (for caching)."""
-        key: Hashable = array_api_compat.device(x)
-        return key
+        return cast("Hashable", array_api_compat.device(x))
 
     #: Whether the library has modes that change what a call costs
     #: (`cost_mode`; the plan memory asks only where it has).
@@ -458,6 +457,10 @@ class Adapter:
         repeated in a loop compares: one call, on every input).
         """
         return (self.key, self.device_key(x), self.config_token(), x.shape, x.dtype)
+
+    def layout_key(self, x: Array) -> Hashable:
+        """What of ``x``'s storage changes a call's cost: its `rows_contiguous`."""
+        return self.rows_contiguous(x)
 
     def rows_contiguous(self, x: Array) -> bool:
         """Whether ``x``'s rows lie contiguous in memory, as a trace's inputs do.
@@ -666,8 +669,7 @@ class Adapter:
 
     def native_device_key(self, native: NativeDevice) -> Hashable:
         """`device_key` of the arrays that live on the native device ``native``."""
-        key: Hashable = native
-        return key
+        return cast("Hashable", native)
 
     def own_check(
         self, native: NativeDevice, dtypes: frozenset[str], *, any_device: bool = False

@@ -12,11 +12,19 @@ where one of a task's inputs' sets holds the others'): along a scan, the
 k-th chunk is linked to every chunk before it, and the links grow with the
 square of the chunks.
 
+`held` counts what every batch's graph holds whatever its rows: the
+tasks of whole operands in many chunks (``x + w.sum()``: a task to read
+each chunk of ``w`` and a tree of sums over them), by building ``fn``'s
+graph with them and with stand-ins of them in one chunk; and the tasks of
+the inputs' own graphs, which the compute walks to prune each batch's graph
+to its chunks (a slice of an input is a graph over all its chunks: an input
+in a million chunks, about 50 MB a batch, whatever its rows).
+
 `growth` builds ``fn``'s graph, without computing it, over stand-ins of the
-inputs in 1, 4 and 16 chunks along the rows (each of the inputs' smallest
-chunk along the rows, from `STEP_ROWS` to `STEP_MOST_ROWS`; their own
-chunks across the other axes) and counts both; the plan's
-`GraphCost` turns them into bytes. Its tasks at 64 chunks are Dask's own
+inputs in 1, 4 and 16 chunks along the rows (1, 2 and 4 for inputs of
+many chunks across; each of the inputs' smallest chunk along the rows,
+from `STEP_ROWS` to `STEP_MOST_ROWS`; their own chunks across the other
+axes) and counts both; the plan's `GraphCost` turns them into bytes. Its tasks at 64 chunks are Dask's own
 graph's of a batch of a ``from_array`` input within 7% (a chain, ``cumsum``
 and ``cumprod``, ``diff``, ``gradient``, ``x - x.mean(axis=0)``,
 ``concatenate``, ``stack``, ``topk``).
@@ -31,12 +39,12 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .._current_rows import ROWS
-from ._trace import BlockGrowth
+from ._trace import BlockGrowth, HeldGraph
 
 if TYPE_CHECKING:
     from .._typing import Array, UserFunction
 
-__all__ = ["growth"]
+__all__ = ["growth", "held", "source_slots"]
 
 #: Each task's neighbours one way (its inputs, or the tasks that read it).
 _Links = Mapping[Any, set[Any]]
@@ -45,15 +53,18 @@ _Links = Mapping[Any, set[Any]]
 #: over stand-ins in chunks of an input's 4,000 rows, minutes).
 STEP_ROWS = 3
 STEP_MOST_ROWS = 16
-#: The chunks along the rows the graph is counted at.
-STEPS = (1, 4, 16)
+#: The chunks along the rows the graph is counted at: the first that
+#: `MOST_CHUNKS` holds (inputs of many chunks across, at fewer).
+STEPS = ((1, 4, 16), (1, 2, 4))
 #: Most chunks of the stand-ins together (inputs in thousands of chunks
 #: across their other axes are not counted: each chunk counts
 #: ``per_block``; a ``diff`` over 256 chunks across took 3.6 s to count).
 MOST_CHUNKS = 1024
-#: Most chunks of the whole operands ``fn`` also reads, together: their
-#: graphs are built and ordered with ``fn``'s three times (``x + w.sum()``,
-#: ``w`` in 20,000 chunks: 7 s; in 8,000: 2 s; in 4,000, about 1 s).
+#: Most chunks of the whole operands ``fn`` also reads, together, for
+#: `growth`: their graphs are built and ordered with ``fn``'s three times
+#: (``x + w.sum()``, ``w`` in 20,000 chunks: 7 s; in 8,000: 2 s; in 4,000,
+#: about 1 s); beyond it, stand-ins of them in one chunk each (their own
+#: tasks are `held`'s).
 MOST_WHOLE_CHUNKS = 4096
 
 
@@ -68,6 +79,63 @@ def growth(
     stand-ins or returns no Dask array (it computes, reads values, wants
     other row counts): each chunk then counts ``per_block``.
     """
+    found = _step(arrays)
+    if found is None:
+        return None
+    width, step = found
+    steps = next((s for s in STEPS if width * s[-1] <= MOST_CHUNKS), None)
+    if steps is None:
+        return None
+    if sum(_chunks(v) for v in (*whole[0], *whole[1].values())) > MOST_WHOLE_CHUNKS:
+        whole = _in_one_chunk(whole)
+    try:
+        counted = [_counted(fn, arrays, whole, n, step) for n in steps]
+    except Exception:  # noqa: BLE001 - fn is not this shape's: per_block each
+        return None
+    (_, l1), (ta, la), (tb, lb) = counted
+    a, b = steps[1] - 1, steps[2] - 1  # (steps beyond the first)
+    # links l(s) - l(1) = links (s - 1) + squared (s - 1)^2 through both;
+    # tasks by the steps beyond the second (a scan's first step has no carry)
+    squared = max(((lb - l1) / b - (la - l1) / a) / (b - a), 0.0)
+    links = max((lb - l1) / b - squared * b, 0.0)
+    return BlockGrowth(width, max((tb - ta) / (b - a), 0.0), links, squared)
+
+
+def held(
+    fn: UserFunction,
+    arrays: tuple[Array, ...],
+    whole: tuple[tuple[object, ...], dict[str, object]],
+) -> HeldGraph:
+    """What every batch's graph holds whatever its rows (`HeldGraph`).
+
+    Where a whole operand is in more than one chunk, ``fn``'s graph is built
+    over stand-ins of the inputs in one chunk, with the whole operands and
+    with stand-ins of them in one chunk each: the tasks they add are the
+    difference (``fn`` runs twice more). Where ``fn`` fails there, or an
+    input's chunks are not known, each of their chunks beyond one counts a
+    task.
+    """
+    values = (*whole[0], *whole[1].values())
+    sources = _slots(sum(_source_tasks(v) for v in (*arrays, *values)))
+    beyond = sum(max(_chunks(v) - 1, 0) for v in values)
+    found = _step(arrays)
+    if not beyond or found is None:
+        return HeldGraph(beyond, sources)
+    step = found[1]
+    try:
+        with_them = _tasks(fn, arrays, whole, step)
+        without = _tasks(fn, arrays, _in_one_chunk(whole), step)
+    except Exception:  # noqa: BLE001 - fn is not this shape's: a task a chunk
+        return HeldGraph(beyond, sources)
+    return HeldGraph(max(with_them - without, 0), sources)
+
+
+def _step(arrays: tuple[Array, ...]) -> tuple[int, int] | None:
+    """(the chunks one row spans, the stand-ins' rows a chunk), None where unknown.
+
+    The rows a chunk are the inputs' own, where few (a whole operand
+    chunked alike then aligns), from `STEP_ROWS` to `STEP_MOST_ROWS`.
+    """
     width, rows = 0, []
     for a in arrays:
         chunks = getattr(a, "chunks", None)
@@ -75,20 +143,45 @@ def growth(
             return None
         width += math.prod(len(c) for c in chunks[1:])
         rows += [c for c in chunks[0] if c > 0]
-    held = sum(_chunks(v) for v in (*whole[0], *whole[1].values()))
-    if width * STEPS[-1] > MOST_CHUNKS or held > MOST_WHOLE_CHUNKS:
-        return None
-    # (the inputs' own rows a chunk, where few: a whole operand chunked alike aligns)
-    step = min(max(min(rows, default=STEP_ROWS), STEP_ROWS), STEP_MOST_ROWS)
+    return width, min(max(min(rows, default=STEP_ROWS), STEP_ROWS), STEP_MOST_ROWS)
+
+
+def _tasks(
+    fn: UserFunction,
+    arrays: tuple[Array, ...],
+    whole: tuple[tuple[object, ...], dict[str, object]],
+    step: int,
+) -> int:
+    """The tasks of ``fn``'s graph, as built, over stand-ins of one chunk of ``step`` rows."""
+    layers: dict[str, int] = {}
+    for leaf in _built(fn, arrays, whole, 1, step):
+        for name, layer in leaf.__dask_graph__().layers.items():
+            layers[name] = len(layer)  # (a layer of blocks says how many, unbuilt)
+    return sum(layers.values())
+
+
+def _built(
+    fn: UserFunction,
+    arrays: tuple[Array, ...],
+    whole: tuple[tuple[object, ...], dict[str, object]],
+    steps: int,
+    step: int,
+) -> list[Any]:
+    """The Dask arrays ``fn`` returns over stand-ins of ``steps`` chunks of ``step`` rows."""
+    import dask.array as da
+
+    args, kwargs = whole
+    xs = tuple(_stand_in(a, steps, step) for a in arrays)
+    token = ROWS.set((range(step * steps), None))  # (as a trace's rows)
     try:
-        counted = [_counted(fn, arrays, whole, steps, step) for steps in STEPS]
-    except Exception:  # noqa: BLE001 - fn is not this shape's: per_block each
-        return None
-    (t1, l1), (_, l4), (t16, l16) = counted
-    # links l(s) - l(1) = links (s - 1) + squared (s - 1)^2 through s = 4, 16
-    squared = max((l16 - l1 - 5 * (l4 - l1)) / 180, 0.0)
-    links = max((l16 - l1 - 225 * squared) / 15, 0.0)
-    return BlockGrowth(width, max((t16 - t1) / 15, 0.0), links, squared)
+        result = fn(*xs, *args, **kwargs)
+    finally:
+        ROWS.reset(token)
+    leaves = list(_leaves(result))
+    if not leaves or not all(isinstance(leaf, da.Array) for leaf in leaves):
+        msg = "fn returned something other than Dask arrays"
+        raise TypeError(msg)
+    return leaves
 
 
 def _counted(
@@ -99,26 +192,12 @@ def _counted(
     step: int,
 ) -> tuple[int, int]:
     """(tasks, links) of ``fn``'s graph over stand-ins of ``steps`` chunks of ``step`` rows."""
-    import dask.array as da
     from dask.core import get_deps
 
-    args, kwargs = whole
-    xs = tuple(_stand_in(a, steps, step) for a in arrays)
-    token = ROWS.set((range(step * steps), None))  # (as a trace's rows)
-    try:
-        result = fn(*xs, *args, **kwargs)
-    finally:
-        ROWS.reset(token)
     graph: dict[Any, object] = {}  # (Dask's keys)
-    for leaf in _leaves(result):
-        if not isinstance(leaf, da.Array):
-            msg = "fn returned something other than a Dask array"
-            raise TypeError(msg)
+    for leaf in _built(fn, arrays, whole, steps, step):
         keys = leaf.__dask_keys__()
         graph.update(leaf.__dask_optimize__(leaf.__dask_graph__(), keys))
-    if not graph:
-        msg = "fn returned no Dask array"
-        raise TypeError(msg)
     dependencies, dependents = get_deps(graph)
     links = _new_links(dependencies, dependents) + _new_links(dependents, dependencies)
     return len(graph), links
@@ -132,8 +211,74 @@ def _chunks(value: object) -> int:
     return math.prod(len(c) for c in chunks)
 
 
+def _source_tasks(value: object) -> int:
+    """Tasks of ``value``'s own graph that a compute walks to prune it (0: none).
+
+    A graph of layers that say how many blocks they make without building
+    them (``da.ones``, elementwise operations over them) is pruned layer by
+    layer; one that holds a built layer (``da.from_array`` of a NumPy
+    array, ``da.random``) is walked task by task, every layer above it too.
+    """
+    graph = getattr(value, "__dask_graph__", None)
+    layers = getattr(graph() if callable(graph) else None, "layers", None)
+    if not isinstance(layers, Mapping):
+        return 0
+    if not any(layer.is_materialized() for layer in layers.values()):
+        return 0
+    return sum(len(layer) for layer in layers.values())
+
+
+def source_slots(value: object) -> int:
+    """Slots of the table a compute builds over ``value``'s own tasks (`HeldGraph.sources`)."""
+    return _slots(_source_tasks(value))
+
+
+def _slots(tasks: int) -> int:
+    """Slots of the table a compute builds over ``tasks`` tasks to prune them.
+
+    A Python dict: its table doubles, to a power of two at least 1.5 times
+    its keys (an input in 800,000 chunks holds as much as one in 1,000,000:
+    about 50 MB a batch, measured with tracemalloc).
+    """
+    return 0 if tasks <= 0 else 1 << math.ceil(math.log2(1.5 * tasks))
+
+
+def _in_one_chunk(
+    whole: tuple[tuple[object, ...], dict[str, object]],
+) -> tuple[tuple[object, ...], dict[str, object]]:
+    """``whole`` with each Dask array of known shape in more than one chunk a stand-in in one."""
+    args, kwargs = whole
+    return tuple(_one(v) for v in args), {k: _one(v) for k, v in kwargs.items()}
+
+
+def _one(value: object) -> object:
+    """A stand-in of ``value`` in one chunk, never computed (itself where not needed)."""
+    import dask.array as da
+
+    shape = getattr(value, "shape", None)
+    if not isinstance(value, da.Array) or _chunks(value) <= 1:
+        return value
+    if shape is None or any(math.isnan(n) for n in shape):
+        return value
+    array: Callable[..., Array] = da.Array  # (dask's is not annotated)
+    name = f"xpkit-whole-stand-in-{id(value):x}"
+    index = (0,) * len(shape)
+    whole = (slice(None),) * len(shape)
+    graph = {
+        ("placeholder-" + name, *index): None,
+        (name, *index): (operator.getitem, ("placeholder-" + name, *index), whole),
+    }
+    return array(graph, name, tuple((n,) for n in shape), meta=value._meta)
+
+
 def _stand_in(a: Array, steps: int, step: int) -> Array:
-    """A Dask array like ``a`` in ``steps`` chunks of ``step`` rows, never computed.
+    """A Dask array like ``a`` in ``steps`` chunks of ``step`` rows, never computed."""
+    chunks = ((step,) * steps, *a.chunks[1:])
+    return _placeholder(f"xpkit-rows-stand-in-{id(a):x}-{steps}", chunks, a._meta)
+
+
+def _placeholder(name: str, chunks: tuple[tuple[int, ...], ...], meta: object) -> Array:
+    """A Dask array of these ``chunks``, never computed.
 
     Each chunk is read by a task of its own (``getitem`` of a placeholder),
     as a batch's slice of its input is: where several of ``fn``'s tasks
@@ -142,8 +287,6 @@ def _stand_in(a: Array, steps: int, step: int) -> Array:
     import dask.array as da
 
     array: Callable[..., Array] = da.Array  # (dask's is not annotated)
-    chunks = ((step,) * steps, *a.chunks[1:])
-    name = f"xpkit-rows-stand-in-{id(a):x}-{steps}"
     whole = (slice(None),) * len(chunks)
     graph: dict[tuple[object, ...], object] = {}
     for index in itertools.product(*(range(len(c)) for c in chunks)):
@@ -153,7 +296,7 @@ def _stand_in(a: Array, steps: int, step: int) -> Array:
             ("placeholder-" + name, *index),
             whole,
         )
-    return array(graph, name, chunks, meta=a._meta)
+    return array(graph, name, chunks, meta=meta)
 
 
 def _leaves(result: object) -> Iterator[object]:

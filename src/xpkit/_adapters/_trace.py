@@ -32,6 +32,7 @@ __all__ = [
     "CannotFollow",
     "DtypeRules",
     "GraphCost",
+    "HeldGraph",
     "Profile",
     "Trace",
     "Tracer",
@@ -218,12 +219,19 @@ class GraphCost:
         Where it is known (`BlockGrowth`): bytes each task the further
         blocks add holds (its part of the graph and the scheduler's state),
         and each link the scheduler's ordering of the graph holds.
+    per_source : int
+        Bytes the compute holds, while it prunes the graph to the batch's
+        tasks, for each slot of its table of the inputs' own tasks
+        (`HeldGraph.sources`).
     growth : callable or None
         ``growth(fn, arrays, whole)``: how ``fn``'s graph grows with the
         blocks of the batched ``arrays`` (``whole``: the whole operands,
         positional and keyword), or None where it cannot say; asked once a
         plan, where a batch spans more than one block of an input
         (`xpkit._adapters._shapes._run.spans`). None: never known.
+    held : callable or None
+        ``held(fn, arrays, whole)``: what every batch's graph holds whatever
+        its rows (`HeldGraph`), asked once a plan. None: nothing.
     """
 
     per_operation: int = 0
@@ -234,7 +242,9 @@ class GraphCost:
     per_block: int = 0
     per_task: int = 0
     per_link: int = 0
+    per_source: int = 0
     growth: Growth | None = None
+    held: Held | None = None
 
     def bytes(
         self,
@@ -242,11 +252,12 @@ class GraphCost:
         views: int,
         blocks: int = 1,
         growth: BlockGrowth | None = None,
+        held: HeldGraph | None = None,
     ) -> int:
         """The graph's bytes: ``arrays`` and ``views`` made, ``blocks`` read, one compute.
 
         ``growth``: how the graph grows with the blocks (None: by
-        ``per_block`` each).
+        ``per_block`` each); ``held``: what it holds whatever the blocks.
         """
         first = min(arrays, self.first_operations) * self.first_bytes
         if growth is None:
@@ -256,14 +267,16 @@ class GraphCost:
             # (the first step's blocks beyond the first: per_block each)
             across = max(min(blocks, growth.width) - 1, 0) * self.per_block
             spread = across + round(tasks * self.per_task + links * self.per_link)
+        if held is not None:
+            spread += held.tasks * self.per_task + held.sources * self.per_source
         return self.compute + first + (arrays + views) * self.per_operation + spread
 
 
 class BlockGrowth(NamedTuple):
     """How ``fn``'s graph grows with the blocks of its inputs a batch spans.
 
-    Counted on ``fn``'s graph built, not computed, over inputs of one, four
-    and sixteen blocks along the rows (`GraphCost.growth`), and
+    Counted on ``fn``'s graph built, not computed, over inputs of three
+    counts of blocks along the rows (`GraphCost.growth`), and
     extrapolated: its tasks by a line, the links of its ordering by a
     quadratic. A scheduler that orders a graph before it runs it may hold,
     for each task, the input blocks it depends on and the results that
@@ -294,11 +307,40 @@ class BlockGrowth(NamedTuple):
         return self.tasks * steps, self.links * steps + self.squared * steps**2
 
 
+class HeldGraph(NamedTuple):
+    """What every batch's graph holds, whatever the blocks of its rows.
+
+    Attributes
+    ----------
+    tasks : int
+        Tasks ``fn``'s graph holds for its whole operands' blocks beyond
+        one each (``x + w.sum()``, ``w`` in many blocks: a task to read
+        each and a tree of sums over them), counted as ``fn`` builds it.
+    sources : int
+        Slots of the table a compute builds over the tasks of the inputs'
+        own graphs to prune the graph to the batch's (each slice of an input
+        is a graph over all of the input's blocks, of which the batch reads
+        a few).
+    """
+
+    tasks: int
+    sources: int
+
+
 #: How ``fn``'s graph grows with the blocks of its inputs (`GraphCost.growth`).
 Growth = Callable[
     ["UserFunction", tuple["Array", ...], tuple[tuple[object, ...], dict[str, object]]],
     "BlockGrowth | None",
 ]
+#: What every batch's graph holds (`GraphCost.held`).
+Held = Callable[
+    ["UserFunction", tuple["Array", ...], tuple[tuple[object, ...], dict[str, object]]],
+    HeldGraph,
+]
+#: For a batch of some rows: the blocks its inputs span, how the graph grows
+#: with them and what it holds whatever the blocks (`Trace.blocks`,
+#: `Trace.growth`, `Trace.held`).
+Span = tuple[int, "BlockGrowth | None", HeldGraph | None]
 
 
 #: A kernel's workspace: ``(operation, inputs, outputs) -> bytes``, each
@@ -507,6 +549,8 @@ class Trace:
     blocks: int = 1
     #: How ``fn``'s graph grows with those blocks (None: not known).
     growth: BlockGrowth | None = None
+    #: What the graph holds whatever the blocks (None: nothing known).
+    held: HeldGraph | None = None
     #: How many of the tape's arrays are the batch's input rows copied (where
     #: a row slice copies), which are no operation of ``fn``'s graph.
     copied_inputs: int = 0
@@ -628,7 +672,8 @@ class Trace:
         if graph.copies_result:
             peak += sum(sizes.get(node, 0) for node in set(kept))
         arrays = self.nodes - self.copied_inputs
-        return peak + graph.bytes(arrays, self.views, self.blocks, self.growth)
+        extra = graph.bytes(arrays, self.views, self.blocks, self.growth, self.held)
+        return peak + extra
 
 
 #: The trace the current context runs (None outside one).

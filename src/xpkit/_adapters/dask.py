@@ -16,7 +16,7 @@ import array_api_compat
 import numpy as np
 
 from ._base import Adapter, LazyTags, Replace, Tagged, patched_by_array_api_extra
-from ._dask_blocks import growth
+from ._dask_blocks import growth, held, source_slots
 from ._host_loss import LostOnHost
 from ._top_k import along
 from ._trace import DtypeRules, GraphCost, WrappedArrays, active_trace
@@ -71,7 +71,9 @@ _GRAPH = GraphCost(
     per_block=6_500,
     per_task=3_300,
     per_link=11,
+    per_source=24,
     growth=growth,
+    held=held,
 )
 #: A chunk operation traced through Dask (its task built, optimised and run
 #: on the synchronous scheduler) costs about 40 times a plain shape-only
@@ -283,6 +285,20 @@ class DaskAdapter(Adapter):
         topk: Callable[..., Array] = da.topk  # (dask's are not annotated)
         argtopk: Callable[..., Array] = da.argtopk
         return topk(x, signed, axis=axis), argtopk(x, signed, axis=axis)
+
+    def layout_key(self, x: Array) -> Hashable:
+        """Its chunks: the smallest and largest along the rows, those across; its graph.
+
+        A batch's cost grows with the chunks it spans and with the tasks of
+        the input's own graph a compute walks (`_dask_blocks.held`): a plan
+        for one chunking is not another's. The row chunks by their extremes
+        (not the whole tuple, which has an entry a chunk); the graph by the
+        slots of the table its walk builds (a power of two).
+        """
+        chunks: tuple[tuple[float, ...], ...] = x.chunks
+        along = [c for c in chunks[0] if c > 0] if chunks else []
+        rows = (min(along), max(along)) if along else ()
+        return (rows, chunks[1:], source_slots(x))
 
     def row_blocks(self, x: Array, rows: int) -> int:
         """The chunks that ``rows`` consecutive rows of ``x`` span at most.

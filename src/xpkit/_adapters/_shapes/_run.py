@@ -27,7 +27,7 @@ from ._array import ShapeArray, given, made
 
 if TYPE_CHECKING:
     from ..._typing import Array, UserFunction, Value
-    from .._trace import BlockGrowth, GraphCost
+    from .._trace import BlockGrowth, GraphCost, HeldGraph, Span
 
 __all__ = ["CannotFollow", "InputSpec", "ShapeTracer", "spans"]
 
@@ -66,7 +66,8 @@ class ShapeTracer:
         ``blocks(rows)``: how many blocks of their storage the real inputs
         of a batch of ``rows`` rows span together (a chunked library's
         chunks; `Trace.blocks`), and how ``fn``'s graph grows with them
-        (`Trace.growth`; None: not known). One block where not given.
+        (`Trace.growth`; None: not known), and what the graph holds whatever
+        the blocks (`Trace.held`). One block where not given.
     """
 
     def __init__(
@@ -82,7 +83,7 @@ class ShapeTracer:
         unwrap: Callable[[Value], Value] | None = None,
         name: str = "shape-only arrays",
         weight: float = 1.0,
-        blocks: Callable[[int], tuple[int, BlockGrowth | None]] | None = None,
+        blocks: Callable[[int], Span] | None = None,
     ) -> None:
         self.profile = profile
         self._blocks = blocks
@@ -115,7 +116,7 @@ class ShapeTracer:
             raise CannotFollow(trace.failure)
         if self.profile.lazy:
             if self._blocks is not None:
-                trace.blocks, trace.growth = self._blocks(rows)
+                trace.blocks, trace.growth, trace.held = self._blocks(rows)
             return trace.lazy_peak(kept)  # type: ignore[arg-type]
         return trace.peak
 
@@ -150,7 +151,7 @@ def spans(
     arrays: tuple[Array, ...],
     whole: tuple[tuple[object, ...], dict[str, object]],
     graph: GraphCost | None,
-) -> Callable[[int], tuple[int, BlockGrowth | None]]:
+) -> Callable[[int], Span]:
     """``rows`` -> the blocks a batch of ``arrays`` spans, and how ``fn``'s graph grows with them.
 
     For `ShapeTracer`'s ``blocks``: each input's own library says how many
@@ -160,20 +161,25 @@ def spans(
     (`GraphCost.growth`, asked once, where a batch spans more than one
     block of an input; ``whole``: the whole operands, positional and
     keyword). The growth is None where each input is one block, or the
-    library cannot say.
+    library cannot say. What the graph holds whatever the blocks
+    (`GraphCost.held`) is asked once, at the first batch.
     """
     owners = [(adapter_for_array(a), a) for a in arrays]
     asked: list[BlockGrowth | None] = []
+    held: list[HeldGraph | None] = []
     # (the blocks one row spans: each input's blocks across its other axes)
     across = sum(1 if o is None else o.row_blocks(a, 1) for o, a in owners)
 
-    def span(rows: int) -> tuple[int, BlockGrowth | None]:
+    def span(rows: int) -> Span:
         blocks = sum(1 if o is None else o.row_blocks(a, rows) for o, a in owners)
+        if not held:
+            ask = None if graph is None else graph.held
+            held.append(None if ask is None else ask(fn, arrays, whole))
         if graph is None or graph.growth is None or blocks <= across:
-            return blocks, None  # (one block along the rows: per_block each)
+            return blocks, None, held[0]  # (one block along the rows: per_block each)
         if not asked:
             asked.append(graph.growth(fn, arrays, whole))
-        return blocks, asked[0]
+        return blocks, asked[0], held[0]
 
     return span
 
