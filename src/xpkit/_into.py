@@ -285,14 +285,14 @@ def stop_at_chunk(start: int, stop: int, n: int, chunk: int) -> int:
     return boundary if boundary > start else stop
 
 
-def target_of(leaf: Value, owner: Backend | None) -> Backend | None:
-    """Where rows for ``leaf`` go: None (the host), else its Backend."""
+def target_of(leaf: Value, owner: Backend | None) -> tuple[Backend, Adapter] | None:
+    """Where rows for ``leaf`` go: None (the host), else its Backend and adapter."""
     if owner is None or isinstance(leaf, np.ndarray):
         return None
     adapter = adapter_for_array(leaf)
     if adapter is None or adapter is get_adapter("numpy"):
         return None
-    return owner.from_arrays(leaf)
+    return owner.from_arrays(leaf), adapter
 
 
 def slots_of(out: Out, spec: ResultSpec, count: int) -> list[int]:

@@ -43,6 +43,7 @@ from ._rows import (
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from ._adapters._base import Adapter
     from ._adapters._layout import Extent
     from ._backend import Backend
     from ._typing import Array, HostArray, UserFunction, UserResult
@@ -143,34 +144,34 @@ class Outputs:
         self._rows: list[tuple[int, ...]] = []
         self._kept: list[Array] = []
         self._into = into
-        self._targets: list[Backend | None] = []
+        #: Where the rows of each of out's arrays go: None (the host), else
+        #: its Backend and that Backend's adapter (`target_of`).
+        self._targets: list[tuple[Backend, Adapter] | None] = []
         if into is not None:
             self._targets = [target_of(leaf, backend) for leaf in into.leaves]
-
-    def _on_device(self, leaf: Array) -> Array:
-        """``leaf`` on the backend's device: itself when it is there already."""
-        assert self._device is not None
-        return on_target(self._device, self._lib, leaf)
 
     def convert(self, rows: Rows, span: range = range(0)) -> Rows:
         """The arrays of ``rows`` (of ``span``) where the outputs live (once: then `placed`)."""
         if rows.placed:
             return rows
-        if self._in_place:
-            return Rows(rows.spec, [self._on_device(v) for v in rows.leaves], True)
-        into, leaves = self._into, rows.leaves
+        spec, leaves = rows.spec, rows.leaves
+        if self._in_place:  # (on the backend's device: each itself where it is)
+            device, lib = self._device, self._lib
+            assert device is not None
+            return Rows(spec, [on_target(device, lib, v) for v in leaves], True)
+        into = self._into
         if into is None:  # (at once: a planned call's common case)
             leaves = [
-                v if type(v) is np.ndarray else self._leaf(v, -1, rows.spec, i, span)
+                v if type(v) is np.ndarray else leaf_on_host(v, self.fn, spec, i, span)
                 for i, v in enumerate(leaves)
             ]
         else:
-            slots = slots_of(into, rows.spec, len(leaves))
+            slots = slots_of(into, spec, len(leaves))
             leaves = [
-                self._leaf(v, k, rows.spec, i, span)
+                self._leaf(v, k, spec, i, span)
                 for i, (v, k) in enumerate(zip(leaves, slots, strict=True))
             ]
-        return Rows(rows.spec, leaves, True)
+        return Rows(spec, leaves, True)
 
     def _leaf(self, v: Array, k: int, spec: ResultSpec, i: int, span: range) -> Array:
         """``fn``'s array ``v`` where the outputs live: for ``out``'s array ``k`` (-1: none).
@@ -180,7 +181,7 @@ class Outputs:
         """
         target = self._targets[k] if k >= 0 else None
         if target is not None:
-            return on_target(target, get_adapter(target.library), v)
+            return on_target(*target, v)
         if type(v) is np.ndarray:
             return v
         host = leaf_on_host(v, self.fn, spec, i, span)
@@ -360,7 +361,7 @@ class Outputs:
                         self._lib.namespace().empty(
                             shape,
                             dtype=leaf.dtype,
-                            device=get_adapter(self._device.library).device_of(leaf),
+                            device=self._lib.device_of(leaf),
                         )
                     )
                 else:
