@@ -68,6 +68,7 @@ __all__ = [
     "slots_of",
     "stop_at_chunk",
     "target_of",
+    "writers_for",
 ]
 
 
@@ -374,6 +375,27 @@ def check_layout(
         raise ValueError(msg)
     if given != dtype:
         raise dtype_refused(out, i, given, dtype, fn)
+
+
+def writers_for(
+    out: Out,
+    rows: list[tuple[int, ...]],
+    dtypes: list[str],
+    fn: UserFunction,
+    n: int,
+) -> list[Value]:
+    """``out``'s arrays as the outputs of ``n`` rows, once each matches ``fn``'s rows there.
+
+    ``rows`` and ``dtypes``: the row shape and dtype of each array of
+    ``fn``'s result, in ``out``'s order (`check_layout`). An array cut in
+    chunks is written through a `ChunkWriter`; any other as it is.
+    """
+    for i, given in enumerate(out.leaves):
+        check_layout(out, i, rows[i], dtypes[i], dtype_label(given.dtype), fn)
+    return [
+        leaf if size == 1 else ChunkWriter(leaf, size, n)
+        for leaf, size in zip(out.leaves, out.chunk_rows, strict=True)
+    ]
 
 
 def dtype_refused(

@@ -20,12 +20,12 @@ from ._dtypes import dtype_label
 from ._into import (
     ChunkWriter,
     Out,
-    check_layout,
     check_structure,
     host_rows_for,
     on_target,
     slots_of,
     target_of,
+    writers_for,
 )
 from ._memory import BYTES_PER_GB, array_nbytes, available_bytes
 from ._oom import UnsplittableMemoryError, is_oom_error
@@ -312,13 +312,7 @@ class Outputs:
             by_key = dict(zip(rows.spec[1], leaves, strict=True))
             leaves = [by_key[k] for k in into.spec[1]]
         self._read_layout(leaves)
-        for i, given in enumerate(into.leaves):
-            label = dtype_label(given.dtype)
-            check_layout(into, i, self._rows[i], self._dtypes[i], label, self.fn)
-        self._out = [
-            leaf if size == 1 else ChunkWriter(leaf, size, self.n)
-            for leaf, size in zip(into.leaves, into.chunk_rows, strict=True)
-        ]
+        self._out = writers_for(into, self._rows, self._dtypes, self.fn, self.n)
         self._spec = into.spec
 
     def _read_layout(self, leaves: list[Array]) -> None:
