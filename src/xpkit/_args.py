@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ._dtypes import DTYPE_NAMES, dtype_name
 from ._shown import shown
 
 if TYPE_CHECKING:
@@ -32,30 +31,11 @@ __all__ = [
     "check_shape",
     "concat_shape_error",
     "matmul_shape_error",
-    "own_dtype",
     "raise_if_axis_out_of_range",
     "shape_of",
 ]
 
 PY_SCALARS = (bool, int, float, complex)
-
-
-def own_dtype(x: Array, param: str) -> str:
-    """The dtype name of ``x``, an array; a TypeError naming ``param`` otherwise.
-
-    For an array whose dtype is outside the standard's vocabulary (a
-    string, an object dtype).
-    """
-    try:
-        name = dtype_name(x.dtype)
-    except TypeError:
-        msg = (
-            f"{param} has dtype {x.dtype}, which is not a numeric or boolean "
-            f"dtype of the standard ({', '.join(sorted(DTYPE_NAMES))})"
-        )
-        raise TypeError(msg) from None
-    assert name is not None
-    return name
 
 
 def check_shape(shape: Value) -> tuple[int, ...]:

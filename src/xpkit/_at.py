@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Generic
 import numpy as np
 
 from ._adapters._registry import adapter_for_array
-from ._args import check_copy, own_dtype
+from ._args import check_copy
 from ._at_index import (
     as_positions,
     check_index,
@@ -28,7 +28,7 @@ from ._at_index import (
     plain_index,
 )
 from ._cast_checks import scalar_cast_loss
-from ._dtypes import dtype_name
+from ._dtypes import dtype_name, own_dtype
 from ._facts import ArrayT, Facts
 from ._operations import check_operand, refuse_operand, stands_in
 

@@ -16,9 +16,8 @@ import numpy as np
 from array_api_compat import numpy as _np_xp
 
 from ._adapters._registry import adapter_for_array, refuse_lossy, to_host
-from ._args import own_dtype
 from ._cast_checks import check_cast_keeps_values
-from ._dtypes import DTYPE_KINDS, dtype_name
+from ._dtypes import DTYPE_KINDS, dtype_name, own_dtype
 from ._shown import shown
 
 if TYPE_CHECKING:

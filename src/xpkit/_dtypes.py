@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from ._typing import DType
+    from ._typing import Array, DType
 
 __all__ = [
     "DTYPE_KINDS",
@@ -26,6 +26,7 @@ __all__ = [
     "forget_narrowings",
     "narrow_for_device",
     "narrowed",
+    "own_dtype",
     "register_dtype_spelling",
 ]
 
@@ -145,6 +146,24 @@ def dtype_label(dtype: DType) -> str:
         return str(dtype_name(dtype))
     except TypeError:
         return str(dtype).rpartition(".")[2]
+
+
+def own_dtype(x: Array, param: str) -> str:
+    """The dtype name of ``x``, an array; a TypeError naming ``param`` otherwise.
+
+    For an array whose dtype is outside the standard's vocabulary (a
+    string, an object dtype).
+    """
+    try:
+        name = dtype_name(x.dtype)
+    except TypeError:
+        msg = (
+            f"{param} has dtype {x.dtype}, which is not a numeric or boolean "
+            f"dtype of the standard ({', '.join(sorted(DTYPE_NAMES))})"
+        )
+        raise TypeError(msg) from None
+    assert name is not None
+    return name
 
 
 def _name_of(dtype: DType) -> str:

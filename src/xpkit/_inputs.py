@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, NamedTuple, TypeAlias
 import numpy as np
 
 from ._adapters._registry import ADAPTERS, adapter_for_array, refuse_lossy
-from ._args import own_dtype
 from ._convert import castable, host, traced
+from ._dtypes import own_dtype
 from ._moves import move_from
 
 if TYPE_CHECKING:

@@ -15,9 +15,9 @@ import numpy as np
 from array_api_compat import numpy as _np_xp
 
 from ._adapters._registry import adapter_for_array, refuse_lossy, to_host
-from ._args import check_copy, own_dtype
+from ._args import check_copy
 from ._cast_checks import check_cast_keeps_values
-from ._dtypes import dtype_name
+from ._dtypes import dtype_name, own_dtype
 
 if TYPE_CHECKING:
     from ._adapters._base import Adapter

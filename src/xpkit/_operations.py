@@ -23,11 +23,10 @@ from ._args import (
     check_axis,
     concat_shape_error,
     matmul_shape_error,
-    own_dtype,
     raise_if_axis_out_of_range,
     shape_of,
 )
-from ._dtypes import DTYPE_KINDS, dtype_name
+from ._dtypes import DTYPE_KINDS, dtype_name, own_dtype
 
 if TYPE_CHECKING:
     from ._facts import ArrayT, Facts

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._args import check_axis, check_count, own_dtype, shape_of
-from ._dtypes import DTYPE_KINDS
+from ._args import check_axis, check_count, shape_of
+from ._dtypes import DTYPE_KINDS, own_dtype
 from ._shown import shown
 
 if TYPE_CHECKING:
