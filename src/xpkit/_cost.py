@@ -282,8 +282,9 @@ class _Exact:
     extrapolated from the traces so far, and a trace of more than
     `TRACE_OPERATIONS` operations is not made (None), nor one whose own
     objects (`TRACE_OPERATION_BYTES` an operation) would not fit
-    ``budget_bytes`` (the plan stays within the budget it plans for), nor
-    more than `TRACES` traces in all: what the plan traces depends on
+    ``budget_bytes`` (the plan stays within the budget it plans for), unless
+    it is of fewer rows than one already made, nor more than `TRACES`
+    traces in all: what the plan traces depends on
     ``fn``, the rows and the budget, never on how busy the machine is.
     """
 
@@ -306,8 +307,10 @@ class _Exact:
         found = self._seen.get(rows)
         if found is not None or rows in self._unknown:
             return found
-        if self.operations(rows) > self._most_operations or len(self._seen) >= TRACES:
+        if len(self._seen) >= TRACES:
             return None
+        if self.operations(rows) > self._most_operations and rows > max(self._seen):
+            return None  # (fewer rows than a trace made: no more work than it was)
         try:
             return self.first(rows)
         except CannotFollow:

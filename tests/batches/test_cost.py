@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 
+import array_api_compat
 import numpy as np
 import pytest
 from helpers import run_python
@@ -188,6 +189,29 @@ _GRADIENT_PROBES = [
     (1024, 1613824),
     (1643, 1683456),
 ]
+
+
+def test_a_batch_s_estimate_does_not_depend_on_the_budget_too_small_for_it():
+    # A budget too small for a second trace's own objects: the first trace
+    # (16 rows) was scaled down to the batch of one row, 10 kB against the
+    # 140 kB a larger budget traced for that same row (84 kB true). A trace
+    # of fewer rows than one made is made: no more work than that one.
+    da = pytest.importorskip("dask.array")
+    rng = np.random.default_rng(0)
+    x = da.from_array(rng.standard_normal((2000, 32)))
+    w = da.from_array(rng.standard_normal((32, 64)))
+
+    def fn(b, w):
+        return array_api_compat.array_namespace(b).tanh(b @ w)
+
+    def plan(budget):
+        return xpkit.plan_batches(
+            fn, x, whole=(w,), budget_gb=budget / 2**30, remember=False
+        )
+
+    tiny, small = plan(1e3), plan(1e5)
+    assert tiny.batch_size == small.batch_size == 1
+    assert tiny.batch_peak_bytes == small.batch_peak_bytes
 
 
 def test_a_fixed_cost_is_at_most_what_the_smallest_probe_paid():
