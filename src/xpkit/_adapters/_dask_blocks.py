@@ -92,13 +92,15 @@ def growth(
         counted = [_counted(fn, arrays, whole, n, step) for n in steps]
     except Exception:  # noqa: BLE001 - fn is not this shape's: per_block each
         return None
-    (_, l1), (ta, la), (tb, lb) = counted
+    (t1, l1), (ta, la), (tb, lb) = counted
     a, b = steps[1] - 1, steps[2] - 1  # (steps beyond the first)
     # links l(s) - l(1) = links (s - 1) + squared (s - 1)^2 through both;
-    # tasks by the steps beyond the second (a scan's first step has no carry)
+    # tasks by a line through the first and last (over few steps, through
+    # the last two: a scan's first step carries nothing, which weighs more)
     squared = max(((lb - l1) / b - (la - l1) / a) / (b - a), 0.0)
     links = max((lb - l1) / b - squared * b, 0.0)
-    return BlockGrowth(width, max((tb - ta) / (b - a), 0.0), links, squared)
+    tasks = (tb - t1) / b if b >= 8 else (tb - ta) / (b - a)
+    return BlockGrowth(width, max(tasks, 0.0), links, squared)
 
 
 def held(
@@ -152,12 +154,27 @@ def _tasks(
     whole: tuple[tuple[object, ...], dict[str, object]],
     step: int,
 ) -> int:
-    """The tasks of ``fn``'s graph, as built, over stand-ins of one chunk of ``step`` rows."""
-    layers: dict[str, int] = {}
-    for leaf in _built(fn, arrays, whole, 1, step):
-        for name, layer in leaf.__dask_graph__().layers.items():
-            layers[name] = len(layer)  # (a layer of blocks says how many, unbuilt)
-    return sum(layers.values())
+    """The tasks of ``fn``'s graph over stand-ins of one chunk of ``step`` rows, as run.
+
+    Dask's optimised graph: pruned to the tasks the result needs (``b *
+    w[0]`` reads one chunk of ``w``), a chain over a chunk fused into one.
+    """
+    return len(_optimized(fn, arrays, whole, 1, step))
+
+
+def _optimized(
+    fn: UserFunction,
+    arrays: tuple[Array, ...],
+    whole: tuple[tuple[object, ...], dict[str, object]],
+    steps: int,
+    step: int,
+) -> dict[Any, object]:
+    """``fn``'s graph over stand-ins of ``steps`` chunks of ``step`` rows, as Dask runs it."""
+    graph: dict[Any, object] = {}  # (Dask's keys)
+    for leaf in _built(fn, arrays, whole, steps, step):
+        keys = leaf.__dask_keys__()
+        graph.update(leaf.__dask_optimize__(leaf.__dask_graph__(), keys))
+    return graph
 
 
 def _built(
@@ -194,10 +211,7 @@ def _counted(
     """(tasks, links) of ``fn``'s graph over stand-ins of ``steps`` chunks of ``step`` rows."""
     from dask.core import get_deps
 
-    graph: dict[Any, object] = {}  # (Dask's keys)
-    for leaf in _built(fn, arrays, whole, steps, step):
-        keys = leaf.__dask_keys__()
-        graph.update(leaf.__dask_optimize__(leaf.__dask_graph__(), keys))
+    graph = _optimized(fn, arrays, whole, steps, step)
     dependencies, dependents = get_deps(graph)
     links = _new_links(dependencies, dependents) + _new_links(dependents, dependencies)
     return len(graph), links
@@ -236,11 +250,18 @@ def source_slots(value: object) -> int:
 def _slots(tasks: int) -> int:
     """Slots of the table a compute builds over ``tasks`` tasks to prune them.
 
-    A Python dict: its table doubles, to a power of two at least 1.5 times
-    its keys (an input in 800,000 chunks holds as much as one in 1,000,000:
-    about 50 MB a batch, measured with tracemalloc).
+    A Python set: it grows when three fifths full, to a power of two above
+    four times its keys (twice, beyond 50,000), so the bytes step up at
+    those sizes (an input in 800,000 chunks holds as much as one in
+    1,000,000: about 50 MB a batch, measured with tracemalloc).
     """
-    return 0 if tasks <= 0 else 1 << math.ceil(math.log2(1.5 * tasks))
+    if tasks <= 0:
+        return 0
+    slots = 8
+    while tasks * 5 >= slots * 3:
+        keys = -(-slots * 3 // 5)  # (the keys at which it grows)
+        slots = 1 << (keys * (2 if keys > 50_000 else 4)).bit_length()
+    return slots
 
 
 def _in_one_chunk(

@@ -75,6 +75,9 @@ _GRAPH = GraphCost(
     growth=growth,
     held=held,
 )
+#: The fewest slots of an input's table (`_dask_blocks.held`) that key a
+#: remembered plan (24 bytes each: about 1.5 MB).
+_KEYED_SLOTS = 2**16
 #: A chunk operation traced through Dask (its task built, optimised and run
 #: on the synchronous scheduler) costs about 40 times a plain shape-only
 #: operation (0.65-1.06 ms against 15-27 us, a loop over 4,000 rows).
@@ -291,14 +294,17 @@ class DaskAdapter(Adapter):
 
         A batch's cost grows with the chunks it spans and with the tasks of
         the input's own graph a compute walks (`_dask_blocks.held`): a plan
-        for one chunking is not another's. The row chunks by their extremes
-        (not the whole tuple, which has an entry a chunk); the graph by the
-        slots of the table its walk builds (a power of two).
+        for one chunking is not another's. The row chunks by the largest and
+        the smallest but the last (not the whole tuple, which has an entry a
+        chunk, nor the last, which other row counts change); the graph by
+        the slots of the table its walk builds, where they hold more than
+        about 1.5 MB (a power of two: other row counts may change it).
         """
         chunks: tuple[tuple[float, ...], ...] = x.chunks
         along = [c for c in chunks[0] if c > 0] if chunks else []
-        rows = (min(along), max(along)) if along else ()
-        return (rows, chunks[1:], source_slots(x))
+        rows = (min(along[:-1] or along), max(along)) if along else ()
+        slots = source_slots(x)
+        return (rows, chunks[1:], slots if slots >= _KEYED_SLOTS else 0)
 
     def row_blocks(self, x: Array, rows: int) -> int:
         """The chunks that ``rows`` consecutive rows of ``x`` span at most.
