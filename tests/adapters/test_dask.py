@@ -147,7 +147,8 @@ def _optimized_tasks(result):
 )
 def test_a_graph_s_growth_with_its_chunks_is_counted_on_its_stand_ins(name, fn):
     # Counted at 1, 4 and 16 chunks along the rows and extrapolated: the
-    # tasks of Dask's own graph of a batch of 64 chunks, within a tenth;
+    # tasks of Dask's own graph of a batch of 64 chunks, within 15% (Dask's
+    # own count of a cumsum's varies with the hash seed: 252 or 287);
     # links that grow with the square of the chunks only where a chunk's
     # result is carried to the next (a scan along the rows).
     da = pytest.importorskip("dask.array")
@@ -159,7 +160,7 @@ def test_a_graph_s_growth_with_its_chunks_is_counted_on_its_stand_ins(name, fn):
     assert found.width == 1
     tasks, links = found.counts(64)
     real = _optimized_tasks(fn(x[3:643])) - _optimized_tasks(fn(x[3:13]))
-    assert abs(tasks - real) <= 0.1 * real, (tasks, real)
+    assert abs(tasks - real) <= 0.15 * real, (tasks, real)
     if name in ("cumsum rows", "cumprod rows"):
         assert links > 10 * tasks, found
     else:
@@ -196,9 +197,11 @@ def test_the_growth_of_an_input_of_many_chunks_across_is_counted_at_fewer_steps(
     found = growth(fn, (x,), ((), {}))
     assert found is not None
     assert found.width == width
-    tasks, _ = found.counts(32 * width)
-    real = _optimized_tasks(fn(x[:160])) - _optimized_tasks(fn(x[:5]))
-    assert abs(tasks - real) <= 0.1 * real, (tasks, real)
+    one = _optimized_tasks(fn(x[:5]))
+    for chunks, rows in ((2, 10), (32, 160)):  # (the second adds the carry's too)
+        tasks, _ = found.counts(chunks * width)
+        real = _optimized_tasks(fn(x[:rows])) - one
+        assert abs(tasks - real) <= 0.1 * real, (chunks, tasks, real)
     assert found.squared > 0
 
 

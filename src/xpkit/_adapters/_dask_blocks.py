@@ -95,12 +95,14 @@ def growth(
     (t1, l1), (ta, la), (tb, lb) = counted
     a, b = steps[1] - 1, steps[2] - 1  # (steps beyond the first)
     # links l(s) - l(1) = links (s - 1) + squared (s - 1)^2 through both;
-    # tasks by a line through the first and last (over few steps, through
-    # the last two: a scan's first step carries nothing, which weighs more)
+    # tasks t(s) - t(1) = onset + tasks (s - 1) beyond the first step (a
+    # scan's second chunk adds the carry's tasks once: 1,400 tasks, then
+    # 800 a step, over 200 chunks across)
     squared = max(((lb - l1) / b - (la - l1) / a) / (b - a), 0.0)
     links = max((lb - l1) / b - squared * b, 0.0)
-    tasks = (tb - t1) / b if b >= 8 else (tb - ta) / (b - a)
-    return BlockGrowth(width, max(tasks, 0.0), links, squared)
+    tasks = max((tb - ta) / (b - a), 0.0)
+    onset = max(ta - t1 - tasks * a, 0.0)
+    return BlockGrowth(width, tasks, links, squared, onset)
 
 
 def held(

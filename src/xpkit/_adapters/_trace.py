@@ -294,17 +294,22 @@ class BlockGrowth(NamedTuple):
         Tasks each further step along the rows adds to the graph.
     links, squared : float
         Links each further step adds, and each step squared.
+    onset : float
+        Tasks the first further step adds besides ``tasks`` (what a step
+        carried from the one before needs once).
     """
 
     width: int
     tasks: float
     links: float
     squared: float
+    onset: float = 0.0
 
     def counts(self, blocks: int) -> tuple[float, float]:
         """(tasks, links) that ``blocks`` blocks add to the graph of one step."""
         steps = max(blocks / max(self.width, 1) - 1.0, 0.0)
-        return self.tasks * steps, self.links * steps + self.squared * steps**2
+        tasks = self.tasks * steps + self.onset * min(steps, 1.0)
+        return tasks, self.links * steps + self.squared * steps**2
 
 
 class HeldGraph(NamedTuple):
