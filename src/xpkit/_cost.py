@@ -309,8 +309,9 @@ class _Exact:
             return found
         if len(self._seen) >= TRACES:
             return None
-        if self.operations(rows) > self._most_operations and rows > max(self._seen):
-            return None  # (fewer rows than a trace made: no more work than it was)
+        traced = max(self._seen, default=0)  # (fewer rows: no more work than it was)
+        if self.operations(rows) > self._most_operations and rows > traced:
+            return None
         try:
             return self.first(rows)
         except CannotFollow:
