@@ -127,8 +127,8 @@ def held(
         return HeldGraph(beyond, sources)
     step = found[1]
     try:
-        with_them = _tasks(fn, arrays, whole, step)
-        without = _tasks(fn, arrays, _in_one_chunk(whole), step)
+        with_them = len(_optimized(fn, arrays, whole, 1, step))
+        without = len(_optimized(fn, arrays, _in_one_chunk(whole), 1, step))
     except Exception:  # noqa: BLE001 - fn is not this shape's: a task a chunk
         return HeldGraph(beyond, sources)
     return HeldGraph(max(with_them - without, 0), sources)
@@ -150,20 +150,6 @@ def _step(arrays: tuple[Array, ...]) -> tuple[int, int] | None:
     return width, min(max(min(rows, default=STEP_ROWS), STEP_ROWS), STEP_MOST_ROWS)
 
 
-def _tasks(
-    fn: UserFunction,
-    arrays: tuple[Array, ...],
-    whole: tuple[tuple[object, ...], dict[str, object]],
-    step: int,
-) -> int:
-    """The tasks of ``fn``'s graph over stand-ins of one chunk of ``step`` rows, as run.
-
-    Dask's optimised graph: pruned to the tasks the result needs (``b *
-    w[0]`` reads one chunk of ``w``), a chain over a chunk fused into one.
-    """
-    return len(_optimized(fn, arrays, whole, 1, step))
-
-
 def _optimized(
     fn: UserFunction,
     arrays: tuple[Array, ...],
@@ -171,7 +157,11 @@ def _optimized(
     steps: int,
     step: int,
 ) -> dict[Any, object]:
-    """``fn``'s graph over stand-ins of ``steps`` chunks of ``step`` rows, as Dask runs it."""
+    """``fn``'s graph over stand-ins of ``steps`` chunks of ``step`` rows, as Dask runs it.
+
+    Dask's optimised graph: pruned to the tasks the result needs (``b *
+    w[0]`` reads one chunk of ``w``), a chain over a chunk fused into one.
+    """
     graph: dict[Any, object] = {}  # (Dask's keys)
     for leaf in _built(fn, arrays, whole, steps, step):
         keys = leaf.__dask_keys__()
