@@ -80,8 +80,9 @@ def fit(points: Sequence[tuple[int, float]]) -> tuple[float, float, float]:
     """``(fixed, per_item, squared)`` through measured ``(rows, peak)`` points.
 
     Three or more points give a quadratic through the three largest (its
-    coefficients kept non-negative: a negative curvature or slope is refit
-    without it); two give a line; one a cost proportional to the rows. A
+    coefficients kept non-negative: a negative curvature is refit as a line,
+    a negative slope as ``fixed + squared * rows**2`` through the two
+    largest); two give a line; one a cost proportional to the rows. A
     per-item cost is at least 1 byte.
 
     A fixed cost is one every call pays, so it is at most the smallest
@@ -121,9 +122,20 @@ def _fit(points: Sequence[tuple[int, float]]) -> tuple[float, float, float]:
             fixed = p3 - per_item * k3 - squared * k3 * k3
             if per_item >= 0.0 and fixed >= 0.0:
                 return fixed, max(per_item, 1.0), squared
-            if per_item < 0.0:  # a curve through the origin, its slope clamped
-                return max(p3 - squared * k3 * k3, 0.0), 1.0, squared
+            if per_item < 0.0 and p3 > p2:  # no slope: a curve through the last two
+                squared = (p3 - p2) / (k3 * k3 - k2 * k2)
+                fixed = p3 - squared * k3 * k3
+                if fixed < 0.0:  # (steeper than a square: through the origin)
+                    return 0.0, 1.0, p3 / (k3 * k3)
+                return fixed, 1.0, squared
+            if per_item < 0.0:  # (readings that fall: the line's rules below)
+                return _line(ranked)
             return 0.0, max((p3 - squared * k3 * k3) / k3, 1.0), squared
+    return _line(ranked)
+
+
+def _line(ranked: Sequence[tuple[int, float]]) -> tuple[float, float, float]:
+    """The line through the two largest of ``ranked`` (by rows, ascending)."""
     k2, p2 = ranked[-1]
     smaller = [(k, p) for k, p in ranked if k < k2]
     if not smaller:

@@ -18,6 +18,7 @@ from helpers import run_python
 import xpkit
 from xpkit import _cost
 from xpkit._adapters import get_adapter
+from xpkit._cost_model import Cost
 
 PAGE = 4096
 
@@ -249,6 +250,81 @@ def test_a_plan_from_noisy_probes_keeps_the_budget(monkeypatch):
     assert plan.source.startswith("measured by noisy")
     assert 1024 * plan.batch_size <= budget
     assert 1024 * plan.batch_size >= 0.5 * budget  # (not far under it)
+
+
+class _Missing:
+    """A sampled meter: 10 MB every call pays, 160 kB a row; the first probe
+    of ``missed`` rows reads ``read`` of its true peak (its peak fell
+    between two samples)."""
+
+    name = "missing"
+    warm_up = False
+    cheap = False
+    process_wide = False
+
+    def __init__(self, missed, read):
+        self.missed, self.read, self.calls = missed, read, []
+
+    def measure(self, run):
+        result = run()
+        rows = len(result.leaves[0])
+        true = 10_000_000 + 160_000 * rows
+        first = rows == self.missed and rows not in self.calls
+        self.calls.append(rows)
+        return result, int(true * self.read) if first else true
+
+
+@pytest.mark.parametrize(
+    ("missed", "read"), [(6, 0.33), (5, 0.93)], ids=["last", "middle"]
+)
+def test_a_probe_that_reads_less_than_one_of_fewer_rows_is_measured_again(
+    monkeypatch, missed, read
+):
+    """Under load the sampled meter missed most of a probe's peak (6 rows
+    read 3.9 MB after 11 MB at 5): the line through them drew no fixed cost
+    and planned one row at 0.06 of its true 10.7 MB. A partial miss of the
+    middle probe drew a curve through the origin: 0.59 of it. A peak does
+    not fall as the rows grow; a reading that does is measured again."""
+    meter = _Missing(missed, read)
+    adapter = type(get_adapter("numpy"))
+    monkeypatch.setattr(adapter, "peak_meters", lambda self, d: (meter,))
+    x = np.ones((40, 64))
+    budget = 8e6
+    plan = xpkit.plan_batches(_reads, x, budget_gb=budget / 2**30, remember=False)
+    assert plan.source.startswith("measured by missing")
+    assert meter.calls.count(missed) == 2, meter.calls  # (once again, no more)
+    true = 10_000_000 + 160_000 * plan.batch_size
+    assert plan.batch_peak_bytes == pytest.approx(true, rel=0.05)
+
+
+def test_a_probe_whose_readings_grow_is_not_measured_again(monkeypatch):
+    meter = _Missing(0, 1.0)
+    adapter = type(get_adapter("numpy"))
+    monkeypatch.setattr(adapter, "peak_meters", lambda self, d: (meter,))
+    plan = xpkit.plan_batches(_reads, np.ones((40, 64)), budget_gb=8e6 / 2**30)
+    assert len(meter.calls) == len(set(meter.calls)) == 3, meter.calls
+    assert plan.batch_peak_bytes == pytest.approx(10e6 + 160e3 * plan.batch_size)
+
+
+def test_a_curve_without_a_slope_passes_through_the_largest_probes():
+    """Three close probes, rising unevenly with noise (11.0, 11.05, 11.72 MB
+    at 4, 5 and 6 rows) curved up with a negative slope: the curve through
+    the origin that replaced it read 0.87 MB at one row, 0.08 of what the
+    probes paid. Without a slope the curve still passes through the two
+    largest probes; work that grows with the rows squared keeps its curve."""
+    noisy = [(4, 11.0e6), (5, 11.05e6), (6, 11.72e6)]
+    fixed, per_item, squared = xpkit._cost_model.fit(noisy)
+    cost = Cost(per_item, fixed, "", squared=squared)
+    for k, p in noisy[1:]:
+        assert cost.peak(k) == pytest.approx(p)
+    assert cost.peak(1) >= 0.8 * noisy[0][1]
+    # pairwise work, its first probe read 5% high (a slope below 0): kept
+    pairwise = [(k, 1000.0 * k * k) for k in (64, 128, 256)]
+    pairwise[0] = (64, 1.05 * pairwise[0][1])
+    assert xpkit._cost_model._fit(pairwise[:3])[1] == 1.0  # (the slope clamped)
+    fixed, per_item, squared = xpkit._cost_model.fit(pairwise)
+    assert squared == pytest.approx(1000.0, rel=0.05)
+    assert fixed + per_item * 1024 + squared * 1024**2 >= 0.95 * 1000.0 * 1024**2
 
 
 def test_three_probes_fit_a_curve_through_their_peaks():
