@@ -24,7 +24,10 @@ in a million chunks, about 50 MB a batch, whatever its rows).
 inputs in 1, 4 and 16 chunks along the rows (1, 2 and 4 for inputs of
 many chunks across; each of the inputs' smallest chunk along the rows,
 from `STEP_ROWS` to `STEP_MOST_ROWS`; their own chunks across the other
-axes) and counts both; the plan's `GraphCost` turns them into bytes. Its tasks at 64 chunks are Dask's own
+axes) and counts both, adding the tasks each chunk of an input runs in
+its own graph beyond the one that reads it (an input rechunked: the
+reads, slices and merge of the chunks it spans); the plan's `GraphCost`
+turns them into bytes. Its tasks at 64 chunks are Dask's own
 graph's of a batch of a ``from_array`` input within 7% (a chain, ``cumsum``
 and ``cumprod``, ``diff``, ``gradient``, ``x - x.mean(axis=0)``,
 ``concatenate``, ``stack``, ``topk``).
@@ -94,13 +97,14 @@ def growth(
         return None
     (t1, l1), (ta, la), (tb, lb) = counted
     a, b = steps[1] - 1, steps[2] - 1  # (steps beyond the first)
+    upstream = sum(_upstream(x) * _across(x) for x in arrays)
     # links l(s) - l(1) = links (s - 1) + squared (s - 1)^2 through both;
     # tasks t(s) - t(1) = onset + tasks (s - 1) beyond the first step (a
     # scan's second chunk adds the carry's tasks once: 1,400 tasks, then
     # 800 a step, over 200 chunks across)
     squared = max(((lb - l1) / b - (la - l1) / a) / (b - a), 0.0)
     links = max((lb - l1) / b - squared * b, 0.0)
-    tasks = max((tb - ta) / (b - a), 0.0)
+    tasks = max((tb - ta) / (b - a), 0.0) + upstream
     onset = max(ta - t1 - tasks * a, 0.0)
     return BlockGrowth(width, tasks, links, squared, onset)
 
@@ -145,7 +149,7 @@ def _step(arrays: tuple[Array, ...]) -> tuple[int, int] | None:
         chunks = getattr(a, "chunks", None)
         if not chunks or any(math.isnan(c) for dim in chunks for c in dim):
             return None
-        width += math.prod(len(c) for c in chunks[1:])
+        width += _across(a)
         rows += [c for c in chunks[0] if c > 0]
     return width, min(max(min(rows, default=STEP_ROWS), STEP_ROWS), STEP_MOST_ROWS)
 
@@ -207,6 +211,32 @@ def _counted(
     dependencies, dependents = get_deps(graph)
     links = _new_links(dependencies, dependents) + _new_links(dependents, dependencies)
     return len(graph), links
+
+
+def _upstream(a: Array) -> float:
+    """Tasks each chunk of ``a`` runs in its own graph beyond the one that reads it.
+
+    A stand-in reads each chunk once; a batch of an input rechunked from
+    chunks of 4 rows to 10 reads, for each chunk, the chunks it spans,
+    slices them and merges the slices (5.5 tasks a chunk, where the stand-in
+    ran 2). Layers that Dask fuses into one task a chunk (``Blockwise``: an
+    elementwise chain, ``da.ones``) are not counted; the rest, each chunk's
+    share of them.
+    """
+    from dask.blockwise import Blockwise
+
+    graph = getattr(a, "__dask_graph__", None)
+    layers = getattr(graph() if callable(graph) else None, "layers", None)
+    chunks = _chunks(a)
+    if not isinstance(layers, Mapping) or not chunks:
+        return 0.0
+    built = [layer for layer in layers.values() if not isinstance(layer, Blockwise)]
+    return max(sum(len(layer) for layer in built) / chunks - 1.0, 0.0)
+
+
+def _across(a: Array) -> int:
+    """Chunks of ``a`` that one step along the rows spans (its chunks across)."""
+    return math.prod(len(c) for c in a.chunks[1:])
 
 
 def _chunks(value: object) -> int:
