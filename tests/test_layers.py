@@ -67,6 +67,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "xpkit._plan_memory",
             "xpkit._signatures",
             "xpkit._cost_model",
+            "xpkit._probe",
             "xpkit._plan",
             "xpkit._local",
         ),
