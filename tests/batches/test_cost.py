@@ -412,6 +412,10 @@ chunk = json.loads(sys.argv[3]) if len(sys.argv) > 3 else None
 rows = 3000 if case == "loop" else 20_000
 if case.endswith(" remainder"):  # a last chunk of one row
     case, rows = case.removesuffix(" remainder"), rows + 1
+straddling = case.endswith(" straddling")  # (2,000 rows, measured across a boundary)
+case = case.removesuffix(" straddling")
+if straddling:
+    rows = 2000
 columns = 200 if isinstance(chunk, list) else 32
 data = np.random.default_rng(0).standard_normal((rows, columns))
 if chunk is None:
@@ -446,7 +450,8 @@ whole = ()
 if case == "whole sum":
     whole = (da.from_array(np.random.default_rng(1).random(20_000), chunks=10),)
 plan = xpkit.plan_batches(fn, x, whole=whole, budget_gb=budget / 2**30)
-rows = x[: plan.batch_size]
+first = x.chunks[0][0] - plan.batch_size // 2 if straddling else 0
+rows = x[max(first, 0) : max(first, 0) + plan.batch_size]
 run(rows, *whole)  # once unmeasured
 tracemalloc.start()
 start = tracemalloc.get_traced_memory()[0]
@@ -530,6 +535,21 @@ def test_a_dask_graph_is_planned_with_what_it_holds_besides_its_chunks(
     assert got["true"] <= 1.15 * budget + PAGE, got
     assert got["true"] >= 0.3 * budget, got
     assert 0.9 <= got["estimate"] / got["true"] <= 2.0, got
+
+
+def test_a_dask_graph_s_first_chunk_along_the_rows_counts_its_tasks():
+    """A diff along the rows makes 13 tasks for each of the 100 chunks across
+    of the first chunk along the rows, which counted 2 each (``per_block``):
+    50 rows across two chunks were planned at 0.71 of their true 9 MB, 1.28
+    times a 7 MB budget. (One row, in one chunk along the rows, makes 5
+    tasks a chunk, and is still counted 2.) Measured in a child."""
+    pytest.importorskip("dask.array")
+    budget = 7e6
+    args = ("diff rows straddling", str(budget), json.dumps([50, 2]))
+    done = run_python(_DASK_TRUE_PEAK, *args, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["true"] <= 1.15 * budget + PAGE, got
 
 
 @pytest.mark.parametrize(

@@ -106,7 +106,7 @@ def growth(
     links = max((lb - l1) / b - squared * b, 0.0)
     tasks = max((tb - ta) / (b - a), 0.0) + upstream
     onset = max(ta - t1 - tasks * a, 0.0)
-    return BlockGrowth(width, tasks, links, squared, onset)
+    return BlockGrowth(width, tasks, links, squared, onset, first=t1)
 
 
 def held(

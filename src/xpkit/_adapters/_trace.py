@@ -264,8 +264,12 @@ class GraphCost:
             spread = max(blocks - 1, 0) * self.per_block
         else:
             tasks, links = growth.counts(blocks)
-            # (the first step's blocks beyond the first: per_block each)
-            across = max(min(blocks, growth.width) - 1, 0) * self.per_block
+            # the first step's blocks beyond the first: per_block each, or
+            # their share of its tasks where more (a diff along the rows
+            # makes 13 tasks a block of a step 100 blocks across)
+            beyond = max(min(blocks, growth.width) - 1, 0)
+            share = growth.first * beyond / max(growth.width, 1)
+            across = max(beyond * self.per_block, round(share * self.per_task))
             spread = across + round(tasks * self.per_task + links * self.per_link)
         if held is not None:
             spread += held.tasks * self.per_task + held.sources * self.per_source
@@ -297,6 +301,8 @@ class BlockGrowth(NamedTuple):
     onset : float
         Tasks the first further step adds besides ``tasks`` (what a step
         carried from the one before needs once).
+    first : float
+        Tasks of the first step itself (0: not counted).
     """
 
     width: int
@@ -304,6 +310,7 @@ class BlockGrowth(NamedTuple):
     links: float
     squared: float
     onset: float = 0.0
+    first: float = 0.0
 
     def counts(self, blocks: int) -> tuple[float, float]:
         """(tasks, links) that ``blocks`` blocks add to the graph of one step."""
