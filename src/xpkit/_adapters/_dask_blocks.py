@@ -104,9 +104,12 @@ def growth(
     # 800 a step, over 200 chunks across)
     squared = max(((lb - l1) / b - (la - l1) / a) / (b - a), 0.0)
     links = max((lb - l1) / b - squared * b, 0.0)
-    tasks = max((tb - ta) / (b - a), 0.0) + upstream
+    tasks = max((tb - ta) / (b - a), 0.0)
     onset = max(ta - t1 - tasks * a, 0.0)
-    return BlockGrowth(width, tasks, links, squared, onset, first=t1)
+    first = t1  # (the first step's own tasks, less the whole operands' (`held`'s))
+    if any(_chunks(v) > 1 for v in (*whole[0], *whole[1].values())):
+        first = _counted(fn, arrays, _in_one_chunk(whole), 1, step)[0]
+    return BlockGrowth(width, tasks, links, squared, onset, first, upstream)
 
 
 def held(
@@ -214,24 +217,38 @@ def _counted(
 
 
 def _upstream(a: Array) -> float:
-    """Tasks each chunk of ``a`` runs in its own graph beyond the one that reads it.
+    """Tasks each chunk of ``a`` runs in its own graph beyond the stand-in's two.
 
-    A stand-in reads each chunk once; a batch of an input rechunked from
-    chunks of 4 rows to 10 reads, for each chunk, the chunks it spans,
-    slices them and merges the slices (5.5 tasks a chunk, where the stand-in
-    ran 2). Layers that Dask fuses into one task a chunk (``Blockwise``: an
-    elementwise chain, ``da.ones``) are not counted; the rest, each chunk's
-    share of them.
+    A stand-in's chunk is a placeholder and its read; a batch of an input
+    rechunked from chunks of 4 rows to 10 reads, for each chunk, the chunks
+    it spans, slices them and merges the slices (5.5 tasks a chunk). Counted
+    on Dask's optimised graph of the input's first 4 and 12 chunks along the
+    rows (pruned: an input sliced from a larger graph counts what a batch
+    of it runs), where its graph has more than one layer that Dask does not
+    fuse into one task a chunk (an input read by one layer, ``da.from_array``
+    or ``da.random``, or that layer and elementwise operations over it,
+    runs none).
     """
     from dask.blockwise import Blockwise
 
     graph = getattr(a, "__dask_graph__", None)
     layers = getattr(graph() if callable(graph) else None, "layers", None)
-    chunks = _chunks(a)
-    if not isinstance(layers, Mapping) or not chunks:
+    if not isinstance(layers, Mapping):
         return 0.0
-    built = [layer for layer in layers.values() if not isinstance(layer, Blockwise)]
-    return max(sum(len(layer) for layer in built) / chunks - 1.0, 0.0)
+    if sum(not isinstance(layer, Blockwise) for layer in layers.values()) <= 1:
+        return 0.0
+    rows = a.chunks[0]
+    few, more = min(len(rows), 4), min(len(rows), 12)
+    if more <= few:
+        return 0.0
+
+    def tasks(chunks: int) -> int:
+        part = a[: sum(rows[:chunks])]
+        keys = part.__dask_keys__()
+        return len(part.__dask_optimize__(part.__dask_graph__(), keys))
+
+    per_chunk = (tasks(more) - tasks(few)) / ((more - few) * _across(a))
+    return max(per_chunk - 2.0, 0.0)
 
 
 def _across(a: Array) -> int:

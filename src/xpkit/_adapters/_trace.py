@@ -219,6 +219,9 @@ class GraphCost:
         Where it is known (`BlockGrowth`): bytes each task the further
         blocks add holds (its part of the graph and the scheduler's state),
         and each link the scheduler's ordering of the graph holds.
+    per_input_task : int
+        Bytes each task of the inputs' own graphs beyond their reads holds
+        (`BlockGrowth.upstream`: a rechunk's slices and merges).
     per_source : int
         Bytes the compute holds, while it prunes the graph to the batch's
         tasks, for each slot of its table of the inputs' own tasks
@@ -242,6 +245,7 @@ class GraphCost:
     per_block: int = 0
     per_task: int = 0
     per_link: int = 0
+    per_input_task: int = 0
     per_source: int = 0
     growth: Growth | None = None
     held: Held | None = None
@@ -270,7 +274,11 @@ class GraphCost:
             beyond = max(min(blocks, growth.width) - 1, 0)
             share = growth.first * beyond / max(growth.width, 1)
             across = max(beyond * self.per_block, round(share * self.per_task))
-            spread = across + round(tasks * self.per_task + links * self.per_link)
+            steps = max(blocks / max(growth.width, 1) - 1.0, 0.0)
+            inputs = growth.upstream * steps * self.per_input_task
+            spread = across + round(
+                tasks * self.per_task + links * self.per_link + inputs
+            )
         if held is not None:
             spread += held.tasks * self.per_task + held.sources * self.per_source
         return self.compute + first + (arrays + views) * self.per_operation + spread
@@ -303,6 +311,10 @@ class BlockGrowth(NamedTuple):
         carried from the one before needs once).
     first : float
         Tasks of the first step itself (0: not counted).
+    upstream : float
+        Tasks the inputs' own graphs run for a step's blocks beyond the
+        reads that ``tasks`` counts (an input rechunked: the reads, slices
+        and merges of the blocks each spans).
     """
 
     width: int
@@ -311,6 +323,7 @@ class BlockGrowth(NamedTuple):
     squared: float
     onset: float = 0.0
     first: float = 0.0
+    upstream: float = 0.0
 
     def counts(self, blocks: int) -> tuple[float, float]:
         """(tasks, links) that ``blocks`` blocks add to the graph of one step."""

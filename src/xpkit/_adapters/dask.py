@@ -61,7 +61,9 @@ __all__ = ["DaskAdapter"]
 #: ``diff`` and ``gradient`` along the rows; ``x - x.mean(axis=0)``), the
 #: estimate 0.78-1.98 of the true bytes (Python's dicts grow by doubling);
 #: a ``cumsum`` along the rows over 1,200 and 2,000 chunks, 1.05 and 1.08
-#: (45 and 105 MB, nearly all its ordering's links).
+#: (45 and 105 MB, nearly all its ordering's links). A task of an input's
+#: own graph beyond its read (a rechunk's slices and merges), about 1.15 kB:
+#: 650-1,200 bytes measured a task of a rechunk from 4 rows to 10 and 7 to 3.
 _GRAPH = GraphCost(
     per_operation=6_000,
     first_operations=16,
@@ -71,6 +73,7 @@ _GRAPH = GraphCost(
     per_block=6_500,
     per_task=3_300,
     per_link=11,
+    per_input_task=1_150,
     per_source=24,
     growth=growth,
     held=held,
