@@ -122,14 +122,15 @@ def _fit(points: Sequence[tuple[int, float]]) -> tuple[float, float, float]:
             fixed = p3 - per_item * k3 - squared * k3 * k3
             if per_item >= 0.0 and fixed >= 0.0:
                 return fixed, max(per_item, 1.0), squared
-            if per_item < 0.0 and p3 > p2:  # no slope: a curve through the last two
+            if per_item < 0.0:
+                if p3 <= p2:  # (readings that fall: the line's rules)
+                    return _line(ranked)
+                # no slope: fixed + squared * rows**2 through the last two
                 squared = (p3 - p2) / (k3 * k3 - k2 * k2)
                 fixed = p3 - squared * k3 * k3
                 if fixed < 0.0:  # (steeper than a square: through the origin)
                     return 0.0, 1.0, p3 / (k3 * k3)
                 return fixed, 1.0, squared
-            if per_item < 0.0:  # (readings that fall: the line's rules below)
-                return _line(ranked)
             return 0.0, max((p3 - squared * k3 * k3) / k3, 1.0), squared
     return _line(ranked)
 

@@ -108,7 +108,7 @@ def growth(
     onset = max(ta - t1 - tasks * a, 0.0)
     first = t1  # (the first step's own tasks, less the whole operands' (`held`'s))
     if any(_chunks(v) > 1 for v in (*whole[0], *whole[1].values())):
-        first = _counted(fn, arrays, _in_one_chunk(whole), 1, step)[0]
+        first = len(_optimized(fn, arrays, _in_one_chunk(whole), 1, step))
     return BlockGrowth(width, tasks, links, squared, onset, first, upstream)
 
 
@@ -171,9 +171,14 @@ def _optimized(
     """
     graph: dict[Any, object] = {}  # (Dask's keys)
     for leaf in _built(fn, arrays, whole, steps, step):
-        keys = leaf.__dask_keys__()
-        graph.update(leaf.__dask_optimize__(leaf.__dask_graph__(), keys))
+        graph.update(_as_run(leaf))
     return graph
+
+
+def _as_run(a: Array) -> Mapping[Any, object]:
+    """``a``'s graph as a compute runs it: Dask's own optimisation of it."""
+    optimize: Callable[..., Mapping[Any, object]] = a.__dask_optimize__
+    return optimize(a.__dask_graph__(), a.__dask_keys__())
 
 
 def _built(
@@ -231,23 +236,15 @@ def _upstream(a: Array) -> float:
     """
     from dask.blockwise import Blockwise
 
-    graph = getattr(a, "__dask_graph__", None)
-    layers = getattr(graph() if callable(graph) else None, "layers", None)
-    if not isinstance(layers, Mapping):
-        return 0.0
+    layers = _layers(a)
     if sum(not isinstance(layer, Blockwise) for layer in layers.values()) <= 1:
         return 0.0
     rows = a.chunks[0]
     few, more = min(len(rows), 4), min(len(rows), 12)
     if more <= few:
         return 0.0
-
-    def tasks(chunks: int) -> int:
-        part = a[: sum(rows[:chunks])]
-        keys = part.__dask_keys__()
-        return len(part.__dask_optimize__(part.__dask_graph__(), keys))
-
-    per_chunk = (tasks(more) - tasks(few)) / ((more - few) * _across(a))
+    tasks = [len(_as_run(a[: sum(rows[:k])])) for k in (few, more)]
+    per_chunk = (tasks[1] - tasks[0]) / ((more - few) * _across(a))
     return max(per_chunk - 2.0, 0.0)
 
 
@@ -272,13 +269,17 @@ def _source_tasks(value: object) -> int:
     layer; one that holds a built layer (``da.from_array`` of a NumPy
     array, ``da.random``) is walked task by task, every layer above it too.
     """
-    graph = getattr(value, "__dask_graph__", None)
-    layers = getattr(graph() if callable(graph) else None, "layers", None)
-    if not isinstance(layers, Mapping):
-        return 0
+    layers = _layers(value)
     if not any(layer.is_materialized() for layer in layers.values()):
         return 0
     return sum(len(layer) for layer in layers.values())
+
+
+def _layers(value: object) -> Mapping[str, Any]:
+    """The layers of ``value``'s own Dask graph (none: not a Dask collection)."""
+    graph = getattr(value, "__dask_graph__", None)
+    layers = getattr(graph() if callable(graph) else None, "layers", None)
+    return layers if isinstance(layers, Mapping) else {}
 
 
 def source_slots(value: object) -> int:

@@ -274,8 +274,7 @@ class GraphCost:
             beyond = max(min(blocks, growth.width) - 1, 0)
             share = growth.first * beyond / max(growth.width, 1)
             across = max(beyond * self.per_block, round(share * self.per_task))
-            steps = max(blocks / max(growth.width, 1) - 1.0, 0.0)
-            inputs = growth.upstream * steps * self.per_input_task
+            inputs = growth.upstream * growth.steps(blocks) * self.per_input_task
             spread = across + round(
                 tasks * self.per_task + links * self.per_link + inputs
             )
@@ -325,9 +324,13 @@ class BlockGrowth(NamedTuple):
     first: float = 0.0
     upstream: float = 0.0
 
+    def steps(self, blocks: int) -> float:
+        """The steps along the rows that ``blocks`` blocks make beyond the first."""
+        return max(blocks / max(self.width, 1) - 1.0, 0.0)
+
     def counts(self, blocks: int) -> tuple[float, float]:
         """(tasks, links) that ``blocks`` blocks add to the graph of one step."""
-        steps = max(blocks / max(self.width, 1) - 1.0, 0.0)
+        steps = self.steps(blocks)
         tasks = self.tasks * steps + self.onset * min(steps, 1.0)
         return tasks, self.links * steps + self.squared * steps**2
 
