@@ -149,8 +149,9 @@ def test_a_graph_s_growth_with_its_chunks_is_counted_on_its_stand_ins(name, fn):
     # Counted at 1, 4 and 16 chunks along the rows and extrapolated: the
     # tasks of Dask's own graph of a batch of 64 chunks, within 15% (Dask's
     # own count of a cumsum's varies with the hash seed: 252 or 287);
-    # links that grow with the square of the chunks only where a chunk's
-    # result is carried to the next (a scan along the rows).
+    # the ordering's sets outweigh the tasks' share only where a chunk's
+    # result is carried to the next (a scan along the rows: its sets grow
+    # with the square of the chunks).
     da = pytest.importorskip("dask.array")
     from xpkit._adapters._dask_blocks import growth
 
@@ -158,13 +159,54 @@ def test_a_graph_s_growth_with_its_chunks_is_counted_on_its_stand_ins(name, fn):
     found = growth(fn, (x,), ((), {}))
     assert found is not None
     assert found.width == 1
-    tasks, links = found.counts(64)
+    tasks, ordering = found.counts(64)
     real = _optimized_tasks(fn(x[3:643])) - _optimized_tasks(fn(x[3:13]))
     assert abs(tasks - real) <= 0.15 * real, (tasks, real)
     if name in ("cumsum rows", "cumprod rows"):
-        assert links > 10 * tasks, found
+        assert ordering > 200 * tasks, found
+        assert found.squared > 0, found
     else:
-        assert links <= 2 * tasks, found
+        assert ordering < 100 * tasks, found
+
+
+def _whole_sum(b, w):
+    return b + w.sum()
+
+
+@pytest.mark.parametrize(
+    ("name", "fn", "chunks", "whole"),
+    [
+        ("cumsum rows", lambda b: b.cumsum(axis=0), (10, 6), 0),
+        ("diff rows", lambda b: b[1:] - b[:-1], (10, 6), 0),
+        ("centred", lambda b: b - b.mean(axis=0), (10, 6), 0),
+        ("a whole operand's sum", _whole_sum, (10, 2), 500),
+    ],
+)
+def test_the_ordering_s_sets_are_counted_as_dask_builds_them(name, fn, chunks, whole):
+    # The bytes counted for the sets Dask's ordering holds (each task's
+    # input chunks), against the sets Dask's own ordering builds over the
+    # same graph: its sets of more than one chunk, each once.
+    order = pytest.importorskip("dask.order")
+    connect = getattr(order, "_connecting_to_roots", None)
+    if connect is None:
+        pytest.skip("this Dask's ordering builds no sets of input chunks")
+    import sys
+
+    da = pytest.importorskip("dask.array")
+    from dask.core import get_deps
+
+    from xpkit._adapters._dask_blocks import _as_run, _ordering_bytes
+
+    x = da.from_array(np.ones((1000, 6)), chunks=chunks)
+    args = (da.from_array(np.ones(whole * 10), chunks=10),) if whole else ()
+    graph = dict(_as_run(fn(x[:640], *args)))
+    dependencies, dependents = get_deps(graph)
+    reached, _ = connect(dependencies, dependents)
+    sets = {id(s): s for s in reached.values() if len(s) > 1}
+    theirs = sum(sys.getsizeof(s) for s in sets.values())
+    ours = _ordering_bytes(dependencies, dependents)
+    assert theirs > 0
+    assert abs(ours - theirs) <= 0.05 * theirs, (ours, theirs)
 
 
 def _built_inputs(da):

@@ -6,11 +6,13 @@ elementwise chain, several for a scan along the rows (``da.cumsum(x,
 axis=0)``: each chunk's own sums, the sum carried from the chunks before it,
 and their sum), more for ``da.diff`` along the rows (its slices straddle the
 chunks). The threaded scheduler orders the graph before it runs it, and its
-ordering holds, for each task, the input chunks it depends on and the
-results that depend on it (Dask 2026.8's ``dask.order``; a set is shared
-where one of a task's inputs' sets holds the others'): along a scan, the
-k-th chunk is linked to every chunk before it, and the links grow with the
-square of the chunks.
+ordering holds, for each task, a set of the input chunks it depends on
+(Dask 2026.8's ``dask.order``; a set is shared where one of a task's
+inputs' sets holds the others', and equal sets are kept once): along a
+scan, the k-th chunk's set holds every chunk before it, and the sets grow
+with the square of the chunks; where each result also reads a whole
+operand in many chunks (``x + w.sum()``, ``w`` in 2,000 chunks), each
+result's set holds all of those (66 kB a result).
 
 `held` counts what every batch's graph holds whatever its rows: the
 tasks of whole operands in many chunks (``x + w.sum()``: a task to read
@@ -21,8 +23,8 @@ to its chunks (a slice of an input is a graph over all its chunks: an input
 in a million chunks, about 50 MB a batch, whatever its rows).
 
 `growth` builds ``fn``'s graph, without computing it, over stand-ins of the
-inputs in 1, 4 and 16 chunks along the rows (1, 2 and 4 for inputs of
-many chunks across; each of the inputs' smallest chunk along the rows,
+inputs in 1, 4, 8 and 16 chunks along the rows (1, 2, 3 and 4 for inputs
+of many chunks across; each of the inputs' smallest chunk along the rows,
 from `STEP_ROWS` to `STEP_MOST_ROWS`; their own chunks across the other
 axes) and counts both, adding the tasks each chunk of an input runs in
 its own graph beyond the one that reads it (an input rechunked: the
@@ -38,6 +40,7 @@ from __future__ import annotations
 import itertools
 import math
 import operator
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -57,14 +60,18 @@ _Links = Mapping[Any, set[Any]]
 STEP_ROWS = 3
 STEP_MOST_ROWS = 16
 #: The chunks along the rows the graph is counted at: the first that
-#: `MOST_CHUNKS` holds (inputs of many chunks across, at fewer).
-STEPS = ((1, 4, 16), (1, 2, 4))
+#: `MOST_CHUNKS` holds (inputs of many chunks across, at fewer). The
+#: ordering's curve is taken from the last three: a reduction's sets grow
+#: a little faster than its chunks (a tree over them) and from 1, 4 and 16
+#: chunks looked like a square (``x - x.mean(axis=0)`` at 240 chunks: 338
+#: kB counted, 55 kB held); a scan's are a square.
+STEPS = ((1, 4, 8, 16), (1, 2, 3, 4))
 #: Most chunks of the stand-ins together (inputs in thousands of chunks
 #: across their other axes are not counted: each chunk counts
 #: ``per_block``; a ``diff`` over 256 chunks across took 3.6 s to count).
 MOST_CHUNKS = 1024
 #: Most chunks of the whole operands ``fn`` also reads, together, for
-#: `growth`: their graphs are built and ordered with ``fn``'s three times
+#: `growth`: their graphs are built and ordered with ``fn``'s four times
 #: (``x + w.sum()``, ``w`` in 20,000 chunks: 7 s; in 8,000: 2 s; in 4,000,
 #: about 1 s); beyond it, stand-ins of them in one chunk each (their own
 #: tasks are `held`'s).
@@ -91,25 +98,31 @@ def growth(
         return None
     if sum(_chunks(v) for v in (*whole[0], *whole[1].values())) > MOST_WHOLE_CHUNKS:
         whole = _in_one_chunk(whole)
+    a, m, b = (n - 1 for n in steps[1:])  # (steps beyond the first)
     try:
-        counted = [_counted(fn, arrays, whole, n, step) for n in steps]
+        (t1, o1), (ta, oa), (tb, ob) = (
+            _counted(fn, arrays, whole, n, step) for n in (1, a + 1, b + 1)
+        )
+        # (the middle count only where the ordering grows: else a line)
+        om = oa + (ob - oa) * (m - a) / (b - a)
+        if ob > o1:
+            om = _counted(fn, arrays, whole, m + 1, step)[1]
     except Exception:  # noqa: BLE001 - fn is not this shape's: per_block each
         return None
-    (t1, l1), (ta, la), (tb, lb) = counted
-    a, b = steps[1] - 1, steps[2] - 1  # (steps beyond the first)
     upstream = sum(_upstream(x) * _across(x) for x in arrays)
-    # links l(s) - l(1) = links (s - 1) + squared (s - 1)^2 through both;
+    # ordering o(s) - o(1) = ordering (s - 1) + squared (s - 1)^2, its square
+    # the curve through the last three, its line through the first and last;
     # tasks t(s) - t(1) = onset + tasks (s - 1) beyond the first step (a
     # scan's second chunk adds the carry's tasks once: 1,400 tasks, then
     # 800 a step, over 200 chunks across)
-    squared = max(((lb - l1) / b - (la - l1) / a) / (b - a), 0.0)
-    links = max((lb - l1) / b - squared * b, 0.0)
+    squared = max(((ob - om) / (b - m) - (om - oa) / (m - a)) / (b - a), 0.0)
+    ordering = max((ob - o1) / b - squared * b, 0.0)
     tasks = max((tb - ta) / (b - a), 0.0)
     onset = max(ta - t1 - tasks * a, 0.0)
     first = t1  # (the first step's own tasks, less the whole operands' (`held`'s))
     if any(_chunks(v) > 1 for v in (*whole[0], *whole[1].values())):
         first = len(_optimized(fn, arrays, _in_one_chunk(whole), 1, step))
-    return BlockGrowth(width, tasks, links, squared, onset, first, upstream)
+    return BlockGrowth(width, tasks, ordering, squared, onset, first, upstream)
 
 
 def held(
@@ -212,13 +225,12 @@ def _counted(
     steps: int,
     step: int,
 ) -> tuple[int, int]:
-    """(tasks, links) of ``fn``'s graph over stand-ins of ``steps`` chunks of ``step`` rows."""
+    """(tasks, bytes of the ordering) of ``fn``'s graph over stand-ins of ``steps`` chunks of ``step`` rows."""
     from dask.core import get_deps
 
     graph = _optimized(fn, arrays, whole, steps, step)
     dependencies, dependents = get_deps(graph)
-    links = _new_links(dependencies, dependents) + _new_links(dependents, dependencies)
-    return len(graph), links
+    return len(graph), _ordering_bytes(dependencies, dependents)
 
 
 def _upstream(a: Array) -> float:
@@ -372,27 +384,38 @@ def _leaves(result: object) -> Iterator[object]:
         yield result
 
 
-def _new_links(up: _Links, down: _Links) -> int:
-    """The ends each task reaches through ``up``, counted where its set is new.
+def _ordering_bytes(dependencies: _Links, dependents: _Links) -> int:
+    """Bytes of the sets Dask's ordering holds: each task's input chunks.
 
-    A task with nothing ``up`` is an end itself; a task whose inputs' sets
-    include one that holds all the others shares it; any other holds their
-    union, a new set.
+    As ``dask.order`` builds them (Dask 2026.8): a task with no inputs is
+    an end of its own; a task whose inputs' sets include one that holds all
+    the others shares it; any other holds their union, a new frozenset
+    unless an equal one was made before (Dask keeps one of each). Each new
+    set counts the bytes CPython gives it, built as Dask builds it (a set
+    of the first, updated with the others, then frozen). Only this way
+    round: a compute's graph ends in one task that takes every result, so
+    the sets of the results each task feeds are that task's, shared.
     """
     reached: dict[Any, frozenset[Any]] = {}
-    waiting = {k: len(v) for k, v in up.items()}
+    made: dict[frozenset[Any], frozenset[Any]] = {}
+    waiting = {k: len(v) for k, v in dependencies.items()}
     ready = [k for k, n in waiting.items() if n == 0]
     total = 0
     while ready:
         key = ready.pop()
-        sets = [reached[k] for k in up[key]]
+        sets = [reached[k] for k in dependencies[key]]
         widest = max(sets, key=len, default=frozenset((key,)))
         if all(s <= widest for s in sets):
             reached[key] = widest
         else:
-            reached[key] = frozenset().union(*sets)
-            total += len(reached[key])
-        for k in down.get(key, ()):
+            union = set(widest)
+            union.update(*sets)
+            frozen = frozenset(union)
+            if frozen not in made:
+                made[frozen] = frozen
+                total += sys.getsizeof(frozen)
+            reached[key] = made[frozen]
+        for k in dependents.get(key, ()):
             waiting[k] -= 1
             if waiting[k] == 0:
                 ready.append(k)

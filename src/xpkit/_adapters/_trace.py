@@ -215,10 +215,10 @@ class GraphCost:
         them is not known: the tasks that read and make it, and the
         scheduler's state for them (the library fuses a chain of operations
         into one task a block).
-    per_task, per_link : int
+    per_task : int
         Where it is known (`BlockGrowth`): bytes each task the further
-        blocks add holds (its part of the graph and the scheduler's state),
-        and each link the scheduler's ordering of the graph holds.
+        blocks add holds (its part of the graph and the scheduler's state;
+        the ordering's sets are `BlockGrowth`'s own bytes).
     per_input_task : int
         Bytes each task of the inputs' own graphs beyond their reads holds
         (`BlockGrowth.upstream`: a rechunk's slices and merges).
@@ -244,7 +244,6 @@ class GraphCost:
     copies_result: bool = False
     per_block: int = 0
     per_task: int = 0
-    per_link: int = 0
     per_input_task: int = 0
     per_source: int = 0
     growth: Growth | None = None
@@ -267,7 +266,7 @@ class GraphCost:
         if growth is None:
             spread = max(blocks - 1, 0) * self.per_block
         else:
-            tasks, links = growth.counts(blocks)
+            tasks, ordering = growth.counts(blocks)
             # the first step's blocks beyond the first: per_block each, or
             # their share of its tasks where more (a diff along the rows
             # makes 13 tasks a block of a step 100 blocks across)
@@ -275,9 +274,7 @@ class GraphCost:
             share = growth.first * beyond / max(growth.width, 1)
             across = max(beyond * self.per_block, round(share * self.per_task))
             inputs = growth.upstream * growth.steps(blocks) * self.per_input_task
-            spread = across + round(
-                tasks * self.per_task + links * self.per_link + inputs
-            )
+            spread = across + round(tasks * self.per_task + ordering + inputs)
         if held is not None:
             spread += held.tasks * self.per_task + held.sources * self.per_source
         return self.compute + first + (arrays + views) * self.per_operation + spread
@@ -288,12 +285,13 @@ class BlockGrowth(NamedTuple):
 
     Counted on ``fn``'s graph built, not computed, over inputs of three
     counts of blocks along the rows (`GraphCost.growth`), and
-    extrapolated: its tasks by a line, the links of its ordering by a
+    extrapolated: its tasks by a line, the bytes of its ordering by a
     quadratic. A scheduler that orders a graph before it runs it may hold,
-    for each task, the input blocks it depends on and the results that
-    depend on it: where a block's result is carried to the next (a
-    cumulative sum along the rows), the k-th block is linked to every block
-    before it, and the links grow with the square of the blocks.
+    for each task, a set of the input blocks it depends on: where a block's
+    result is carried to the next (a cumulative sum along the rows), the
+    k-th block's set holds every block before it, and the sets grow with
+    the square of the blocks; where every result reads a whole operand in
+    many blocks (``x + w.sum()``), each result's set holds all of them.
 
     Attributes
     ----------
@@ -303,8 +301,9 @@ class BlockGrowth(NamedTuple):
         them.
     tasks : float
         Tasks each further step along the rows adds to the graph.
-    links, squared : float
-        Links each further step adds, and each step squared.
+    ordering, squared : float
+        Bytes of the ordering's sets each further step adds, and each step
+        squared.
     onset : float
         Tasks the first further step adds besides ``tasks`` (what a step
         carried from the one before needs once).
@@ -318,7 +317,7 @@ class BlockGrowth(NamedTuple):
 
     width: int
     tasks: float
-    links: float
+    ordering: float
     squared: float
     onset: float = 0.0
     first: float = 0.0
@@ -329,10 +328,10 @@ class BlockGrowth(NamedTuple):
         return max(blocks / max(self.width, 1) - 1.0, 0.0)
 
     def counts(self, blocks: int) -> tuple[float, float]:
-        """(tasks, links) that ``blocks`` blocks add to the graph of one step."""
+        """(tasks, bytes of the ordering) that ``blocks`` blocks add to one step's graph."""
         steps = self.steps(blocks)
         tasks = self.tasks * steps + self.onset * min(steps, 1.0)
-        return tasks, self.links * steps + self.squared * steps**2
+        return tasks, self.ordering * steps + self.squared * steps**2
 
 
 class HeldGraph(NamedTuple):
