@@ -431,6 +431,9 @@ elif case == "twice plus one":
 elif case == "whole sum":  # a whole operand in 2,000 chunks, reduced in every batch
     def fn(b, w):
         return b + w.sum()
+elif case == "reversed":  # chunks that line up with the batch's only where whole
+    def fn(b):
+        return b + b[::-1]
 elif case == "centred":  # a reduction along the rows
     def fn(b):
         xp = array_api_compat.array_namespace(b)
@@ -507,6 +510,11 @@ print(json.dumps({"batch": plan.batch_size, "true": true,
         # (66 kB a result; planned at 1.55 times the budget when the
         # ordering counted 11 bytes a link)
         ("whole sum straddling", 5e7, [50, 2]),
+        # a batch that ends within a chunk, added to its rows reversed: Dask
+        # cuts both to their common chunks (three times the tasks of a batch
+        # of whole chunks; planned at 2.14 times the budget, over chunks of
+        # 7 rows, when the stand-ins were whole chunks)
+        ("reversed", 5e6, 7),
     ],
 )
 def test_a_dask_graph_is_planned_with_what_it_holds_besides_its_chunks(
@@ -530,6 +538,7 @@ def test_a_dask_graph_is_planned_with_what_it_holds_besides_its_chunks(
         "centred",
         "twice plus one",
         "whole sum",
+        "reversed",
     )
     assert got["source"] == (
         "traced by Dask's own functions over shape-only NumPy chunks"

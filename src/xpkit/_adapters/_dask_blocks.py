@@ -206,7 +206,7 @@ def _built(
 
     args, kwargs = whole
     xs = tuple(_stand_in(a, steps, step) for a in arrays)
-    token = ROWS.set((range(step * steps), None))  # (as a trace's rows)
+    token = ROWS.set((range(step * steps + 1), None))  # (as a trace's rows)
     try:
         result = fn(*xs, *args, **kwargs)
     finally:
@@ -345,8 +345,15 @@ def _one(value: object) -> object:
 
 
 def _stand_in(a: Array, steps: int, step: int) -> Array:
-    """A Dask array like ``a`` in ``steps`` chunks of ``step`` rows, never computed."""
-    chunks = ((step,) * steps, *a.chunks[1:])
+    """A Dask array like ``a`` in ``steps`` chunks of ``step`` rows, never computed.
+
+    Its last chunk holds a row more: a batch ends within a chunk where its
+    rows are not a multiple of the chunks', and ``fn`` may pay for that
+    (``b + b[::-1]``: the reversed rows' chunks do not line up with the
+    rows', and Dask cuts both to their common chunks, three times the
+    tasks).
+    """
+    chunks = ((step,) * (steps - 1) + (step + 1,), *a.chunks[1:])
     return _placeholder(f"xpkit-rows-stand-in-{id(a):x}-{steps}", chunks, a._meta)
 
 
