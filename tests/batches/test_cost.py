@@ -431,6 +431,9 @@ elif case == "twice plus one":
 elif case == "whole sum":  # a whole operand in 2,000 chunks, reduced in every batch
     def fn(b, w):
         return b + w.sum()
+elif case == "two chunkings":  # a second input in chunks of 10 rows
+    def fn(a, b):
+        return a * 2.0 + b
 elif case == "reversed":  # chunks that line up with the batch's only where whole
     def fn(b):
         return b + b[::-1]
@@ -445,16 +448,19 @@ elif case == "loop":  # a graph that grows with the rows
 else:  # Dask's own functions, which shape-only arrays cannot stand in for
     fn = OWN[case]
 
-def run(b, *whole):
-    return np.asarray(fn(b, *whole).compute())
+def run(rows, *whole):
+    return np.asarray(fn(*rows, *whole).compute())
 
 xpkit.plan_batches(lambda r: r * 2, da.ones((64, 2)))  # (imports done first)
 whole = ()
 if case == "whole sum":
     whole = (da.from_array(np.random.default_rng(1).random(20_000), chunks=10),)
-plan = xpkit.plan_batches(fn, x, whole=whole, budget_gb=budget / 2**30)
-first = x.chunks[0][0] - plan.batch_size // 2 if straddling else 0
-rows = x[max(first, 0) : max(first, 0) + plan.batch_size]
+inputs = (x,)
+if case == "two chunkings":
+    inputs = (x, da.from_array(data * 2.0, chunks=(10, columns)))
+plan = xpkit.plan_batches(fn, *inputs, whole=whole, budget_gb=budget / 2**30)
+first = max(x.chunks[0][0] - plan.batch_size // 2 if straddling else 0, 0)
+rows = tuple(a[first : first + plan.batch_size] for a in inputs)
 run(rows, *whole)  # once unmeasured
 tracemalloc.start()
 start = tracemalloc.get_traced_memory()[0]
@@ -515,6 +521,10 @@ print(json.dumps({"batch": plan.batch_size, "true": true,
         # of whole chunks; planned at 2.14 times the budget, over chunks of
         # 7 rows, when the stand-ins were whole chunks)
         ("reversed", 5e6, 7),
+        # two inputs in chunks of 7 and 10 rows: Dask cuts both to their
+        # common chunks (planned at 1.47 times the budget while both
+        # stand-ins had chunks of 7 rows)
+        ("two chunkings", 5e6, 7),
     ],
 )
 def test_a_dask_graph_is_planned_with_what_it_holds_besides_its_chunks(
@@ -539,6 +549,7 @@ def test_a_dask_graph_is_planned_with_what_it_holds_besides_its_chunks(
         "twice plus one",
         "whole sum",
         "reversed",
+        "two chunkings",
     )
     assert got["source"] == (
         "traced by Dask's own functions over shape-only NumPy chunks"

@@ -272,7 +272,7 @@ class GraphCost:
             # makes 13 tasks a block of a step 100 blocks across)
             beyond = max(min(blocks, growth.width) - 1, 0)
             share = growth.first * beyond / max(growth.width, 1)
-            across = max(beyond * self.per_block, round(share * self.per_task))
+            across = round(max(beyond * self.per_block, share * self.per_task))
             inputs = growth.upstream * growth.steps(blocks) * self.per_input_task
             spread = across + round(tasks * self.per_task + ordering + inputs)
         if held is not None:
@@ -295,10 +295,11 @@ class BlockGrowth(NamedTuple):
 
     Attributes
     ----------
-    width : int
+    width : float
         The blocks that one step along the rows spans (every input, times
         its blocks across the other axes), as `Adapter.row_blocks` counts
-        them.
+        them: a step is a chunk of the input of the fewest rows a chunk,
+        and an input of more rows a chunk spans its share of one.
     tasks : float
         Tasks each further step along the rows adds to the graph.
     ordering, squared : float
@@ -315,7 +316,7 @@ class BlockGrowth(NamedTuple):
         and merges of the blocks each spans).
     """
 
-    width: int
+    width: float
     tasks: float
     ordering: float
     squared: float
