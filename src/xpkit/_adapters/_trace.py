@@ -283,7 +283,7 @@ class GraphCost:
 class BlockGrowth(NamedTuple):
     """How ``fn``'s graph grows with the blocks of its inputs a batch spans.
 
-    Counted on ``fn``'s graph built, not computed, over inputs of three
+    Counted on ``fn``'s graph built, not computed, over inputs of four
     counts of blocks along the rows (`GraphCost.growth`), and
     extrapolated: its tasks by a line, the bytes of its ordering by a
     quadratic. A scheduler that orders a graph before it runs it may hold,

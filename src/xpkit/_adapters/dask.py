@@ -54,17 +54,20 @@ __all__ = ["DaskAdapter"]
 #: chunks holds about 6 kB more for each (its tasks and their state, the
 #: same for one operation and six, which Dask fuses; 8.7 kB for a
 #: ``cumsum``; chunks of 2 to 100 rows). Where ``fn``'s graph was counted
-#: (`_dask_blocks.growth`), about 3.3 kB a task and the bytes of the sets
-#: the scheduler's ordering holds, counted as Dask builds them (11 bytes a
-#: link, fitted to a scan's, was a third of the 33 bytes a key of the sets
-#: of ``x + w.sum()``, ``w`` in 2,000 chunks: 1.55 times a 50 MB budget),
-#: instead: fitted to the bytes a batch of 100 to 600
-#: chunks of 5 and 20 rows holds beyond a batch of one (an elementwise
-#: chain; ``cumsum``, ``nancumsum``, ``cumsum(method="blelloch")``,
-#: ``diff`` and ``gradient`` along the rows; ``x - x.mean(axis=0)``), the
-#: estimate 0.78-1.98 of the true bytes (Python's dicts grow by doubling);
-#: a ``cumsum`` along the rows over 1,200 and 2,000 chunks, 1.05 and 1.08
-#: (45 and 105 MB, nearly all its ordering's sets). A task of an input's
+#: (`_dask_blocks.growth`), about 3.3 kB a task instead, and the bytes of
+#: the sets the scheduler's ordering holds, counted as Dask builds them.
+#: The 3.3 kB were fitted, beside 11 bytes a link of the ordering, to the
+#: bytes a batch of 100 to 600 chunks of 5 and 20 rows holds beyond a
+#: batch of one (an elementwise chain; ``cumsum``, ``nancumsum``,
+#: ``cumsum(method="blelloch")``, ``diff`` and ``gradient`` along the
+#: rows; ``x - x.mean(axis=0)``), the estimate 0.78-1.98 of the true bytes
+#: (Python's dicts grow by doubling); a ``cumsum`` along the rows over
+#: 1,200 and 2,000 chunks, 1.05 and 1.08 (45 and 105 MB, nearly all its
+#: ordering's sets). The sets' own bytes replaced the 11 bytes a link, a
+#: third of the 33 bytes a chunk of ``x + w.sum()``'s sets (``w`` in 2,000
+#: chunks: planned at 1.55 times a 50 MB budget); the scans and reductions
+#: of ``tests/batches/test_cost.py`` stay within 0.9-2.0 of their true
+#: peaks. A task of an input's
 #: own graph beyond its read (a rechunk's slices and merges), about 1.15 kB:
 #: 650-1,200 bytes measured a task of a rechunk from 4 rows to 10 and 7 to 3.
 _GRAPH = GraphCost(
