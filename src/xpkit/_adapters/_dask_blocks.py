@@ -24,8 +24,9 @@ in a million chunks, about 50 MB a batch, whatever its rows).
 
 `growth` builds ``fn``'s graph, without computing it, over stand-ins of the
 inputs in 1, 4, 8 and 16 chunks along the rows (1, 2, 3 and 4 for inputs
-of many chunks across; each of the inputs' smallest chunk along the rows,
-from `STEP_ROWS` to `STEP_MOST_ROWS`; their own chunks across the other
+of many chunks across; a chunk of the input of the fewest rows a chunk,
+from `STEP_ROWS` to `STEP_MOST_ROWS`, each other input its own share of
+rows, the last chunk a row longer; their own chunks across the other
 axes) and counts both, adding the tasks each chunk of an input runs in
 its own graph beyond the one that reads it (an input rechunked: the
 reads, slices and merge of the chunks it spans); the plan's `GraphCost`
@@ -230,11 +231,10 @@ def _built(
     import dask.array as da
 
     args, kwargs = whole
+    rows = steps * step + 1  # (the last chunk a row longer: `_stand_in`)
     owns = _own_rows(arrays, step)
-    xs = tuple(
-        _stand_in(a, steps, step, own) for a, own in zip(arrays, owns, strict=True)
-    )
-    token = ROWS.set((range(step * steps + 1), None))  # (as a trace's rows)
+    xs = tuple(_stand_in(a, rows, own) for a, own in zip(arrays, owns, strict=True))
+    token = ROWS.set((range(rows), None))  # (as a trace's rows)
     try:
         result = fn(*xs, *args, **kwargs)
     finally:
@@ -372,19 +372,18 @@ def _one(value: object) -> object:
     return array(graph, name, tuple((n,) for n in shape), meta=value._meta)
 
 
-def _stand_in(a: Array, steps: int, step: int, own: int) -> Array:
-    """A Dask array like ``a`` over ``steps`` steps of ``step`` rows, in chunks of ``own``, never computed.
+def _stand_in(a: Array, rows: int, own: int) -> Array:
+    """A Dask array like ``a`` of ``rows`` rows in chunks of ``own``, never computed.
 
-    Its last chunk holds a row more: a batch ends within a chunk where its
-    rows are not a multiple of the chunks', and ``fn`` may pay for that
-    (``b + b[::-1]``: the reversed rows' chunks do not line up with the
-    rows', and Dask cuts both to their common chunks, three times the
-    tasks).
+    Its last chunk holds what the others leave (`_built` gives a row more
+    than its steps fill): a batch ends within a chunk where its rows are
+    not a multiple of the chunks', and ``fn`` may pay for that (``b +
+    b[::-1]``: the reversed rows' chunks do not line up with the rows',
+    and Dask cuts both to their common chunks, three times the tasks).
     """
-    rows = steps * step + 1
     whole = max(rows // own, 1) - 1  # (chunks before the last)
     chunks = ((own,) * whole + (rows - own * whole,), *a.chunks[1:])
-    return _placeholder(f"xpkit-rows-stand-in-{id(a):x}-{steps}", chunks, a._meta)
+    return _placeholder(f"xpkit-rows-stand-in-{id(a):x}-{rows}", chunks, a._meta)
 
 
 def _placeholder(name: str, chunks: tuple[tuple[int, ...], ...], meta: object) -> Array:
@@ -450,9 +449,8 @@ def _ordering_bytes(dependencies: _Links, dependents: _Links) -> int:
             for bits in sets:
                 union |= bits
             if union != widest and union not in made:
-                made[union] = union
                 total += _frozenset_bytes(union.bit_count())
-            reached[key] = made.get(union, union)
+            reached[key] = made.setdefault(union, union)
         for k in dependents.get(key, ()):
             waiting[k] -= 1
             if waiting[k] == 0:
