@@ -169,6 +169,33 @@ def test_a_graph_s_growth_with_its_chunks_is_counted_on_its_stand_ins(name, fn):
         assert ordering < 100 * tasks, found
 
 
+def test_a_graph_that_fails_on_few_rows_is_counted_from_more_steps():
+    # An overlap of 12 rows over chunks of 5 fails on the stand-ins of one
+    # and two chunks (6 and 11 rows); counted from four chunks on, its
+    # tasks at 16 to 150 chunks are those of Dask's own graph of a batch
+    # (within 2%; 1.25 times a 5 MB budget when each chunk counted
+    # ``per_block``), the first step's those of the line at one.
+    da = pytest.importorskip("dask.array")
+    from xpkit._adapters._dask_blocks import growth
+
+    x = da.from_array(np.ones((1000, 6)), chunks=(5, 6))
+
+    def fn(b):
+        return da.map_overlap(
+            lambda c: c * 2.0, b, depth={0: 12, 1: 0}, boundary="reflect"
+        )
+
+    with pytest.raises(ValueError, match="depth"):
+        fn(x[:11])
+    found = growth(fn, (x,), ((), {}))
+    assert found is not None
+    assert found.first >= 1
+    for chunks in (16, 64, 150):
+        tasks, _ = found.counts(chunks)
+        real = _optimized_tasks(fn(x[: 5 * chunks]))
+        assert abs(found.first + tasks - real) <= 0.02 * real, (chunks, tasks, real)
+
+
 @pytest.mark.parametrize("rows", [20_000, 20_006])
 def test_inputs_chunked_differently_are_counted_as_dask_cuts_them(rows):
     # Chunks of 7 and 10 rows do not line up: Dask cuts both to their

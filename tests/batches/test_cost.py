@@ -400,6 +400,10 @@ OWN = {
     "diff rows": lambda b: da.diff(b, axis=0, prepend=0.0),
     "fft": lambda b: da.absolute(da.fft.fft(b, axis=1)),
     "topk": lambda b: da.topk(b, 5, axis=1),
+    # a depth of 12 rows over chunks of 5: fn fails on fewer than 12 rows
+    "overlap deep": lambda b: da.map_overlap(
+        lambda c: c * 2.0, b, depth={0: 12, 1: 0}, boundary="reflect"
+    ),
     # a batch split into 8 chunks, some computed at once by the threads
     "split": lambda b: da.sum(
         da.stack([b] * 8, axis=2).rechunk({2: 1}), axis=2, split_every=2
@@ -525,6 +529,12 @@ print(json.dumps({"batch": plan.batch_size, "true": true,
         # common chunks (planned at 1.47 times the budget while both
         # stand-ins had chunks alike)
         ("two chunkings", 5e6, 7),
+        # an overlap deeper than a chunk (12 rows over chunks of 5), which
+        # fails on the stand-ins of one or two chunks: its graph is counted
+        # from four (planned at 1.06-1.25 times the budget, estimates
+        # 0.78-0.92 of the true peak, each chunk at ``per_block``, when it
+        # was not counted: `test_a_graph_that_fails_on_few_rows_is_counted_from_more_steps`)
+        ("overlap deep straddling", 5e6, 5),
     ],
 )
 def test_a_dask_graph_is_planned_with_what_it_holds_besides_its_chunks(

@@ -30,7 +30,8 @@ rows, the last chunk a row longer; their own chunks across the other
 axes) and counts both, adding the tasks each chunk of an input runs in
 its own graph beyond the one that reads it (an input rechunked: the
 reads, slices and merge of the chunks it spans); the plan's `GraphCost`
-turns them into bytes. Its tasks at 64 chunks are Dask's own
+turns them into bytes (from 2, 4, 8 or 16 chunks on where ``fn`` fails on
+fewer: ``da.map_overlap`` deeper than their rows). Its tasks at 64 chunks are Dask's own
 graph's of a batch of a ``from_array`` input within 7% (a chain, ``cumsum``
 and ``cumprod``, ``diff``, ``gradient``, ``x - x.mean(axis=0)``,
 ``concatenate``, ``stack``, ``topk``).
@@ -43,7 +44,7 @@ import math
 import operator
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._current_rows import ROWS
 from ._trace import BlockGrowth, HeldGraph
@@ -52,6 +53,8 @@ if TYPE_CHECKING:
     from .._typing import Array, UserFunction
 
 __all__ = ["growth", "held", "source_slots"]
+
+_T = TypeVar("_T")
 
 #: Each task's neighbours one way (its inputs, or the tasks that read it).
 _Links = Mapping[Any, set[Any]]
@@ -80,6 +83,9 @@ MOST_CHUNKS = 1024
 #: about 1 s); beyond it, stand-ins of them in one chunk each (their own
 #: tasks are `held`'s).
 MOST_WHOLE_CHUNKS = 4096
+#: The steps the first count is at, in turn, where ``fn`` fails on fewer
+#: (`_first_built`).
+FIRST_STEPS = (1, 2, 4, 8, 16)
 
 
 def growth(
@@ -89,9 +95,10 @@ def growth(
 ) -> BlockGrowth | None:
     """How ``fn``'s graph grows with the chunks of ``arrays`` along the rows.
 
-    None where an input's chunks are not known, ``fn`` fails on the
-    stand-ins or returns no Dask array (it computes, reads values, wants
-    other row counts): each chunk then counts ``per_block``.
+    Counted from the fewest steps whose stand-ins ``fn`` takes
+    (`_first_built`). None where an input's chunks are not known, ``fn``
+    fails on every stand-in or returns no Dask array (it computes, reads
+    values, wants other row counts): each chunk then counts ``per_block``.
     """
     found = _step(arrays)
     if found is None:
@@ -104,13 +111,16 @@ def growth(
         whole = _in_one_chunk(whole)
     a, m, b = (n - 1 for n in steps[1:])  # (steps beyond the first)
     try:
-        (t1, o1), (ta, oa), (tb, ob) = (
-            _counted(fn, arrays, whole, n, step) for n in (1, a + 1, b + 1)
+        base, (t0, o0) = _first_built(
+            lambda n: _counted(fn, arrays, whole, n, step), MOST_CHUNKS / width - b
+        )
+        (ta, oa), (tb, ob) = (
+            _counted(fn, arrays, whole, base + n, step) for n in (a, b)
         )
         # (the middle count only where the ordering grows: else a line)
         om = oa + (ob - oa) * (m - a) / (b - a)
-        if ob > o1:
-            om = _counted(fn, arrays, whole, m + 1, step)[1]
+        if ob > o0:
+            om = _counted(fn, arrays, whole, base + m, step)[1]
     except Exception:  # noqa: BLE001 - fn is not this shape's: per_block each
         return None
     upstream = sum(_upstream(x) * _across(x) for x in arrays)
@@ -118,15 +128,40 @@ def growth(
     # the curve through the last three, its line through the first and last;
     # tasks t(s) - t(1) = onset + tasks (s - 1) beyond the first step (a
     # scan's second chunk adds the carry's tasks once: 1,400 tasks, then
-    # 800 a step, over 200 chunks across)
+    # 800 a step, over 200 chunks across). Counted from ``base`` steps on
+    # (``x0`` beyond the first), the first step's own tasks are the line's.
+    x0 = base - 1
     squared = max(((ob - om) / (b - m) - (om - oa) / (m - a)) / (b - a), 0.0)
-    ordering = max((ob - o1) / b - squared * b, 0.0)
+    ordering = max((ob - o0 - squared * ((x0 + b) ** 2 - x0**2)) / b, 0.0)
     tasks = max((tb - ta) / (b - a), 0.0)
-    onset = max(ta - t1 - tasks * a, 0.0)
-    first = t1  # (the first step's own tasks, less the whole operands' (`held`'s))
+    onset = max(ta - t0 - tasks * a, 0.0)
+    # (the first step's own tasks, less the whole operands' (`held`'s))
+    first = float(t0)
     if any(_chunks(v) > 1 for v in (*whole[0], *whole[1].values())):
-        first = len(_optimized(fn, arrays, _in_one_chunk(whole), 1, step))
+        first = float(len(_optimized(fn, arrays, _in_one_chunk(whole), base, step)))
+    if x0:  # (the line's at one step; what a carry adds once is in ``first``)
+        first, onset = max(first - tasks * x0, 1.0), 0.0
     return BlockGrowth(width, tasks, ordering, squared, onset, first, upstream)
+
+
+def _first_built(count: Callable[[int], _T], most: float) -> tuple[int, _T]:
+    """(steps, ``count(steps)``) at the first of `FIRST_STEPS` (at most ``most``) where ``fn`` builds.
+
+    A ``fn`` that wants more rows than a step's stand-ins hold fails on
+    them (``da.map_overlap`` with a depth of 12 over chunks of 5 rows:
+    "The overlapping depth 12 is larger than your array 6"); its graph is
+    counted from the fewest steps whose stand-ins it takes. Raises the last
+    failure where none does.
+    """
+    failure: Exception = LookupError("no steps to count")
+    for steps in FIRST_STEPS:
+        if steps > most:
+            break
+        try:
+            return steps, count(steps)
+        except Exception as exc:  # noqa: BLE001 - raised below where none builds
+            failure = exc
+    raise failure
 
 
 def held(
@@ -149,10 +184,12 @@ def held(
     found = _step(arrays)
     if not beyond or found is None:
         return HeldGraph(beyond, sources)
-    step = found[1]
+    width, step = found
     try:
-        with_them = len(_optimized(fn, arrays, whole, 1, step))
-        without = len(_optimized(fn, arrays, _in_one_chunk(whole), 1, step))
+        base, with_them = _first_built(
+            lambda n: len(_optimized(fn, arrays, whole, n, step)), MOST_CHUNKS / width
+        )
+        without = len(_optimized(fn, arrays, _in_one_chunk(whole), base, step))
     except Exception:  # noqa: BLE001 - fn is not this shape's: a task a chunk
         return HeldGraph(beyond, sources)
     return HeldGraph(max(with_them - without, 0), sources)
