@@ -23,7 +23,7 @@ from xpkit._adapters._shapes import ShapeTracer
 
 def _spd(a):
     """``a``'s rows as 8x8 matrices, made symmetric positive definite (``a`` of ones)."""
-    return a.reshape(-1, 8, 8) + 8 * np.eye(8)
+    return a.reshape(-1, 8, 8) + 8 * np.eye(8, dtype=a.dtype)
 
 
 CASES = {
@@ -175,6 +175,35 @@ CASES = {
     "cholesky-gufunc": (lambda a: np.linalg.cholesky(_spd(a)), "float64"),
     "eigh-gufunc": (lambda a: np.linalg.eigh(a.reshape(-1, 8, 8))[1], "float64"),
     "svd-gufunc": (lambda a: np.linalg.svd(a.reshape(-1, 8, 8))[1], "float64"),
+    # the scaled u.T beside the product (0.72 of the peak when not counted)
+    "pinv": (lambda a: np.linalg.pinv(a.reshape(-1, 8, 8)), "float64"),
+    "pinv-wide": (lambda a: np.linalg.pinv(a.reshape(-1, 4, 16)), "float32"),
+    # NumPy's linalg computes in double precision: a float32 or integer input
+    # cast whole, the outputs made in float64 and cast back (0.008-0.41 of
+    # the peak while only the results counted)
+    "inv-float32": (lambda a: np.linalg.inv(_spd(a)), "float32"),
+    "solve-float32": (
+        lambda a: np.linalg.solve(_spd(a), a.reshape(-1, 8, 8)[:, :, :2]),
+        "float32",
+    ),
+    "det-float32": (lambda a: np.linalg.det(a.reshape(-1, 8, 8)), "float32"),
+    "det-int32": (lambda a: np.linalg.det(a.reshape(-1, 8, 8)), "int32"),
+    "slogdet-complex64": (
+        lambda a: np.linalg.slogdet(a.reshape(-1, 8, 8))[1],
+        "complex64",
+    ),
+    "cholesky-float32": (lambda a: np.linalg.cholesky(_spd(a)), "float32"),
+    "eigh-float32": (lambda a: np.linalg.eigh(a.reshape(-1, 8, 8))[1], "float32"),
+    "svd-float32": (lambda a: np.linalg.svd(a.reshape(-1, 8, 8))[1], "float32"),
+    "eigvals-float32": (
+        lambda a: np.linalg.eigvals(a.reshape(-1, 8, 8)).real,
+        "float32",
+    ),
+    "qr-float32": (lambda a: np.linalg.qr(a.reshape(-1, 8, 8))[0], "float32"),
+    "matrix_power-float32": (
+        lambda a: np.linalg.matrix_power(a.reshape(-1, 8, 8), 3),
+        "float32",
+    ),
 }
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from .._trace import active_trace
 from . import _rules as rules
 from . import _strides as strides
-from ._array import ShapeArray, copy_of, lift, made, unowned, view_of
+from ._array import ShapeArray, copy_of, internal, lift, made, unowned, view_of
 from ._manipulation import matrix_transpose
 from ._norms import matrix_norm, vector_norm
 from ._statistics import reduction
@@ -68,8 +68,17 @@ def _inexact(a: ShapeArray) -> str:
     return rules.float_of(a._trace.profile, a._name)
 
 
+#: The dtype NumPy's ``linalg`` computes each single-precision dtype in
+#: (``_commonType``: LAPACK in double precision, the results cast back).
+_DOUBLE = {"float32": "float64", "complex64": "complex128"}
+
+
 def _decomposed(
-    a: ShapeArray, shapes: list[tuple[tuple[int, ...], str]], *, gufunc: bool = True
+    a: ShapeArray,
+    shapes: list[tuple[tuple[int, ...], str]],
+    *,
+    gufunc: bool = True,
+    in_double: bool = True,
 ) -> list[ShapeArray]:
     """The outputs of a LAPACK routine on ``a``, with its working copy held meanwhile.
 
@@ -77,13 +86,30 @@ def _decomposed(
     cholesky, eig, eigh, svd) copy one matrix at a time into a buffer they
     ``malloc`` (LAPACK's workspace beside it): no copy of ``a`` whole, and
     nothing tracemalloc sees. NumPy itself and array-api-strict compute so;
-    elsewhere (torch's LU, Dask's graph) ``a`` is copied whole.
+    elsewhere (torch's LU, Dask's graph) ``a`` is copied whole. NumPy's
+    ``linalg`` computes in double precision (``in_double``): an input of
+    another dtype (float32, complex64, an integer) is cast whole to float64
+    or complex128 first, the outputs are made in double precision and each
+    is cast to the result's dtype after (``astype(result_t, copy=False)``);
+    a float32 ``det`` held 129 times its result while only that counted.
     """
-    profile = a._trace.profile
-    whole = not (gufunc and profile.numpy_internals and not profile.lazy)
-    working = made(a._trace, a.shape, a._name, (a,)) if whole else None
-    outputs = [made(a._trace, shape, name, (a,)) for shape, name in shapes]
-    del working
+    trace, profile = a._trace, a._trace.profile
+    numpy = profile.numpy_internals and not profile.lazy
+    double = numpy and in_double
+    work = _DOUBLE.get(_inexact(a), _inexact(a)) if double else a._name
+    copied = not (gufunc and numpy) or work != a._name
+    working = internal(trace, a.shape, work, (a,)) if copied else None
+    outputs = [
+        internal(trace, shape, _DOUBLE.get(name, name), (a,))
+        if double
+        else made(trace, shape, name, (a,))
+        for shape, name in shapes
+    ]
+    if gufunc:  # (a gufunc's cast freed as it returns; qr's copy held to its end)
+        del working
+    for i, (shape, name) in enumerate(shapes):
+        if outputs[i]._name != name:  # (each cast in turn, its double freed)
+            outputs[i] = made(trace, shape, name, (outputs[i],))
     return outputs
 
 
@@ -233,21 +259,28 @@ def inv(x: Value, /) -> ShapeArray:
 
 
 def pinv(x: Value, /, *, rtol: Value = None) -> ShapeArray:
-    """Pseudo-inverses of the matrices."""
+    """Pseudo-inverses of the matrices.
+
+    From the SVD ``u, s, vh`` (all held), as ``vh.T @ (s[..., None] *
+    u.T)``: the scaled ``u.T`` is held beside the product, and ``vh.T`` is
+    copied where the library's product copies a strided operand (NumPy's
+    ``pinv``; torch scales ``vh.T`` alike). 1.39 times a budget while the
+    scaled ``u.T`` was not counted (8 x 8 matrices).
+    """
     a = _array(x)
     m, n = a.shape[-2:]
-    k, name = min(m, n), _inexact(a)
-    shapes = [((*a.shape[:-2], m, k), name), ((*a.shape[:-2], k, n), name)]
-    working = _decomposed(a, shapes, gufunc=False)  # the SVD it is computed from
-    result = made(a._trace, (*a.shape[:-2], n, m), name, (a,))
-    del working
+    k = min(m, n)
+    u, s, vh = svd(a, full_matrices=False)
+    scaled = made(a._trace, (*a.shape[:-2], k, m), u._name, (u, s))
+    result = matmul(matrix_transpose(vh), scaled)
+    del u, s, vh, scaled
     return result
 
 
 def matrix_power(x: Value, n: int, /) -> ShapeArray:
     """The ``n``-th power of square matrices."""
-    a = _square(x)
-    return _decomposed(a, [(a.shape, a._name)], gufunc=False)[0]
+    a = _square(x)  # (matrix products in its own dtype)
+    return _decomposed(a, [(a.shape, a._name)], gufunc=False, in_double=False)[0]
 
 
 def matrix_rank(x: Value, /, *, rtol: Value = None) -> ShapeArray:
@@ -259,12 +292,18 @@ def matrix_rank(x: Value, /, *, rtol: Value = None) -> ShapeArray:
 
 
 def solve(x1: Value, x2: Value, /) -> ShapeArray:
-    """Solutions of ``x1 @ x = x2``."""
+    """Solutions of ``x1 @ x = x2`` (NumPy casts ``x2`` whole too, as ``x1``)."""
     a, b = _square(x1), _array(x2)
-    name = rules.float_of(
-        a._trace.profile, rules.promote(a._trace.profile, a._name, b._name)
-    )
-    return _decomposed(a, [(b.shape, name)])[0]
+    profile = a._trace.profile
+    name = rules.float_of(profile, rules.promote(profile, a._name, b._name))
+    double = _DOUBLE.get(name, name)
+    numpy = profile.numpy_internals and not profile.lazy
+    cast = None
+    if numpy and b._name != double:  # (the gufunc's cast of b)
+        cast = internal(a._trace, b.shape, double, (b,))
+    result = _decomposed(a, [(b.shape, name)])[0]
+    del cast
+    return result
 
 
 def qr(x: Value, /, *, mode: str = "reduced") -> tuple[ShapeArray, ShapeArray]:
