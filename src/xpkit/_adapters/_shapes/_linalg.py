@@ -7,12 +7,24 @@ works on a copy in its own layout); products make their result only.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
 
 from .._trace import active_trace
 from . import _rules as rules
 from . import _strides as strides
-from ._array import ShapeArray, copy_of, internal, lift, made, unowned, view_of
+from ._array import (
+    ShapeArray,
+    binary,
+    copy_of,
+    internal,
+    lift,
+    made,
+    permuted,
+    reshape,
+    unowned,
+    view_of,
+)
 from ._manipulation import matrix_transpose
 from ._norms import matrix_norm, vector_norm
 from ._statistics import reduction
@@ -165,15 +177,185 @@ def vecdot(x1: Value, x2: Value, /, *, axis: int = -1) -> ShapeArray:
     )
 
 
-def einsum(subscripts: str, /, *operands: Value, **_: Value) -> ShapeArray:
-    """Einstein summation (NumPy's ``einsum``)."""
+def einsum(
+    subscripts: str, /, *operands: Value, optimize: Value = False, **_: Value
+) -> ShapeArray:
+    """Einstein summation (NumPy's ``einsum``).
+
+    Without ``optimize``, NumPy's C einsum: its result only. With it,
+    NumPy's own path of pairwise contractions (``einsum_path``), each run
+    as NumPy runs it (`_contracted`), each intermediate held until a later
+    one reads it: ``np.einsum("ni,nj,ij->n", x, x, a, optimize=True)``
+    holds an (n, 64) product, and was planned at 65 times a budget while
+    only its (n,) result counted.
+    """
     parts = [_array(o) for o in operands]
+    if optimize is False or len(parts) < 2:
+        return _c_einsum(subscripts, parts)
+    held = list(parts)
+    for taken_at, step in _path(subscripts, parts, optimize):
+        taken = [held.pop(i) for i in taken_at]
+        held.append(_contracted(step, taken))
+        del taken
+    if len(held) != 1:
+        msg = f"einsum {subscripts!r}: its path left {len(held)} operands"
+        raise parts[0]._trace.refuse(msg)
+    return held[0]
+
+
+def _c_einsum(subscripts: str, parts: list[ShapeArray]) -> ShapeArray:
+    """NumPy's C ``einsum`` of ``parts``: its result only."""
     shape = rules.einsum_shape(subscripts, [p.shape for p in parts])
     name = parts[0]._name
     for p in parts[1:]:
         name = rules.promote(p._trace.profile, name, p._name)
-    # (not owned: optimized, NumPy's einsum returns a reshaped tensordot)
+    # (not owned: optimized, NumPy's einsum returns a reshaped product)
     return unowned(made(parts[0]._trace, shape, name, tuple(parts)))
+
+
+def _path(
+    subscripts: str, parts: list[ShapeArray], optimize: Value
+) -> list[tuple[tuple[int, ...], str]]:
+    """NumPy's contractions of ``parts``: (the operands each takes, its subscripts).
+
+    From ``np.einsum_path`` over stand-ins of their shapes that hold no
+    data (zero strides), as ``np.einsum`` asks for it.
+    """
+    import numpy as np
+
+    trace = parts[0]._trace
+    stand_ins = [
+        np.lib.stride_tricks.as_strided(np.zeros(1), p.shape, (0,) * p.ndim)
+        for p in parts
+    ]
+    path = cast(Callable[..., tuple[object, list[tuple[Any, ...]]]], np.einsum_path)
+    try:  # (einsum_call: the contractions, as np.einsum asks for them)
+        _, contractions = path(
+            subscripts, *stand_ins, optimize=optimize, einsum_call=True
+        )
+        return [
+            (tuple(c[0]), next(x for x in c if isinstance(x, str) and "->" in x))
+            for c in contractions
+        ]
+    except (TypeError, ValueError, KeyError, StopIteration) as exc:
+        msg = f"einsum_path of {subscripts!r} ({type(exc).__name__}: {exc})"
+        raise trace.refuse(msg) from None
+
+
+def _contracted(step: str, taken: list[ShapeArray]) -> ShapeArray:
+    """One contraction of an optimised ``einsum``, as NumPy runs it.
+
+    Two operands: NumPy 2.4's ``bmm_einsum``, each operand transposed (a
+    view) or reduced (a new array) by its own single-term einsum, reshaped
+    (a copy where its layout needs one), then a batched ``matmul`` (or a
+    broadcast ``multiply`` where nothing is contracted), reshaped and
+    transposed; earlier NumPy's ``tensordot`` is counted with a copy of
+    each operand. More operands: the C einsum.
+    """
+    parse = _batch_matmul_parser()
+    if len(taken) != 2:
+        return _c_einsum(step, taken)
+    if parse is None:  # (tensordot: each operand transposed and reshaped)
+        copies = [copy_of(t) for t in taken]
+        result = _c_einsum(step, taken)
+        del copies
+        return result
+    a, b = taken
+    eq_a, eq_b, shape_a, shape_b, shape_ab, perm_ab, pure = parse(
+        step, a.shape, b.shape
+    )
+    a, b = _prepared(a, eq_a, shape_a), _prepared(b, eq_b, shape_b)
+    if pure:
+        return binary("multiply", a, b)
+    product = matmul(a, b)
+    if shape_ab is not None:
+        product = reshape(product, tuple(shape_ab))
+    if perm_ab is not None:
+        product = permuted(product, tuple(perm_ab))
+    return product
+
+
+def _prepared(x: ShapeArray, eq: str | None, shape: Value) -> ShapeArray:
+    """An operand of ``bmm_einsum``: its single-term einsum ``eq``, then reshaped.
+
+    A transpose of a contiguous operand whose axes to be fused stay in
+    order in memory reshapes to a view, as NumPy reshapes it (``jk,Jij``:
+    ``x`` as (j, J i) fuses J and i, adjacent in ``x``).
+    """
+    order = None
+    if eq is not None:
+        before, after = eq.split("->")
+        if len(set(before)) == len(before) and sorted(before) == sorted(after):
+            order = tuple(before.index(c) for c in after)
+        else:  # (a letter summed, or a diagonal)
+            x = _c_einsum(eq, [x])
+    if shape is None:
+        return x if order is None else permuted(x, order)
+    new = tuple(shape)
+    if order is not None and x._contiguous:
+        steps = _c_strides(x.shape)
+        moved = permuted(x, order)
+        if _fuses_in_place(moved.shape, tuple(steps[i] for i in order), new):
+            return view_of(moved, new, contiguous=False)
+        return reshape(moved, new)
+    return reshape(x if order is None else permuted(x, order), new)
+
+
+def _c_strides(shape: tuple[int, ...]) -> list[int]:
+    """The strides, in elements, of a C-contiguous array of ``shape``."""
+    steps, step = [], 1
+    for d in reversed(shape):
+        steps.append(step)
+        step *= d
+    return steps[::-1]
+
+
+def _fuses_in_place(
+    shape: tuple[int, ...], steps: tuple[int, ...], new: tuple[int, ...]
+) -> bool:
+    """Whether ``shape`` with these strides reshapes to ``new`` without a copy.
+
+    NumPy's ``_attempt_nocopy_reshape`` (C order): each group of axes
+    fused into one must be laid out one after the other in memory.
+    """
+    dims = [(d, st) for d, st in zip(shape, steps, strict=True) if d != 1]
+    wanted = [d for d in new if d != 1]
+    i = j = 0
+    while i < len(dims) and j < len(wanted):
+        old_i, new_j = i + 1, j + 1
+        have, want = dims[i][0], wanted[j]
+        while have != want:
+            if want < have and new_j < len(wanted):
+                want *= wanted[new_j]
+                new_j += 1
+            elif old_i < len(dims):
+                have *= dims[old_i][0]
+                old_i += 1
+            else:
+                return False
+        for k in range(i, old_i - 1):
+            if dims[k][1] != dims[k + 1][0] * dims[k + 1][1]:
+                return False
+        i, j = old_i, new_j
+    return True
+
+
+def _batch_matmul_parser() -> Callable[..., tuple[Any, ...]] | None:
+    """NumPy's parser of a pairwise contraction into a batched matmul (NumPy >= 2.4)."""
+    import importlib
+
+    for name in ("numpy._core.einsumfunc", "numpy.core.einsumfunc"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        if hasattr(module, "bmm_einsum"):
+            parse: Callable[..., tuple[Any, ...]] | None = getattr(
+                module, "_parse_eq_to_batch_matmul", None
+            )
+            return parse
+        return None
+    return None
 
 
 def outer(x1: Value, x2: Value, /) -> ShapeArray:

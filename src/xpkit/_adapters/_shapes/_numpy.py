@@ -356,7 +356,9 @@ FUNCTIONS: dict[str, Callable[..., object]] = {
     "dot": _dot,
     "outer": lambda a, b, out=None: linalg.outer(a, b),
     "tensordot": lambda a, b, axes=2: linalg.tensordot(a, b, axes=axes),
-    "einsum": lambda *operands, **kw: linalg.einsum(operands[0], *operands[1:]),
+    "einsum": lambda *operands, **kw: linalg.einsum(
+        operands[0], *operands[1:], optimize=kw.get("optimize", False)
+    ),
     "sort": _sort,
     "argsort": _argsort,
     "argpartition": _argpartition,
