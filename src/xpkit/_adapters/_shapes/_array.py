@@ -40,7 +40,6 @@ __all__ = [
     "binary",
     "copy_of",
     "given",
-    "internal",
     "lift",
     "made",
     "permuted",
@@ -420,17 +419,6 @@ def made(
     if name not in trace.profile.dtypes:
         msg = f"{trace.profile.library} has no {name} on this device"
         raise trace.refuse(msg)
-    return internal(trace, shape, name, inputs)
-
-
-def internal(
-    trace: Trace, shape: rules.Shape, name: str, inputs: tuple[Value, ...] = ()
-) -> ShapeArray:
-    """As `made`, in a dtype the device need not offer: one the library holds inside.
-
-    (NumPy's ``linalg`` computes in float64 for array-api-strict's device
-    without float64.)
-    """
     nodes: tuple[int, ...] = ()  # (the tape's inputs: only a graph's peak reads them)
     if trace.profile.lazy:
         nodes = tuple(i._node for i in inputs if isinstance(i, ShapeArray) and i._node)

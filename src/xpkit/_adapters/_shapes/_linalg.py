@@ -17,7 +17,6 @@ from ._array import (
     ShapeArray,
     binary,
     copy_of,
-    internal,
     lift,
     made,
     permuted,
@@ -31,6 +30,7 @@ from ._statistics import reduction
 
 if TYPE_CHECKING:
     from ..._typing import Value
+    from .._trace import Trace
 
 __all__ = [
     "METHODS",
@@ -85,6 +85,15 @@ def _inexact(a: ShapeArray) -> str:
 _DOUBLE = {"float32": "float64", "complex64": "complex128"}
 
 
+def _held(trace: Trace, shape: tuple[int, ...], name: str) -> ShapeArray:
+    """An array NumPy's ``linalg`` holds inside, whatever dtypes the device offers.
+
+    (array-api-strict's device without float64 computes in NumPy's float64.)
+    """
+    charged, node = trace.charge(rules.nbytes(shape, name), len(shape), ())
+    return ShapeArray(trace, shape, name, charged, node)
+
+
 def _decomposed(
     a: ShapeArray,
     shapes: list[tuple[tuple[int, ...], str]],
@@ -110,9 +119,9 @@ def _decomposed(
     double = numpy and in_double
     work = _DOUBLE.get(_inexact(a), _inexact(a)) if double else a._name
     copied = not (gufunc and numpy) or work != a._name
-    working = internal(trace, a.shape, work, (a,)) if copied else None
+    working = _held(trace, a.shape, work) if copied else None
     outputs = [
-        internal(trace, shape, _DOUBLE.get(name, name), (a,))
+        _held(trace, shape, _DOUBLE.get(name, name))
         if double
         else made(trace, shape, name, (a,))
         for shape, name in shapes
@@ -482,7 +491,7 @@ def solve(x1: Value, x2: Value, /) -> ShapeArray:
     numpy = profile.numpy_internals and not profile.lazy
     cast = None
     if numpy and b._name != double:  # (the gufunc's cast of b)
-        cast = internal(a._trace, b.shape, double, (b,))
+        cast = _held(a._trace, b.shape, double)
     result = _decomposed(a, [(b.shape, name)])[0]
     del cast
     return result

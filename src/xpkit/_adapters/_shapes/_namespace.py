@@ -132,6 +132,7 @@ from ._manipulation import (
     tile,
     unstack,
 )
+from ._sets import nonzero, unique_all, unique_counts, unique_inverse, unique_values
 from ._statistics import (
     all,
     any,
@@ -145,17 +146,12 @@ from ._statistics import (
     max,
     mean,
     min,
-    nonzero,
     prod,
     searchsorted,
     sort,
     std,
     sum,
     top_k,
-    unique_all,
-    unique_counts,
-    unique_inverse,
-    unique_values,
     var,
 )
 

@@ -26,6 +26,7 @@ from . import _numpy_composites as numpy_composites
 from . import _numpy_layout as numpy_layout
 from . import _numpy_statistics as numpy_statistics
 from . import _rules as rules
+from . import _sets as sets
 from . import _statistics as statistics
 from ._array import ShapeArray, lift, made
 from ._elementwise import round as _round
@@ -406,7 +407,11 @@ FUNCTIONS: dict[str, Callable[..., object]] = {
     "matrix_norm": norms.numpy_matrix_norm,
     "matrix_rank": lambda A, **kw: linalg.matrix_rank(A),
     "matrix_power": linalg.matrix_power,
-    "nonzero": _refuse("nonzero"),
+    "nonzero": sets.nonzero,
+    "unique_values": sets.unique_values,
+    "unique_counts": sets.unique_counts,
+    "unique_inverse": sets.unique_inverse,
+    "unique_all": sets.unique_all,
     "flatnonzero": _refuse("flatnonzero"),
     "argwhere": _refuse("argwhere"),
     "unique": _refuse("unique"),

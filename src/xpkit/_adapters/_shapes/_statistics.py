@@ -5,7 +5,7 @@ copy of their input while they run where the library computes them so
 (`Profile.numpy_internals`; `xpkit._adapters._shapes._array.reduction`). Sorting makes the sorted shape (and the
 indices alongside, `Profile.sort_indices`: torch). Functions whose result's
 shape depends on the values (``nonzero``, the ``unique_*`` family) are
-refused.
+`_sets`'.
 """
 
 from __future__ import annotations
@@ -33,17 +33,12 @@ __all__ = [
     "max",
     "mean",
     "min",
-    "nonzero",
     "prod",
     "searchsorted",
     "sort",
     "std",
     "sum",
     "top_k",
-    "unique_all",
-    "unique_counts",
-    "unique_inverse",
-    "unique_values",
     "var",
 ]
 
@@ -241,36 +236,6 @@ def searchsorted(
     sorted_values, values = lift(trace, x1), lift(trace, x2)
     name = trace.profile.dtype_rules.index_dtype or trace.profile.default_int
     return made(trace, values.shape, name, (sorted_values, values))  # (JAX: int32)
-
-
-def _refused(x: Value, name: str) -> ShapeArray:
-    msg = f"{name}() (its result's shape depends on values)"
-    raise active_trace().refuse(msg)
-
-
-def nonzero(x: Value, /) -> ShapeArray:
-    """Refused: the result's shape depends on the values."""
-    return _refused(x, "nonzero")
-
-
-def unique_all(x: Value, /) -> ShapeArray:
-    """Refused: the result's shape depends on the values."""
-    return _refused(x, "unique_all")
-
-
-def unique_counts(x: Value, /) -> ShapeArray:
-    """Refused: the result's shape depends on the values."""
-    return _refused(x, "unique_counts")
-
-
-def unique_inverse(x: Value, /) -> ShapeArray:
-    """Refused: the result's shape depends on the values."""
-    return _refused(x, "unique_inverse")
-
-
-def unique_values(x: Value, /) -> ShapeArray:
-    """Refused: the result's shape depends on the values."""
-    return _refused(x, "unique_values")
 
 
 def reduction(
