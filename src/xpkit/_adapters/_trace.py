@@ -154,6 +154,9 @@ class DtypeRules(NamedTuple):
         default integer.
     cumulative_prod_keeps_int : bool
         ``cumulative_prod`` of an integer keeps its dtype (JAX).
+    fft_single_copies : bool
+        The standard's ``fft`` functions cast NumPy's transform of a
+        float32 or complex64 array once more, a copy (array-api-strict).
     numpy_scalars : {"array", "python", "refused"}
         How a NumPy scalar operand is taken. ``"array"``: as an array of its
         dtype (``np.float64``, a Python float too, is float64), as NumPy 2
@@ -178,6 +181,7 @@ class DtypeRules(NamedTuple):
     ints_advanced: bool = True
     index_dtype: str | None = None
     cumulative_prod_keeps_int: bool = False
+    fft_single_copies: bool = False
     numpy_scalars: str = "array"
 
 

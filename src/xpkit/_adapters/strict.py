@@ -180,7 +180,7 @@ class StrictAdapter(Adapter):
     def shape_traits(self, device: str) -> Traits | None:
         """NumPy's allocations, each array wrapped in one of its own (no elision)."""
         return {
-            "dtype_rules": DtypeRules(numpy_tables=True),
+            "dtype_rules": DtypeRules(numpy_tables=True, fft_single_copies=True),
             "numpy_internals": True,
             "norms": "numpy",
             "array_bytes": _WRAPPED_ARRAY_BYTES,
