@@ -12,7 +12,9 @@ compiled program's (XLA fuses temporaries away). Written against the
 standard, it is traced on shape-only arrays, which follow Python's
 lifetimes. Written with ``jax.numpy`` directly, JAX's own trace of it
 (``jax.make_jaxpr``, no data) stands in (`JaxprTracer`): each operation's
-outputs live from the operation until their last use, and a jitted
+outputs live from the operation until their last use, and through the
+operation after it (JAX dispatches ahead: an array a running operation
+reads is freed once that is done, while the next runs), and a jitted
 function inside (many of ``jax.numpy``'s are) holds what its own trace
 holds. Python keeps a named intermediate alive until ``fn`` returns, which
 a jaxpr does not show: for ``fn`` that names its intermediates, the eager
@@ -222,7 +224,12 @@ def _scratch(eqn: Value, out: int) -> int:
 
 
 def _jaxpr_peak(jaxpr: Value) -> int:
-    """The most bytes the equations' outputs hold at once, each freed after its last use."""
+    """The most bytes the equations' outputs hold at once, each freed after its last use.
+
+    A freed output is held through the next equation too (JAX's asynchronous
+    dispatch: eager chains held 1.1 to 1.45 times what freeing at once
+    counted).
+    """
     eqns = list(jaxpr.eqns)
     made = {id(v) for eqn in eqns for v in eqn.outvars}
     last: dict[int, int] = {}
@@ -231,16 +238,18 @@ def _jaxpr_peak(jaxpr: Value) -> int:
             last[id(v)] = step
     for v in jaxpr.outvars:
         last[id(v)] = len(eqns)
-    live = peak = 0
+    live = peak = pending = 0
     for step, eqn in enumerate(eqns):
         out = sum(_bytes(v.aval) for v in eqn.outvars)
         inner = max((_jaxpr_peak(j) for j in _inner_jaxprs(eqn)), default=0)
         scratch = _scratch(eqn, out)
-        peak = max(peak, live + max(out + scratch, inner))
+        peak = max(peak, live + pending + max(out + scratch, inner))
         live += out
+        pending = 0  # (freed once the next operation is dispatched)
         for v in (*eqn.invars, *eqn.outvars):
             if id(v) in made and last.get(id(v), step) == step:
                 live -= _bytes(v.aval)
+                pending += _bytes(v.aval)
                 made.discard(id(v))
     return peak
 
