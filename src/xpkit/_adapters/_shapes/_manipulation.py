@@ -229,4 +229,8 @@ def take_along_axis(x: Value, indices: Value, /, *, axis: int = -1) -> ShapeArra
         tuple(1 if k == ax else d for k, d in enumerate(i.shape)),
     )
     shape = tuple(i.shape[ax] if k == ax else d for k, d in enumerate(shape))
-    return made(a._trace, shape, a._name, (a, i))
+    result = made(a._trace, shape, a._name, (a, i))
+    if a._trace.profile.numpy_internals:  # (NumPy's fancy index: its buffers)
+        size = min(math.prod(shape), rules.BUFFER_ELEMENTS)
+        a._trace.release(a._trace.hold(rules.ITERATOR_BYTES + 2 * 8 * size))
+    return result
