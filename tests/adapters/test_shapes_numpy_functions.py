@@ -417,3 +417,22 @@ def test_take_along_axis_holds_numpy_s_fancy_index_buffers(numpy_profile, rows):
     x = np.random.default_rng(0).standard_normal((rows, 64))
     real = numpy_peak(fn, x)
     assert real / 1.15 <= traced <= 2 * real, (traced, real)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda a: a[:, :-16] + a[:, 16:],  # two operands whose rows lie apart
+        lambda a: np.exp(np.pad(a, ((0, 0), (8, 8)), mode="edge")[:, 4:-4] * 2.0),
+        lambda a: a[:, ::2] + a[:, 1::2],  # strided: not buffered
+    ],
+    ids=["shifted", "padded", "strided"],
+)
+@pytest.mark.parametrize("rows", [86, 1000])
+def test_a_ufunc_buffers_operands_whose_rows_lie_apart(numpy_profile, fn, rows):
+    """NumPy's ufunc copies 8,192 elements of an operand whose rows lie apart
+    and whose last axis has unit stride into a buffer (``p[:, :-16]``); after
+    ``np.pad``, a shifted sum was planned at 1.89 times a 100 kB budget."""
+    traced = ShapeTracer(numpy_profile, fn, (((64,), "float64"),)).peak(rows)
+    real = numpy_peak(fn, np.random.default_rng(0).standard_normal((rows, 64)))
+    assert real / 1.15 <= traced <= 1.15 * real + 8192, (traced, real)

@@ -571,7 +571,7 @@ def binary(
     if result is None:
         result = made(trace, shape, name, (av, bv, casts))
     if trace.profile.numpy_internals:  # (held with the result: after it)
-        rules.buffer_operands(trace, shape, name, ((sa, na), (sb, nb)))
+        rules.buffer_operands(trace, shape, name, ((sa, na), (sb, nb)), (av, bv))
     return result
 
 
