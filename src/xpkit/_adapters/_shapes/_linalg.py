@@ -7,8 +7,11 @@ works on a copy in its own layout); products make their result only.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
+
+import numpy as np
 
 from .._trace import active_trace
 from . import _rules as rules
@@ -230,8 +233,6 @@ def _path(
     From ``np.einsum_path`` over stand-ins of their shapes that hold no
     data (zero strides), as ``np.einsum`` asks for it.
     """
-    import numpy as np
-
     trace = parts[0]._trace
     stand_ins = [
         np.lib.stride_tricks.as_strided(np.zeros(1), p.shape, (0,) * p.ndim)
@@ -261,9 +262,9 @@ def _contracted(step: str, taken: list[ShapeArray]) -> ShapeArray:
     transposed; earlier NumPy's ``tensordot`` is counted with a copy of
     each operand. More operands: the C einsum.
     """
-    parse = _batch_matmul_parser()
     if len(taken) != 2:
         return _c_einsum(step, taken)
+    parse = _batch_matmul_parser()
     if parse is None:  # (tensordot: each operand transposed and reshaped)
         copies = [copy_of(t) for t in taken]
         result = _c_einsum(step, taken)
@@ -291,23 +292,20 @@ def _prepared(x: ShapeArray, eq: str | None, shape: Value) -> ShapeArray:
     order in memory reshapes to a view, as NumPy reshapes it (``jk,Jij``:
     ``x`` as (j, J i) fuses J and i, adjacent in ``x``).
     """
-    order = None
     if eq is not None:
         before, after = eq.split("->")
         if len(set(before)) == len(before) and sorted(before) == sorted(after):
             order = tuple(before.index(c) for c in after)
+            moved = permuted(x, order)
+            if shape is not None and x._contiguous:
+                steps = _c_strides(x.shape)
+                new = tuple(shape)
+                if _fuses_in_place(moved.shape, tuple(steps[i] for i in order), new):
+                    return view_of(moved, new, contiguous=False)
+            x = moved
         else:  # (a letter summed, or a diagonal)
             x = _c_einsum(eq, [x])
-    if shape is None:
-        return x if order is None else permuted(x, order)
-    new = tuple(shape)
-    if order is not None and x._contiguous:
-        steps = _c_strides(x.shape)
-        moved = permuted(x, order)
-        if _fuses_in_place(moved.shape, tuple(steps[i] for i in order), new):
-            return view_of(moved, new, contiguous=False)
-        return reshape(moved, new)
-    return reshape(x if order is None else permuted(x, order), new)
+    return x if shape is None else reshape(x, tuple(shape))
 
 
 def _c_strides(shape: tuple[int, ...]) -> list[int]:
@@ -349,22 +347,19 @@ def _fuses_in_place(
     return True
 
 
+@functools.cache
 def _batch_matmul_parser() -> Callable[..., tuple[Any, ...]] | None:
     """NumPy's parser of a pairwise contraction into a batched matmul (NumPy >= 2.4)."""
-    import importlib
-
-    for name in ("numpy._core.einsumfunc", "numpy.core.einsumfunc"):
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
-            continue
-        if hasattr(module, "bmm_einsum"):
-            parse: Callable[..., tuple[Any, ...]] | None = getattr(
-                module, "_parse_eq_to_batch_matmul", None
-            )
-            return parse
+    try:
+        from numpy._core import einsumfunc
+    except ImportError:  # (NumPy 1: tensordot)
         return None
-    return None
+    if not hasattr(einsumfunc, "bmm_einsum"):
+        return None
+    parse: Callable[..., tuple[Any, ...]] | None = getattr(
+        einsumfunc, "_parse_eq_to_batch_matmul", None
+    )
+    return parse
 
 
 def outer(x1: Value, x2: Value, /) -> ShapeArray:

@@ -232,5 +232,6 @@ def take_along_axis(x: Value, indices: Value, /, *, axis: int = -1) -> ShapeArra
     result = made(a._trace, shape, a._name, (a, i))
     if a._trace.profile.numpy_internals:  # (NumPy's fancy index: its buffers)
         size = min(math.prod(shape), rules.BUFFER_ELEMENTS)
-        a._trace.release(a._trace.hold(rules.ITERATOR_BYTES + 2 * 8 * size))
+        held = 2 * size * rules.itemsize("int64")  # (the indices and the arange)
+        a._trace.release(a._trace.hold(rules.ITERATOR_BYTES + held))
     return result

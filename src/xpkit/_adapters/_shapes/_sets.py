@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
+import numpy as np
+
 from .._trace import active_trace
 from ._array import ShapeArray, lift, made, view_of
 
@@ -118,8 +120,6 @@ def _inverse(a: ShapeArray) -> list[ShapeArray]:
 def unique_values(x: Value, /) -> ShapeArray:
     """The distinct values: every element, at the most."""
     a = _bounded(x, "unique_values")
-    import numpy as np
-
     if np.dtype(a._name).kind in _HASHED_KINDS:  # (the hash table's own unseen)
         flat = made(a._trace, (a.size,), a._name, (a,))
         values = made(a._trace, (a.size,), a._name, (flat,))
