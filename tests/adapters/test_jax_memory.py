@@ -135,6 +135,93 @@ def test_jax_s_trace_holds_an_array_freed_until_the_next_operation_is_dispatched
     assert tracer.peak(rows) == result + 3 * result  # (the input's slice, then 3)
 
 
+#: Eager chains measured as they run in ``map_batches``: asynchronous
+#: dispatch on (JAX's default on the CPU).
+_AHEAD_SOURCE = """
+import jax
+import jax.numpy as jnp
+
+def chain(x):
+    for i in range(30):
+        x = jnp.add(x, 0.5) if i % 2 else jnp.multiply(x, 0.999)  # (one a line)
+    return x
+
+FNS = {
+    "one": lambda x: jnp.multiply(x, 0.999),
+    "chain": chain,
+    "softmax": lambda x: jax.nn.softmax(x, axis=1)
+    + jax.nn.log_softmax(x, axis=1) * jax.nn.gelu(x),
+}
+"""
+_AHEAD: dict[str, object] = {}
+exec(_AHEAD_SOURCE, _AHEAD)  # noqa: S102 - the table the child runs too
+
+_AHEAD_CHILD = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+import jax
+jax.config.update("jax_enable_x64", True)
+import jax.numpy as jnp
+import _true_peak
+exec(sys.argv[2])
+x = jnp.asarray(np.random.default_rng(0).standard_normal((int(sys.argv[3]), 128)))
+meter = _true_peak.CounterMeter()
+peaks = {}
+for name, fn in FNS.items():
+    fn(x).block_until_ready()
+    peaks[name] = max(meter.measure(lambda: fn(x).block_until_ready())[1] for _ in range(5))
+print(json.dumps(peaks))
+"""
+
+
+def _ahead_peaks(rows, tmp_path):
+    """Each of ``_AHEAD``'s peaks on (rows, 128) float64, by a counting malloc in a child."""
+    env = counting_malloc_env(tmp_path)
+    done = run_python(
+        _AHEAD_CHILD,
+        str(BENCHMARKS),
+        _AHEAD_SOURCE,
+        str(rows),
+        extra_env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("name", ["chain", "softmax"])
+def test_jax_s_trace_holds_what_dispatching_ahead_holds(name, tmp_path):
+    # Python dispatches up to two operations ahead of the one running: each
+    # freed output is held through the next two. A chain of 30 operations
+    # holds the array each reads, its output and two more (one held through
+    # the next operation counted 3 of those 4 arrays); softmax + log_softmax
+    # * gelu holds 6 arrays of its input's size beside it (counted 5: planned
+    # at 1.17 times a 10 and a 100 MB budget).
+    rows = 20_000
+    true = _ahead_peaks(rows, tmp_path)[name]
+    assert jax.config.jax_enable_x64  # (the suite's conftest switches it on)
+    tracer = JaxprTracer(_AHEAD["FNS"][name], (((128,), "float64"),), ((), {}))
+    estimate = tracer.peak(rows) - rows * 128 * 8  # (the input made before, here)
+    assert true / 1.15 <= estimate <= 2.0 * true, (estimate, true)
+
+
+def test_jax_s_trace_on_the_cpu_charges_each_array_s_own_bytes(tmp_path):
+    # A CPU array holds its PjRt buffer and Python object beside its data
+    # (2.6 kB, as the shape-only trace counts), and dispatching an operation
+    # 2 kB more while it runs: one operation on 16 rows of 1 kB held 4.5 kB
+    # more than its result's data (1.28 times what the data alone counted).
+    rows = 16
+    true = _ahead_peaks(rows, tmp_path)["one"]
+    specs = (((128,), "float64"),)
+    tracer = get_adapter("jax").library_tracer(
+        _AHEAD["FNS"]["one"], specs, ((), {}), "cpu"
+    )
+    assert isinstance(tracer, JaxprTracer)
+    estimate = tracer.peak(rows) - (rows * 128 * 8 + 2600)  # (the input made before)
+    assert true / 1.15 <= estimate <= 2.0 * true, (estimate, true)
+
+
 #: Eager ``jax.numpy`` FFTs and a cumulative sum of (rows, 16) float32
 #: rows, and a control: the same table here and in the child.
 _EAGER_SOURCE = """
