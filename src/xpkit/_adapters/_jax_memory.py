@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from .._current_rows import ROWS
 from ._peak import PeakMeter
@@ -39,7 +39,7 @@ from ._trace import CannotFollow
 if TYPE_CHECKING:
     from .._typing import NativeDevice, UserFunction, Value
 
-__all__ = ["JaxprTracer", "StatsPeak", "XlaTracer"]
+__all__ = ["EagerCosts", "JaxprTracer", "StatsPeak", "XlaTracer"]
 
 T = TypeVar("T")
 
@@ -113,6 +113,24 @@ class XlaTracer:
         return _largest_product(closed.jaxpr)
 
 
+class EagerCosts(NamedTuple):
+    """What an eager operation holds beyond its arrays' data (none on a GPU).
+
+    ``array_bytes``: each array's own (a CPU array's PjRt buffer and Python
+    object); ``dispatch_bytes``: dispatching an operation, while it runs;
+    ``matmul_packing``: the most bytes a matrix product packs its operands
+    into while it runs (their bytes, up to this).
+    """
+
+    array_bytes: int = 0
+    dispatch_bytes: int = 0
+    matmul_packing: int = 0
+
+
+#: Nothing beyond the arrays' data (a GPU's arrays).
+NO_COSTS = EagerCosts()
+
+
 class JaxprTracer:
     """JAX's trace of an eager ``fn`` (``jax.make_jaxpr``), each output live to its last use."""
 
@@ -123,17 +141,12 @@ class JaxprTracer:
         fn: UserFunction,
         inputs: tuple[tuple[tuple[int, ...], str], ...],
         whole: tuple[tuple[Value, ...], dict[str, Value]],
-        array_bytes: int = 0,
-        dispatch_bytes: int = 0,
+        costs: EagerCosts = NO_COSTS,
     ) -> None:
         self._fn = fn
         self._inputs = inputs
         self._args, self._kwargs = whole
-        #: What each array holds beyond its data (a CPU array's PjRt buffer
-        #: and Python object).
-        self._array_bytes = array_bytes
-        #: What dispatching one operation holds while it runs.
-        self._dispatch_bytes = dispatch_bytes
+        self._costs = costs
         #: Bytes of one row of ``fn``'s outputs, from the last trace.
         self.output_row_bytes: int | None = None
         #: The equations of the last trace.
@@ -163,10 +176,10 @@ class JaxprTracer:
         if rows:
             self.output_row_bytes = sum(_bytes(v.aval) for v in jaxpr.outvars) // rows
         slices = sum(
-            rows * math.prod(row) * _SIZES[name] + self._array_bytes
+            rows * math.prod(row) * _SIZES[name] + self._costs.array_bytes
             for row, name in self._inputs
         )
-        return slices + self._dispatch_bytes + _jaxpr_peak(jaxpr, self._array_bytes)
+        return slices + self._costs.dispatch_bytes + _jaxpr_peak(jaxpr, self._costs)
 
 
 def _bytes(aval: Value) -> int:
@@ -196,7 +209,7 @@ def _equations(jaxpr: Value) -> int:
     return count
 
 
-def _scratch(eqn: Value, out: int) -> int:
+def _scratch(eqn: Value, out: int, costs: EagerCosts) -> int:
     """The bytes an equation run eagerly on the CPU holds beyond its outputs.
 
     Measured with a counting malloc on JAX 0.10 (float32 and float64, 16 to
@@ -215,9 +228,13 @@ def _scratch(eqn: Value, out: int) -> int:
     body), 8 to 12 MB for ``while`` and ``cond``, and 65 kB more per
     equation of the body (29 MB for a 240-equation body), all freed before
     its results are made: the results take its place where they are larger.
-    ``lax.top_k``: `_top_k_scratch`.
+    ``lax.top_k``: `_top_k_scratch`; ``dot_general``: the blocks it packs
+    its operands into (`EagerCosts.matmul_packing`).
     """
     name = eqn.primitive.name
+    if name == "dot_general":
+        operands = sum(_bytes(v.aval) for v in eqn.invars)
+        return min(operands, costs.matmul_packing)
     if name in _COMPILE:
         body = sum(_equations(j) for j in _inner_jaxprs(eqn))
         body += sum(
@@ -267,13 +284,13 @@ def _top_k_scratch(eqn: Value) -> int:
 HELD_THROUGH = 2
 
 
-def _jaxpr_peak(jaxpr: Value, array_bytes: int = 0) -> int:
+def _jaxpr_peak(jaxpr: Value, costs: EagerCosts = NO_COSTS) -> int:
     """The most bytes the equations' outputs hold at once, each freed after its last use.
 
     A freed output is held through the next `HELD_THROUGH` equations too
-    (JAX's asynchronous dispatch: see there). Each output holds
-    ``array_bytes`` beyond its data.
+    (JAX's asynchronous dispatch: see there), with what ``costs`` adds.
     """
+    array_bytes = costs.array_bytes
 
     def held(v: Value) -> int:
         return _bytes(v.aval) + array_bytes
@@ -291,10 +308,8 @@ def _jaxpr_peak(jaxpr: Value, array_bytes: int = 0) -> int:
     for step, eqn in enumerate(eqns):
         data = sum(_bytes(v.aval) for v in eqn.outvars)
         out = data + array_bytes * len(eqn.outvars)
-        inner = max(
-            (_jaxpr_peak(j, array_bytes) for j in _inner_jaxprs(eqn)), default=0
-        )
-        scratch = _scratch(eqn, data)
+        inner = max((_jaxpr_peak(j, costs) for j in _inner_jaxprs(eqn)), default=0)
+        scratch = _scratch(eqn, data, costs)
         peak = max(peak, live + sum(pending) + max(out + scratch, inner))
         live += out
         freed = 0

@@ -407,6 +407,7 @@ class Traits(TypedDict, total=False):
     deferred_frees: bool
     graph: GraphCost | None
     strided_matmul_copies: bool
+    matmul_packing: int
     dtype_rules: DtypeRules
     workspace: Workspace | None
     norms: str
@@ -485,6 +486,10 @@ class Profile:
         A matrix product first copies an operand without a unit stride
         along one of its last two axes (`xpkit._adapters._shapes._strides`:
         torch); NumPy's takes any strides.
+    matmul_packing : int
+        A matrix product packs its operands into blocks of its own while it
+        runs, their bytes up to this many (Eigen's blocks, on JAX's CPU);
+        0: none (a BLAS whose buffers are allocated once).
     dtype_rules : DtypeRules
         Where its dtypes leave the standard's tables.
     workspace : callable or None
@@ -531,6 +536,7 @@ class Profile:
     deferred_frees: bool = False
     graph: GraphCost | None = None
     strided_matmul_copies: bool = False
+    matmul_packing: int = 0
     dtype_rules: DtypeRules = field(default_factory=DtypeRules)
     workspace: Workspace | None = None
     norms: str = "squares"

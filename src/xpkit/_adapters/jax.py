@@ -14,7 +14,7 @@ import numpy as np
 from ._base import Adapter, Replace, Tagged, patched_by_array_api_extra
 from ._caps import jax_arena
 from ._device_memory import MemoryCap, MemoryInfo
-from ._jax_memory import JaxprTracer, StatsPeak, XlaTracer
+from ._jax_memory import EagerCosts, JaxprTracer, StatsPeak, XlaTracer
 from ._layout import Unshareable
 from ._peak import PeakMeter, warmed_host_meter
 from ._trace import DtypeRules
@@ -45,6 +45,13 @@ _CPU_ARRAY_BYTES = 2600
 #: (one ``multiply`` of 16 to 128 rows held 4.4 to 4.7 kB beyond its
 #: result's data, the array's own bytes included).
 _CPU_DISPATCH_BYTES = 2000
+#: The most bytes a CPU matrix product packs its operands into while it
+#: runs (Eigen's blocks), where they are larger: it held up to their bytes
+#: (0.5-1.0 times at 78 to 1,085 rows by 32, float32 and float64), and at
+#: most 536 kB at any size measured (2,000 x 1,024 by 1,024 x 2,000), on a
+#: machine with 1 MiB of L2 cache a core; Eigen sizes its blocks to the
+#: caches, so this bounds machines with up to twice that.
+CPU_MATMUL_PACKING = 2**20
 
 _ALIASES = {"cuda": "gpu", "rocm": "gpu"}
 
@@ -248,6 +255,7 @@ class JaxAdapter(Adapter):
         else:
             traits["granule"] = 64
             traits["array_bytes"] = _CPU_ARRAY_BYTES
+            traits["matmul_packing"] = CPU_MATMUL_PACKING
             traits["centred_spread"] = True  # (measured on the CPU only)
         return traits
 
@@ -267,7 +275,8 @@ class JaxAdapter(Adapter):
             return XlaTracer(fn, inputs, whole, self.native_device(device))
         if self.is_gpu(device):
             return JaxprTracer(fn, inputs, whole)
-        return JaxprTracer(fn, inputs, whole, _CPU_ARRAY_BYTES, _CPU_DISPATCH_BYTES)
+        costs = EagerCosts(_CPU_ARRAY_BYTES, _CPU_DISPATCH_BYTES, CPU_MATMUL_PACKING)
+        return JaxprTracer(fn, inputs, whole, costs)
 
     def peak_meters(self, device: str) -> tuple[PeakMeter, ...]:
         """CPU: the host meter, each shape run once first; GPUs: ``memory_stats``.

@@ -141,7 +141,8 @@ def matmul(x1: Value, x2: Value, /) -> ShapeArray:
     """``x1 @ x2``.
 
     Its result, and a copy of each operand the library copies first for
-    its layout, held while it runs (`_strides`).
+    its layout (`_strides`), or the blocks it packs them into
+    (`Profile.matmul_packing`), held while it runs.
     """
     x = x1 if isinstance(x1, ShapeArray) else _array(x1)
     trace = x._trace
@@ -150,7 +151,10 @@ def matmul(x1: Value, x2: Value, /) -> ShapeArray:
     held = strides.copied_operands(x, y) if trace.profile.strided_matmul_copies else []
     copies = [copy_of(a) for a in held]
     name = rules.promote(trace.profile, x._name, y._name)
-    return made(trace, shape, name, (x, y, *copies))
+    result = made(trace, shape, name, (x, y, *copies))
+    if trace.profile.matmul_packing:
+        trace.spike(min(x.nbytes + y.nbytes, trace.profile.matmul_packing))
+    return result
 
 
 def _matmul_method(self: ShapeArray, other: Value) -> ShapeArray:
