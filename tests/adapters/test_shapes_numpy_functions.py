@@ -12,6 +12,7 @@ planned; ``np.nan_to_num``: 0.52).
 
 from __future__ import annotations
 
+import array_api_compat
 import numpy as np
 import pytest
 from shape_twins import assert_twins, numpy_peak
@@ -425,8 +426,11 @@ def test_take_along_axis_holds_numpy_s_fancy_index_buffers(numpy_profile, rows):
         lambda a: a[:, :-16] + a[:, 16:],  # two operands whose rows lie apart
         lambda a: np.exp(np.pad(a, ((0, 0), (8, 8)), mode="edge")[:, 4:-4] * 2.0),
         lambda a: a[:, ::2] + a[:, 1::2],  # strided: not buffered
+        lambda a: np.exp(a[:, :-16]),  # one operand: NumPy's own ufunc
+        lambda a: array_api_compat.array_namespace(a).exp(a[:, 16:]),  # the standard's
+        lambda a: np.sqrt(np.abs(a[:, 8:-8])),
     ],
-    ids=["shifted", "padded", "strided"],
+    ids=["shifted", "padded", "strided", "unary", "unary-standard", "unary-chain"],
 )
 @pytest.mark.parametrize("rows", [86, 1000])
 def test_a_ufunc_buffers_operands_whose_rows_lie_apart(numpy_profile, fn, rows):

@@ -103,10 +103,14 @@ def _one(func: str, x: Value) -> ShapeArray:
     """The standard's one-argument function ``func`` of ``x``.
 
     The kernel's workspace, where the profile has one (`Profile.workspace`),
-    counts in the peak beside the result.
+    counts in the peak beside the result, and so does NumPy's ufunc buffer
+    of an operand whose rows lie apart (`rules.buffer_operands`).
     """
     a = _array(x)
     result = unary(a, rules.unary_dtype(a._trace, func, a._name))
+    if a._trace.profile.numpy_internals and rules.rows_apart(a):
+        operand = ((a.shape, a._name),)
+        rules.buffer_operands(a._trace, result.shape, result._name, operand, (a,))
     workspace = a._trace.profile.workspace
     if workspace is not None:
         held = workspace(func, ((a.shape, a._name),), ((result.shape, result._name),))

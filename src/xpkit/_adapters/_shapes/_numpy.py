@@ -138,9 +138,8 @@ def _call(
         made(trace, s, n, tuple(arrays)) for s, n in zip(shapes, names, strict=True)
     )
     if trace.profile.numpy_internals and not ufunc.signature:  # (with its outputs)
-        rules.buffer_operands(
-            trace, shapes[0], names[0], tuple((a.shape, a._name) for a in arrays)
-        )
+        operands = tuple((a.shape, a._name) for a in arrays)
+        rules.buffer_operands(trace, shapes[0], names[0], operands, tuple(arrays))
     return outputs[0] if len(outputs) == 1 else outputs
 
 
