@@ -163,38 +163,43 @@ FNS = {
 _AHEAD: dict[str, object] = {}
 exec(_AHEAD_SOURCE, _AHEAD)  # noqa: S102 - the table the child runs too
 
-_AHEAD_CHILD = """
+_PEAKS_CHILD = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
 import numpy as np
 import jax
 jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_cpu_enable_async_dispatch", sys.argv[6] == "ahead")
 import jax.numpy as jnp
 import _true_peak
 exec(sys.argv[2])
-x = jnp.asarray(np.random.default_rng(0).standard_normal((int(sys.argv[3]), 128)))
+rows, cols, dtype, runs = int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], int(sys.argv[7])
+x = jnp.asarray(np.random.default_rng(0).standard_normal((rows, cols)), dtype)
 meter = _true_peak.CounterMeter()
 peaks = {}
 for name, fn in FNS.items():
-    fn(x).block_until_ready()
-    peaks[name] = max(meter.measure(lambda: fn(x).block_until_ready())[1] for _ in range(5))
+    fn(x).block_until_ready()  # (warm: each operation compiles once)
+    peaks[name] = max(meter.measure(lambda: fn(x).block_until_ready())[1] for _ in range(runs))
 print(json.dumps(peaks))
 """
 
 
-def _ahead_peaks(rows, tmp_path):
-    """Each of ``_AHEAD``'s peaks on (rows, 128) float64, by a counting malloc in a child."""
-    env = counting_malloc_env(tmp_path)
-    done = run_python(
-        _AHEAD_CHILD,
-        str(BENCHMARKS),
-        _AHEAD_SOURCE,
-        str(rows),
-        extra_env=env,
-        timeout=120,
-    )
+def _peaks(source, shape, dtype, dispatch, runs, directory):
+    """The most each of ``source``'s ``FNS`` held over ``runs`` on a ``shape`` input.
+
+    By a counting malloc in a child; ``dispatch``: ``"ahead"`` (JAX's default
+    on the CPU) or ``"in turn"`` (asynchronous dispatch off).
+    """
+    env = counting_malloc_env(directory)
+    args = (str(BENCHMARKS), source, *map(str, shape), dtype, dispatch, str(runs))
+    done = run_python(_PEAKS_CHILD, *args, extra_env=env, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _ahead_peaks(rows, tmp_path):
+    """Each of ``_AHEAD``'s peaks on (rows, 128) float64, dispatched ahead."""
+    return _peaks(_AHEAD_SOURCE, (rows, 128), "float64", "ahead", 5, tmp_path)
 
 
 @pytest.fixture(scope="module")
@@ -264,34 +269,12 @@ FNS = {
 _EAGER: dict[str, object] = {}
 exec(_EAGER_SOURCE, _EAGER)  # noqa: S102 - the table the child runs too
 
-_EAGER_CHILD = """
-import json, sys
-sys.path.insert(0, sys.argv[1])
-import numpy as np
-import jax
-jax.config.update("jax_cpu_enable_async_dispatch", False)
-import jax.numpy as jnp
-import _true_peak
-exec(sys.argv[2])
-x = jnp.asarray(np.random.default_rng(0).standard_normal((50_000, 16)), "float32")
-meter = _true_peak.CounterMeter()
-peaks = {}
-for name, fn in FNS.items():
-    fn(x).block_until_ready()  # (warm: each operation compiles once)
-    peaks[name] = max(meter.measure(lambda: fn(x).block_until_ready())[1] for _ in range(3))
-print(json.dumps(peaks))
-"""
-
 
 @pytest.fixture(scope="module")
 def eager_peaks(tmp_path_factory):
     """Each eager fn's peak on (50000, 16) float32 by a counting malloc, in a child."""
-    env = counting_malloc_env(tmp_path_factory.mktemp("counter"))
-    done = run_python(
-        _EAGER_CHILD, str(BENCHMARKS), _EAGER_SOURCE, extra_env=env, timeout=120
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    directory = tmp_path_factory.mktemp("counter")
+    return _peaks(_EAGER_SOURCE, (50_000, 16), "float32", "in turn", 3, directory)
 
 
 @pytest.mark.parametrize("name", list(_EAGER["FNS"]))
@@ -376,23 +359,8 @@ def test_jax_s_trace_charges_top_k_s_sort_but_of_float32(dtype, tmp_path):
     assert true / 1.15 <= estimate <= 1.15 * true, (estimate, true)
 
 
-_MATMUL_CHILD = """
-import json, sys
-sys.path.insert(0, sys.argv[1])
-import numpy as np
-import jax
-jax.config.update("jax_enable_x64", True)
-jax.config.update("jax_cpu_enable_async_dispatch", False)
-import jax.numpy as jnp
-import _true_peak
-meter = _true_peak.CounterMeter()
-peaks = {}
-for rows, inner, dtype in json.loads(sys.argv[2]):
-    x = jnp.asarray(np.random.default_rng(0).standard_normal((rows, inner)), dtype)
-    run = lambda: (x @ x.T).block_until_ready()
-    run()
-    peaks[f"{rows}x{inner}-{dtype}"] = max(meter.measure(run)[1] for _ in range(3))
-print(json.dumps(peaks))
+_GRAM_SOURCE = """
+FNS = {"gram": lambda x: x @ x.T}
 """
 #: (rows, inner, dtype) of ``x @ x.T``: a batch's Gram matrix.
 _GRAMS = [
@@ -405,13 +373,14 @@ _GRAMS = [
 
 @pytest.fixture(scope="module")
 def gram_peaks(tmp_path_factory):
-    """``x @ x.T``'s peak for each of `_GRAMS`, by a counting malloc in a child."""
-    env = counting_malloc_env(tmp_path_factory.mktemp("counter"))
-    done = run_python(
-        _MATMUL_CHILD, str(BENCHMARKS), json.dumps(_GRAMS), extra_env=env, timeout=120
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    """``x @ x.T``'s peak for each of `_GRAMS`, by a counting malloc in a child each."""
+    directory = tmp_path_factory.mktemp("counter")
+    return {
+        f"{rows}x{inner}-{dtype}": _peaks(
+            _GRAM_SOURCE, (rows, inner), dtype, "in turn", 3, directory
+        )["gram"]
+        for rows, inner, dtype in _GRAMS
+    }
 
 
 @pytest.mark.parametrize(("rows", "inner", "dtype"), _GRAMS)
