@@ -39,7 +39,7 @@ from ._trace import CannotFollow
 if TYPE_CHECKING:
     from .._typing import NativeDevice, UserFunction, Value
 
-__all__ = ["EagerCosts", "JaxprTracer", "StatsPeak", "XlaTracer"]
+__all__ = ["HELD_THROUGH", "EagerCosts", "JaxprTracer", "StatsPeak", "XlaTracer"]
 
 T = TypeVar("T")
 

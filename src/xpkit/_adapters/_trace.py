@@ -404,7 +404,7 @@ class Traits(TypedDict, total=False):
     bounded_masks: bool
     sort_indices: bool
     casts_whole: bool
-    deferred_frees: bool
+    deferred_frees: int
     graph: GraphCost | None
     strided_matmul_copies: bool
     matmul_packing: int
@@ -475,10 +475,10 @@ class Profile:
     casts_whole : bool
         An operation into another dtype first casts each operand whole
         (torch's ``sum`` of bools, ``x_int + 0.5``); else in buffers.
-    deferred_frees : bool
+    deferred_frees : int
         A freed array's memory returns only once the operations dispatched
         before it are done (JAX's asynchronous dispatch): the trace counts
-        a freed array until the next allocation.
+        a freed array through this many allocations after it; 0: none.
     graph : GraphCost or None
         What a lazy library's graph and compute hold besides the arrays
         (Dask); None: nothing counted.
@@ -533,7 +533,7 @@ class Profile:
     bounded_masks: bool = True
     sort_indices: bool = False
     casts_whole: bool = False
-    deferred_frees: bool = False
+    deferred_frees: int = 0
     graph: GraphCost | None = None
     strided_matmul_copies: bool = False
     matmul_packing: int = 0
@@ -568,8 +568,9 @@ class Trace:
     tape: list[tuple[int, tuple[int, ...], int]] = field(default_factory=list)
     nodes: int = 0
     views: int = 0
-    #: Bytes freed but still held until the next allocation (`deferred_frees`).
-    pending: int = 0
+    #: Bytes freed but still held (`deferred_frees`): since each of the
+    #: last allocations, the oldest first.
+    pending: list[int] = field(default_factory=list)
     #: The rows ``fn`` is traced on while it runs (0: none), for `adopt`.
     rows: int = 0
     #: A library's arrays ``fn`` made while traced (`adopt`): id -> charged.
@@ -609,8 +610,8 @@ class Trace:
         self.live += charged
         self.peak = max(self.peak, self.live)
         if self.pending:
-            self.live -= self.pending
-            self.pending = 0
+            self.live -= self.pending.pop(0)
+            self.pending.append(0)
         self.nodes += 1
         node = self.nodes
         if profile.lazy:  # (only a graph's peak reads the tape)
@@ -651,7 +652,9 @@ class Trace:
     def release(self, charged: int) -> None:
         """An array charged ``charged`` bytes was freed."""
         if self.profile.deferred_frees:
-            self.pending += charged
+            if not self.pending:
+                self.pending = [0] * self.profile.deferred_frees
+            self.pending[-1] += charged
         else:
             self.live -= charged
 

@@ -14,7 +14,7 @@ import numpy as np
 from ._base import Adapter, Replace, Tagged, patched_by_array_api_extra
 from ._caps import jax_arena
 from ._device_memory import MemoryCap, MemoryInfo
-from ._jax_memory import EagerCosts, JaxprTracer, StatsPeak, XlaTracer
+from ._jax_memory import HELD_THROUGH, EagerCosts, JaxprTracer, StatsPeak, XlaTracer
 from ._layout import Unshareable
 from ._peak import PeakMeter, warmed_host_meter
 from ._trace import DtypeRules
@@ -239,14 +239,14 @@ class JaxAdapter(Adapter):
         """Every operation a new buffer (no views; a row slice is a copy).
 
         On the CPU each array also holds its PjRt buffer and Python object.
-        Dispatch is asynchronous: an array dropped while the next operation
-        is queued is freed when that one has run.
+        Dispatch is asynchronous: an array dropped is held through the next
+        `HELD_THROUGH` allocations, as JAX's own trace holds it.
         """
         traits: Traits = {
             "mixed_kinds": "float",
             "views": False,
             "slices_copy": True,
-            "deferred_frees": True,
+            "deferred_frees": HELD_THROUGH,
             "dtype_rules": _DTYPE_RULES,
             "norms": "eager",
         }
