@@ -584,12 +584,19 @@ class _Warmed(PeakMeter):
 # meanwhile (about a microsecond on a common heap). Elsewhere (musl, macOS,
 # Windows, an older glibc) there is no reading.
 
-#: A heap reading that took more of its thread's CPU time than this (a heap of
-#: very many free blocks: `mallinfo2` holds each arena's lock while it adds up
-#: its free lists; 1M of them took 0.2 s) makes the reader give none for
-#: `SLOW_BACKOFF_SECONDS`. A common heap takes 4 us; beside two threads that
-#: allocate, 9 us, and up to 0.2 ms one reading in a hundred.
+#: `SLOW_IN_A_ROW` heap readings in a row that each took more of their
+#: thread's CPU time than this (a heap of very many free blocks: `mallinfo2`
+#: holds each arena's lock while it adds up its free lists; 1M of them took
+#: 0.2 s, every reading) make the reader give none for `SLOW_BACKOFF_SECONDS`.
+#: A common heap takes 4 us; beside two threads that allocate, 9 us, and up to
+#: 0.6 ms one reading in a hundred beside three busy processes on two cores.
 SLOW_SECONDS = 0.002
+#: One slow reading alone is the machine's, not the heap's: beside a test
+#: run on a shared machine, one reading took over `SLOW_SECONDS` (its thread's
+#: clock counts the time a virtual machine's core was taken away) and the
+#: heap's count, switched off for a minute, left a call's unwritten 64 MiB
+#: unseen. A heap slow to read is slow at every reading.
+SLOW_IN_A_ROW = 3
 SLOW_BACKOFF_SECONDS = 60.0
 #: Until when (``time.monotonic``) the heap's reader gives none.
 _SLOW_UNTIL = [0.0]
@@ -630,19 +637,26 @@ def heap_bytes() -> Callable[[], int | None] | None:
 
 
 def backing_off(read: Callable[[], int]) -> Callable[[], int | None]:
-    """``read``, giving None for `SLOW_BACKOFF_SECONDS` after a slow reading.
+    """``read``, giving None for `SLOW_BACKOFF_SECONDS` after slow readings.
 
-    Slow by the CPU time of the thread that reads (the time ``read`` holds
-    the allocator's locks), not by the clock: a sampling thread that waits
-    for the GIL after the call is not slow.
+    After `SLOW_IN_A_ROW` slow readings in a row: slow by the CPU time of
+    the thread that reads (the time ``read`` holds the allocator's locks),
+    not by the clock: a sampling thread that waits for the GIL after the
+    call is not slow. A reading in time starts the row again.
     """
+    slow_in_a_row = [0]  # (a race between two readers loses a count: harmless)
 
     def guarded() -> int | None:
         if time.monotonic() < _SLOW_UNTIL[0]:
             return None
         began = time.thread_time()
         value = read()
-        if time.thread_time() - began > SLOW_SECONDS:
+        if time.thread_time() - began <= SLOW_SECONDS:
+            slow_in_a_row[0] = 0
+            return value
+        slow_in_a_row[0] += 1
+        if slow_in_a_row[0] >= SLOW_IN_A_ROW:
+            slow_in_a_row[0] = 0
             _SLOW_UNTIL[0] = time.monotonic() + SLOW_BACKOFF_SECONDS
         return value
 
