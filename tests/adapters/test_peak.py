@@ -25,7 +25,7 @@ import pytest
 from helpers import run_python
 
 import xpkit
-from xpkit._adapters import _peak, get_adapter
+from xpkit._adapters import _jax_memory, _peak, get_adapter
 
 MIB = 2**20
 
@@ -65,7 +65,7 @@ class _Local(_Fixed):
 _WAITED = """
 import json, mmap, sys, tempfile, time
 import numpy as np
-from xpkit._adapters import _peak
+from xpkit._adapters import _jax_memory, _peak
 
 MIB = 2**20
 samplers = []
@@ -90,7 +90,7 @@ _MAGNITUDES = (
     _WAITED
     + """
 seen = {}
-_, seen["32 warmed"] = _peak.warmed_host_meter().measure(lambda: allocate(32))
+_, seen["32 warmed"] = _jax_memory.warmed_host_meter().measure(lambda: allocate(32))
 _, seen["64"] = _peak.host_meter().measure(lambda: allocate(64))
 _, seen["1 after 64"] = _peak.host_meter().measure(lambda: allocate(1))
 _peak._statm_reader = lambda: None  # psutil's reading, as off Linux
@@ -764,7 +764,7 @@ def test_each_adapter_names_the_meters_that_see_its_allocations():
         assert meter.name == "torch dispatch (live tensors)"
         assert not meter.process_wide
     jax = get_adapter("jax")
-    assert jax.peak_meters("cpu") == (_peak.warmed_host_meter(),)
+    assert jax.peak_meters("cpu") == (_jax_memory.warmed_host_meter(),)
     (gpu,) = jax.peak_meters("gpu")
     assert gpu.name.startswith("memory_stats peak_bytes_in_use")
     (cupy,) = get_adapter("cupy").peak_meters("cuda:0")
@@ -774,7 +774,7 @@ def test_each_adapter_names_the_meters_that_see_its_allocations():
 
 @needs_host_meter
 def test_the_warmed_meter_asks_for_a_run_before_it_measures():
-    warmed = _peak.warmed_host_meter()
+    warmed = _jax_memory.warmed_host_meter()
     assert warmed is not None
     assert warmed.warm_up
     assert not _peak.host_meter().warm_up

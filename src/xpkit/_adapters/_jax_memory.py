@@ -33,13 +33,20 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from .._current_rows import ROWS
-from ._peak import PeakMeter
+from ._peak import PeakMeter, host_meter
 from ._trace import CannotFollow
 
 if TYPE_CHECKING:
     from .._typing import NativeDevice, UserFunction, Value
 
-__all__ = ["HELD_THROUGH", "EagerCosts", "JaxprTracer", "StatsPeak", "XlaTracer"]
+__all__ = [
+    "HELD_THROUGH",
+    "EagerCosts",
+    "JaxprTracer",
+    "StatsPeak",
+    "XlaTracer",
+    "warmed_host_meter",
+]
 
 T = TypeVar("T")
 
@@ -366,3 +373,32 @@ class StatsPeak(PeakMeter):
         if old is None or new is None or new <= old:
             return result, None  # the run stayed under an older peak: not seen
         return result, max(int(new) - int(before.get("bytes_in_use", 0)), 0)
+
+
+class _Warmed(PeakMeter):
+    """The host meter, for a library that compiles each new shape it meets.
+
+    The probe runs each shape once unmeasured before it measures it
+    (`PeakMeter.warm_up`), so that the compiler's memory is not counted.
+    """
+
+    warm_up = True
+
+    def __init__(self, inner: PeakMeter) -> None:
+        self._inner = inner
+        self.name = f"{inner.name} (each shape run once first)"
+        self.process_wide = inner.process_wide
+
+    def _measure(self, run: Callable[[], T]) -> tuple[T, int | None]:
+        return self._inner._measure(run)
+
+
+_WARMED_HOST: list[PeakMeter | None] = []
+
+
+def warmed_host_meter() -> PeakMeter | None:
+    """`host_meter`, each shape run once first (JAX on the CPU compiles per shape)."""
+    if not _WARMED_HOST:
+        inner = host_meter()
+        _WARMED_HOST.append(None if inner is None else _Warmed(inner))
+    return _WARMED_HOST[0]

@@ -72,7 +72,6 @@ __all__ = [
     "PeakMeter",
     "host_meter",
     "release_freed_host_memory",
-    "warmed_host_meter",
 ]
 
 T = TypeVar("T")
@@ -556,24 +555,6 @@ def _high_water() -> int:
     return int(high) if sys.platform == "darwin" else int(high) * 1024
 
 
-class _Warmed(PeakMeter):
-    """Another meter, for a library that compiles each new shape it meets.
-
-    The probe runs each shape once unmeasured before it measures it
-    (`PeakMeter.warm_up`), so that the compiler's memory is not counted.
-    """
-
-    warm_up = True
-
-    def __init__(self, inner: PeakMeter) -> None:
-        self._inner = inner
-        self.name = f"{inner.name} (each shape run once first)"
-        self.process_wide = inner.process_wide
-
-    def _measure(self, run: Callable[[], T]) -> tuple[T, int | None]:
-        return self._inner._measure(run)
-
-
 # -- The C library's count of its heap's bytes --------------------------------------
 #
 # glibc's ``mallinfo2`` (2.33 and later): the bytes in use in every arena
@@ -664,7 +645,6 @@ def backing_off(read: Callable[[], int]) -> Callable[[], int | None]:
 
 
 _HOST: list[PeakMeter | None] = []
-_WARMED_HOST: list[PeakMeter | None] = []
 
 
 @functools.cache
@@ -700,14 +680,6 @@ def host_meter() -> PeakMeter | None:
         trim = release_freed_host_memory
         _HOST.append(None if reader is None else _SampledHost(reader, trim, heap))
     return _HOST[0]
-
-
-def warmed_host_meter() -> PeakMeter | None:
-    """`host_meter` for libraries that compile per shape (JAX on the CPU)."""
-    if not _WARMED_HOST:
-        inner = host_meter()
-        _WARMED_HOST.append(None if inner is None else _Warmed(inner))
-    return _WARMED_HOST[0]
 
 
 #: A host reading: the process's own memory, sampled while a call runs, and

@@ -14,15 +14,22 @@ import numpy as np
 from ._base import Adapter, Replace, Tagged, patched_by_array_api_extra
 from ._caps import jax_arena
 from ._device_memory import MemoryCap, MemoryInfo
-from ._jax_memory import HELD_THROUGH, EagerCosts, JaxprTracer, StatsPeak, XlaTracer
+from ._jax_memory import (
+    HELD_THROUGH,
+    EagerCosts,
+    JaxprTracer,
+    StatsPeak,
+    XlaTracer,
+    warmed_host_meter,
+)
 from ._layout import Unshareable
-from ._peak import PeakMeter, warmed_host_meter
 from ._trace import DtypeRules
 
 if TYPE_CHECKING:
     import pytest
 
     from .._typing import Array, HostArray, Namespace, NativeDevice, UserFunction
+    from ._peak import PeakMeter
     from ._top_k import TopK
     from ._trace import Tracer, Traits
 
