@@ -529,22 +529,31 @@ _LAYOUTS = {
     "3d-mT": lambda a: a.reshape(2, 4, 8).swapaxes(-1, -2),
     "3d-moved-first": lambda a: a.reshape(2, 4, 8).transpose(2, 0, 1),
     "3d-mT-step": lambda a: a.reshape(2, 4, 8).swapaxes(-1, -2)[:, ::2],
+    "T-block": lambda a: a.T[1:3, 2:5],
+    "T-one-run": lambda a: a.T[1:3, 2],
+    "T-whole-runs": lambda a: a.T[:, 2:5],
+    "T-run-step": lambda a: a.T[:, ::2],
+    "3d-apart-reversed": lambda a: a.reshape(2, 4, 8)[:, 1:3].T,
 }
 
 
 def _unit_of(a: np.ndarray) -> int:
-    """The axis of unit stride of a real array, from its strides."""
-    if a.ndim >= 1 and a.strides[-1] == a.itemsize:
-        return 1
-    if a.ndim >= 2 and a.strides[-2] == a.itemsize:
-        return 2
-    return 0
+    """The axis of unit stride of a real array, from its strides, signed:
+    negative where its elements have gaps between them in every order."""
+    unit = next((k for k in range(1, a.ndim + 1) if a.strides[-k] == a.itemsize), 0)
+    expected = a.itemsize
+    for stride, n in sorted(zip(a.strides, a.shape, strict=True)):
+        if n > 1 and stride != expected:
+            return -unit
+        expected *= n
+    return unit
 
 
 @pytest.mark.parametrize("layout", list(_LAYOUTS))
 def test_a_view_knows_its_axis_of_unit_stride_as_numpy_lays_it_out(layout):
     """Each view's ``_unit`` is the axis NumPy's own view of a real array has
-    unit stride along (1, the last; 2, the one before; 0, neither)."""
+    unit stride along (1, the last; 2, the one before; k, the k-th from the
+    end; 0, none), negative where it is not dense (`_strides`)."""
     view = _LAYOUTS[layout]
     real = view(np.zeros((8, 8)))
     profile = get_adapter("numpy").shape_profile("cpu")

@@ -280,7 +280,7 @@ class ShapeArray:
                 # arrays, held while the result is filled)
                 self._trace.spike(sum(nbytes for _, nbytes in parsed))
             return copy if isinstance(parts[0], tuple) else unowned(copy)
-        unit = strides.unit_after_index(self._unit, self.shape, expanded)
+        unit = strides.unit_after_index(self, expanded, contiguous)
         return view_of(
             self, shape, contiguous=self._contiguous and contiguous, unit=unit
         )

@@ -459,15 +459,14 @@ def buffer_operands(
 
 
 def rows_apart(value: object) -> bool:
-    """Whether ``value`` is a view whose rows lie apart, its last axis of unit stride.
+    """Whether ``value`` is a view with an axis of unit stride and gaps.
 
-    (``p[:, :-16]``: NumPy's ufunc buffers such an operand to run longer
-    inner loops; ``x[:, ::2]`` and ``x.T[:, :50]`` it does not.)
+    (``p[:, :-16]``, ``p[:, :-16].T``, ``p.T[:10]``: NumPy's ufunc buffers
+    such an operand to run longer inner loops; ``x[:, ::2]``, which has no
+    axis of unit stride, and ``x.T``, dense, it does not: `_strides`.)
     """
     shape: Shape = getattr(value, "shape", ())
-    return (
-        len(shape) >= 2
-        and getattr(value, "_contiguous", True) is False
-        and getattr(value, "_unit", 0) == 1
-        and math.prod(shape[:-1]) > 1
-    )
+    unit: int = getattr(value, "_unit", 0)
+    if len(shape) < 2 or not 1 <= -unit <= len(shape):
+        return False
+    return math.prod(shape) > shape[unit] > 0  # (more than one run of it)

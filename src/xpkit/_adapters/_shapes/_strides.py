@@ -13,9 +13,18 @@ matmul takes any strides and copies nothing
 (`Profile.strided_matmul_copies`).
 
 A shape-only array keeps that axis as ``_unit``: 1, its last axis; 2, the
-one before it; 0, neither, or not known (a copy is counted: the safe
-side). A new array is contiguous (1). Indexing and permuting axes follow
-it here; any other view of an array that is not contiguous is 0.
+one before it; k, the k-th from the end; 0, none, or not known (a copy is
+counted: the safe side). A new array is contiguous (1). Indexing and
+permuting axes follow it here; any other view of an array that is not
+contiguous is 0.
+
+Its sign says whether the array is dense: positive where its elements lie
+next to each other in some order of its axes (a contiguous array, and one
+with its axes permuted, ``p.T``); negative where runs along that axis lie
+apart (``p[:, :-16]``, ``p[:, :-16].T``, ``p.T[:10]``). NumPy's ufunc
+buffers an operand of the second kind to run longer inner loops
+(`rules.rows_apart`), and runs one of the first in memory order without.
+Where a view's density is not known, it is counted apart (the safe side).
 """
 
 from __future__ import annotations
@@ -37,6 +46,8 @@ __all__ = [
 
 class _Operand(Protocol):  # (the part of a ShapeArray read here)
     _unit: int
+    _contiguous: bool
+    shape: Shape
 
     @property
     def ndim(self) -> int: ...
@@ -45,14 +56,16 @@ class _Operand(Protocol):  # (the part of a ShapeArray read here)
 _A = TypeVar("_A", bound=_Operand)
 
 
-def unit_after_index(unit: int, shape: Shape, items: Sequence[object]) -> int:
-    """The unit-stride axis of a basic index's view.
+def unit_after_index(x: _Operand, items: Sequence[object], kept: bool) -> int:
+    """The unit-stride axis of a basic index's view of ``x``, signed (see the module).
 
     ``items`` as `rules.expanded_index` makes them: an int or a slice for
-    each axis, and the Nones (new axes) where they stand.
+    each axis, and the Nones (new axes) where they stand. ``kept``: whether
+    the index keeps a contiguous array contiguous (`rules.indexed`).
     """
+    shape, unit = x.shape, abs(x._unit)
     ndim = len(shape)
-    if not 1 <= unit <= min(2, ndim):
+    if not 1 <= unit <= ndim:
         return 0
     axis = ndim - unit  # (counted from the front)
     at = out = 0
@@ -70,23 +83,51 @@ def unit_after_index(unit: int, shape: Shape, items: Sequence[object]) -> int:
             place = out
         out += 1 if isinstance(item, slice) else 0
         at += 1
-    return 0 if place is None or out - place > 2 else out - place
+    if place is None:
+        return 0
+    return out - place if _dense_after_index(x, items, kept) else place - out
+
+
+def _dense_after_index(x: _Operand, items: Sequence[object], kept: bool) -> bool:
+    """Whether a basic index's view of a dense ``x`` is dense.
+
+    A contiguous array's, where the index keeps it so; a transposed
+    matrix's, where it takes one of its runs, or whole runs one after
+    another; any other's, where the index takes every element: elsewhere
+    not known (apart: the safe side).
+    """
+    if x._unit < 0:
+        return False
+    if x._contiguous:
+        return kept
+    if all(item is None or item == slice(None) for item in items):
+        return True
+    if len(x.shape) == 2 and x._unit == 2:  # (a transposed matrix: runs down axis 0)
+        down, across = (item for item in items if item is not None)
+        if not isinstance(across, slice):
+            return True  # (one run)
+        m, n = x.shape
+        if len(range(*across.indices(n))) <= 1:
+            return True
+        whole = isinstance(down, slice) and down.indices(m) == slice(None).indices(m)
+        return whole and across.step in (None, 1)
+    return False
 
 
 def unit_after_permute(unit: int, order: tuple[int, ...]) -> int:
-    """The unit-stride axis of a view with its axes in ``order``."""
+    """The unit-stride axis of a view with its axes in ``order``, signed alike."""
     ndim = len(order)
-    if not 1 <= unit <= min(2, ndim):
+    if not 1 <= abs(unit) <= ndim:
         return 0
-    place = order.index(ndim - unit)
-    return ndim - place if ndim - place <= 2 else 0
+    place = order.index(ndim - abs(unit))
+    return (ndim - place) * (1 if unit > 0 else -1)
 
 
 def copied_operands(x: _A, y: _A) -> list[_A]:
     """The operands of ``x @ y`` that torch copies first (see the module)."""
     if y.ndim >= 3:
         return []  # (a batched product, ``x`` broadcast to it: any strides)
-    return [a for a in (x, y) if a.ndim >= 2 and a._unit == 0]
+    return [a for a in (x, y) if a.ndim >= 2 and abs(a._unit) not in (1, 2)]
 
 
 def reshape_is_view(old: Shape, shape: Shape, contiguous: bool, lazy: bool) -> bool:
