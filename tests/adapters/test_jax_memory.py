@@ -243,6 +243,31 @@ def test_jax_s_trace_on_the_cpu_charges_each_array_s_own_bytes(tmp_path):
     assert true / 1.15 <= estimate <= 2.0 * true, (estimate, true)
 
 
+_JITTED_SOURCE = """
+import jax
+
+FNS = {"times-two": jax.jit(lambda x: x * 2.0), "exp": jax.jit(lambda x: jax.numpy.exp(x))}
+"""
+_JITTED: dict[str, object] = {}
+exec(_JITTED_SOURCE, _JITTED)  # noqa: S102 - the table the child runs too
+
+
+@pytest.mark.parametrize("rows", [16, 256])
+def test_xla_s_analysis_on_the_cpu_counts_the_call_s_own_bytes(rows, tmp_path):
+    # Calling a jitted fn on the CPU holds, beside the program's buffers, each
+    # input's and output's array (2.6 kB) and the dispatch (2 kB): a jitted
+    # fn of the rfft and a top_k was planned at 1.20 times a 100 kB budget
+    # from XLA's figure alone, and 16 rows of x * 2 held 1.4 times it.
+    true = _peaks(_JITTED_SOURCE, (rows, 128), "float64", "ahead", 3, tmp_path)
+    for name, fn in _JITTED["FNS"].items():
+        tracer = get_adapter("jax").library_tracer(
+            fn, (((128,), "float64"),), ((), {}), "cpu"
+        )
+        assert isinstance(tracer, XlaTracer)
+        estimate = tracer.peak(rows) - (rows * 128 * 8 + 2600)  # (x made before)
+        assert true[name] / 1.15 <= estimate <= 2.0 * true[name], (name, estimate, true)
+
+
 #: Eager ``jax.numpy`` FFTs and a cumulative sum of (rows, 16) float32
 #: rows, and a control: the same table here and in the child.
 _EAGER_SOURCE = """

@@ -278,11 +278,13 @@ class JaxAdapter(Adapter):
         `XlaTracer` is exact for the compiled program; `JaxprTracer` stands
         in for an eager ``fn`` written with ``jax.numpy`` directly.
         """
+        costs = None
+        if not self.is_gpu(device):
+            costs = EagerCosts(
+                _CPU_ARRAY_BYTES, _CPU_DISPATCH_BYTES, CPU_MATMUL_PACKING
+            )
         if callable(getattr(fn, "lower", None)):
-            return XlaTracer(fn, inputs, whole, self.native_device(device))
-        if self.is_gpu(device):
-            return JaxprTracer(fn, inputs, whole)
-        costs = EagerCosts(_CPU_ARRAY_BYTES, _CPU_DISPATCH_BYTES, CPU_MATMUL_PACKING)
+            return XlaTracer(fn, inputs, whole, self.native_device(device), costs)
         return JaxprTracer(fn, inputs, whole, costs)
 
     def peak_meters(self, device: str) -> tuple[PeakMeter, ...]:
