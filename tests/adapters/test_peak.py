@@ -261,13 +261,23 @@ def test_a_slow_reading_now_and_then_is_the_machines(monkeypatch, slow):
     # CI, beside a test run: one reading took over SLOW_SECONDS, the heap's
     # count was off for a minute, and a call's unwritten 64 MiB read 4 kB.
     # Slow readings with one in time between them are not a slow heap.
+    # (A clock of the readings' own, so that this machine's load cannot make
+    # a reading in time slow.)
     monkeypatch.setattr(_peak, "_SLOW_UNTIL", [0.0])
     row = _peak.SLOW_IN_A_ROW
     pattern = [True] if slow == "one" else ([True] * (row - 1) + [False]) * 3
-    read, calls = _spinning([*pattern, False])
-    reader = _peak.backing_off(read)
-    got = [reader() for _ in range(len(pattern) + 1)]
-    assert got == [7000 * (n + 1) for n in range(len(pattern) + 1)]
+    clock = [0.0]
+
+    def read() -> int:
+        clock[0] += 2 * _peak.SLOW_SECONDS if pattern[len(calls)] else 1e-6
+        calls.append(1)
+        return 7000 * len(calls)
+
+    calls: list[int] = []
+    pattern.append(False)
+    reader = _peak.backing_off(read, clock=lambda: clock[0])
+    got = [reader() for _ in range(len(pattern))]
+    assert got == [7000 * (n + 1) for n in range(len(pattern))]
     assert _peak._SLOW_UNTIL == [0.0]
     assert len(calls) == len(got)
 

@@ -617,22 +617,25 @@ def heap_bytes() -> Callable[[], int | None] | None:
     return backing_off(read)
 
 
-def backing_off(read: Callable[[], int]) -> Callable[[], int | None]:
+def backing_off(
+    read: Callable[[], int], clock: Callable[[], float] = time.thread_time
+) -> Callable[[], int | None]:
     """``read``, giving None for `SLOW_BACKOFF_SECONDS` after slow readings.
 
     After `SLOW_IN_A_ROW` slow readings in a row: slow by the CPU time of
-    the thread that reads (the time ``read`` holds the allocator's locks),
-    not by the clock: a sampling thread that waits for the GIL after the
-    call is not slow. A reading in time starts the row again.
+    the thread that reads (``clock``: the time ``read`` holds the
+    allocator's locks), not by the wall clock: a sampling thread that waits
+    for the GIL after the call is not slow. A reading in time starts the
+    row again.
     """
     slow_in_a_row = [0]  # (a race between two readers loses a count: harmless)
 
     def guarded() -> int | None:
         if time.monotonic() < _SLOW_UNTIL[0]:
             return None
-        began = time.thread_time()
+        began = clock()
         value = read()
-        if time.thread_time() - began <= SLOW_SECONDS:
+        if clock() - began <= SLOW_SECONDS:
             slow_in_a_row[0] = 0
             return value
         slow_in_a_row[0] += 1
