@@ -59,6 +59,10 @@ _CPU_DISPATCH_BYTES = 2000
 #: machine with 1 MiB of L2 cache a core; Eigen sizes its blocks to the
 #: caches, so this bounds machines with up to twice that.
 CPU_MATMUL_PACKING = 2**20
+#: A CPU sort's scratch: bytes an element of a row of each operand, and more
+#: (`_jax_memory._sort_scratch`).
+_CPU_SORT_ELEMENT_BYTES = 16
+_CPU_SORT_CALL_BYTES = 5_120
 
 _ALIASES = {"cuda": "gpu", "rocm": "gpu"}
 
@@ -281,7 +285,11 @@ class JaxAdapter(Adapter):
         costs = None
         if not self.is_gpu(device):
             costs = EagerCosts(
-                _CPU_ARRAY_BYTES, _CPU_DISPATCH_BYTES, CPU_MATMUL_PACKING
+                _CPU_ARRAY_BYTES,
+                _CPU_DISPATCH_BYTES,
+                CPU_MATMUL_PACKING,
+                _CPU_SORT_ELEMENT_BYTES,
+                _CPU_SORT_CALL_BYTES,
             )
         if callable(getattr(fn, "lower", None)):
             return XlaTracer(fn, inputs, whole, self.native_device(device), costs)
