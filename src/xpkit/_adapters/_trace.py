@@ -403,6 +403,8 @@ class Traits(TypedDict, total=False):
     slices_copy: bool
     bounded_masks: bool
     sort_indices: bool
+    argsort_values: bool
+    sort_scratch: tuple[int, int]
     casts_whole: bool
     deferred_frees: int
     graph: GraphCost | None
@@ -471,7 +473,15 @@ class Profile:
         JAX. False where the trace refuses it and a meter measures it
         (torch's operations; Dask, whose chunks it leaves unknown).
     sort_indices : bool
-        Sorting allocates the indices alongside the values (``torch.sort``).
+        Sorting allocates the indices alongside the values (``torch.sort``),
+        and an argsort the values alongside the indices.
+    argsort_values : bool
+        An argsort allocates the sorted values alongside the indices
+        (``jnp.argsort``: one sort of the values and their positions).
+    sort_scratch : (int, int)
+        A sort's scratch while it runs, whatever the rows: bytes an element
+        of a row of each operand it sorts, and bytes more (XLA's CPU
+        runtime); ``(0, 0)``: none.
     casts_whole : bool
         An operation into another dtype first casts each operand whole
         (torch's ``sum`` of bools, ``x_int + 0.5``); else in buffers.
@@ -532,6 +542,8 @@ class Profile:
     slices_copy: bool = False
     bounded_masks: bool = True
     sort_indices: bool = False
+    argsort_values: bool = False
+    sort_scratch: tuple[int, int] = (0, 0)
     casts_whole: bool = False
     deferred_frees: int = 0
     graph: GraphCost | None = None

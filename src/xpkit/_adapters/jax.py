@@ -260,6 +260,7 @@ class JaxAdapter(Adapter):
             "deferred_frees": HELD_THROUGH,
             "dtype_rules": _DTYPE_RULES,
             "norms": "eager",
+            "argsort_values": True,
         }
         if self.is_gpu(device):
             traits["granule"] = 256
@@ -267,6 +268,7 @@ class JaxAdapter(Adapter):
             traits["granule"] = 64
             traits["array_bytes"] = _CPU_ARRAY_BYTES
             traits["matmul_packing"] = CPU_MATMUL_PACKING
+            traits["sort_scratch"] = (_CPU_SORT_ELEMENT_BYTES, _CPU_SORT_CALL_BYTES)
             traits["centred_spread"] = True  # (measured on the CPU only)
         return traits
 

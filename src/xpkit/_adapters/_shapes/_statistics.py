@@ -3,7 +3,9 @@
 A reduction makes the reduced shape; ``var`` and ``std`` also hold a centred
 copy of their input while they run where the library computes them so
 (`Profile.numpy_internals`; `xpkit._adapters._shapes._array.reduction`). Sorting makes the sorted shape (and the
-indices alongside, `Profile.sort_indices`: torch). Functions whose result's
+indices alongside, `Profile.sort_indices`: torch; an argsort the values,
+`Profile.argsort_values`: JAX), and holds a row's scratch while it runs
+where the library does (`Profile.sort_scratch`). Functions whose result's
 shape depends on the values (``nonzero``, the ``unique_*`` family) are
 `_sets`'.
 """
@@ -201,6 +203,7 @@ def sort(
     if a._trace.profile.sort_indices:  # computed alongside, then dropped
         indices = made(a._trace, a.shape, "int64", (a,))
     result = made(a._trace, a.shape, a._name, (a,))
+    _sort_scratch(a, axis, 1 + (indices is not None))
     del indices
     return result
 
@@ -210,10 +213,12 @@ def argsort(
 ) -> ShapeArray:
     """The indices that sort ``x`` along ``axis``."""
     a = _array(x)
+    profile = a._trace.profile
     values = None
-    if a._trace.profile.sort_indices:  # the sorted values, computed alongside
+    if profile.sort_indices or profile.argsort_values:  # computed alongside
         values = made(a._trace, a.shape, a._name, (a,))
     result = made(a._trace, a.shape, "int64", (a,))
+    _sort_scratch(a, axis, 2)
     del values
     return result
 
@@ -225,7 +230,18 @@ def top_k(
     a = _array(x)
     (ax,) = rules.axes_of(axis, a.ndim)
     shape = tuple(k if i == ax else d for i, d in enumerate(a.shape))
-    return made(a._trace, shape, a._name, (a,)), made(a._trace, shape, "int64", (a,))
+    values = made(a._trace, shape, a._name, (a,))
+    indices = made(a._trace, shape, "int64", (a,))
+    _sort_scratch(a, axis, 2)
+    return values, indices
+
+
+def _sort_scratch(a: ShapeArray, axis: int, operands: int) -> None:
+    """What a sort of ``operands`` arrays like ``a`` holds while it runs (`Profile.sort_scratch`)."""
+    per_element, per_call = a._trace.profile.sort_scratch
+    if per_call and a.ndim:
+        (ax,) = rules.axes_of(axis, a.ndim)
+        a._trace.spike(per_element * a.shape[ax] * operands + per_call)
 
 
 def searchsorted(
