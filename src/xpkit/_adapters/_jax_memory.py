@@ -144,7 +144,8 @@ class EagerCosts(NamedTuple):
     ``array_bytes``: each array's own (a CPU array's PjRt buffer and Python
     object); ``dispatch_bytes``: dispatching an operation, while it runs;
     ``matmul_packing``: the most bytes a matrix product packs its operands
-    into while it runs (their bytes, up to this); ``sort_element_bytes``
+    into while it runs (the right-hand operand's bytes and as many of the
+    left's, up to this); ``sort_element_bytes``
     and ``sort_call_bytes``: a sort's scratch while it runs, whatever the
     rows: this much for each element of a row of each operand it sorts,
     and this much more (`_sort_scratch`).
@@ -267,8 +268,8 @@ def _scratch(eqn: Value, out: int, costs: EagerCosts) -> int:
     if name == "conv_general_dilated":
         return out
     if name == "dot_general":
-        operands = sum(_bytes(v.aval) for v in eqn.invars)
-        return min(operands, costs.matmul_packing)
+        lhs, rhs = (_bytes(v.aval) for v in eqn.invars[:2])
+        return min(rhs + min(lhs, rhs), costs.matmul_packing)
     if name in _COMPILE:
         body = sum(_equations(j) for j in _inner_jaxprs(eqn))
         body += sum(
