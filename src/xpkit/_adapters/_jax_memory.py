@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from .._typing import NativeDevice, UserFunction, Value
 
 __all__ = [
+    "CUMULATIVE_BLOCK",
     "HELD_THROUGH",
     "EagerCosts",
     "JaxprTracer",
@@ -220,6 +221,10 @@ def _bytes(aval: Value) -> int:
     return int(math.prod(shape)) * int(dtype.itemsize)
 
 
+#: A cumulative operation along more elements than this holds two times its
+#: result, its axis padded to a multiple of this (`_scratch`: XLA's CPU loop).
+CUMULATIVE_BLOCK = 16
+
 #: The cumulative operations, whose XLA loop holds scratch (`_scratch`).
 _CUMULATIVE = frozenset({"cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp"})
 
@@ -285,9 +290,10 @@ def _scratch(eqn: Value, out: int, costs: EagerCosts) -> int:
     if name in _CUMULATIVE:
         shape = getattr(eqn.invars[0].aval, "shape", ())
         length = shape[eqn.params.get("axis", -1)] if shape else 0
-        if length <= 16:
+        if length <= CUMULATIVE_BLOCK:
             return 0
-        return 2 * out * (-(-length // 16) * 16) // length  # (padded to 16s)
+        padded = -(-length // CUMULATIVE_BLOCK) * CUMULATIVE_BLOCK
+        return 2 * out * padded // length
     return 0
 
 

@@ -405,6 +405,7 @@ class Traits(TypedDict, total=False):
     sort_indices: bool
     argsort_values: bool
     sort_scratch: tuple[int, int]
+    cumulative_block: int
     casts_whole: bool
     deferred_frees: int
     graph: GraphCost | None
@@ -482,6 +483,10 @@ class Profile:
         A sort's scratch while it runs, whatever the rows: bytes an element
         of a row of each operand it sorts, and bytes more (XLA's CPU
         runtime); ``(0, 0)``: none.
+    cumulative_block : int
+        A cumulative sum or product along more than this many elements
+        holds two times its result, its axis padded to a multiple of this,
+        while it runs (XLA's CPU loop: 16); 0: none.
     casts_whole : bool
         An operation into another dtype first casts each operand whole
         (torch's ``sum`` of bools, ``x_int + 0.5``); else in buffers.
@@ -544,6 +549,7 @@ class Profile:
     sort_indices: bool = False
     argsort_values: bool = False
     sort_scratch: tuple[int, int] = (0, 0)
+    cumulative_block: int = 0
     casts_whole: bool = False
     deferred_frees: int = 0
     graph: GraphCost | None = None

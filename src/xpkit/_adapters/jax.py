@@ -15,6 +15,7 @@ from ._base import Adapter, Replace, Tagged, patched_by_array_api_extra
 from ._caps import jax_arena
 from ._device_memory import MemoryCap, MemoryInfo
 from ._jax_memory import (
+    CUMULATIVE_BLOCK,
     HELD_THROUGH,
     EagerCosts,
     JaxprTracer,
@@ -261,6 +262,7 @@ class JaxAdapter(Adapter):
             "dtype_rules": _DTYPE_RULES,
             "norms": "eager",
             "argsort_values": True,
+            "cumulative_block": CUMULATIVE_BLOCK,  # (as JAX's own trace counts it)
         }
         if self.is_gpu(device):
             traits["granule"] = 256

@@ -153,6 +153,9 @@ def _cumulative(
     # torch's cumsum), held while the result is made.
     cast = made(a._trace, a.shape, name, (a,)) if name != a._name else None
     result = made(a._trace, shape, name, (a, cast))
+    block, length = a._trace.profile.cumulative_block, shape[ax]
+    if block and length > block:  # (`Profile.cumulative_block`)
+        a._trace.spike(2 * result.nbytes * (-(-length // block) * block) // length)
     del cast
     return result
 
