@@ -253,12 +253,12 @@ _JITTED: dict[str, object] = {}
 exec(_JITTED_SOURCE, _JITTED)  # noqa: S102 - the table the child runs too
 
 
-@pytest.mark.parametrize("rows", [16, 256])
-def test_xla_s_analysis_on_the_cpu_counts_the_call_s_own_bytes(rows, tmp_path):
+def test_xla_s_analysis_on_the_cpu_counts_the_call_s_own_bytes(tmp_path):
     # Calling a jitted fn on the CPU holds, beside the program's buffers, each
     # input's and output's array (2.6 kB) and the dispatch (2 kB): a jitted
     # fn of the rfft and a top_k was planned at 1.20 times a 100 kB budget
     # from XLA's figure alone, and 16 rows of x * 2 held 1.4 times it.
+    rows = 16
     true = _peaks(_JITTED_SOURCE, (rows, 128), "float64", "ahead", 3, tmp_path)
     for name, fn in _JITTED["FNS"].items():
         tracer = get_adapter("jax").library_tracer(
