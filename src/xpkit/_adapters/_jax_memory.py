@@ -33,6 +33,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from .._current_rows import ROWS
+from ._kernel_scratch import cumulative_scratch, packed_operands, sort_scratch
 from ._peak import PeakMeter, host_meter
 from ._trace import CannotFollow
 
@@ -145,18 +146,15 @@ class EagerCosts(NamedTuple):
     ``array_bytes``: each array's own (a CPU array's PjRt buffer and Python
     object); ``dispatch_bytes``: dispatching an operation, while it runs;
     ``matmul_packing``: the most bytes a matrix product packs its operands
-    into while it runs (the right-hand operand's bytes and as many of the
-    left's, up to this); ``sort_element_bytes``
-    and ``sort_call_bytes``: a sort's scratch while it runs, whatever the
-    rows: this much for each element of a row of each operand it sorts,
-    and this much more (`_sort_scratch`).
+    into while it runs (`_kernel_scratch.packed_operands`);
+    ``sort_scratch``: a sort's scratch while it runs, whatever the rows
+    (`_kernel_scratch.sort_scratch`, `_sort_scratch`).
     """
 
     array_bytes: int = 0
     dispatch_bytes: int = 0
     matmul_packing: int = 0
-    sort_element_bytes: int = 0
-    sort_call_bytes: int = 0
+    sort_scratch: tuple[int, int] = (0, 0)
 
 
 #: Nothing beyond the arrays' data (a GPU's arrays).
@@ -274,7 +272,7 @@ def _scratch(eqn: Value, out: int, costs: EagerCosts) -> int:
         return out
     if name == "dot_general":
         lhs, rhs = (_bytes(v.aval) for v in eqn.invars[:2])
-        return min(rhs + min(lhs, rhs), costs.matmul_packing)
+        return packed_operands(lhs, rhs, costs.matmul_packing)
     if name in _COMPILE:
         body = sum(_equations(j) for j in _inner_jaxprs(eqn))
         body += sum(
@@ -290,10 +288,7 @@ def _scratch(eqn: Value, out: int, costs: EagerCosts) -> int:
     if name in _CUMULATIVE:
         shape = getattr(eqn.invars[0].aval, "shape", ())
         length = shape[eqn.params.get("axis", -1)] if shape else 0
-        if length <= CUMULATIVE_BLOCK:
-            return 0
-        padded = -(-length // CUMULATIVE_BLOCK) * CUMULATIVE_BLOCK
-        return 2 * out * padded // length
+        return cumulative_scratch(out, length, CUMULATIVE_BLOCK)
     return 0
 
 
@@ -312,7 +307,7 @@ def _sort_scratch(eqn: Value, costs: EagerCosts) -> int:
     0.93-1.3 for the rest (1.3-1.5 for an eager ``argsort``, as before).
     """
     name = eqn.primitive.name
-    if name not in ("sort", "top_k") or not costs.sort_call_bytes:
+    if name not in ("sort", "top_k"):
         return 0
     shape = getattr(eqn.invars[0].aval, "shape", ())
     if not shape:
@@ -323,7 +318,7 @@ def _sort_scratch(eqn: Value, costs: EagerCosts) -> int:
     float32 = str(getattr(eqn.invars[0].aval, "dtype", "")) == "float32"
     top_k = 0 if float32 else 2
     operands = len(eqn.invars) if name == "sort" else top_k
-    return costs.sort_element_bytes * length * operands + costs.sort_call_bytes
+    return sort_scratch(costs.sort_scratch, length, operands)
 
 
 def _all_equations(jaxpr: Value) -> list[Value]:
@@ -409,13 +404,8 @@ def _jaxpr_peak(jaxpr: Value, costs: EagerCosts = NO_COSTS) -> int:
 
 def _largest_product(jaxpr: Value) -> int:
     """The bytes of the largest ``dot_general`` result in ``jaxpr`` and its inner ones."""
-    largest = 0
-    for eqn in jaxpr.eqns:
-        if eqn.primitive.name == "dot_general":
-            largest = max(largest, sum(_bytes(v.aval) for v in eqn.outvars))
-        for inner in _inner_jaxprs(eqn):
-            largest = max(largest, _largest_product(inner))
-    return largest
+    products = (e for e in _all_equations(jaxpr) if e.primitive.name == "dot_general")
+    return max((sum(_bytes(v.aval) for v in e.outvars) for e in products), default=0)
 
 
 def _inner_jaxprs(eqn: Value) -> list[Value]:

@@ -411,6 +411,7 @@ class Traits(TypedDict, total=False):
     graph: GraphCost | None
     strided_matmul_copies: bool
     matmul_packing: int
+    vecdot_copies: int
     dtype_rules: DtypeRules
     workspace: Workspace | None
     norms: str
@@ -505,6 +506,9 @@ class Profile:
         A matrix product packs its operands into blocks of its own while it
         runs, their bytes up to this many (Eigen's blocks, on JAX's CPU);
         0: none (a BLAS whose buffers are allocated once).
+    vecdot_copies : int
+        ``vecdot`` copies each operand, broadcast, this many times while it
+        runs (``jnp.vecdot`` on JAX's CPU: 2); 0: none.
     dtype_rules : DtypeRules
         Where its dtypes leave the standard's tables.
     workspace : callable or None
@@ -555,6 +559,7 @@ class Profile:
     graph: GraphCost | None = None
     strided_matmul_copies: bool = False
     matmul_packing: int = 0
+    vecdot_copies: int = 0
     dtype_rules: DtypeRules = field(default_factory=DtypeRules)
     workspace: Workspace | None = None
     norms: str = "squares"

@@ -62,8 +62,7 @@ _CPU_DISPATCH_BYTES = 2000
 CPU_MATMUL_PACKING = 2**20
 #: A CPU sort's scratch: bytes an element of a row of each operand, and more
 #: (`_jax_memory._sort_scratch`).
-_CPU_SORT_ELEMENT_BYTES = 16
-_CPU_SORT_CALL_BYTES = 5_120
+_CPU_SORT_SCRATCH = (16, 5_120)
 
 _ALIASES = {"cuda": "gpu", "rocm": "gpu"}
 
@@ -270,7 +269,8 @@ class JaxAdapter(Adapter):
             traits["granule"] = 64
             traits["array_bytes"] = _CPU_ARRAY_BYTES
             traits["matmul_packing"] = CPU_MATMUL_PACKING
-            traits["sort_scratch"] = (_CPU_SORT_ELEMENT_BYTES, _CPU_SORT_CALL_BYTES)
+            traits["sort_scratch"] = _CPU_SORT_SCRATCH
+            traits["vecdot_copies"] = 2  # (`_shapes._linalg.vecdot`)
             traits["centred_spread"] = True  # (measured on the CPU only)
         return traits
 
@@ -292,8 +292,7 @@ class JaxAdapter(Adapter):
                 _CPU_ARRAY_BYTES,
                 _CPU_DISPATCH_BYTES,
                 CPU_MATMUL_PACKING,
-                _CPU_SORT_ELEMENT_BYTES,
-                _CPU_SORT_CALL_BYTES,
+                _CPU_SORT_SCRATCH,
             )
         if callable(getattr(fn, "lower", None)):
             return XlaTracer(fn, inputs, whole, self.native_device(device), costs)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from .._kernel_scratch import packed_operands
 from .._trace import active_trace
 from . import _rules as rules
 from . import _strides as strides
@@ -153,9 +154,7 @@ def matmul(x1: Value, x2: Value, /) -> ShapeArray:
     copies = [copy_of(a) for a in held]
     name = rules.promote(trace.profile, x._name, y._name)
     result = made(trace, shape, name, (x, y, *copies))
-    if trace.profile.matmul_packing:  # (the right's blocks, as many of the left's)
-        packed = y.nbytes + min(x.nbytes, y.nbytes)
-        trace.spike(min(packed, trace.profile.matmul_packing))
+    trace.spike(packed_operands(x.nbytes, y.nbytes, trace.profile.matmul_packing))
     return result
 
 
@@ -202,9 +201,9 @@ def vecdot(x1: Value, x2: Value, /, *, axis: int = -1) -> ShapeArray:
     result = made(
         a._trace, out, rules.promote(a._trace.profile, a._name, b._name), (a, b)
     )
-    if a._trace.profile.matmul_packing:  # (jnp.vecdot: see the docstring)
-        size = math.prod(shape)
-        a._trace.spike(2 * size * (rules.itemsize(a._name) + rules.itemsize(b._name)))
+    copies = a._trace.profile.vecdot_copies  # (`Profile.vecdot_copies`: JAX's)
+    both = rules.itemsize(a._name) + rules.itemsize(b._name)
+    a._trace.spike(copies * math.prod(shape) * both)
     return result
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import builtins
 from typing import TYPE_CHECKING
 
+from .._kernel_scratch import cumulative_scratch, sort_scratch
 from .._trace import active_trace
 from . import _rules as rules
 from ._array import ShapeArray, lift, made
@@ -153,9 +154,8 @@ def _cumulative(
     # torch's cumsum), held while the result is made.
     cast = made(a._trace, a.shape, name, (a,)) if name != a._name else None
     result = made(a._trace, shape, name, (a, cast))
-    block, length = a._trace.profile.cumulative_block, shape[ax]
-    if block and length > block:  # (`Profile.cumulative_block`)
-        a._trace.spike(2 * result.nbytes * (-(-length // block) * block) // length)
+    block = a._trace.profile.cumulative_block
+    a._trace.spike(cumulative_scratch(result.nbytes, shape[ax], block))
     del cast
     return result
 
@@ -241,10 +241,10 @@ def top_k(
 
 def _sort_scratch(a: ShapeArray, axis: int, operands: int) -> None:
     """What a sort of ``operands`` arrays like ``a`` holds while it runs (`Profile.sort_scratch`)."""
-    per_element, per_call = a._trace.profile.sort_scratch
-    if per_call and a.ndim:
+    if a.ndim:
         (ax,) = rules.axes_of(axis, a.ndim)
-        a._trace.spike(per_element * a.shape[ax] * operands + per_call)
+        scratch = a._trace.profile.sort_scratch
+        a._trace.spike(sort_scratch(scratch, a.shape[ax], operands))
 
 
 def searchsorted(
