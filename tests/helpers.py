@@ -7,6 +7,7 @@ JAX's first configuration is), and runs the command line as a user does.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -88,6 +89,49 @@ def counting_malloc_env(directory: Path) -> dict[str, str]:
         pytest.skip("no C compiler for the counting malloc")
     env: dict[str, str] = true_peak.preload_env("counter", {}, counter, None)
     return env
+
+
+_JAX_PEAKS_CHILD = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+import jax
+jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_cpu_enable_async_dispatch", sys.argv[6] == "ahead")
+import jax.numpy as jnp
+import _true_peak
+exec(sys.argv[2])
+rows, cols, dtype, runs = int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], int(sys.argv[7])
+x = jnp.asarray(np.random.default_rng(0).standard_normal((rows, cols)), dtype)
+meter = _true_peak.CounterMeter()
+peaks = {}
+for name, fn in FNS.items():
+    fn(x).block_until_ready()  # (warm: each operation compiles once)
+    peaks[name] = max(meter.measure(lambda: fn(x).block_until_ready())[1] for _ in range(runs))
+print(json.dumps(peaks))
+"""
+
+
+def jax_peaks(
+    source: str,
+    shape: tuple[int, int],
+    dtype: str,
+    dispatch: str,
+    runs: int,
+    directory: Path,
+) -> dict[str, int]:
+    """The most each of ``source``'s ``FNS`` held over ``runs`` on a ``shape`` input.
+
+    JAX on the CPU with 64-bit types, by a counting malloc in a child (less
+    the input, made before); ``dispatch``: ``"ahead"`` (JAX's default on
+    the CPU) or ``"in turn"`` (asynchronous dispatch off).
+    """
+    env = counting_malloc_env(directory)
+    args = (str(BENCHMARKS), source, *map(str, shape), dtype, dispatch, str(runs))
+    done = run_python(_JAX_PEAKS_CHILD, *args, extra_env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    peaks: dict[str, int] = json.loads(done.stdout.strip().splitlines()[-1])
+    return peaks
 
 
 def written_marks(monkeypatch: Any) -> list[bool]:

@@ -10,7 +10,7 @@ import pytest
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
 
-from helpers import BENCHMARKS, counting_malloc_env, run_python
+from helpers import BENCHMARKS, counting_malloc_env, jax_peaks, run_python
 
 import xpkit
 from xpkit._adapters import get_adapter
@@ -164,43 +164,10 @@ FNS = {
 _AHEAD: dict[str, object] = {}
 exec(_AHEAD_SOURCE, _AHEAD)  # noqa: S102 - the table the child runs too
 
-_PEAKS_CHILD = """
-import json, sys
-sys.path.insert(0, sys.argv[1])
-import numpy as np
-import jax
-jax.config.update("jax_enable_x64", True)
-jax.config.update("jax_cpu_enable_async_dispatch", sys.argv[6] == "ahead")
-import jax.numpy as jnp
-import _true_peak
-exec(sys.argv[2])
-rows, cols, dtype, runs = int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], int(sys.argv[7])
-x = jnp.asarray(np.random.default_rng(0).standard_normal((rows, cols)), dtype)
-meter = _true_peak.CounterMeter()
-peaks = {}
-for name, fn in FNS.items():
-    fn(x).block_until_ready()  # (warm: each operation compiles once)
-    peaks[name] = max(meter.measure(lambda: fn(x).block_until_ready())[1] for _ in range(runs))
-print(json.dumps(peaks))
-"""
-
-
-def _peaks(source, shape, dtype, dispatch, runs, directory):
-    """The most each of ``source``'s ``FNS`` held over ``runs`` on a ``shape`` input.
-
-    By a counting malloc in a child; ``dispatch``: ``"ahead"`` (JAX's default
-    on the CPU) or ``"in turn"`` (asynchronous dispatch off).
-    """
-    env = counting_malloc_env(directory)
-    args = (str(BENCHMARKS), source, *map(str, shape), dtype, dispatch, str(runs))
-    done = run_python(_PEAKS_CHILD, *args, extra_env=env, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
 
 def _ahead_peaks(rows, tmp_path):
     """Each of ``_AHEAD``'s peaks on (rows, 128) float64, dispatched ahead."""
-    return _peaks(_AHEAD_SOURCE, (rows, 128), "float64", "ahead", 5, tmp_path)
+    return jax_peaks(_AHEAD_SOURCE, (rows, 128), "float64", "ahead", 5, tmp_path)
 
 
 @pytest.fixture(scope="module")
@@ -259,7 +226,7 @@ def test_xla_s_analysis_on_the_cpu_counts_the_call_s_own_bytes(tmp_path):
     # fn of the rfft and a top_k was planned at 1.20 times a 100 kB budget
     # from XLA's figure alone, and 16 rows of x * 2 held 1.4 times it.
     rows = 16
-    true = _peaks(_JITTED_SOURCE, (rows, 128), "float64", "ahead", 3, tmp_path)
+    true = jax_peaks(_JITTED_SOURCE, (rows, 128), "float64", "ahead", 3, tmp_path)
     for name, fn in _JITTED["FNS"].items():
         tracer = get_adapter("jax").library_tracer(
             fn, (((128,), "float64"),), ((), {}), "cpu"
@@ -292,7 +259,7 @@ def test_a_sort_on_the_cpu_holds_a_row_s_scratch_whatever_the_rows(dtype, tmp_pa
     # XLA's analysis shows it. Eight rows of 512 were counted at 0.75-0.88
     # of their true peak (a top_k of 100 kB planned at 0.80 of it).
     rows, cols = 8, 512
-    true = _peaks(_SORTS_SOURCE, (rows, cols), dtype, "ahead", 3, tmp_path)
+    true = jax_peaks(_SORTS_SOURCE, (rows, cols), dtype, "ahead", 3, tmp_path)
     itemsize = np.dtype(dtype).itemsize
     for name, fn in _SORTS["FNS"].items():
         tracer = get_adapter("jax").library_tracer(
@@ -333,7 +300,9 @@ def test_the_shape_only_trace_sorts_and_multiplies_as_jax_does(rows, tmp_path):
     # left's, not both operands whole (x @ w of (64, 8) was counted at 7.3
     # times its true peak, x @ v of a vector at 32). A cumulative sum holds
     # scratch of its result's size (0.48 where the result alone counted).
-    true = _peaks(_STANDARD_SORTS_SOURCE, (rows, 512), "float64", "ahead", 3, tmp_path)
+    true = jax_peaks(
+        _STANDARD_SORTS_SOURCE, (rows, 512), "float64", "ahead", 3, tmp_path
+    )
     profile = get_adapter("jax").shape_profile("cpu")
     for name, fn in _STANDARD_SORTS["FNS"].items():
         if name not in ("sort", "argsort", "cumulative_sum") and rows < 100:
@@ -374,7 +343,7 @@ exec(_EAGER_SOURCE, _EAGER)  # noqa: S102 - the table the child runs too
 def eager_peaks(tmp_path_factory):
     """Each eager fn's peak on (50000, 16) float32 by a counting malloc, in a child."""
     directory = tmp_path_factory.mktemp("counter")
-    return _peaks(_EAGER_SOURCE, (50_000, 16), "float32", "in turn", 3, directory)
+    return jax_peaks(_EAGER_SOURCE, (50_000, 16), "float32", "in turn", 3, directory)
 
 
 @pytest.mark.parametrize("name", list(_EAGER["FNS"]))
@@ -476,7 +445,7 @@ def gram_peaks(tmp_path_factory):
     """``x @ x.T``'s peak for each of `_GRAMS`, by a counting malloc in a child each."""
     directory = tmp_path_factory.mktemp("counter")
     return {
-        f"{rows}x{inner}-{dtype}": _peaks(
+        f"{rows}x{inner}-{dtype}": jax_peaks(
             _GRAM_SOURCE, (rows, inner), dtype, "in turn", 3, directory
         )["gram"]
         for rows, inner, dtype in _GRAMS

@@ -382,6 +382,7 @@ def shape_workspace(
     name: str,
     inputs: tuple[tuple[tuple[int, ...], str], ...],
     outputs: tuple[tuple[tuple[int, ...], str], ...],
+    options: Mapping[str, object],
 ) -> int:
     """`workspace_bytes` for the shape-only trace: operands by shape and dtype name."""
     if not has_workspace(name):
@@ -391,4 +392,4 @@ def shape_workspace(
         outs = [_named(*x) for x in outputs]
     except TypeError:
         return 0  # (a dtype NumPy lacks, bfloat16: none measured)
-    return workspace_bytes(name, ins, outs, {})
+    return workspace_bytes(name, ins, outs, options)

@@ -375,13 +375,15 @@ Held = Callable[
 Span = tuple[int, "BlockGrowth | None", HeldGraph | None]
 
 
-#: A kernel's workspace: ``(operation, inputs, outputs) -> bytes``, each
-#: operand a ``(shape, dtype name)``.
+#: A kernel's workspace: ``(operation, inputs, outputs, options) -> bytes``,
+#: each operand a ``(shape, dtype name)``, ``options`` its other arguments
+#: by name (a sort's ``descending``).
 Workspace = Callable[
     [
         str,
         tuple[tuple[tuple[int, ...], str], ...],
         tuple[tuple[tuple[int, ...], str], ...],
+        Mapping[str, object],
     ],
     int,
 ]
@@ -513,8 +515,9 @@ class Profile:
         Where its dtypes leave the standard's tables.
     workspace : callable or None
         Bytes a kernel holds beside its result within one operation, by the
-        library's name of it and its operands' shapes and dtypes (torch's
-        CPU ``abs`` of a complex array computes a complex result first);
+        library's name of it, its operands' shapes and dtypes and its
+        options (torch's CPU ``abs`` of a complex array computes a complex
+        result first; JAX's CPU ``searchsorted`` holds its scan's bounds);
         None: none.
     norms : {"squares", "numpy", "fused", "eager"}
         How ``linalg.vector_norm`` and ``matrix_norm`` allocate

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable, Hashable
 from contextlib import AbstractContextManager
@@ -23,6 +24,7 @@ from ._jax_memory import (
     XlaTracer,
     warmed_host_meter,
 )
+from ._jax_workspace import cpu_workspace
 from ._layout import Unshareable
 from ._trace import DtypeRules
 
@@ -249,8 +251,10 @@ class JaxAdapter(Adapter):
     def shape_traits(self, device: str) -> Traits | None:
         """Every operation a new buffer (no views; a row slice is a copy).
 
-        On the CPU each array also holds its PjRt buffer and Python object.
-        Dispatch is asynchronous: an array dropped is held through the next
+        On the CPU each array also holds its PjRt buffer and Python object,
+        and some functions' programs hold more than their results
+        (`xpkit._adapters._jax_workspace`: the CPU's only). Dispatch is
+        asynchronous: an array dropped is held through the next
         `HELD_THROUGH` allocations, as JAX's own trace holds it.
         """
         traits: Traits = {
@@ -272,6 +276,8 @@ class JaxAdapter(Adapter):
             traits["sort_scratch"] = _CPU_SORT_SCRATCH
             traits["vecdot_copies"] = 2  # (`_shapes._linalg.vecdot`)
             traits["centred_spread"] = True  # (measured on the CPU only)
+            wide = "float64" if self.supports_float64(device) else "float32"
+            traits["workspace"] = functools.partial(cpu_workspace, default_float=wide)
         return traits
 
     def library_tracer(

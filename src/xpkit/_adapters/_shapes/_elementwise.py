@@ -111,10 +111,7 @@ def _one(func: str, x: Value) -> ShapeArray:
     if a._trace.profile.numpy_internals and rules.rows_apart(a):
         operand = ((a.shape, a._name),)
         rules.buffer_operands(a._trace, result.shape, result._name, operand, (a,))
-    workspace = a._trace.profile.workspace
-    if workspace is not None:
-        held = workspace(func, ((a.shape, a._name),), ((result.shape, result._name),))
-        a._trace.spike(held)
+    rules.hold_workspace(func, (a,), (result,))
     return result
 
 

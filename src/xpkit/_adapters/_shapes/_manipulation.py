@@ -199,7 +199,9 @@ def repeat(x: Value, repeats: Value, /, *, axis: int | None = None) -> ShapeArra
         return made(a._trace, (math.prod(a.shape) * repeats,), a._name, (a,))
     (ax,) = rules.axes_of(axis, a.ndim)
     shape = tuple(d * repeats if i == ax else d for i, d in enumerate(a.shape))
-    return made(a._trace, shape, a._name, (a,))
+    result = made(a._trace, shape, a._name, (a,))
+    rules.hold_workspace("repeat", (a,), (result,), axis=ax)
+    return result
 
 
 def unstack(x: Value, /, *, axis: int = 0) -> tuple[ShapeArray, ...]:
@@ -217,7 +219,9 @@ def take(x: Value, indices: Value, /, *, axis: int | None = None) -> ShapeArray:
         return made(a._trace, i.shape, a._name, (a, i))
     (ax,) = rules.axes_of(axis, a.ndim)
     shape = (*a.shape[:ax], *i.shape, *a.shape[ax + 1 :])
-    return made(a._trace, shape, a._name, (a, i))
+    result = made(a._trace, shape, a._name, (a, i))
+    rules.hold_workspace("take", (a, i), (result,), axis=ax)
+    return result
 
 
 def take_along_axis(x: Value, indices: Value, /, *, axis: int = -1) -> ShapeArray:

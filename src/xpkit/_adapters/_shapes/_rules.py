@@ -47,6 +47,7 @@ from ._dtypes import (
 
 if TYPE_CHECKING:
     from .._trace import Profile, Trace
+    from ._array import ShapeArray
 
 __all__ = [
     "BOOL",
@@ -72,6 +73,7 @@ __all__ = [
     "einsum_shape",
     "float_of",
     "gufunc_shape",
+    "hold_workspace",
     "indexed",
     "ints_advanced",
     "itemsize",
@@ -470,3 +472,24 @@ def rows_apart(value: object) -> bool:
     if len(shape) < 2 or not 1 <= -unit <= len(shape):
         return False
     return math.prod(shape) > shape[unit] > 0  # (more than one run of it)
+
+
+def hold_workspace(
+    func: str,
+    inputs: Sequence[ShapeArray],
+    results: Sequence[ShapeArray],
+    **options: object,
+) -> None:
+    """Count the workspace the library's kernel of ``func`` holds beside its results.
+
+    As the profile gives it (`Profile.workspace`: torch's CPU ``abs`` of a
+    complex array, JAX's CPU ``searchsorted``), by the standard's name of
+    the function, its array operands and its ``options``; in the peak
+    only, while the operation runs.
+    """
+    trace = results[0]._trace
+    workspace = trace.profile.workspace
+    if workspace is not None:
+        ins = tuple((a.shape, a._name) for a in inputs)
+        outs = tuple((r.shape, r._name) for r in results)
+        trace.spike(workspace(func, ins, outs, options))

@@ -51,84 +51,87 @@ def _array(x: Value) -> ShapeArray:
 
 
 def _reduce(
-    x: Value, rule: str, axis: Value, keepdims: bool, dtype: Value = None
+    func: str, x: Value, rule: str, axis: Value, keepdims: bool, dtype: Value = None
 ) -> ShapeArray:
+    """The standard's reduction ``func`` of ``x``, its dtype by ``rule`` (`reduction`)."""
     a = _array(x)
-    return reduction(a, rule, axis, keepdims, rules.dtype_name_of(a._trace, dtype))
+    result = reduction(a, rule, axis, keepdims, rules.dtype_name_of(a._trace, dtype))
+    rules.hold_workspace(func, (a,), (result,))
+    return result
 
 
 def sum(
     x: Value, /, *, axis: Value = None, dtype: Value = None, keepdims: bool = False
 ) -> ShapeArray:
     """The sum over ``axis``."""
-    return _reduce(x, "sum", axis, keepdims, dtype)
+    return _reduce("sum", x, "sum", axis, keepdims, dtype)
 
 
 def prod(
     x: Value, /, *, axis: Value = None, dtype: Value = None, keepdims: bool = False
 ) -> ShapeArray:
     """The product over ``axis``."""
-    return _reduce(x, "sum", axis, keepdims, dtype)
+    return _reduce("prod", x, "sum", axis, keepdims, dtype)
 
 
 def mean(x: Value, /, *, axis: Value = None, keepdims: bool = False) -> ShapeArray:
     """The mean over ``axis``."""
-    return _reduce(x, "mean", axis, keepdims)
+    return _reduce("mean", x, "mean", axis, keepdims)
 
 
 def var(
     x: Value, /, *, axis: Value = None, correction: float = 0.0, keepdims: bool = False
 ) -> ShapeArray:
     """The variance over ``axis``."""
-    return _reduce(x, "spread", axis, keepdims)
+    return _reduce("var", x, "spread", axis, keepdims)
 
 
 def std(
     x: Value, /, *, axis: Value = None, correction: float = 0.0, keepdims: bool = False
 ) -> ShapeArray:
     """The standard deviation over ``axis``."""
-    return _reduce(x, "spread", axis, keepdims)
+    return _reduce("std", x, "spread", axis, keepdims)
 
 
 def max(x: Value, /, *, axis: Value = None, keepdims: bool = False) -> ShapeArray:
     """The maximum over ``axis``."""
-    return _reduce(x, "max", axis, keepdims)
+    return _reduce("max", x, "max", axis, keepdims)
 
 
 def min(x: Value, /, *, axis: Value = None, keepdims: bool = False) -> ShapeArray:
     """The minimum over ``axis``."""
-    return _reduce(x, "max", axis, keepdims)
+    return _reduce("min", x, "max", axis, keepdims)
 
 
 def all(x: Value, /, *, axis: Value = None, keepdims: bool = False) -> ShapeArray:
     """Whether every element over ``axis`` is true."""
-    return _reduce(x, "any", axis, keepdims)
+    return _reduce("all", x, "any", axis, keepdims)
 
 
 def any(x: Value, /, *, axis: Value = None, keepdims: bool = False) -> ShapeArray:
     """Whether any element over ``axis`` is true."""
-    return _reduce(x, "any", axis, keepdims)
+    return _reduce("any", x, "any", axis, keepdims)
 
 
 def argmax(
     x: Value, /, *, axis: int | None = None, keepdims: bool = False
 ) -> ShapeArray:
     """Indices of the maxima over ``axis``."""
-    return _reduce(x, "arg", axis, keepdims)
+    return _reduce("argmax", x, "arg", axis, keepdims)
 
 
 def argmin(
     x: Value, /, *, axis: int | None = None, keepdims: bool = False
 ) -> ShapeArray:
     """Indices of the minima over ``axis``."""
-    return _reduce(x, "arg", axis, keepdims)
+    return _reduce("argmin", x, "arg", axis, keepdims)
 
 
 def count_nonzero(
     x: Value, /, *, axis: Value = None, keepdims: bool = False
 ) -> ShapeArray:
     """How many elements over ``axis`` are not zero."""
-    return _reduce(x, "arg", axis, keepdims)
+    return _reduce("count_nonzero", x, "arg", axis, keepdims)
 
 
 def _cumulative(
@@ -208,6 +211,7 @@ def sort(
     result = made(a._trace, a.shape, a._name, (a,))
     _sort_scratch(a, axis, 1 + (indices is not None))
     del indices
+    rules.hold_workspace("sort", (a,), (result,), descending=descending, stable=stable)
     return result
 
 
@@ -220,9 +224,12 @@ def argsort(
     values = None
     if profile.sort_indices or profile.argsort_values:  # computed alongside
         values = made(a._trace, a.shape, a._name, (a,))
-    result = made(a._trace, a.shape, "int64", (a,))
+    # (the default index dtype: JAX's int32 without 64-bit types)
+    result = made(a._trace, a.shape, profile.default_int, (a,))
     _sort_scratch(a, axis, 2)
     del values
+    options = {"descending": descending, "stable": stable}
+    rules.hold_workspace("argsort", (a,), (result,), **options)
     return result
 
 
@@ -254,7 +261,9 @@ def searchsorted(
     trace = active_trace()
     sorted_values, values = lift(trace, x1), lift(trace, x2)
     name = trace.profile.dtype_rules.index_dtype or trace.profile.default_int
-    return made(trace, values.shape, name, (sorted_values, values))  # (JAX: int32)
+    result = made(trace, values.shape, name, (sorted_values, values))  # (JAX: int32)
+    rules.hold_workspace("searchsorted", (sorted_values, values), (result,), side=side)
+    return result
 
 
 def reduction(
