@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, NamedTuple, TypeVar
 from .._current_rows import ROWS
 from ._kernel_scratch import cumulative_scratch, packed_operands, sort_scratch
 from ._peak import PeakMeter, host_meter
-from ._trace import CannotFollow
+from ._trace import CannotFollow, Workspace
 
 if TYPE_CHECKING:
     from .._typing import NativeDevice, UserFunction, Value
@@ -148,13 +148,16 @@ class EagerCosts(NamedTuple):
     ``matmul_packing``: the most bytes a matrix product packs its operands
     into while it runs (`_kernel_scratch.packed_operands`);
     ``sort_scratch``: a sort's scratch while it runs, whatever the rows
-    (`_kernel_scratch.sort_scratch`, `_sort_scratch`).
+    (`_kernel_scratch.sort_scratch`, `_sort_scratch`); ``workspace``: what
+    a reduction holds beside its result, by the standard's name of it
+    (`_REDUCTIONS`; the shape-only trace's `Profile.workspace`).
     """
 
     array_bytes: int = 0
     dispatch_bytes: int = 0
     matmul_packing: int = 0
     sort_scratch: tuple[int, int] = (0, 0)
+    workspace: Workspace | None = None
 
 
 #: Nothing beyond the arrays' data (a GPU's arrays).
@@ -223,6 +226,18 @@ def _bytes(aval: Value) -> int:
 #: result, its axis padded to a multiple of this (`_scratch`: XLA's CPU loop).
 CUMULATIVE_BLOCK = 16
 
+#: A reduction primitive -> the standard's name of it, for `EagerCosts.workspace`.
+_REDUCTIONS = {
+    "reduce_sum": "sum",
+    "reduce_prod": "prod",
+    "reduce_max": "max",
+    "reduce_min": "min",
+    "argmax": "argmax",
+    "argmin": "argmin",
+    "reduce_or": "any",
+    "reduce_and": "all",
+}
+
 #: The cumulative operations, whose XLA loop holds scratch (`_scratch`).
 _CUMULATIVE = frozenset({"cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp"})
 
@@ -262,7 +277,8 @@ def _scratch(eqn: Value, out: int, costs: EagerCosts) -> int:
     body), 8 to 12 MB for ``while`` and ``cond``, and 65 kB more per
     equation of the body (29 MB for a 240-equation body), all freed before
     its results are made: the results take its place where they are larger.
-    ``lax.top_k``: `_top_k_scratch`; ``dot_general``: the blocks it packs
+    A reduction: what the shape-only trace counts for it (`_REDUCTIONS`,
+    `EagerCosts.workspace`). ``lax.top_k``: `_top_k_scratch`; ``dot_general``: the blocks it packs
     its operands into (`EagerCosts.matmul_packing`); a convolution holds
     scratch of its result's size (two times its result at every run, 27 to
     2,789 rows, 2 to 32 filters of 3 to 9).
@@ -289,7 +305,21 @@ def _scratch(eqn: Value, out: int, costs: EagerCosts) -> int:
         shape = getattr(eqn.invars[0].aval, "shape", ())
         length = shape[eqn.params.get("axis", -1)] if shape else 0
         return cumulative_scratch(out, length, CUMULATIVE_BLOCK)
+    if name in _REDUCTIONS and costs.workspace is not None:
+        ins, outs = (_operands(e) for e in (eqn.invars, eqn.outvars))
+        return costs.workspace(_REDUCTIONS[name], ins, outs, {})
     return 0
+
+
+def _operands(variables: Value) -> tuple[tuple[tuple[int, ...], str], ...]:
+    """Each variable's shape and dtype name, as a `Workspace` takes them."""
+    found = []
+    for v in variables:
+        try:
+            found.append((tuple(v.aval.shape), str(v.aval.dtype)))
+        except AttributeError:  # (a literal's, a token's)
+            continue
+    return tuple(found)
 
 
 def _sort_scratch(eqn: Value, costs: EagerCosts) -> int:

@@ -26,7 +26,7 @@ from ._jax_memory import (
 )
 from ._jax_workspace import cpu_workspace
 from ._layout import Unshareable
-from ._trace import DtypeRules
+from ._trace import DtypeRules, Workspace
 
 if TYPE_CHECKING:
     import pytest
@@ -276,9 +276,13 @@ class JaxAdapter(Adapter):
             traits["sort_scratch"] = _CPU_SORT_SCRATCH
             traits["vecdot_copies"] = 2  # (`_shapes._linalg.vecdot`)
             traits["centred_spread"] = True  # (measured on the CPU only)
-            wide = "float64" if self.supports_float64(device) else "float32"
-            traits["workspace"] = functools.partial(cpu_workspace, default_float=wide)
+            traits["workspace"] = self._cpu_workspace(device)
         return traits
+
+    def _cpu_workspace(self, device: str) -> Workspace:
+        """What the CPU's programs hold beside their results (`_jax_workspace`)."""
+        wide = "float64" if self.supports_float64(device) else "float32"
+        return functools.partial(cpu_workspace, default_float=wide)
 
     def library_tracer(
         self,
@@ -299,6 +303,7 @@ class JaxAdapter(Adapter):
                 _CPU_DISPATCH_BYTES,
                 CPU_MATMUL_PACKING,
                 _CPU_SORT_SCRATCH,
+                self._cpu_workspace(device),
             )
         if callable(getattr(fn, "lower", None)):
             return XlaTracer(fn, inputs, whole, self.native_device(device), costs)
