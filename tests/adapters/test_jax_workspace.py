@@ -37,6 +37,7 @@ FNS = {
     ),
     "repeat": lambda x: _xp(x).repeat(x, 2, axis=1),
     "take": lambda x: _xp(x).take(x, _xp(x).asarray([0, 5, 9]), axis=1),
+    "count_nonzero of floats": lambda x: _xp(x).count_nonzero(x, axis=1),
     "argmax": lambda x: _xp(x).argmax(x, axis=1),
     "prod": lambda x: _xp(x).prod(x, axis=1),
     "sum": lambda x: _xp(x).sum(x, axis=1),
@@ -54,45 +55,48 @@ _FNS: dict[str, object] = {"jnp": jnp}
 exec(_SOURCE, _FNS)  # noqa: S102 - the child's table too
 _STANDARD = [name for name in _FNS["FNS"] if name not in _FNS["JNP"]]
 
-_ROWS, _COLS = 3000, 64
+_ROWS, _COLS = 1000, 64
+#: How far above its true peak a trace may count (``mean``: its sum beside the
+#: quotient, which XLA holds from about 16,000 rows, is counted at any size).
+_ABOVE = {"mean": 2.0}
 
 
 @pytest.fixture(scope="module")
 def true_peaks(tmp_path_factory):
-    """Each fn's most held on (3000, 64) float64, by a counting malloc in a child."""
+    """Each fn's most held on (1000, 64) float64, by a counting malloc in a child."""
     directory = tmp_path_factory.mktemp("counter")
     return jax_peaks(_SOURCE, (_ROWS, _COLS), "float64", "ahead", 3, directory)
 
 
 @pytest.mark.parametrize("name", _STANDARD)
 def test_the_shape_only_trace_counts_what_jax_s_cpu_program_holds(name, true_peaks):
-    # Each of these counted its result alone, or nearly (est/true at 3,000
-    # rows): searchsorted 0.13 (its scan's bounds and two copies of the
-    # values), count_nonzero 0.12 (the input cast whole to int64 first), a
-    # descending sort, an unstable descending argsort and repeat 0.50-0.67
-    # (a reversed or reshaped copy), argmax 0.46 and prod 0.33 (the maxima
-    # beside their indices; two arrays of the result), sum and mean 0.76
-    # (11 kB of XLA's CPU runtime for a reduction along an axis), take of
-    # three columns 0.95 (5 kB of its runtime; 0.85 at 1,000 rows).
+    # Each of these counted its result alone, or nearly (est/true at 1,000
+    # rows): searchsorted 0.12 (its scan's bounds and two copies of the
+    # values; 0.42 of float32 values), count_nonzero 0.13 and 0.02 of floats
+    # (the input cast whole to int64 first), a descending sort, an unstable
+    # descending argsort and repeat 0.50-0.67 (a reversed or reshaped copy),
+    # argmax 0.40 and prod 0.31 (the maxima beside their indices; two arrays
+    # of the result), sum and mean 0.49 (11 kB of XLA's CPU runtime for a
+    # reduction), take of three columns 0.80 (5 kB of its runtime).
     profile = get_adapter("jax").shape_profile("cpu")
     fn = _FNS["FNS"][name]
     estimate = ShapeTracer(profile, fn, (((_COLS,), "float64"),)).peak(_ROWS)
     true = true_peaks[name]
-    assert true / 1.15 <= estimate <= 2.0 * true, (estimate, true)
+    assert true / 1.1 <= estimate <= _ABOVE.get(name, 1.3) * true, (estimate, true)
 
 
 @pytest.mark.parametrize("name", list(_FNS["JNP"]))
 def test_jax_s_trace_counts_what_a_reduction_s_cpu_program_holds(name, true_peaks):
     # The same reductions written with jax.numpy: JAX's trace counted their
-    # results alone, 0.35-0.81 of their true peaks at 4,000 rows (argmax
-    # 0.49, prod 0.35, a sum of all 0.34).
+    # results alone, 0.33-0.59 of their true peaks at 1,000 rows (argmax
+    # 0.47, prod 0.37, a sum of all 0.33).
     tracer = get_adapter("jax").library_tracer(
         _FNS["FNS"][name], (((_COLS,), "float64"),), ((), {}), "cpu"
     )
     assert isinstance(tracer, JaxprTracer)
     estimate = tracer.peak(_ROWS) - (_ROWS * _COLS * 8 + 2600)  # (x, made before)
     true = true_peaks[name]
-    assert true / 1.15 <= estimate <= 2.0 * true, (estimate, true)
+    assert true / 1.1 <= estimate <= 1.3 * true, (estimate, true)
 
 
 def test_the_workspace_is_the_cpu_s_alone(monkeypatch):

@@ -7,21 +7,24 @@ its operands and results as ``(shape, dtype name)``, and its options.
 
 Each rule was measured on JAX's CPU build with a counting malloc (the most
 one call held, less its input, in a child process; 250 to 16,000 rows of
-64, float32 and float64: ``tests/adapters/test_jax_workspace.py``):
+64, float32 and float64, 64-bit types on and off; the tests,
+``tests/adapters/test_jax_workspace.py``, at 1,000 rows of float64 with
+64-bit types on):
 
 - ``searchsorted``: three index arrays (its scan's bounds) and two of the
   values it places, one in their dtype and one in the default float,
   beside the indices (it held 8 times its result, counted 1);
 - ``count_nonzero``: the input cast whole to the default integer before its
-  sum (8.3 bytes an element of the input with 64-bit integers);
+  sum (8.3 bytes an element of the input with 64-bit integers, of a bool
+  or a float input: the comparison with zero is fused into the cast);
 - a descending ``sort``: the ascending sort, then reversed into a copy;
   an unstable descending ``argsort``: the indices reversed into a copy;
 - ``repeat`` along an axis: the broadcast, then its reshape, a copy;
 - ``argmax`` and ``argmin``: the extreme values beside their indices (one
   reduction of both); ``prod``: two arrays of its result; ``mean``: the
   sum beside the quotient;
-- every reduction along an axis: `REDUCE_BYTES` of XLA's CPU runtime,
-  whatever its size; ``take`` along an axis: `GATHER_BYTES`.
+- every reduction (``count_nonzero`` too): `REDUCE_BYTES` of XLA's CPU
+  runtime, whatever its size; ``take`` along an axis: `GATHER_BYTES`.
 
 A GPU's programs are others: this table is the CPU's only.
 """
@@ -39,8 +42,9 @@ __all__ = ["GATHER_BYTES", "REDUCE_BYTES", "cpu_workspace"]
 Operand = tuple[tuple[int, ...], str]
 Rule = Callable[[tuple[Operand, ...], tuple[Operand, ...], Mapping[str, object]], int]
 
-#: Bytes XLA's CPU runtime holds while a reduction along an axis runs,
-#: whatever its size (8 kB at 250 rows, 10.9-11.1 kB from 1,000 to 16,000).
+#: Bytes XLA's CPU runtime holds while a reduction runs, whatever its size
+#: (along rows of 64: 8 kB at 250 rows, 10.9-11.1 kB from 1,000 to 16,000;
+#: a sum of all 10-14 kB).
 REDUCE_BYTES = 11_264
 #: Bytes XLA's CPU runtime holds while ``take`` along an axis runs, whatever
 #: its size (3.2 kB at 250 rows, 5.0 kB from 1,000 to 4,000).

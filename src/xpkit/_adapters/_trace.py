@@ -515,8 +515,8 @@ class Profile:
         Where its dtypes leave the standard's tables.
     workspace : callable or None
         Bytes a kernel holds beside its result within one operation, by the
-        library's name of it, its operands' shapes and dtypes and its
-        options (torch's CPU ``abs`` of a complex array computes a complex
+        standard's name of the operation (`_rules.hold_workspace`), its
+        operands' shapes and dtypes and its options (torch's CPU ``abs`` of a complex array computes a complex
         result first; JAX's CPU ``searchsorted`` holds its scan's bounds);
         None: none.
     norms : {"squares", "numpy", "fused", "eager"}

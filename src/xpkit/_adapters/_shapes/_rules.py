@@ -484,9 +484,13 @@ def hold_workspace(
 
     As the profile gives it (`Profile.workspace`: torch's CPU ``abs`` of a
     complex array, JAX's CPU ``searchsorted``), by the standard's name of
-    the function, its array operands and its ``options``; in the peak
-    only, while the operation runs.
+    the function (an adapter's table keyed by its library's own names maps
+    them: torch's ``repeat`` is the standard's ``tile``), its array
+    operands and its ``options``; in the peak only, while the operation
+    runs.
     """
+    if not results:
+        return
     trace = results[0]._trace
     workspace = trace.profile.workspace
     if workspace is not None:
