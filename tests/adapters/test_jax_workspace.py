@@ -107,9 +107,20 @@ def test_the_workspace_is_the_cpu_s_alone(monkeypatch):
     assert adapter.shape_traits("cpu").get("workspace") is None
 
 
-def test_argsort_gives_the_default_index_dtype():
-    # Without 64-bit types, JAX's argsort gives int32 indices: the trace
-    # made int64 ones, which such a profile does not hold, and refused.
+_xp = _FNS["_xp"]
+_INDICES = {
+    "argsort": lambda x: _xp(x).argsort(x, axis=1, descending=True, stable=False),
+    "top_k": lambda x: _xp(x).top_k(x, 3, axis=1)[1],
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "row_bytes"), [("argsort", _COLS * 4), ("top_k", 3 * 4)]
+)
+def test_indices_are_the_default_index_dtype(name, row_bytes):
+    # Without 64-bit types, JAX's argsort gives int32 indices, and so does
+    # Backend.top_k there: the trace made int64 ones, which such a profile
+    # does not hold, and refused.
     profile = get_adapter("jax").shape_profile("cpu")
     wide = {"int64", "uint64", "float64", "complex128"}
     narrow = dataclasses.replace(
@@ -119,7 +130,6 @@ def test_argsort_gives_the_default_index_dtype():
         default_complex="complex64",
         dtypes={k: v for k, v in profile.dtypes.items() if k not in wide},
     )
-    fn = _FNS["FNS"]["unstable descending argsort"]
-    tracer = ShapeTracer(narrow, fn, (((_COLS,), "float32"),))
+    tracer = ShapeTracer(narrow, _INDICES[name], (((_COLS,), "float32"),))
     tracer.peak(16)
-    assert tracer.output_row_bytes == _COLS * 4
+    assert tracer.output_row_bytes == row_bytes

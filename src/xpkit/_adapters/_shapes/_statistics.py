@@ -241,7 +241,7 @@ def top_k(
     (ax,) = rules.axes_of(axis, a.ndim)
     shape = tuple(k if i == ax else d for i, d in enumerate(a.shape))
     values = made(a._trace, shape, a._name, (a,))
-    indices = made(a._trace, shape, "int64", (a,))
+    indices = made(a._trace, shape, a._trace.profile.default_int, (a,))
     _sort_scratch(a, axis, 2)
     return values, indices
 
