@@ -42,6 +42,7 @@ FNS = {
     "prod": lambda x: _xp(x).prod(x, axis=1),
     "sum": lambda x: _xp(x).sum(x, axis=1),
     "mean": lambda x: _xp(x).mean(x, axis=1),
+    "svdvals": lambda x: _xp(x).linalg.svdvals(_xp(x).reshape(x, (x.shape[0], 8, 8))),
 }
 JNP = {  # (written with jax.numpy: JAX's own trace follows them)
     "jnp.sum": lambda x: jnp.sum(x, axis=1),
@@ -77,7 +78,8 @@ def test_the_shape_only_trace_counts_what_jax_s_cpu_program_holds(name, true_pea
     # descending argsort and repeat 0.50-0.67 (a reversed or reshaped copy),
     # argmax 0.40 and prod 0.31 (the maxima beside their indices; two arrays
     # of the result), sum and mean 0.49 (11 kB of XLA's CPU runtime for a
-    # reduction), take of three columns 0.80 (5 kB of its runtime).
+    # reduction), take of three columns 0.80 (5 kB of its runtime), svdvals
+    # of 8 x 8 matrices 0.51 (two copies of its input).
     profile = get_adapter("jax").shape_profile("cpu")
     fn = _FNS["FNS"][name]
     estimate = ShapeTracer(profile, fn, (((_COLS,), "float64"),)).peak(_ROWS)

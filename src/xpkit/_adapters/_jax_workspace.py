@@ -23,6 +23,8 @@ one call held, less its input, in a child process; 250 to 16,000 rows of
 - ``argmax`` and ``argmin``: the extreme values beside their indices (one
   reduction of both); ``prod``: two arrays of its result; ``mean``: the
   sum beside the quotient;
+- ``linalg.svdvals``: two copies of its input (LAPACK's, beside the
+  working copy every decomposition holds; a full ``svd`` holds none more);
 - every reduction (``count_nonzero`` too): `REDUCE_BYTES` of XLA's CPU
   runtime, whatever its size; ``take`` along an axis: `GATHER_BYTES`.
 
@@ -126,6 +128,17 @@ def _fixed(nbytes: int) -> Rule:
     return rule
 
 
+def _input_copies(copies: int) -> Rule:
+    """A rule: ``copies`` arrays of the first input's bytes."""
+
+    def rule(
+        inputs: tuple[Operand, ...], _: tuple[Operand, ...], __: Mapping[str, object]
+    ) -> int:
+        return copies * _nbytes(inputs[0])
+
+    return rule
+
+
 def _repeat(
     _: tuple[Operand, ...], outputs: tuple[Operand, ...], __: Mapping[str, object]
 ) -> int:
@@ -139,6 +152,7 @@ _RULES: dict[str, Rule] = {
     "argsort": _argsort,
     "repeat": _repeat,
     "take": _fixed(GATHER_BYTES),
+    "svdvals": _input_copies(2),
     "argmax": _result_copies(1, values=True),
     "argmin": _result_copies(1, values=True),
     "prod": _result_copies(2),

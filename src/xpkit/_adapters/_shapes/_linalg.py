@@ -573,4 +573,7 @@ def _eig(x: Value, *, vectors: bool) -> tuple[ShapeArray, ShapeArray]:
 def svdvals(x: Value, /) -> ShapeArray:
     """The singular values."""
     a = _array(x)
-    return _decomposed(a, [((*a.shape[:-2], min(a.shape[-2:])), _real(_inexact(a)))])[0]
+    shape = (*a.shape[:-2], min(a.shape[-2:]))
+    (result,) = _decomposed(a, [(shape, _real(_inexact(a)))])
+    rules.hold_workspace("svdvals", (a,), (result,))
+    return result
