@@ -173,6 +173,36 @@ def test_a_refusal_fn_catches_still_fails_the_trace(xpkit_backend, catch):
     assert clean.peak(10) > 0  # (without the refusal the same trace answers)
 
 
+def test_the_trace_answers_hasattr_as_the_library_s_namespace_does(xpkit_backend):
+    # fn asks its namespace whether it has a function. hasattr(xp,
+    # "nan_to_num") was False on shape-only arrays and True on NumPy's: the
+    # trace followed fn's other branch, and planned all 20,000 rows of a fn
+    # that holds 30 MB within a 1 MB budget. A name the library's namespace
+    # has and the trace has no rule for is refused; one neither has is
+    # missing in both.
+    profile = profile_of(xpkit_backend)
+    xp = array_api_compat.array_namespace(xpkit_backend.asarray([1.0, 2.0]))
+    ours = set(vars(_namespace)) | set(_namespace._DTYPES)
+    theirs = sorted(n for n in dir(xp) if not n.startswith("_") and n not in ours)
+    if not theirs:
+        pytest.skip(f"{xpkit_backend.name}'s namespace has no name the trace lacks")
+    name = theirs[0]
+
+    def asks(attribute):
+        return lambda x: (
+            x * 2 if hasattr(array_api_compat.array_namespace(x), attribute) else x
+        )
+
+    with pytest.raises(CannotFollow, match=name):
+        ShapeTracer(profile, asks(name), (((3,), "float32"),)).peak(10)
+    absent = "no_such_function_in_any_namespace"
+    assert not hasattr(xp, absent)
+    unchanged = ShapeTracer(profile, lambda x: x, (((3,), "float32"),)).peak(10)
+    assert (
+        ShapeTracer(profile, asks(absent), (((3,), "float32"),)).peak(10) == unchanged
+    )
+
+
 # -- views and charges (NumPy) ----------------------------------------------------
 @pytest.fixture(scope="module")
 def numpy_profile():

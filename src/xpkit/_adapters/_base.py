@@ -869,18 +869,18 @@ class Adapter:
         native = self.native_device(device)
         held = self.held_dtypes(device)
         defaults = xp.__array_namespace_info__().default_dtypes(device=native)
-        float_name = dtype_name(defaults.get("real floating")) or "float64"
-        int_name = dtype_name(defaults.get("integral")) or "int64"
-        complex_name = dtype_name(defaults.get("complex floating")) or "complex128"
         return Profile(
             library=self.key,
             device=device,
             native_device=native,
             key=(self.key, device, self.config_token()),
             dtypes={name: self._array_dtype(xp, name) for name in sorted(held)},
-            default_float=float_name,
-            default_int=int_name,
-            default_complex=complex_name,
+            default_float=dtype_name(defaults.get("real floating")) or "float64",
+            default_int=dtype_name(defaults.get("integral")) or "int64",
+            default_complex=(
+                dtype_name(defaults.get("complex floating")) or "complex128"
+            ),
+            namespace_names=frozenset(n for n in dir(xp) if not n.startswith("_")),
             **traits,
         )
 

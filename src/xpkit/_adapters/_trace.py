@@ -39,6 +39,7 @@ __all__ = [
     "Traits",
     "WrappedArrays",
     "active_trace",
+    "current_trace",
     "tracing",
 ]
 
@@ -529,6 +530,11 @@ class Profile:
         ``var`` and ``std`` hold a centred copy of their input while they
         run though the library is not NumPy (XLA's CPU program, at some
         sizes); NumPy's own do so anyway (`numpy_internals`).
+    namespace_names : frozenset of str
+        The public names of the library's own namespace: one the shape-only
+        namespace has no rule for is refused (`CannotFollow`), not missing,
+        so that ``hasattr(xp, name)`` in ``fn`` answers as it would for
+        the library's arrays and never sends the trace down another branch.
     """
 
     library: str
@@ -567,6 +573,7 @@ class Profile:
     workspace: Workspace | None = None
     norms: str = "squares"
     centred_spread: bool = False
+    namespace_names: frozenset[str] = frozenset()
 
     def dtype(self, name: str) -> DType:
         """The library's dtype object named ``name`` (CannotFollow if not held)."""
@@ -756,6 +763,11 @@ def active_trace() -> Trace:
         msg = "a shape-only array was made outside its trace"
         raise CannotFollow(msg)
     return trace
+
+
+def current_trace() -> Trace | None:
+    """The trace the current context runs, or None outside one."""
+    return _ACTIVE.get()
 
 
 def tracing(trace: Trace, run: Callable[[], object]) -> object:
