@@ -173,30 +173,40 @@ def test_a_refusal_fn_catches_still_fails_the_trace(xpkit_backend, catch):
     assert clean.peak(10) > 0  # (without the refusal the same trace answers)
 
 
-def test_the_trace_answers_hasattr_as_the_library_s_namespace_does(xpkit_backend):
+@pytest.mark.parametrize("extension", ["", "linalg", "fft"])
+def test_the_trace_answers_hasattr_as_the_library_s_namespace_does(
+    xpkit_backend, extension
+):
     # fn asks its namespace whether it has a function. hasattr(xp,
     # "nan_to_num") was False on shape-only arrays and True on NumPy's: the
     # trace followed fn's other branch, and planned all 20,000 rows of a fn
-    # that holds 30 MB within a 1 MB budget. A name the library's namespace
-    # has and the trace has no rule for is refused; one neither has is
-    # missing in both.
+    # that holds 30 MB within a 1 MB budget (hasattr(xp.linalg, "lstsq")
+    # too). A name the library's namespace has and the trace has no rule
+    # for is refused; one neither has is missing in both.
     profile = profile_of(xpkit_backend)
-    xp = array_api_compat.array_namespace(xpkit_backend.asarray([1.0, 2.0]))
-    ours = set(vars(_namespace)) | set(_namespace._DTYPES)
-    theirs = sorted(n for n in dir(xp) if not n.startswith("_") and n not in ours)
+
+    def namespace(x):
+        xp = array_api_compat.array_namespace(x)
+        return getattr(xp, extension) if extension else xp
+
+    whole = array_api_compat.array_namespace(xpkit_backend.asarray([1.0, 2.0]))
+    if extension and not hasattr(whole, extension):
+        pytest.skip(f"{xpkit_backend.name} has no {extension} extension")
+    real = namespace(xpkit_backend.asarray([1.0, 2.0]))
+    ours = set(vars(getattr(_namespace, extension) if extension else _namespace))
+    ours |= set() if extension else set(_namespace._DTYPES)
+    theirs = sorted(n for n in dir(real) if not n.startswith("_") and n not in ours)
     if not theirs:
         pytest.skip(f"{xpkit_backend.name}'s namespace has no name the trace lacks")
     name = theirs[0]
 
     def asks(attribute):
-        return lambda x: (
-            x * 2 if hasattr(array_api_compat.array_namespace(x), attribute) else x
-        )
+        return lambda x: x * 2 if hasattr(namespace(x), attribute) else x
 
     with pytest.raises(CannotFollow, match=name):
         ShapeTracer(profile, asks(name), (((3,), "float32"),)).peak(10)
     absent = "no_such_function_in_any_namespace"
-    assert not hasattr(xp, absent)
+    assert not hasattr(real, absent)
     unchanged = ShapeTracer(profile, lambda x: x, (((3,), "float32"),)).peak(10)
     assert (
         ShapeTracer(profile, asks(absent), (((3,), "float32"),)).peak(10) == unchanged

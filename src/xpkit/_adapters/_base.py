@@ -22,7 +22,7 @@ from ._device_memory import MemoryCap, MemoryInfo, MemoryProbe
 from ._layout import host_extent
 from ._peak import PeakMeter, host_meter
 from ._top_k import sorted_top_k
-from ._trace import Profile, Tracer, Traits, WrappedArrays
+from ._trace import Profile, Tracer, Traits, WrappedArrays, public_names
 
 if TYPE_CHECKING:
     import pytest
@@ -880,7 +880,7 @@ class Adapter:
             default_complex=(
                 dtype_name(defaults.get("complex floating")) or "complex128"
             ),
-            namespace_names=frozenset(n for n in dir(xp) if not n.startswith("_")),
+            namespace_names=public_names(xp),
             **traits,
         )
 

@@ -39,7 +39,8 @@ __all__ = [
     "Traits",
     "WrappedArrays",
     "active_trace",
-    "current_trace",
+    "missing_name",
+    "public_names",
     "tracing",
 ]
 
@@ -765,9 +766,29 @@ def active_trace() -> Trace:
     return trace
 
 
-def current_trace() -> Trace | None:
-    """The trace the current context runs, or None outside one."""
-    return _ACTIVE.get()
+def public_names(namespace: object) -> frozenset[str]:
+    """The public names of a library's namespace, its extensions' as ``linalg.x``."""
+    names = {n for n in dir(namespace) if not n.startswith("_")}
+    for extension in ("linalg", "fft"):
+        inner = getattr(namespace, extension, None)
+        names |= {f"{extension}.{n}" for n in dir(inner) if not n.startswith("_")}
+    return frozenset(names)
+
+
+def missing_name(name: str, extension: str = "") -> Exception:
+    """What the shape-only namespace (or its ``extension``) raises for a ``name`` it lacks.
+
+    `CannotFollow` where the library's own namespace has it
+    (`Profile.namespace_names`): ``hasattr(xp, name)`` would be False here
+    and True for the library's arrays, and ``fn`` would run another branch.
+    AttributeError where neither has it, or outside a trace.
+    """
+    name = f"{extension}.{name}" if extension else name
+    trace = _ACTIVE.get()
+    if trace is not None and name in trace.profile.namespace_names:
+        msg = f"{name} of {trace.profile.library}'s namespace (no shape rule for it)"
+        return trace.refuse(msg)
+    return AttributeError(f"the shape-only namespace has no {name!r}")
 
 
 def tracing(trace: Trace, run: Callable[[], object]) -> object:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._trace import active_trace
+from .._trace import active_trace, missing_name
 from . import _rules as rules
 from ._array import ShapeArray, made
 from ._operands import lifted
@@ -289,3 +289,8 @@ FUNCTIONS: dict[str, Callable[..., object]] = {
     "fftshift": fftshift,
     "ifftshift": ifftshift,
 }
+
+
+def __getattr__(name: str) -> object:
+    """A name the library's ``fft`` has and this one has no rule for: refused."""
+    raise missing_name(name, "fft")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from .._kernel_scratch import packed_operands
-from .._trace import active_trace
+from .._trace import active_trace, missing_name
 from . import _rules as rules
 from . import _strides as strides
 from ._array import (
@@ -577,3 +577,8 @@ def svdvals(x: Value, /) -> ShapeArray:
     (result,) = _decomposed(a, [(shape, _real(_inexact(a)))])
     rules.hold_workspace("svdvals", (a,), (result,))
     return result
+
+
+def __getattr__(name: str) -> object:
+    """A name the library's ``linalg`` has and this one has no rule for: refused."""
+    raise missing_name(name, "linalg")

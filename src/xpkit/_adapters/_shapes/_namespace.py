@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from .._trace import active_trace, current_trace
+from .._trace import active_trace, missing_name
 from . import _fft as fft
 from . import _linalg as linalg
 from ._creation import (
@@ -334,16 +334,8 @@ def __getattr__(name: str) -> object:
     """A dtype (``float32``): the impersonated library's own object.
 
     A name the library's own namespace has, and this one has no rule for,
-    is refused (`CannotFollow`): ``hasattr(xp, name)`` would be False here
-    and True for the library's arrays, and ``fn`` would run another branch
-    (`Profile.namespace_names`). Any other name is missing.
+    is refused (`missing_name`); any other name is missing.
     """
     if name in _DTYPES:
         return active_trace().profile.dtype(name)
-    trace = current_trace()
-    if trace is not None and name in trace.profile.namespace_names:
-        library = trace.profile.library
-        msg = f"{name} of {library}'s namespace (the shape-only namespace has no rule for it)"
-        raise trace.refuse(msg)
-    msg = f"the shape-only namespace has no {name!r}"
-    raise AttributeError(msg)
+    raise missing_name(name)
