@@ -278,8 +278,9 @@ def _scratch(eqn: Value, out: int, costs: EagerCosts) -> int:
     equation of the body (29 MB for a 240-equation body), all freed before
     its results are made: the results take its place where they are larger.
     A reduction: what the shape-only trace counts for it (`_REDUCTIONS`,
-    `EagerCosts.workspace`). ``lax.top_k``: `_top_k_scratch`; ``dot_general``: the blocks it packs
-    its operands into (`EagerCosts.matmul_packing`); a convolution holds
+    `EagerCosts.workspace`). ``lax.top_k``: `_top_k_scratch`;
+    ``dot_general``: the blocks it packs its operands into
+    (`EagerCosts.matmul_packing`); a convolution holds
     scratch of its result's size (two times its result at every run, 27 to
     2,789 rows, 2 to 32 filters of 3 to 9).
     """

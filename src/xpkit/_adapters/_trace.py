@@ -518,8 +518,9 @@ class Profile:
     workspace : callable or None
         Bytes a kernel holds beside its result within one operation, by the
         standard's name of the operation (`_rules.hold_workspace`), its
-        operands' shapes and dtypes and its options (torch's CPU ``abs`` of a complex array computes a complex
-        result first; JAX's CPU ``searchsorted`` holds its scan's bounds);
+        operands' shapes and dtypes and its options (torch's CPU ``abs``
+        of a complex array computes a complex result first; JAX's CPU
+        ``searchsorted`` holds its scan's bounds);
         None: none.
     norms : {"squares", "numpy", "fused", "eager"}
         How ``linalg.vector_norm`` and ``matrix_norm`` allocate
@@ -771,7 +772,8 @@ def public_names(namespace: object) -> frozenset[str]:
     names = {n for n in dir(namespace) if not n.startswith("_")}
     for extension in ("linalg", "fft"):
         inner = getattr(namespace, extension, None)
-        names |= {f"{extension}.{n}" for n in dir(inner) if not n.startswith("_")}
+        if inner is not None:
+            names |= {f"{extension}.{n}" for n in dir(inner) if not n.startswith("_")}
     return frozenset(names)
 
 
