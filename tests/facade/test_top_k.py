@@ -8,6 +8,7 @@ library's, as the standard allows).
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
@@ -236,3 +237,198 @@ def test_indices_are_of_the_index_dtype_argsort_gives(xpkit_backend, dtype, mode
     x = b.asarray(np.array([[3, 1, 2], [0, 5, 4]], dtype=dtype))
     _, indices = b.top_k(x, 2, mode=mode)
     assert indices.dtype == b.xp.argsort(x, axis=-1).dtype
+
+
+# -- NumPy's long rows: the k among a threshold's candidates -------------------
+
+
+def _long_rows(name: str) -> np.ndarray:
+    """(rows, 8192) inputs whose order, ties and extremes each stress the filter."""
+    rng = np.random.default_rng(7)
+    n = 8192
+    if name == "normal":
+        return rng.standard_normal((5, n))
+    if name == "float32":
+        return rng.standard_normal((3, n)).astype(np.float32)
+    if name == "ascending":  # (a sample of the smallest: its threshold is low)
+        return np.sort(rng.standard_normal((3, n)), axis=1)
+    if name == "descending":
+        return np.ascontiguousarray(
+            np.sort(rng.standard_normal((3, n)), axis=1)[:, ::-1]
+        )
+    if name == "few values":  # ties: a threshold every tie of it passes
+        return rng.integers(-3, 3, (4, n)).astype(np.float64)
+    if name == "one value":
+        return np.zeros((2, n))
+    if name == "signed zeros":
+        return np.where(rng.random((3, n)) < 0.5, -0.0, 0.0) - (
+            rng.random((3, n)) < 1e-3
+        )
+    if name == "int64":
+        return rng.integers(-(2**63), 2**63 - 1, (3, n), dtype=np.int64)
+    if name == "int64 extremes":  # (the fill value itself, in the row)
+        info = np.iinfo(np.int64)
+        x = rng.integers(0, 2, (3, n)).astype(np.int64) * info.max
+        x[1] = info.min
+        x[2, ::9] = info.min
+        return x
+    if name == "uint8":
+        return rng.integers(0, 255, (3, n), dtype=np.uint8)
+    if name == "infinities":
+        x = rng.standard_normal((2, n))
+        x[0, ::5] = np.inf
+        x[1, ::5] = -np.inf
+        return x
+    if name == "3-d":
+        return rng.standard_normal((2, 3, n))
+    if name == "1-d":
+        return rng.standard_normal(5 * n)
+    raise AssertionError(name)
+
+
+LONG_ROWS = [
+    "normal",
+    "float32",
+    "ascending",
+    "descending",
+    "few values",
+    "one value",
+    "signed zeros",
+    "int64",
+    "int64 extremes",
+    "uint8",
+    "infinities",
+    "3-d",
+    "1-d",
+]
+
+
+@pytest.mark.parametrize("k", [1, 7, 32])
+@pytest.mark.parametrize("mode", ["largest", "smallest"])
+@pytest.mark.parametrize("name", LONG_ROWS)
+def test_numpy_long_rows_agree_with_a_stable_sort(name, mode, k):
+    """Every order, tie and extreme gives the stable sort's first k (filtered or not)."""
+    a = _long_rows(name)
+    check(xpkit.Backend("numpy"), a, k, a.ndim - 1, mode)
+
+
+@pytest.mark.parametrize("mode", ["largest", "smallest"])
+@pytest.mark.parametrize("where", ["every third", "a whole row", "the sample", "a few"])
+def test_numpy_long_rows_with_nan_agree_with_the_partition(where, mode):
+    """NaN is the largest value, as NumPy's partition places it; the values are its."""
+    from xpkit._adapters._top_k import partitioned_top_k
+
+    a = np.random.default_rng(3).standard_normal((4, 8192))
+    rows = {
+        "every third": np.s_[0, ::3],
+        "a whole row": np.s_[1],
+        "a few": np.s_[2, ::1000],
+    }
+    a[rows.get(where, np.s_[3, ::8])] = np.nan  # (the sample: every 8th)
+    b = xpkit.Backend("numpy")
+    for k in (1, 5, 40):
+        values, indices = b.top_k(a, k, mode=mode)
+        expected, _ = partitioned_top_k(np, b.xp, a, k, 1, largest=mode == "largest")
+        np.testing.assert_array_equal(values, expected)  # (NaN where NaN)
+        np.testing.assert_array_equal(np.take_along_axis(a, indices, axis=1), values)
+        assert (np.diff(np.sort(indices, axis=1), axis=1) > 0).all()
+
+
+def _partitions(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The calls of ``np.argpartition`` from now on (their kth): whole partitions."""
+    calls: list[int] = []
+    whole = np.argpartition
+
+    def counted(a, kth, *args, **kwargs):
+        calls.append(kth)
+        return whole(a, kth, *args, **kwargs)
+
+    monkeypatch.setattr(np, "argpartition", counted)
+    return calls
+
+
+@pytest.mark.parametrize(
+    "name", ["normal", "float32", "ascending", "descending", "int64"]
+)
+@pytest.mark.parametrize("mode", ["largest", "smallest"])
+def test_numpy_long_rows_are_filtered_without_a_whole_partition(
+    monkeypatch, name, mode
+):
+    """Rows in any order find their k among the candidates: nothing is partitioned whole."""
+    calls = _partitions(monkeypatch)
+    a = _long_rows(name)
+    check(xpkit.Backend("numpy"), a, 5, 1, mode)
+    assert calls == []
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["few values", "one value", "int64 extremes", "nan sample", "short", "strided"],
+)
+def test_numpy_partitions_whole_where_the_filter_saves_nothing(monkeypatch, name):
+    """Too many candidates, too few, a candidate behind the fill value, short or strided rows."""
+    calls = _partitions(monkeypatch)
+    b = xpkit.Backend("numpy")
+    if name == "nan sample":  # (a NaN threshold: no candidate for the k smallest)
+        a = np.random.default_rng(0).standard_normal((2, 8192))
+        a[1, ::8] = np.nan
+    elif name == "short":
+        a = np.random.default_rng(0).standard_normal((4, 4095))
+    elif name == "strided":
+        a = np.random.default_rng(0).standard_normal((8192, 4)).T
+    else:
+        a = _long_rows(name)
+    mode = "largest" if name == "int64 extremes" else "smallest"
+    values, _ = b.top_k(a, 3, mode=mode)
+    assert len(calls) == 1  # (one partition of the whole array)
+    if name != "nan sample":
+        np.testing.assert_array_equal(values, reference(a, 3, 1, mode))
+
+
+_FILTER_PEAK = """
+import json, sys, tracemalloc
+import numpy as np
+import xpkit
+
+b = xpkit.Backend("numpy")
+x = np.random.default_rng(0).standard_normal((600, 20000))
+x[300:] = np.sort(x[300:], axis=1)  # (ascending rows: filtered too)
+x[500:] = 0.0  # (a row of one value: partitioned whole)
+
+
+def fn(rows):
+    return b.top_k(rows, 5, mode="smallest")[1]
+
+
+plan = xpkit.plan_batches(fn, x, budget_gb=8e6 / 2**30, remember=False)
+peaks = []
+for start in (0, 300, 500):  # (random, ascending, one value)
+    rows = x[start : start + plan.batch_size]
+    fn(rows)
+    tracemalloc.start()
+    fn(rows)
+    peaks.append(tracemalloc.get_traced_memory()[1])
+    tracemalloc.stop()
+print(json.dumps([plan.source, plan.batch_size, plan.batch_peak_bytes, peaks]))
+"""
+
+
+def test_numpy_s_filter_holds_less_than_the_partition_the_trace_counts():
+    """The trace counts the whole partition's indices: a bound of both paths' peaks.
+
+    Measured by tracemalloc in a child (filtered rows, then rows partitioned
+    whole, at the planned batch).
+    """
+    from tests.helpers import run_python
+
+    done = run_python(_FILTER_PEAK, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    source, batch, estimate, (normal, ascending, one_value) = json.loads(
+        done.stdout.splitlines()[-1]
+    )
+    assert source.startswith("traced"), source
+    indices = batch * 20000 * 8  # (argpartition's, which the trace counts)
+    assert indices <= estimate <= 1.05 * indices + 65536
+    assert normal <= estimate / 3  # (the filter: a mask and the candidates)
+    assert ascending <= estimate / 3
+    assert 0.9 * estimate <= one_value <= estimate * 1.05  # (partitioned whole)

@@ -17,7 +17,7 @@ from ._layout import (
     host_unshareable,
     overlaps_itself,
 )
-from ._top_k import partitioned_top_k
+from ._top_k import filtered_top_k
 from ._trace import DtypeRules
 
 if TYPE_CHECKING:
@@ -115,12 +115,16 @@ class NumpyAdapter(Adapter):
     def top_k(
         self, xp: Namespace, x: Array, k: int, axis: int, *, largest: bool
     ) -> TopK:
-        """``np.top_k`` (NumPy 2.5+), else ``argpartition`` and a sort of the k."""
+        """``np.top_k`` (NumPy 2.5+), else the k among a threshold's candidates.
+
+        (`filtered_top_k`: where that saves nothing, ``argpartition`` and a
+        sort of the k.)
+        """
         own = getattr(np, "top_k", None)
         if own is not None:
             values, indices = own(x, k, axis=axis, largest=largest, sorted=True)
             return values, indices
-        return partitioned_top_k(np, xp, x, k, axis, largest=largest)
+        return filtered_top_k(np, xp, x, k, axis, largest=largest)
 
     def native_device_key(self, native: NativeDevice) -> Hashable:
         """NumPy arrays all live on the CPU."""
