@@ -876,8 +876,10 @@ class Backend(Generic[ArrayT]):
 
         The standard's ``top_k`` (data-apis/array-api#722), on every backend
         through its library's fastest path: ``torch.topk``,
-        ``jax.lax.top_k``, NumPy's ``top_k`` or ``argpartition`` and a sort of
-        the k, ``dask.array.argtopk``, and a stable sort elsewhere.
+        ``jax.lax.top_k``, NumPy's ``top_k`` (else, along long contiguous
+        rows, the few elements past a threshold that a sample of each row
+        sets, sorted; or ``argpartition`` and a sort of the k),
+        ``dask.array.argtopk``, and a stable sort elsewhere.
 
         Parameters
         ----------
