@@ -65,7 +65,8 @@ def neighbours_of_rows(points, k: int, backend: xpkit.Backend):
 def by_hand_numpy(
     points: np.ndarray, k: int, batch_size: int, *, drop: bool = False
 ) -> np.ndarray:
-    """The same algorithm in NumPy alone: argpartition, then a sort of the k.
+    """The same distances in NumPy alone, selected as NumPy code does: argpartition,
+    then a sort of the k (xpkit's top_k takes a threshold's candidates on long rows).
 
     ``drop``: each batch's temporaries are deleted at its end, as a
     function's return deletes them (see `main` for why that costs time).
