@@ -83,13 +83,12 @@ def filtered_top_k(
     of the row). One comparison with it leaves a few candidates a row,
     and only they are sorted: three times faster than ``argpartition`` on
     rows of 20,000 float64, and holding a fifth of its 8 bytes an element
-    there, a third at most (a mask of the row, then the candidates, at
-    most 1/`MOST_CANDIDATES` of it). NaN takes part as the largest value, as in ``argpartition``. A
-    row with fewer than k candidates (a sample of NaNs), or too many (a
-    sample of its largest values), or a candidate sorted behind the fill
-    value (a row of the dtype's extreme values), has the whole array
-    partitioned instead, after the filter's arrays are freed. A shape-only
-    trace is partitioned too: its bytes bound this path's.
+    there, 3/8 at most (a mask of the row, then the candidates, at most
+    1/`MOST_CANDIDATES` of it). NaN takes part as the largest value, as in
+    ``argpartition``. Where a row has fewer than k candidates (a sample of
+    NaNs) or too many (ties, a sample of its largest values), the whole
+    array is partitioned instead, once the filter's arrays are freed. A
+    shape-only trace is partitioned too: its bytes bound this path's.
     """
     n = x.shape[axis] if x.ndim else 0
     sample = max(SAMPLE, SAMPLE_PER_K * k)
@@ -134,11 +133,10 @@ def filtered_top_k(
     values[row_of, slot] = rows[row_of, where]
     positions[row_of, slot] = where
     del row_of, where, slot
+    # Each row's fill values sort behind its candidates (the dtype's extreme
+    # value, in its last slots, and the sort is stable), and it has k of them.
     order = xp.argsort(values, axis=1, descending=largest, stable=True)[:, :k]
     chosen = module.take_along_axis(positions, order, axis=1)
-    if (chosen < 0).any():  # (a fill value sorted before a candidate)
-        del values, positions, order, chosen
-        return partitioned_top_k(module, xp, x, k, axis, largest=largest)
     shape = (*x.shape[:-1], k)
     top = module.take_along_axis(values, order, axis=1).reshape(shape)
     return top, chosen.reshape(shape)
