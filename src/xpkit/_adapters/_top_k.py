@@ -114,7 +114,7 @@ def filtered_top_k(
             mask |= module.isnan(rows)  # (the largest: each a candidate)
     else:
         mask = rows <= threshold  # (a NaN threshold passes none: too few)
-    counts = mask.sum(axis=1)
+    counts = module.count_nonzero(mask, axis=1)
     most = int(counts.max())
     if int(counts.min()) < k or most * MOST_CANDIDATES > n:
         del mask
