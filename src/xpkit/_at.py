@@ -154,16 +154,26 @@ class At(Generic[ArrayT]):
         if name in ("divide", "power"):
             _refuse_integer_quotient(self._facts, name, value, self._kind)
         adapter = self._facts.adapter
-        if copy is None and adapter.is_read_only(self._x):
-            # (may update in place: where it cannot, a copy; where elements
-            # share memory, as an expanded tensor's, an update of one would
-            # write them all: `is_read_only` says so)
-            copy = True
+        if copy is not True and adapter.is_read_only(self._x):
+            # (where elements share memory, as an expanded tensor's, an
+            # update of one would write them all: `is_read_only` says so)
+            if copy is False:
+                msg = (
+                    f"copy=False: x (shape {tuple(self._x.shape)}) is read-only or "
+                    "its elements share memory (a broadcast or expanded view): it "
+                    "cannot be updated in place; pass copy=None or copy=True"
+                )
+                raise ValueError(msg)
+            copy = True  # (None may update in place: where it cannot, a copy)
         if name in ("min", "max") and not adapter.owns(value):
-            # array-api-extra makes a number an array without device=: on
-            # the default device, which array-api-strict's device1 refuses.
+            # array-api-extra makes a number an array without device= (on the
+            # default device, which array-api-strict's device1 refuses) and
+            # in the library's default dtype (0.1 rounded to float32 for a
+            # float64 torch x; 0 as int64 made a uint64 x float64): x's own.
             ns = self._facts.xp if xp is None else xp
-            value = ns.asarray(value, device=adapter.device_of(self._x))
+            value = ns.asarray(
+                value, dtype=self._x.dtype, device=adapter.device_of(self._x)
+            )
         result: ArrayT = update(value, copy=copy, xp=xp)
         return result
 

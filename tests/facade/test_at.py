@@ -566,6 +566,56 @@ def test_elements_that_share_memory_are_copied_not_updated_through_each_other():
     assert plain.tolist() == [1.0, 0.0, 0.0]
 
 
+def test_copy_false_refuses_elements_that_share_memory():
+    """``copy=False`` updates in place or raises: on an expanded tensor (or
+    NumPy's writable ``as_strided``) in place writes every element that
+    shares the one updated, so it raises (it wrote ``[[5, 0, 0], [5, 0, 0]]``)."""
+    b = xpkit.Backend("numpy")
+    base = np.zeros(1)
+    shared = np.lib.stride_tricks.as_strided(base, shape=(3,), strides=(0,))
+    with pytest.raises(ValueError, match=r"^copy=False: x \(shape \(3,\)\)"):
+        b.at(shared, 0).set(1.0, copy=False)
+    assert base.tolist() == [0.0]
+    torch = pytest.importorskip("torch")
+    t = torch.zeros(3)
+    for method in ("set", "add", "max"):
+        with pytest.raises(ValueError, match="share memory"):
+            getattr(xpkit.Backend("torch").at(t.expand(2, 3), (0, 0)), method)(
+                5.0, copy=False
+            )
+    assert t.tolist() == [0.0, 0.0, 0.0]
+    plain = torch.zeros(3)  # (one that can be updated in place is)
+    assert xpkit.Backend("torch").at(plain, 0).set(1.0, copy=False) is plain
+
+
+@pytest.mark.parametrize("method", ["min", "max"])
+def test_min_and_max_take_a_number_in_x_s_own_dtype(xpkit_backend, method):
+    """A number reaches ``min``/``max`` as an array of x's dtype, not the
+    library's default: torch's float64 x took 0.1 as float32
+    (0.10000000149011612) and 1e300 as inf, NumPy's and Dask's uint64 x
+    took 0 as int64 (the result float64: 2**63 + 1 became 2**63), and
+    array-api-strict refused 0.5 beside float32."""
+    b = xpkit_backend
+    value = {"min": 0.1, "max": 1e300}[method]
+    for dtype in ("float64", "float32"):
+        if dtype not in b.dtypes:
+            continue
+        x = b.asarray(np.array([1.0, 2.0], dtype=dtype))
+        got = b.to_numpy(
+            getattr(b.at(x, 0), method)(value if dtype == "float64" else 0.5, copy=True)
+        )
+        want = np.array([value if dtype == "float64" else 0.5, 2.0], dtype=dtype)
+        if method == "max" and dtype == "float32":
+            want = np.array([1.0, 2.0], dtype=dtype)
+        assert got.dtype == np.dtype(dtype)
+        assert got.tolist() == want.tolist()
+    if "uint64" in b.dtypes:
+        big = b.asarray(np.array([2**63 + 1, 5], dtype="uint64"))
+        got = b.to_numpy(getattr(b.at(big, 0), method)(0, copy=True))
+        assert got.dtype == np.uint64
+        assert got.tolist() == ([0, 5] if method == "min" else [2**63 + 1, 5])
+
+
 @pytest.mark.xpkit_requires("data_dependent_shapes")  # (strictest: no masks)
 @pytest.mark.parametrize(
     "mask", [[[True, False, True]], [True, False, True], [[True], [False]]]
