@@ -154,12 +154,13 @@ class At(Generic[ArrayT]):
         if name in ("divide", "power"):
             _refuse_integer_quotient(self._facts, name, value, self._kind)
         adapter = self._facts.adapter
-        if copy is not True and adapter.is_read_only(self._x):
+        x: Array = self._x  # (any library's array: its shape and dtype read)
+        if copy is not True and adapter.is_read_only(x):
             # (where elements share memory, as an expanded tensor's, an
             # update of one would write them all: `is_read_only` says so)
             if copy is False:
                 msg = (
-                    f"copy=False: x (shape {tuple(self._x.shape)}) is read-only or "
+                    f"copy=False: x (shape {tuple(x.shape)}) is read-only or "
                     "its elements share memory (a broadcast or expanded view): it "
                     "cannot be updated in place; pass copy=None or copy=True"
                 )
@@ -171,9 +172,7 @@ class At(Generic[ArrayT]):
             # in the library's default dtype (0.1 rounded to float32 for a
             # float64 torch x; 0 as int64 made a uint64 x float64): x's own.
             ns = self._facts.xp if xp is None else xp
-            value = ns.asarray(
-                value, dtype=self._x.dtype, device=adapter.device_of(self._x)
-            )
+            value = ns.asarray(value, dtype=x.dtype, device=adapter.device_of(x))
         result: ArrayT = update(value, copy=copy, xp=xp)
         return result
 

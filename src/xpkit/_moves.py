@@ -151,12 +151,14 @@ def _import(
         elif must_copy:
             ask = True
         try:
-            return f.xp.from_dlpack(shared, device=arrival.native, copy=ask)
+            moved = f.xp.from_dlpack(shared, device=arrival.native, copy=ask)
         except _NO_DLPACK as exc:
             why = f"DLPack refused it: {type(exc).__name__}: {exc}"
+        else:
+            return _as_asked(f, source, shared, moved, ask, param)
         arrived = _dlpack_where_it_is(f, shared, arrival.native, ask)
         if arrived is not None:
-            return arrived
+            return _as_asked(f, source, shared, arrived, ask, param)
     elif source.dlpack_export:
         why = f"{adapter.label} does not import DLPack"
     if copy is False:
@@ -173,6 +175,43 @@ def _import(
     if (copy or must_copy) and (host is x or not host.flags.owndata):
         host = host.copy()  # from_host may keep the host buffer
     return f.from_host(host, arrival.dtype, arrival.native)
+
+
+def _as_asked(
+    f: Facts[ArrayT],
+    source: Adapter,
+    shared: Array,
+    moved: ArrayT,
+    ask: bool | None,
+    param: str,
+) -> ArrayT:
+    """``from_dlpack``'s array held to the ``copy`` it was asked for.
+
+    JAX's ``from_dlpack`` takes ``copy=`` and ignores it: it viewed a torch
+    tensor (and a NumPy array at an address it could take) asked to copy,
+    so the "copy" changed with its source, and copied an offset view asked
+    not to. Where both arrays' extents are known, a view asked to copy is
+    copied by the target library, and, on the host (where two libraries'
+    addresses compare), a copy asked to share raises.
+    """
+    if ask is None:
+        return moved
+    mine, theirs = f.adapter.memory_extent(moved), source.memory_extent(shared)
+    if mine is None or theirs is None or mine.low == mine.high:
+        return moved
+    if ask:
+        if mine.overlaps(theirs):
+            copied: ArrayT = f.xp.asarray(moved, copy=True)
+            return copied
+        return moved
+    if mine.place == theirs.place == "host" and not mine.overlaps(theirs):
+        msg = (
+            f"{param} (an array of {source.label}) was copied by "
+            f"{f.adapter.label}'s from_dlpack, which cannot view it as it lies "
+            "(copy=False)"
+        )
+        raise ValueError(msg)
+    return moved
 
 
 def _dlpack_where_it_is(

@@ -115,6 +115,47 @@ def test_move_shares_memory_where_dlpack_allows(src, dst):
     np.testing.assert_array_equal(target.to_numpy(copied), np.arange(4.0))
 
 
+def _writable_source(src: str, offset: int) -> Any:
+    """Eight float32 values 0..7 of ``src`` at ``offset`` elements into a
+    buffer that starts on a 64-byte boundary (JAX's ``from_dlpack`` views
+    what is aligned so and copies the rest)."""
+    buf = np.zeros(48, dtype=np.float32)
+    start = (-buf.ctypes.data % 64) // 4 + offset
+    host = buf[start : start + 8]
+    host[:] = np.arange(8.0)
+    if src == "torch":
+        torch = pytest.importorskip("torch")
+        return torch.from_numpy(host)
+    return host
+
+
+@pytest.mark.parametrize("offset", [0, 1, 16])
+@pytest.mark.parametrize("dst", CPU_LIBRARIES)
+@pytest.mark.parametrize("src", ["numpy", "torch"])
+def test_copy_true_never_changes_with_its_source_and_copy_false_never_copies(
+    src, dst, offset
+):
+    """``move(copy=True)`` is new memory, and ``copy=False`` shares or raises
+    ValueError. JAX's ``from_dlpack`` ignores ``copy=``: a torch tensor, and
+    a NumPy array on a 64-byte boundary, moved to JAX with copy=True changed
+    when their source did ([99, 1, 2, ...]); an offset view moved with
+    copy=False was copied silently."""
+    if src == dst:
+        pytest.skip("a move within one library: test_move_within_one_library")
+    target = _cpu_backend(dst)
+    x = _writable_source(src, offset)
+    copied = target.move(x, copy=True)
+    try:
+        shared = target.move(x, copy=False)
+    except ValueError as exc:
+        assert "copy=False" in str(exc) or "without a copy" in str(exc)
+        shared = None
+    x[0] = 99.0
+    assert target.to_numpy(copied).tolist() == list(range(8))
+    if shared is not None:
+        assert target.to_numpy(shared).tolist()[:2] == [99.0, 1.0]
+
+
 @pytest.mark.parametrize("dst", ["dask", "ndonnx"])
 def test_copy_false_without_a_dlpack_path_is_a_value_error(dst):
     target = _cpu_backend(dst)

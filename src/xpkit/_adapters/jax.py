@@ -25,7 +25,7 @@ from ._jax_memory import (
     warmed_host_meter,
 )
 from ._jax_workspace import cpu_workspace
-from ._layout import Unshareable
+from ._layout import Extent, Unshareable, extent
 from ._trace import DtypeRules, Workspace
 
 if TYPE_CHECKING:
@@ -123,6 +123,28 @@ class JaxAdapter(Adapter):
     def unshareable(self, x: Array) -> Unshareable | None:
         """Always read-only: JAX arrays are immutable, and may share their buffers."""
         return Unshareable("is a JAX array, which must never change", read_only=True)
+
+    def memory_extent(self, x: Array) -> Extent | None:
+        """The buffer of an array on one device, in C order (the host's for the CPU).
+
+        None for a tracer, and where JAX gives no one buffer's address (an
+        array sharded over devices, a deleted one).
+        """
+        if isinstance(x, _jax().core.Tracer):
+            return None
+        try:
+            address = int(x.unsafe_buffer_pointer())
+            (device,) = x.devices()
+        except Exception:  # noqa: BLE001 - JAX's errors for these vary by version
+            return None
+        platform = str(device.platform)
+        place = "host" if platform == "cpu" else f"{platform}:{device.id}"
+        size = int(x.dtype.itemsize)
+        strides, step = [], size
+        for n in reversed(x.shape):
+            strides.append(step)
+            step *= int(n)
+        return extent(place, address, x.shape, strides[::-1], size)
 
     def traced_by(self, x: Array) -> str | None:
         """``"jax.jit"`` for a tracer (JAX's transformations trace their inputs)."""
