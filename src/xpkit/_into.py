@@ -88,6 +88,9 @@ class Out(NamedTuple):
     shared : bool
         Whether an executor's workers can write every array themselves (a
         store they all reach, `xpkit._adapters._stores`).
+    in_place : tuple of int
+        The positions of the arrays that are inputs themselves (written in
+        place: `check_out`).
     """
 
     value: object
@@ -95,6 +98,7 @@ class Out(NamedTuple):
     leaves: tuple[Value, ...]
     chunk_rows: tuple[int, ...]
     shared: bool = False
+    in_place: tuple[int, ...] = ()
 
 
 def check_out(
@@ -134,21 +138,23 @@ def check_out(
         named = [("out", out)]
     chunks = tuple(_check_leaf(name, leaf, n) for name, leaf in named)
     leaves = tuple(leaf for _, leaf in named)
-    _refuse_shared_memory(named, arrays, whole)
+    in_place = _refuse_shared_memory(named, arrays, whole)
     shared = all(written_by_workers(leaf) for leaf in leaves)
-    return Out(out, spec, leaves, chunks, shared)
+    return Out(out, spec, leaves, chunks, shared, in_place)
 
 
 def _refuse_shared_memory(
     named: list[tuple[str, Value]],
     arrays: tuple[Array, ...],
     whole: tuple[tuple[str, Array], ...],
-) -> None:
+) -> tuple[int, ...]:
     """ValueError where outputs share memory, or one shares an input's or a whole operand's.
 
-    An output that is an input, element for element, is the one exception.
+    An output that is an input, element for element, is the one exception:
+    the positions of such outputs come back.
     """
     extents = [_extent(leaf) for _, leaf in named]
+    in_place: list[int] = []
     for i, (name, leaf) in enumerate(named):
         mine = extents[i]
         for (other, given), theirs in zip(
@@ -163,6 +169,8 @@ def _refuse_shared_memory(
             continue
         for k, source in enumerate(arrays):
             theirs = _extent(source)
+            if theirs is not None and mine == theirs and i not in in_place:
+                in_place.append(i)
             if theirs is not None and mine.shares(theirs) and mine != theirs:
                 msg = (
                     f"{name} shares memory with the input arrays[{k}] without being "
@@ -179,6 +187,7 @@ def _refuse_shared_memory(
                     "every batch reads: give out memory of its own"
                 )
                 raise ValueError(msg)
+    return tuple(in_place)
 
 
 def _extent(leaf: Value) -> Extent | None:

@@ -220,8 +220,7 @@ class Outputs:
                 return  # kept as it is: nothing to copy
             rows = self._same_structure(rows, start, stop)  # (in the outputs' order)
             if self.keep:  # (the layout is these rows': nothing to compare)
-                for i, leaf in enumerate(rows.leaves):
-                    self._write(i, start, stop, leaf)
+                self._write_rows(start, stop, rows.leaves)
             elif self._pending is not None:
                 self._pending.append((start, stop, rows.leaves))
             return
@@ -244,8 +243,8 @@ class Outputs:
                     f"{_where(start, stop)}"
                 )
                 raise ValueError(msg)
-            if self.keep:
-                self._write(i, start, stop, leaf)
+        if self.keep:
+            self._write_rows(start, stop, rows.leaves)
         if self._pending is not None:
             self._pending.append((start, stop, rows.leaves))
 
@@ -257,6 +256,32 @@ class Outputs:
             if device is not None and not self._in_place:  # (kept on the host)
                 leaves = [device.asarray(leaf) for leaf in leaves]
             yield range(start, stop), self._structured(leaves)
+
+    def _write_rows(self, start: int, stop: int, leaves: list[Array]) -> None:
+        """Copy each of ``leaves`` into rows ``start:stop`` of its output.
+
+        An output that is an input (in place) is written after the others: a
+        leaf may be a view of ``fn``'s rows (``r[:, 0]``), which writing that
+        input first changed before the view was copied (``[100, 102, ...]``
+        for ``[0, 2, ...]``). Where several are in place, each but the first
+        is copied before any of them is written.
+        """
+        in_place = () if self._into is None else self._into.in_place
+        if not in_place:
+            for i, leaf in enumerate(leaves):
+                self._write(i, start, stop, leaf)
+            return
+        for i, leaf in enumerate(leaves):
+            if i not in in_place:
+                self._write(i, start, stop, leaf)
+        last = [(i, leaves[i]) for i in in_place]
+        for k in range(1, len(last)):
+            i, leaf = last[k]
+            adapter = adapter_for_array(leaf)
+            if adapter is not None:
+                last[k] = (i, adapter.namespace().asarray(leaf, copy=True))
+        for i, leaf in last:
+            self._write(i, start, stop, leaf)
 
     def _write(self, i: int, start: int, stop: int, leaf: Array) -> None:
         """Copy ``leaf`` into rows ``start:stop`` of output ``i``."""

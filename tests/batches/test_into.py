@@ -478,6 +478,33 @@ def test_an_out_that_is_the_input_itself_is_written_in_place(xpkit_backend):
     assert_equal(x, b.asarray(_data(20) * 2.0, dtype=dtype))
 
 
+def test_an_output_in_place_never_changes_another_output_s_rows_first(
+    xpkit_backend,
+):
+    """``fn`` returns ``r + 100`` into ``x`` itself and ``r[:, 0]`` (a view of
+    its rows) into ``y``: writing ``x`` first changed the view before it was
+    copied (``[100, 102, ...]`` for ``[0, 2, ...]``). Two outputs in place,
+    each the other's rows, swap as ``fn`` returned them."""
+    b = xpkit_backend
+    dtype = b.xp.float64 if b.has_float64 else b.xp.float32
+    x = b.asarray(_data(20), dtype=dtype)
+    if not get_adapter(b.library).writable_rows or (
+        isinstance(x, np.ndarray) and not x.flags.writeable
+    ):
+        pytest.skip(f"{b.name}: its arrays cannot be written in place")
+    xp = b.xp
+    y = xp.zeros((20,), dtype=dtype, device=b.native_device)
+    got = xpkit.map_batches(lambda r: (r + 100.0, r[:, 0]), x, out=(x, y), **SEVEN)
+    assert got[0] is x
+    assert_equal(x, b.asarray(_data(20) + 100.0, dtype=dtype))
+    assert_equal(y, b.asarray(_data(20)[:, 0], dtype=dtype))
+    u = b.asarray(_data(20), dtype=dtype)
+    v = b.asarray(_data(20) * 10.0, dtype=dtype)
+    xpkit.map_batches(lambda r, s: (s, r), u, v, out=(u, v), **SEVEN)
+    assert_equal(u, b.asarray(_data(20) * 10.0, dtype=dtype))
+    assert_equal(v, b.asarray(_data(20), dtype=dtype))
+
+
 def test_tensor_outputs_that_overlap_are_refused():
     """Two torch views sharing a column were accepted (NumPy's refused):
     the second output overwrote the first's column."""
