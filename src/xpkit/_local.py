@@ -85,7 +85,8 @@ def each_batch_here(
     start, successes, growing = plan.probe_rows, 0, not failed_here
 
     def piece(s: int, e: int, split: bool) -> None:
-        outputs.put(s, e, outputs.take(job.run(arrays, s, e, n, pad=not split), s, e))
+        rows = outputs.take(job.run(arrays, s, e, n, pad=not split), s, e)
+        outputs.put(s, e, rows, more=split)  # (a split's pieces: more runs follow)
 
     def padded(s: int, e: int) -> bool:
         """Whether rows ``s:e``, unsplit, ran padded (a short last batch)."""
@@ -102,7 +103,7 @@ def each_batch_here(
         assert check is not None
         rows, peak = check.try_measure(compute)
         peaks.append(peak)
-        outputs.put(s, e, rows)
+        outputs.put(s, e, rows, more=split)
 
     # Large host batches of a library whose threads keep freed memory hand it
     # back after each batch, so that the next batch's peak is not added to it.

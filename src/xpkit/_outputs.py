@@ -194,12 +194,15 @@ class Outputs:
             rows = split_result(result, self.fn, _where(start, stop))
         return self.convert(rows, range(start, stop))
 
-    def put(self, start: int, stop: int, rows: Rows) -> None:
+    def put(self, start: int, stop: int, rows: Rows, *, more: bool = False) -> None:
         """Copy the rows of every output into their slots.
 
         The first call allocates the outputs; a `MemoryError` then says they
         do not fit (an out-of-memory error that the callers' split-and-retry
         recovers from, by trying again with fewer rows held meanwhile).
+        ``more``: ``fn`` runs again before these rows are handed over (a
+        probe's, a piece of an OOM split): with ``stream`` they are held as
+        copies, since a ``fn`` that reuses a buffer would overwrite them.
         """
         if rows.spec[0] is Marker.WRITTEN:  # (a worker wrote them into the store)
             if self._spec is None and self._into is not None:
@@ -222,7 +225,7 @@ class Outputs:
             if self.keep:  # (the layout is these rows': nothing to compare)
                 self._write_rows(start, stop, rows.leaves)
             elif self._pending is not None:
-                self._pending.append((start, stop, rows.leaves))
+                self._hand_over(start, stop, rows.leaves, more)
             return
         rows = self._same_structure(rows, start, stop)
         dtypes, shapes = self._layout()
@@ -246,7 +249,16 @@ class Outputs:
         if self.keep:
             self._write_rows(start, stop, rows.leaves)
         if self._pending is not None:
-            self._pending.append((start, stop, rows.leaves))
+            self._hand_over(start, stop, rows.leaves, more)
+
+    def _hand_over(
+        self, start: int, stop: int, leaves: list[Array], more: bool
+    ) -> None:
+        """Rows for `pieces` (``stream``): copies where ``fn`` runs before they go."""
+        assert self._pending is not None
+        self._pending.append(
+            (start, stop, [_copied(a) for a in leaves] if more else leaves)
+        )
 
     def pieces(self) -> Iterator[tuple[range, UserResult]]:
         """The rows handed over since the last call (``stream``), each once."""
@@ -274,12 +286,10 @@ class Outputs:
         for i, leaf in enumerate(leaves):
             if i not in in_place:
                 self._write(i, start, stop, leaf)
-        last = [(i, leaves[i]) for i in in_place]
-        for k in range(1, len(last)):
-            i, leaf = last[k]
-            adapter = adapter_for_array(leaf)
-            if adapter is not None:
-                last[k] = (i, adapter.namespace().asarray(leaf, copy=True))
+        last = [
+            (i, leaves[i] if k == 0 else _copied(leaves[i]))
+            for k, i in enumerate(in_place)
+        ]
         for i, leaf in last:
             self._write(i, start, stop, leaf)
 
@@ -565,3 +575,12 @@ def _row_shape(leaf: Array) -> tuple[int, ...]:
 
 def _where(start: int, stop: int) -> str:
     return f"rows {start}:{stop}"
+
+
+def _copied(leaf: Array) -> Array:
+    """``leaf`` in memory of its own, by its library (itself where none is known)."""
+    adapter = adapter_for_array(leaf)
+    if adapter is None:
+        return leaf
+    copy: Array = adapter.namespace().asarray(leaf, copy=True)
+    return copy

@@ -230,5 +230,5 @@ def _run_probe(
         result, peak = attempt(), None
     else:
         result, peak = meter.measure(attempt)
-    outputs.put(start, stop, result)
+    outputs.put(start, stop, result, more=True)  # (more probes, or batches, follow)
     return peak

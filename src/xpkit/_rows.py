@@ -11,9 +11,12 @@ goes to `xpkit._outputs.Outputs` (or, from a worker, to the host first:
 from __future__ import annotations
 
 import enum
+import os
 import pickle
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
 
 from ._adapters._base import Adapter
 from ._adapters._registry import (
@@ -33,7 +36,7 @@ if TYPE_CHECKING:
     from ._typing import Array, HostArray, UserFunction, UserResult, Value
 
     #: What a `Job` pickles: ``fn``, its whole operands, the backend,
-    #: ``pad_to``, the sink.
+    #: ``pad_to``, the sink, ``home``.
     _JobState = tuple[
         UserFunction,
         tuple[Array, ...],
@@ -41,6 +44,7 @@ if TYPE_CHECKING:
         Backend | None,
         int,
         "Callable[[int, int, Rows], Rows] | None",
+        int,
     ]
 
 __all__ = [
@@ -323,10 +327,11 @@ class Job:
 
     With a ``sink``, an executor's task hands its rows to it (which writes
     them where they go, `xpkit._written`) and returns what it returns
-    (`WRITTEN`) instead of the rows.
+    (`WRITTEN`) instead of the rows. ``home`` is the process that made the
+    job: a task run there (`run_rows`) returns copies of ``fn``'s rows.
     """
 
-    __slots__ = ("args", "backend", "fn", "kwargs", "pad_to", "sink")
+    __slots__ = ("args", "backend", "fn", "home", "kwargs", "pad_to", "sink")
 
     def __init__(
         self,
@@ -336,6 +341,7 @@ class Job:
     ) -> None:
         self.fn = fn
         self.backend = backend
+        self.home = os.getpid()  # (the caller's process: where tasks run unpickled)
         self.pad_to = 0
         self.sink: Callable[[int, int, Rows], Rows] | None = None
         if isinstance(whole, (tuple, list)):  # (no ABC check on the common path)
@@ -385,10 +391,26 @@ class Job:
             ROWS.reset(token)
 
     def __getstate__(self) -> _JobState:
-        return (self.fn, self.args, self.kwargs, self.backend, self.pad_to, self.sink)
+        return (
+            self.fn,
+            self.args,
+            self.kwargs,
+            self.backend,
+            self.pad_to,
+            self.sink,
+            self.home,
+        )
 
     def __setstate__(self, state: _JobState) -> None:
-        self.fn, self.args, self.kwargs, self.backend, self.pad_to, self.sink = state
+        (
+            self.fn,
+            self.args,
+            self.kwargs,
+            self.backend,
+            self.pad_to,
+            self.sink,
+            self.home,
+        ) = state
 
 
 def run_rows(
@@ -425,7 +447,14 @@ def run_rows(
         # which Dask pickles too, and failing, it sent a bare Exception)
         raise RuntimeError(lost)
     rows = host_rows(result, job.fn, f"rows {start}:{stop}")
-    return rows if job.sink is None else job.sink(start, stop, rows)
+    if job.sink is not None:
+        return job.sink(start, stop, rows)
+    if os.getpid() == job.home:
+        # In the caller's process (a Dask worker's thread, joblib's threads)
+        # nothing pickles the rows: a view of a buffer fn reuses would be
+        # overwritten by its next task before the caller copies it.
+        rows = Rows(rows.spec, [np.array(leaf, copy=True) for leaf in rows.leaves])
+    return rows
 
 
 def _travels_alone(

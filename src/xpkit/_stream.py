@@ -58,7 +58,11 @@ def iter_batches(
     they count against the executor's tasks in flight, so that at most
     that many wait. Closing the generator early (``break``) cancels what is
     left. ``result`` is ``fn``'s own (a view of the input where ``fn``
-    returns one, as ``map_batches`` never does).
+    returns one, as ``map_batches`` never does), save where ``fn`` ran
+    again before it was yielded (the probe's rows, the pieces of an OOM
+    split, a task that finished in this process while the caller held
+    another): a copy then, so that a ``fn`` that reuses a buffer does not
+    overwrite it.
 
     The arguments are checked when the generator is made, before any
     batch runs; ``fn`` first runs at the first ``next``. Zero rows yield

@@ -86,6 +86,43 @@ def test_a_batch_split_after_an_oom_comes_as_its_pieces():
         np.testing.assert_array_equal(result, np.arange(rows.start, rows.stop))
 
 
+class _Reusing:
+    """``fn`` that writes each batch's row sums into one buffer it reuses
+    and returns a view of it (``raise_above``: a MemoryError above so many
+    rows)."""
+
+    def __init__(self, n: int, raise_above: int | None = None) -> None:
+        self.buf = np.empty(n)
+        self.raise_above = raise_above
+
+    def __call__(self, x):
+        if self.raise_above is not None and x.shape[0] > self.raise_above:
+            raise MemoryError
+        out = self.buf[: x.shape[0]]
+        np.sum(x, axis=1, out=out)
+        return out
+
+
+@pytest.mark.parametrize("how", ["probed", "split"])
+def test_rows_fn_runs_past_before_they_are_handed_over_are_its_values(how):
+    """The probe's pieces, and an OOM split's, wait while ``fn`` runs again:
+    a ``fn`` that reuses a buffer overwrote them before they were yielded
+    (rows 0:4, 4:20 and 20:36 of 40 wrong; 0:6 of a split). They are held as
+    copies; ``map_batches`` with the same ``fn`` was right."""
+    a = _data(40)
+    if how == "probed":
+        fn, kwargs = _Reusing(40), {"remember": False}
+    else:
+        fn, kwargs = _Reusing(40, raise_above=2), {**SEVEN, "remember": False}
+    pieces = []
+    for rows, result in xpkit.iter_batches(fn, a, **kwargs):
+        # (checked as it comes: a result is fn's own, the next call's to reuse)
+        np.testing.assert_array_equal(result, a[rows.start : rows.stop].sum(1))
+        pieces.append((rows, None))
+    assert _tiles(pieces, 40)
+    assert len(pieces) > 1
+
+
 def test_structured_results_keep_their_structure():
     a = _data(20)
     for rows, result in xpkit.iter_batches(

@@ -41,6 +41,25 @@ def two_cpus(monkeypatch):
     monkeypatch.setattr(joblib, "cpu_count", lambda *a, **k: 2)
 
 
+def test_a_task_in_the_caller_s_process_returns_rows_of_its_own():
+    """A task that runs where the job was made (a Dask worker's thread in an
+    in-process LocalCluster, joblib's threads) is not pickled: ``fn``'s rows
+    as a view of a buffer it reuses were overwritten by its next task before
+    the caller copied them (rows 8:12 and 24:28 of 64 wrong, every run)."""
+    buf = np.empty(8)
+
+    def fn(r):
+        out = buf[: r.shape[0]]
+        np.sum(r, axis=1, out=out)
+        return out
+
+    x = np.arange(16.0).reshape(8, 2)
+    job = Job(fn)
+    first = run_rows(job, 0, 4, x)
+    run_rows(job, 4, 8, x)
+    np.testing.assert_array_equal(first.leaves[0], x[:4].sum(1))
+
+
 def test_joblib_executor_equals_the_local_result(data, tmp_path, caplog, two_cpus):
     caplog.set_level(logging.INFO, logger="xpkit")
     x, y = data
