@@ -291,6 +291,8 @@ def _fitted(value: complex, target: str) -> complex:
         value = value.real
     if target.startswith(("float", "bfloat")):
         return float(value)
+    if isinstance(value, np.floating):  # (exactly: int() of a longdouble rounds
+        value = value.as_integer_ratio()[0]  # through a float64; it is whole here)
     return bool(value) if target == "bool" else int(value)
 
 

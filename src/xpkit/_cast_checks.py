@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from fractions import Fraction
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -201,6 +202,8 @@ def scalar_cast_loss(value: Value, target: str) -> str | None:
         if value.imag != 0:
             return "(its imaginary part would be dropped)"
         value = value.real
+    if isinstance(value, np.floating) and value.dtype.itemsize > _FLOAT64_BYTES:
+        return _wide_float_loss(value, target)
     if target == "bool":
         return None if value in (0, 1) else "(only 0 and 1 convert to bool unchanged)"
     if target in _INT_RANGE:
@@ -229,6 +232,35 @@ def scalar_cast_loss(value: Value, target: str) -> str | None:
     if value != 0 and abs(value) <= _UNDERFLOW_AT[_real_part(target)]:
         return "(it would underflow to 0)"
     return None
+
+
+#: Bytes of a float64: a NumPy float wider than this (``np.longdouble``, 80
+#: or 128 bits) holds values ``float()`` would round, overflow or zero.
+_FLOAT64_BYTES = 8
+
+
+def _wide_float_loss(value: np.floating, target: str) -> str | None:
+    """`scalar_cast_loss` of a float wider than float64 (``np.longdouble``).
+
+    ``float(value)`` itself rounds it: 1e400 became inf, 1e-4940 0.0 and
+    2**62 + 0.5 a whole number, all then let through. A whole number is
+    taken exactly (its integer ratio), and a float64 that is inf or 0 where
+    ``value`` is not is an overflow or an underflow.
+    """
+    if not np.isfinite(value):
+        return scalar_cast_loss(float(value), target)  # (inf and NaN as floats)
+    if target == "bool" or target in _INT_RANGE:
+        numerator, denominator = value.as_integer_ratio()
+        if denominator != 1:
+            whole = math.trunc(Fraction(numerator, denominator))
+            return f"(it is not a whole number: it would become {whole})"
+        return scalar_cast_loss(numerator, target)
+    as_float = float(value)
+    if math.isinf(as_float):
+        return "(it would overflow to inf)"
+    if as_float == 0.0 and value != 0:
+        return "(it would underflow to 0)"
+    return scalar_cast_loss(as_float, target)
 
 
 def check_cast_keeps_values(

@@ -566,6 +566,44 @@ def test_elements_that_share_memory_are_copied_not_updated_through_each_other():
     assert plain.tolist() == [1.0, 0.0, 0.0]
 
 
+WIDE_FLOAT = np.finfo(np.longdouble).nmant > np.finfo(np.float64).nmant
+
+
+@pytest.mark.skipif(not WIDE_FLOAT, reason="np.longdouble is float64 here")
+@pytest.mark.parametrize(
+    ("dtype", "value", "reason"),
+    [
+        ("float64", "1e600", "overflow to inf"),  # float() made it inf: let through
+        ("float64", "1e-4800", "underflow to 0"),  # float() made it 0.0
+        ("int64", "2**62 + 0.5", "not a whole number"),  # 0.5 dropped
+        ("uint64", "2**64", "0 to"),
+    ],
+)
+def test_a_longdouble_that_would_change_is_refused(xpkit_backend, dtype, value, reason):
+    """``np.longdouble`` (80 bits here) went through ``float()`` before it
+    was checked, which itself overflowed, underflowed or rounded it: the
+    update and the fill wrote inf, 0 or a whole number, silently."""
+    b = xpkit_backend
+    if dtype not in b.dtypes:
+        pytest.skip(f"{b.name} holds no {dtype}")
+    x = b.asarray(np.array([1, 2], dtype=dtype))
+    y = {  # (made by arithmetic: NumPy warns parsing such strings)
+        "1e600": np.longdouble(1e300) * np.longdouble(1e300),
+        "1e-4800": np.longdouble(1e-300) ** 16,
+        "2**62 + 0.5": np.longdouble(2**62) + np.longdouble(0.5),
+        "2**64": np.longdouble(2**64),
+    }[value]
+    with pytest.raises(ValueError, match=reason):
+        b.at(x, 0).set(y, copy=True)
+    with pytest.raises(ValueError, match=reason):
+        b.full((1,), y, dtype=dtype)
+    exact = np.longdouble(2**63) + 1  # (a whole number int() would round)
+    if "uint64" in b.dtypes:
+        big = b.asarray(np.zeros(2, dtype="uint64"))
+        got = b.to_numpy(b.at(big, 0).set(exact, copy=True))
+        assert got.tolist() == [2**63 + 1, 0]
+
+
 def test_copy_false_refuses_elements_that_share_memory():
     """``copy=False`` updates in place or raises: on an expanded tensor (or
     NumPy's writable ``as_strided``) in place writes every element that
