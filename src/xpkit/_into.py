@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from ._adapters._layout import Extent
     from ._backend import Backend
     from ._rows import ResultSpec
-    from ._typing import Array, HostArray, UserFunction, Value
+    from ._typing import Array, DType, HostArray, UserFunction, Value
 
 __all__ = [
     "ChunkWriter",
@@ -318,10 +318,14 @@ def slots_of(out: Out, spec: ResultSpec, count: int) -> list[int]:
     return slots if len(slots) == count else [-1] * count
 
 
-def on_target(backend: Backend, lib: Adapter | None, leaf: Array) -> Array:
+def on_target(
+    backend: Backend, lib: Adapter | None, leaf: Array, own: DType | None = None
+) -> Array:
     """``leaf`` on ``backend`` (of the adapter ``lib``): itself when it is there already.
 
     (Then in any dtype its library holds, float8 and complex32 too, untouched.)
+    ``own``: the dtype ``fn`` returned where a task's trip through the host
+    widened it (`xpkit._rows.Rows.own`): cast back, exactly.
     """
     if adapter_for_array(leaf) is lib:
         try:  # (the Backend of leaf, from the class of the one given)
@@ -329,7 +333,8 @@ def on_target(backend: Backend, lib: Adapter | None, leaf: Array) -> Array:
                 return leaf
         except (TypeError, ValueError):
             pass
-    return backend.asarray(leaf)
+    moved = backend.asarray(leaf)
+    return moved if own is None else backend.xp.astype(moved, own)
 
 
 def host_rows_for(

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from ._adapters._base import Adapter
     from ._adapters._layout import Extent
     from ._backend import Backend
-    from ._typing import Array, HostArray, UserFunction, UserResult
+    from ._typing import Array, DType, HostArray, UserFunction, UserResult
 
 __all__ = ["PLACES", "Outputs", "outputs_of_all_rows"]
 
@@ -155,10 +155,18 @@ class Outputs:
         if rows.placed:
             return rows
         spec, leaves = rows.spec, rows.leaves
+        own = rows.own or (None,) * len(leaves)  # (dtypes a task's host widened)
         if self._in_place:  # (on the backend's device: each itself where it is)
             device, lib = self._device, self._lib
             assert device is not None
-            return Rows(spec, [on_target(device, lib, v) for v in leaves], True)
+            return Rows(
+                spec,
+                [
+                    on_target(device, lib, v, d)
+                    for v, d in zip(leaves, own, strict=True)
+                ],
+                True,
+            )
         into = self._into
         if into is None:  # (at once: a planned call's common case)
             leaves = [
@@ -168,20 +176,29 @@ class Outputs:
         else:
             slots = slots_of(into, spec, len(leaves))
             leaves = [
-                self._leaf(v, k, spec, i, span)
+                self._leaf(v, k, spec, i, span, own[i])
                 for i, (v, k) in enumerate(zip(leaves, slots, strict=True))
             ]
         return Rows(spec, leaves, True)
 
-    def _leaf(self, v: Array, k: int, spec: ResultSpec, i: int, span: range) -> Array:
+    def _leaf(
+        self,
+        v: Array,
+        k: int,
+        spec: ResultSpec,
+        i: int,
+        span: range,
+        own: DType | None = None,
+    ) -> Array:
         """``fn``'s array ``v`` where the outputs live: for ``out``'s array ``k`` (-1: none).
 
-        On that array's Backend (`on_target`), else on the host, checked
+        On that array's Backend (`on_target`, in ``own``: the dtype ``fn``
+        returned where a task's host widened it), else on the host, checked
         against it by ``v``'s own dtype (`host_rows_for`).
         """
         target = self._targets[k] if k >= 0 else None
         if target is not None:
-            return on_target(*target, v)
+            return on_target(*target, v, own)
         if type(v) is np.ndarray:
             return v
         host = leaf_on_host(v, self.fn, spec, i, span)

@@ -27,13 +27,14 @@ from ._adapters._registry import (
     to_host,
 )
 from ._current_rows import ROWS
+from ._dtypes import dtype_label
 from ._result_spec import rebuilt, sequence_spec
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ._backend import Backend
-    from ._typing import Array, HostArray, UserFunction, UserResult, Value
+    from ._typing import Array, DType, HostArray, UserFunction, UserResult, Value
 
     #: What a `Job` pickles: ``fn``, its whole operands, the backend,
     #: ``pad_to``, the sink, ``home``.
@@ -80,6 +81,10 @@ class Rows(NamedTuple):
     leaves: list[Array]
     #: Already where the outputs live (`Outputs.convert` ran): `put` skips it.
     placed: bool = False
+    #: Per leaf brought to the host by a task (`host_rows`), the dtype ``fn``
+    #: returned where the host widened it (torch's bfloat16, 8-bit floats and
+    #: complex32: float32, complex64), else None: a device gets it back.
+    own: tuple[DType | None, ...] = ()
 
 
 class Marker(enum.Enum):
@@ -155,13 +160,15 @@ def split_result(result: UserResult, fn: UserFunction, where: str) -> Rows:
 def host_rows(result: UserResult, fn: UserFunction, where: str) -> Rows:
     """`split_result` with every array brought to the host (what a task returns)."""
     rows = split_result(result, fn, where)
-    return Rows(
-        rows.spec,
-        [
-            leaf_on_host(leaf, fn, rows.spec, i, where)
-            for i, leaf in enumerate(rows.leaves)
-        ],
+    leaves = [
+        leaf_on_host(leaf, fn, rows.spec, i, where)
+        for i, leaf in enumerate(rows.leaves)
+    ]
+    own = tuple(
+        leaf.dtype if dtype_label(host.dtype) != dtype_label(leaf.dtype) else None
+        for leaf, host in zip(rows.leaves, leaves, strict=True)
     )
+    return Rows(rows.spec, leaves, own=own if any(d is not None for d in own) else ())
 
 
 def _moved(backend: Backend, x: Array, name: str) -> Array:

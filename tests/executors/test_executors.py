@@ -60,6 +60,30 @@ def test_a_task_in_the_caller_s_process_returns_rows_of_its_own():
     np.testing.assert_array_equal(first.leaves[0], x[:4].sum(1))
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3fn"])
+def test_a_device_result_keeps_the_dtype_a_task_s_host_widened(dtype, two_cpus):
+    """A task brings ``fn``'s rows to the host, where torch's bfloat16 and
+    8-bit floats become float32: with ``result_on="device"`` they came back
+    float32, silently, and a bfloat16 ``out=`` refused them ("fn returns
+    float32"). They go back to ``fn``'s dtype on the device, exactly."""
+    torch = pytest.importorskip("torch")
+    own = getattr(torch, dtype)
+    x = torch.arange(48.0).reshape(24, 2)
+
+    def fn(r):
+        return r.to(own)
+
+    sizing = {"bytes_per_item": 16, "budget_gb": 64 / 2**30}  # batches of 4 rows
+    got = xpkit.map_batches(fn, x, result_on="device", executor="joblib", **sizing)
+    assert got.dtype == own
+    assert torch.equal(got.float(), fn(x).float())
+    out = torch.zeros(24, 2, dtype=own)
+    xpkit.map_batches(fn, x, out=out, executor="joblib", **sizing)
+    assert torch.equal(out.float(), fn(x).float())
+    host = xpkit.map_batches(fn, x, executor="joblib", **sizing)
+    assert host.dtype == np.float32  # (on the host: widened, as documented)
+
+
 def test_joblib_executor_equals_the_local_result(data, tmp_path, caplog, two_cpus):
     caplog.set_level(logging.INFO, logger="xpkit")
     x, y = data
