@@ -61,6 +61,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "xpkit._memory",
             "xpkit._oom",
             "xpkit._rows",
+            "xpkit._result_memory",
             "xpkit._outputs",
             "xpkit._into",
             "xpkit._written",

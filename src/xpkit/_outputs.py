@@ -29,6 +29,7 @@ from ._into import (
 )
 from ._memory import BYTES_PER_GB, array_nbytes, available_bytes
 from ._oom import UnsplittableMemoryError, is_oom_error
+from ._result_memory import copied, kept_as_they_are, shares_nothing
 from ._result_spec import describe_spec
 from ._rows import (
     ONE_ARRAY,
@@ -44,9 +45,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from ._adapters._base import Adapter
-    from ._adapters._layout import Extent
     from ._backend import Backend
-    from ._typing import Array, DType, HostArray, UserFunction, UserResult
+    from ._typing import Array, DType, UserFunction, UserResult
 
 __all__ = ["PLACES", "Outputs", "outputs_of_all_rows"]
 
@@ -274,7 +274,7 @@ class Outputs:
         """Rows for `pieces` (``stream``): copies where ``fn`` runs before they go."""
         assert self._pending is not None
         self._pending.append(
-            (start, stop, [_copied(a) for a in leaves] if more else leaves)
+            (start, stop, [copied(a) for a in leaves] if more else leaves)
         )
 
     def pieces(self) -> Iterator[tuple[range, UserResult]]:
@@ -304,7 +304,7 @@ class Outputs:
             if i not in in_place:
                 self._write(i, start, stop, leaf)
         last = [
-            (i, leaves[i] if k == 0 else _copied(leaves[i]))
+            (i, leaves[i] if k == 0 else copied(leaves[i]))
             for k, i in enumerate(in_place)
         ]
         for i, leaf in last:
@@ -345,7 +345,7 @@ class Outputs:
             whole
             and self.keep
             and self._device is None
-            and _own(rows.leaves, self._sources)
+            and kept_as_they_are(rows.leaves, self._sources)
         )
         if kept:
             self._out = self._kept = list(rows.leaves)
@@ -495,65 +495,12 @@ class Outputs:
         return tuple(leaves)
 
 
-def _own(leaves: list[Array], sources: tuple[Array, ...]) -> bool:
-    """Whether host ``leaves`` can be the outputs as they are.
-
-    Writable NumPy arrays, distinct, that share no memory with what
-    ``fn`` read (``sources``: its inputs and whole operands, seen on the
-    host where their memory is host memory).
-    """
-    for leaf in leaves:
-        if type(leaf) is not np.ndarray or not leaf.flags.writeable:
-            return False
-    if len(leaves) > 1 and any(
-        np.may_share_memory(a, b) for i, a in enumerate(leaves) for b in leaves[i + 1 :]
-    ):
-        return False
-    return all(_shares_nothing(leaf, sources) for leaf in leaves)
-
-
-def _shares_nothing(leaf: HostArray, sources: tuple[Array, ...]) -> bool:
-    """Whether host ``leaf`` shares no memory with ``sources`` (seen on the host).
-
-    Two distinct arrays that each own their memory (``flags.owndata``: NumPy
-    allocated it for them) hold two allocations, which never overlap: no
-    bounds are compared. Any other pair goes to ``np.may_share_memory``. A
-    source with no host view whose memory is known to lie on the host (a
-    torch tensor with its conjugate or negative bit set, whose resolved
-    result is its very memory) is compared by bounds (`Extent.overlaps`).
-    """
-    owns = leaf.flags.owndata
-    for source in sources:
-        view: HostArray | None = source
-        if type(source) is not np.ndarray:  # (an ndarray is its own memory)
-            adapter = adapter_for_array(source)
-            view = None if adapter is None else adapter.host_view(source)
-            if view is None and adapter is not None:
-                where = adapter.memory_extent(source)
-                if where is not None and where.overlaps(_extent_of(leaf)):
-                    return False
-        if view is None:
-            continue
-        if owns and view is not leaf and view.flags.owndata:
-            continue
-        if np.may_share_memory(leaf, view):
-            return False
-    return True
-
-
-def _extent_of(leaf: HostArray) -> Extent:
-    """Where host ``leaf``'s elements lie."""
-    where = get_adapter("numpy").memory_extent(leaf)
-    assert where is not None  # (a NumPy array's memory is its own)
-    return where
-
-
 def outputs_of_all_rows(
     result: UserResult, n: int, fn: UserFunction, sources: tuple[Array, ...]
 ) -> UserResult:
     """The outputs on the host, from ``fn``'s ``result`` for all ``n`` rows at once.
 
-    One array that can be held as it is on the host (`_own`, after the
+    One array that can be held as it is on the host (`kept_as_they_are`, after the
     conversion an `Outputs` makes: a CPU tensor's own memory) is returned
     at once: what an `Outputs` would keep. Anything else goes through one
     (checked, converted, copied where it must be).
@@ -567,7 +514,7 @@ def outputs_of_all_rows(
         and result.ndim
         and result.shape[0] == n
         and result.flags.writeable
-        and _shares_nothing(result, sources)
+        and shares_nothing(result, sources)
     ):
         return result
     outputs = Outputs(n, fn, sources=sources)
@@ -592,12 +539,3 @@ def _row_shape(leaf: Array) -> tuple[int, ...]:
 
 def _where(start: int, stop: int) -> str:
     return f"rows {start}:{stop}"
-
-
-def _copied(leaf: Array) -> Array:
-    """``leaf`` in memory of its own, by its library (itself where none is known)."""
-    adapter = adapter_for_array(leaf)
-    if adapter is None:
-        return leaf
-    copy: Array = adapter.namespace().asarray(leaf, copy=True)
-    return copy
