@@ -36,17 +36,6 @@ if TYPE_CHECKING:
     from ._backend import Backend
     from ._typing import Array, DType, HostArray, UserFunction, UserResult, Value
 
-    #: What a `Job` pickles: ``fn``, its whole operands, the backend,
-    #: ``pad_to``, the sink, ``home``.
-    _JobState = tuple[
-        UserFunction,
-        tuple[Array, ...],
-        dict[str, Array],
-        Backend | None,
-        int,
-        "Callable[[int, int, Rows], Rows] | None",
-        int,
-    ]
 
 __all__ = [
     "ONE_ARRAY",
@@ -397,27 +386,17 @@ class Job:
         finally:
             ROWS.reset(token)
 
-    def __getstate__(self) -> _JobState:
-        return (
-            self.fn,
-            self.args,
-            self.kwargs,
-            self.backend,
-            self.pad_to,
-            self.sink,
-            self.home,
-        )
+    def __getstate__(self) -> tuple[object, ...]:
+        return tuple(getattr(self, name) for name in _JOB_STATE)
 
-    def __setstate__(self, state: _JobState) -> None:
-        (
-            self.fn,
-            self.args,
-            self.kwargs,
-            self.backend,
-            self.pad_to,
-            self.sink,
-            self.home,
-        ) = state
+    def __setstate__(self, state: tuple[object, ...]) -> None:
+        for name, value in zip(_JOB_STATE, state, strict=True):
+            setattr(self, name, value)
+
+
+#: What a `Job` pickles, in order: ``fn``, its whole operands, the backend,
+#: ``pad_to``, the sink, ``home``.
+_JOB_STATE = ("fn", "args", "kwargs", "backend", "pad_to", "sink", "home")
 
 
 def run_rows(

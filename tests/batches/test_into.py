@@ -464,15 +464,21 @@ def test_an_out_that_overlaps_a_whole_operand_is_refused(kind):
     np.testing.assert_array_equal(w, 1.0)
 
 
-def test_an_out_that_is_the_input_itself_is_written_in_place(xpkit_backend):
-    """The same elements in the same order: each batch writes the rows it read."""
-    b = xpkit_backend
+def _written_in_place(b):
+    """``_data(20)`` on ``b`` and its dtype; skipped where it cannot be an ``out``."""
     dtype = b.xp.float64 if b.has_float64 else b.xp.float32
     x = b.asarray(_data(20), dtype=dtype)
     if not get_adapter(b.library).writable_rows or (
         isinstance(x, np.ndarray) and not x.flags.writeable
     ):
         pytest.skip(f"{b.name}: its arrays cannot be written in place")
+    return x, dtype
+
+
+def test_an_out_that_is_the_input_itself_is_written_in_place(xpkit_backend):
+    """The same elements in the same order: each batch writes the rows it read."""
+    b = xpkit_backend
+    x, dtype = _written_in_place(b)
     got = xpkit.map_batches(lambda r: r * 2.0, x, out=x, **SEVEN)
     assert got is x
     assert_equal(x, b.asarray(_data(20) * 2.0, dtype=dtype))
@@ -486,12 +492,7 @@ def test_an_output_in_place_never_changes_another_output_s_rows_first(
     copied (``[100, 102, ...]`` for ``[0, 2, ...]``). Two outputs in place,
     each the other's rows, swap as ``fn`` returned them."""
     b = xpkit_backend
-    dtype = b.xp.float64 if b.has_float64 else b.xp.float32
-    x = b.asarray(_data(20), dtype=dtype)
-    if not get_adapter(b.library).writable_rows or (
-        isinstance(x, np.ndarray) and not x.flags.writeable
-    ):
-        pytest.skip(f"{b.name}: its arrays cannot be written in place")
+    x, dtype = _written_in_place(b)
     xp = b.xp
     y = xp.zeros((20,), dtype=dtype, device=b.native_device)
     got = xpkit.map_batches(lambda r: (r + 100.0, r[:, 0]), x, out=(x, y), **SEVEN)
