@@ -172,6 +172,7 @@ ADAPTER_FACES = frozenset(
     {
         "xpkit._adapters._registry",
         "xpkit._adapters._base",
+        "xpkit._adapters._lazy_tags",
         "xpkit._adapters._types",
         "xpkit._adapters._device_memory",
         "xpkit._adapters._peak",

@@ -155,7 +155,11 @@ class At(Generic[ArrayT]):
             _refuse_integer_quotient(self._facts, name, value, self._kind)
         adapter = self._facts.adapter
         x: Array = self._x  # (any library's array: its shape and dtype read)
-        if copy is not True and adapter.is_read_only(x):
+        if (
+            copy is not True
+            and not stands_in(self._facts, x)  # (a trace's: as a plain array)
+            and adapter.is_read_only(x)
+        ):
             # (where elements share memory, as an expanded tensor's, an
             # update of one would write them all: `is_read_only` says so)
             if copy is False:

@@ -144,6 +144,11 @@ def python_number(fill_value: Value, dtype: DType) -> Value:
     is its real part as that dtype's kind (JAX and ndonnx refused ``1+0j``).
     """
     value = fill_value.item() if isinstance(fill_value, np.generic) else fill_value
+    if isinstance(value, np.floating):  # (a longdouble's item() is itself)
+        name = dtype_name(dtype)
+        if name is not None and name.startswith(("int", "uint")):
+            return value.as_integer_ratio()[0]  # (checked: whole, exactly)
+        return float(value)
     if isinstance(value, complex):
         name = dtype_name(dtype)
         if name is not None and not name.startswith("complex"):

@@ -50,8 +50,8 @@ if TYPE_CHECKING:
     from ._adapters._base import Adapter
     from ._adapters._layout import Extent
     from ._backend import Backend
-    from ._rows import ResultSpec
-    from ._typing import Array, DType, HostArray, UserFunction, Value
+    from ._rows import ResultSpec, Widened
+    from ._typing import Array, HostArray, UserFunction, Value
 
 __all__ = [
     "ChunkWriter",
@@ -319,13 +319,14 @@ def slots_of(out: Out, spec: ResultSpec, count: int) -> list[int]:
 
 
 def on_target(
-    backend: Backend, lib: Adapter | None, leaf: Array, own: DType | None = None
+    backend: Backend, lib: Adapter | None, leaf: Array, own: Widened | None = None
 ) -> Array:
     """``leaf`` on ``backend`` (of the adapter ``lib``): itself when it is there already.
 
     (Then in any dtype its library holds, float8 and complex32 too, untouched.)
-    ``own``: the dtype ``fn`` returned where a task's trip through the host
-    widened it (`xpkit._rows.Rows.own`): cast back, exactly.
+    ``own``: what ``fn`` returned where a task's trip through the host
+    widened its dtype (`xpkit._rows.Rows.own`): cast back, exactly, where
+    ``backend`` is of that library.
     """
     if adapter_for_array(leaf) is lib:
         try:  # (the Backend of leaf, from the class of the one given)
@@ -334,24 +335,32 @@ def on_target(
         except (TypeError, ValueError):
             pass
     moved = backend.asarray(leaf)
-    return moved if own is None else backend.xp.astype(moved, own)
+    if own is None or own.library != backend.library:
+        return moved
+    return backend.xp.astype(moved, own.dtype)
 
 
 def host_rows_for(
-    out: Out | None, i: int, leaf: Array, host: HostArray, fn: UserFunction
+    out: Out | None,
+    i: int,
+    leaf: Array,
+    host: HostArray,
+    fn: UserFunction,
+    widened: Widened | None = None,
 ) -> HostArray:
     """``host`` (``leaf`` of fn's result, on the host) as rows for ``out``'s array ``i``.
 
     As it is without ``out`` (or with ``i`` -1: no array of it).
 
-    Compared by ``leaf``'s own dtype: where NumPy widens it on the host
-    (torch's bfloat16 and 8-bit floats to float32), an array of that very
-    dtype (ml_dtypes') gets ``leaf``'s values back in it, exactly; one of
-    another dtype is refused (`dtype_refused`, naming ``leaf``'s).
+    Compared by ``leaf``'s own dtype (``widened``'s, where a task brought
+    ``leaf`` to the host: `xpkit._rows.Rows.own`): where NumPy widens it on
+    the host (torch's bfloat16 and 8-bit floats to float32), an array of
+    that very dtype (ml_dtypes') gets ``leaf``'s values back in it, exactly;
+    one of another dtype is refused (`dtype_refused`, naming ``leaf``'s).
     """
     if out is None or i < 0:
         return host
-    own = dtype_label(leaf.dtype)
+    own = dtype_label(leaf.dtype) if widened is None else widened.label
     if dtype_label(host.dtype) == own:
         return host
     given = out.leaves[i].dtype

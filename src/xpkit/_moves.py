@@ -191,8 +191,8 @@ def _as_asked(
     tensor (and a NumPy array at an address it could take) asked to copy,
     so the "copy" changed with its source, and copied an offset view asked
     not to. Where both arrays' extents are known, a view asked to copy is
-    copied by the target library, and, on the host (where two libraries'
-    addresses compare), a copy asked to share raises.
+    copied by the target library, and a copy asked to share, in the same
+    place (the host, or one GPU, named alike: `dlpack_place`), raises.
     """
     if ask is None:
         return moved
@@ -204,7 +204,7 @@ def _as_asked(
             copied: ArrayT = f.xp.asarray(moved, copy=True)
             return copied
         return moved
-    if mine.place == theirs.place == "host" and not mine.overlaps(theirs):
+    if mine.place == theirs.place and not mine.overlaps(theirs):
         msg = (
             f"{param} (an array of {source.label}) was copied by "
             f"{f.adapter.label}'s from_dlpack, which cannot view it as it lies "
@@ -229,7 +229,9 @@ def _dlpack_where_it_is(
             return None  # a copy was asked for and cannot be asked
         try:
             moved = f.xp.from_dlpack(x, **kwargs)
-        except _NO_DLPACK:
+        except _NO_DLPACK as exc:
+            if copy is False and kwargs and not isinstance(exc, TypeError):
+                return None  # (it needs a copy: asked again, it would copy)
             continue
         if adapter.device_key(moved) == adapter.native_device_key(native):
             return moved

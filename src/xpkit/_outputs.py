@@ -29,13 +29,14 @@ from ._into import (
 )
 from ._memory import BYTES_PER_GB, array_nbytes, available_bytes
 from ._oom import UnsplittableMemoryError, is_oom_error
-from ._result_memory import copied, kept_as_they_are, shares_nothing
+from ._result_memory import copied, in_write_order, kept_as_they_are, shares_nothing
 from ._result_spec import describe_spec
 from ._rows import (
     ONE_ARRAY,
     Marker,
     ResultSpec,
     Rows,
+    Widened,
     leaf_on_host,
     rows_of,
     split_result,
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
 
     from ._adapters._base import Adapter
     from ._backend import Backend
-    from ._typing import Array, DType, UserFunction, UserResult
+    from ._typing import Array, UserFunction, UserResult
 
 __all__ = ["PLACES", "Outputs", "outputs_of_all_rows"]
 
@@ -155,10 +156,10 @@ class Outputs:
         if rows.placed:
             return rows
         spec, leaves = rows.spec, rows.leaves
-        own = rows.own or (None,) * len(leaves)  # (dtypes a task's host widened)
         if self._in_place:  # (on the backend's device: each itself where it is)
             device, lib = self._device, self._lib
             assert device is not None
+            own = rows.own or (None,) * len(leaves)  # (what a task's host widened)
             return Rows(
                 spec,
                 [
@@ -175,6 +176,7 @@ class Outputs:
             ]
         else:
             slots = slots_of(into, spec, len(leaves))
+            own = rows.own or (None,) * len(leaves)
             leaves = [
                 self._leaf(v, k, spec, i, span, own[i])
                 for i, (v, k) in enumerate(zip(leaves, slots, strict=True))
@@ -188,7 +190,7 @@ class Outputs:
         spec: ResultSpec,
         i: int,
         span: range,
-        own: DType | None = None,
+        own: Widened | None = None,
     ) -> Array:
         """``fn``'s array ``v`` where the outputs live: for ``out``'s array ``k`` (-1: none).
 
@@ -199,10 +201,10 @@ class Outputs:
         target = self._targets[k] if k >= 0 else None
         if target is not None:
             return on_target(*target, v, own)
-        if type(v) is np.ndarray:
+        if type(v) is np.ndarray and own is None:
             return v
-        host = leaf_on_host(v, self.fn, spec, i, span)
-        return host_rows_for(self._into, k, v, host, self.fn)
+        host = v if type(v) is np.ndarray else leaf_on_host(v, self.fn, spec, i, span)
+        return host_rows_for(self._into, k, v, host, self.fn, own)
 
     def take(self, result: UserResult, start: int, stop: int) -> Rows:
         """``fn``'s raw result for rows ``start:stop``, checked and converted."""
@@ -289,25 +291,12 @@ class Outputs:
     def _write_rows(self, start: int, stop: int, leaves: list[Array]) -> None:
         """Copy each of ``leaves`` into rows ``start:stop`` of its output.
 
-        An output that is an input (in place) is written after the others: a
-        leaf may be a view of ``fn``'s rows (``r[:, 0]``), which writing that
-        input first changed before the view was copied (``[100, 102, ...]``
-        for ``[0, 2, ...]``). Where several are in place, each but the first
-        is copied before any of them is written.
+        Outputs that are inputs (in place) last (`in_write_order`).
         """
         in_place = () if self._into is None else self._into.in_place
-        if not in_place:
-            for i, leaf in enumerate(leaves):
-                self._write(i, start, stop, leaf)
-            return
-        for i, leaf in enumerate(leaves):
-            if i not in in_place:
-                self._write(i, start, stop, leaf)
-        last = [
-            (i, leaves[i] if k == 0 else copied(leaves[i]))
-            for k, i in enumerate(in_place)
-        ]
-        for i, leaf in last:
+        for i, leaf in (
+            in_write_order(leaves, in_place) if in_place else enumerate(leaves)
+        ):
             self._write(i, start, stop, leaf)
 
     def _write(self, i: int, start: int, stop: int, leaf: Array) -> None:

@@ -2,8 +2,9 @@
 
 `xpkit._outputs.Outputs` keeps a result's arrays as the outputs only where
 they share nothing with ``fn``'s inputs and whole operands
-(`kept_as_they_are`), and holds copies (`copied`) of rows ``fn`` runs past
-before they are written or handed over.
+(`kept_as_they_are`), holds copies (`copied`) of rows ``fn`` runs past
+before they are handed over, and writes outputs that are inputs last
+(`in_write_order`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from ._adapters._layout import Extent
     from ._typing import Array, HostArray
 
-__all__ = ["copied", "kept_as_they_are", "shares_nothing"]
+__all__ = ["copied", "in_write_order", "kept_as_they_are", "shares_nothing"]
 
 
 def kept_as_they_are(leaves: list[Array], sources: tuple[Array, ...]) -> bool:
@@ -54,7 +55,8 @@ def shares_nothing(leaf: HostArray, sources: tuple[Array, ...]) -> bool:
         if type(source) is not np.ndarray:  # (an ndarray is its own memory)
             adapter = adapter_for_array(source)
             view = None if adapter is None else adapter.host_view(source)
-            if view is None and adapter is not None:
+            if view is None and adapter is not None and adapter.writable_rows:
+                # (immutable arrays, JAX's, a writable result cannot be)
                 where = adapter.memory_extent(source)
                 if where is not None and where.overlaps(_extent_of(leaf)):
                     return False
@@ -76,8 +78,25 @@ def _extent_of(leaf: HostArray) -> Extent:
 
 def copied(leaf: Array) -> Array:
     """``leaf`` in memory of its own, by its library (itself where none is known)."""
+    if type(leaf) is np.ndarray:
+        return leaf.copy()
     adapter = adapter_for_array(leaf)
-    if adapter is None:
-        return leaf
-    copy: Array = adapter.namespace().asarray(leaf, copy=True)
-    return copy
+    return leaf if adapter is None else adapter.own_copy(leaf)
+
+
+def in_write_order(
+    leaves: list[Array], in_place: tuple[int, ...]
+) -> list[tuple[int, Array]]:
+    """``(position, leaf)`` in the order to write them: those in place last.
+
+    ``in_place``: the positions whose output is an input itself. A leaf
+    may be a view of ``fn``'s rows (``r[:, 0]``), which writing that input
+    first changed before the view was copied (``[100, 102, ...]`` for
+    ``[0, 2, ...]``). Where several are in place, each but the first is
+    copied before any of them is written.
+    """
+    first = [(i, leaf) for i, leaf in enumerate(leaves) if i not in in_place]
+    last = [
+        (i, leaves[i] if k == 0 else copied(leaves[i])) for k, i in enumerate(in_place)
+    ]
+    return first + last

@@ -45,6 +45,7 @@ __all__ = [
     "Marker",
     "ResultSpec",
     "Rows",
+    "Widened",
     "common_rows",
     "host_rows",
     "leaf_name",
@@ -70,10 +71,18 @@ class Rows(NamedTuple):
     leaves: list[Array]
     #: Already where the outputs live (`Outputs.convert` ran): `put` skips it.
     placed: bool = False
-    #: Per leaf brought to the host by a task (`host_rows`), the dtype ``fn``
-    #: returned where the host widened it (torch's bfloat16, 8-bit floats and
-    #: complex32: float32, complex64), else None: a device gets it back.
-    own: tuple[DType | None, ...] = ()
+    #: Per leaf brought to the host by a task (`host_rows`), what ``fn``
+    #: returned where the host widened its dtype (torch's bfloat16, 8-bit
+    #: floats and complex32: float32, complex64), else None: given back.
+    own: tuple[Widened | None, ...] = ()
+
+
+class Widened(NamedTuple):
+    """The dtype of an array of ``fn``'s that the host widened (`Rows.own`)."""
+
+    label: str  # its name (`dtype_label`): what an ``out`` array's is compared with
+    library: str  # the key of its library, whose arrays may take it back
+    dtype: DType  # the library's dtype object
 
 
 class Marker(enum.Enum):
@@ -154,10 +163,18 @@ def host_rows(result: UserResult, fn: UserFunction, where: str) -> Rows:
         for i, leaf in enumerate(rows.leaves)
     ]
     own = tuple(
-        leaf.dtype if dtype_label(host.dtype) != dtype_label(leaf.dtype) else None
-        for leaf, host in zip(rows.leaves, leaves, strict=True)
+        _widened(leaf, host) for leaf, host in zip(rows.leaves, leaves, strict=True)
     )
-    return Rows(rows.spec, leaves, own=own if any(d is not None for d in own) else ())
+    return Rows(rows.spec, leaves, own=own if any(own) else ())
+
+
+def _widened(leaf: Array, host: HostArray) -> Widened | None:
+    """What ``leaf`` was, where ``host`` (it on the host) has a wider dtype."""
+    label = dtype_label(leaf.dtype)
+    if dtype_label(host.dtype) == label:
+        return None
+    adapter = adapter_for_array(leaf)
+    return None if adapter is None else Widened(label, adapter.key, leaf.dtype)
 
 
 def _moved(backend: Backend, x: Array, name: str) -> Array:
@@ -390,6 +407,8 @@ class Job:
         return tuple(getattr(self, name) for name in _JOB_STATE)
 
     def __setstate__(self, state: tuple[object, ...]) -> None:
+        # (an older xpkit's job has no home: it runs nowhere as at home)
+        state = (*state, -1) if len(state) == len(_JOB_STATE) - 1 else state
         for name, value in zip(_JOB_STATE, state, strict=True):
             setattr(self, name, value)
 
@@ -439,7 +458,7 @@ def run_rows(
         # In the caller's process (a Dask worker's thread, joblib's threads)
         # nothing pickles the rows: a view of a buffer fn reuses would be
         # overwritten by its next task before the caller copies it.
-        rows = Rows(rows.spec, [np.array(leaf, copy=True) for leaf in rows.leaves])
+        rows = rows._replace(leaves=[np.array(leaf, copy=True) for leaf in rows.leaves])
     return rows
 
 

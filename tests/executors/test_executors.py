@@ -60,6 +60,40 @@ def test_a_task_in_the_caller_s_process_returns_rows_of_its_own():
     np.testing.assert_array_equal(first.leaves[0], x[:4].sum(1))
 
 
+def test_what_a_task_s_host_widened_goes_back_only_where_it_belongs():
+    """A task in this process keeps what its host widened (its copy of the
+    rows dropped it: bfloat16 came back float32); an ``out=`` of a third
+    library (array-api-strict, float32) takes the rows as they are (torch's
+    bfloat16 dtype given to its ``astype`` raised AttributeError)."""
+    torch = pytest.importorskip("torch")
+    strict = pytest.importorskip("array_api_strict")
+    from xpkit._into import check_out
+
+    x = torch.arange(8.0).reshape(4, 2)
+
+    def fn(r):
+        return r.to(torch.bfloat16)
+
+    rows = run_rows(Job(fn), 0, 4, x)
+    assert [w.label for w in rows.own] == ["bfloat16"]
+    on_device = Outputs(4, fn, xpkit.Backend("torch"), "device")
+    on_device.put(0, 4, rows)
+    assert on_device.value().dtype == torch.bfloat16
+    out = strict.zeros((4, 2), dtype=strict.float32)
+    into = Outputs(4, fn, xpkit.Backend("torch"), into=check_out(out, 4))
+    into.put(0, 4, run_rows(Job(fn), 0, 4, x))
+    assert np.asarray(out).tolist() == fn(x).float().tolist()
+
+
+def test_a_job_pickled_by_an_older_xpkit_loads_away_from_home():
+    """A state without ``home`` (six slots) loads, as a job not made here."""
+    job = Job(np.negative)
+    restored = Job.__new__(Job)
+    restored.__setstate__(job.__getstate__()[:-1])
+    assert restored.home == -1
+    assert restored.fn is np.negative
+
+
 @pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3fn"])
 def test_a_device_result_keeps_the_dtype_a_task_s_host_widened(dtype, two_cpus):
     """A task brings ``fn``'s rows to the host, where torch's bfloat16 and

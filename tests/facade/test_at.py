@@ -597,11 +597,30 @@ def test_a_longdouble_that_would_change_is_refused(xpkit_backend, dtype, value, 
         b.at(x, 0).set(y, copy=True)
     with pytest.raises(ValueError, match=reason):
         b.full((1,), y, dtype=dtype)
+    whole = np.longdouble(2**62) + 1  # (int() of it rounds through a float64)
+    if "int64" in b.dtypes:
+        assert b.to_numpy(b.full((1,), whole, dtype="int64")).tolist() == [2**62 + 1]
+        ints = b.asarray(np.zeros(2, dtype="int64"))
+        got = b.to_numpy(b.at(ints, 0).set(whole, copy=True))
+        assert got.tolist() == [2**62 + 1, 0]
     exact = np.longdouble(2**63) + 1  # (a whole number int() would round)
     if "uint64" in b.dtypes:
         big = b.asarray(np.zeros(2, dtype="uint64"))
         got = b.to_numpy(b.at(big, 0).set(exact, copy=True))
         assert got.tolist() == [2**63 + 1, 0]
+
+
+def test_copy_false_in_a_traced_fn_is_still_traced():
+    """A shape-only stand-in has no ``writeable`` flag: the check of
+    ``copy=False`` read it as read-only and raised, so a NumPy ``fn`` with
+    ``at(...).set(..., copy=False)`` was measured, not traced."""
+    b = xpkit.Backend("numpy")
+
+    def fn(r):
+        return b.at(r * 2.0, (slice(None), 0)).set(1.0, copy=False)
+
+    plan = xpkit.plan_batches(fn, np.ones((1000, 4)), remember=False)
+    assert plan.source == "traced by shape-only arrays"
 
 
 def test_copy_false_refuses_elements_that_share_memory():

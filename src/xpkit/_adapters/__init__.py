@@ -13,9 +13,9 @@ from ._base import (
     HOST_BATCH_WORKING_SET_BYTES,
     Adapter,
     FastOps,
-    LazyTags,
 )
 from ._device_memory import MemoryInfo
+from ._lazy_tags import LazyTags
 from ._peak import release_freed_host_memory
 from ._registry import (
     ADAPTERS,

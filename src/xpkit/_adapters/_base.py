@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Hashable, Mapping
-from contextlib import AbstractContextManager
 from types import MappingProxyType, ModuleType
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, TypedDict, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, TypeVar, cast
 
 import array_api_compat
 import numpy as np
 
 from .._dtypes import dtype_name
-from .._typing import Array, DType, HostArray, Namespace, NativeDevice, UserFunction
 from ._device_memory import MemoryCap, MemoryInfo, MemoryProbe
 from ._layout import host_extent
 from ._peak import PeakMeter, host_meter
@@ -25,9 +23,13 @@ from ._top_k import sorted_top_k
 from ._trace import Profile, Tracer, Traits, WrappedArrays, public_names
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     import pytest
 
+    from .._typing import Array, DType, HostArray, Namespace, NativeDevice, UserFunction
     from ._layout import Extent, Unshareable
+    from ._lazy_tags import Replace, Tagged
     from ._top_k import TopK
 
 __all__ = [
@@ -35,12 +37,9 @@ __all__ = [
     "HOST_BATCH_WORKING_SET_BYTES",
     "Adapter",
     "FastOps",
-    "LazyKeywords",
-    "LazyTags",
     "MemoryCap",
     "MemoryInfo",
     "MemoryProbe",
-    "patched_by_array_api_extra",
 ]
 
 #: What a library may lack and code may need: ``"linalg"`` (the standard's
@@ -66,64 +65,6 @@ class FastOps(NamedTuple):
     zeros_like: Callable[..., Array]
     ones_like: Callable[..., Array]
     full_like: Callable[..., Array]
-
-
-class LazyTags(NamedTuple):
-    """How a function declared with ``xpkit.testing.lazy_xp_function`` runs.
-
-    ``jit``/``compiled``: whether it runs jitted/compiled in those modes;
-    ``computes``: how many computes of a lazy graph one call may make;
-    ``host_copies``: how many times one call may turn an array into a NumPy
-    array (None: not counted); ``by_array_api_extra``: declared with
-    array-api-extra's own ``lazy_xp_function`` (a suite moved onto the
-    plugin as it is), which tags it itself.
-    """
-
-    jit: bool
-    compiled: bool
-    computes: int
-    host_copies: int | None = None
-    #: Declared with array-api-extra's own ``lazy_xp_function``: its
-    #: ``patch_lazy_xp_functions`` runs it its way, with its own messages.
-    by_array_api_extra: bool = False
-
-
-class LazyKeywords(TypedDict, total=False):
-    """array-api-extra's ``lazy_xp_function`` keywords, as an adapter sets them."""
-
-    allow_dask_compute: bool | int
-    jax_jit: bool
-
-
-#: A test module's declared functions, each with its `LazyTags`; a method as
-#: ``(cls, "name")`` (array-api-extra's ``lazy_xp_function`` form).
-Tagged = list[tuple[UserFunction | tuple[type, str], LazyTags]]
-#: ``replace(wrap)``: a context in which each declared function ``f`` of the
-#: test module is ``wrap(f, tags)`` (where that is not None).
-Replace = Callable[
-    [Callable[[UserFunction, LazyTags], UserFunction | None]],
-    AbstractContextManager[None],
-]
-
-
-def patched_by_array_api_extra(
-    request: pytest.FixtureRequest,
-    xp: Namespace,
-    tagged: Tagged,
-    tag: Callable[[LazyTags], LazyKeywords],
-) -> AbstractContextManager[None]:
-    """array-api-extra's ``patch_lazy_xp_functions`` for the declared functions.
-
-    Each is tagged with its ``lazy_xp_function`` keywords (``tag(tags)``:
-    the adapter's library's own), then patched for namespace ``xp``.
-    """
-    from array_api_extra.testing import lazy_xp_function, patch_lazy_xp_functions
-
-    for func, tags in tagged:
-        if not tags.by_array_api_extra:  # (tagged by array-api-extra already)
-            lazy_xp_function(func, **tag(tags))
-    context: AbstractContextManager[None] = patch_lazy_xp_functions(request, xp=xp)
-    return context
 
 
 class Adapter:
@@ -293,6 +234,15 @@ class Adapter:
         nothing stands in the way (libraries without DLPack never share).
         """
         return None
+
+    def own_copy(self, x: Array) -> Array:
+        """A copy of ``x`` in memory of its own: its library, device and dtype.
+
+        What a result is held as while ``fn`` runs again (a buffer ``fn``
+        reuses would overwrite it). By default ``asarray(copy=True)`` on
+        ``x``'s device.
+        """
+        return self.namespace().asarray(x, copy=True, device=self.device_of(x))
 
     def contiguous_copy(self, x: Array) -> Array:
         """A copy of ``x`` in its own library that any library can view.

@@ -25,6 +25,7 @@ __all__ = [
     "Extent",
     "Unshareable",
     "contiguous_host_copy",
+    "dlpack_place",
     "extent",
     "host_extent",
     "host_unshareable",
@@ -186,6 +187,23 @@ def extent(
         else:
             low += (n - 1) * stride
     return Extent(place, low, high + itemsize, layout, address)
+
+
+#: DLPack's device types whose memory two libraries name alike: the host's,
+#: and CUDA's (ROCm's too: torch names both devices "cuda").
+_DLPACK_GPU = {2: "cuda", 10: "cuda"}
+
+
+def dlpack_place(device_type: int, device_id: int) -> Hashable:
+    """The `Extent.place` of memory on DLPack's ``(device_type, device_id)``.
+
+    ``"host"`` for the CPU, ``"cuda:<id>"`` for a CUDA or ROCm device (as
+    torch names its devices), so that arrays of two libraries compare.
+    """
+    if device_type == 1:
+        return "host"
+    kind = _DLPACK_GPU.get(device_type)
+    return f"{kind}:{device_id}" if kind else (f"dlpack-{device_type}", device_id)
 
 
 def overlaps_itself(

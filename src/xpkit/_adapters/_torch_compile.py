@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, TypeVar, cast
 
 if TYPE_CHECKING:
     from .._typing import UserFunction
-    from ._base import LazyTags
+    from ._lazy_tags import LazyTags
 
 __all__ = ["compiled_whole", "eager_only", "is_compiling"]
 

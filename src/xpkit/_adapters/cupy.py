@@ -14,7 +14,7 @@ from ._base import Adapter
 from ._caps import cupy_env_limit
 from ._cupy_hooks import HookPeak
 from ._device_memory import MemoryCap, MemoryInfo, MemoryProbe
-from ._layout import Unshareable, native_layout
+from ._layout import Extent, Unshareable, dlpack_place, extent, native_layout
 from ._nvml import NVML_HINT, nvml, nvml_memory
 from ._top_k import partitioned_top_k
 from ._trace import DtypeRules
@@ -51,6 +51,14 @@ class CupyAdapter(Adapter):
     dtype_prefixes = ("cupy", "cp")
     gpu_kinds = "CUDA"
     device_kinds = ("cuda",)
+
+    def memory_extent(self, x: Array) -> Extent | None:
+        """Where ``x``'s elements lie on its GPU (``"cuda:<id>"``, as torch names it)."""
+        data = getattr(x, "data", None)
+        if data is None or not hasattr(data, "ptr"):
+            return None
+        place = dlpack_place(2, int(x.device.id))
+        return extent(place, int(data.ptr), x.shape, x.strides, int(x.itemsize))
 
     def distributions(self) -> tuple[str, ...]:
         """CuPy ships as one wheel per CUDA/ROCm version."""

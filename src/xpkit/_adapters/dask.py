@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING
 import array_api_compat
 import numpy as np
 
-from ._base import Adapter, LazyTags, Replace, Tagged, patched_by_array_api_extra
+from ._base import Adapter
 from ._dask_blocks import growth, held, source_slots
 from ._host_loss import LostOnHost
+from ._lazy_tags import LazyTags, Replace, Tagged, patched_by_array_api_extra
 from ._top_k import along
 from ._trace import DtypeRules, GraphCost, WrappedArrays, active_trace
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import array_api_compat
 import numpy as np
 
-from ._base import Adapter, Replace, Tagged, patched_by_array_api_extra
+from ._base import Adapter
 from ._caps import jax_arena
 from ._device_memory import MemoryCap, MemoryInfo
 from ._jax_memory import (
@@ -25,7 +25,8 @@ from ._jax_memory import (
     warmed_host_meter,
 )
 from ._jax_workspace import cpu_workspace
-from ._layout import Extent, Unshareable, extent
+from ._layout import Extent, Unshareable, dlpack_place, extent
+from ._lazy_tags import Replace, Tagged, patched_by_array_api_extra
 from ._trace import DtypeRules, Workspace
 
 if TYPE_CHECKING:
@@ -127,18 +128,18 @@ class JaxAdapter(Adapter):
     def memory_extent(self, x: Array) -> Extent | None:
         """The buffer of an array on one device, in C order (the host's for the CPU).
 
-        None for a tracer, and where JAX gives no one buffer's address (an
-        array sharded over devices, a deleted one).
+        Its place is DLPack's device (`dlpack_place`: "cuda:0" where torch's
+        tensor on that GPU says so). None for a tracer, and where JAX gives
+        no one buffer's address (an array sharded over devices, a deleted one).
         """
         if isinstance(x, _jax().core.Tracer):
             return None
         try:
             address = int(x.unsafe_buffer_pointer())
-            (device,) = x.devices()
+            device_type, device_id = x.__dlpack_device__()
         except Exception:  # noqa: BLE001 - JAX's errors for these vary by version
             return None
-        platform = str(device.platform)
-        place = "host" if platform == "cpu" else f"{platform}:{device.id}"
+        place = dlpack_place(int(device_type), int(device_id))  # (as torch's)
         size = int(x.dtype.itemsize)
         strides, step = [], size
         for n in reversed(x.shape):

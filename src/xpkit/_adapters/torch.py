@@ -5,14 +5,13 @@ from __future__ import annotations
 import platform
 import sys
 from collections.abc import Callable, Hashable, Sequence
-from contextlib import AbstractContextManager
 from types import MappingProxyType, ModuleType
 from typing import TYPE_CHECKING, TypeVar, cast
 
 import array_api_compat
 import numpy as np
 
-from ._base import Adapter, FastOps, Replace, Tagged
+from ._base import Adapter, FastOps
 from ._device_memory import MemoryCap, MemoryInfo, MemoryProbe
 from ._layout import overlaps_itself
 from ._peak import PeakMeter, host_meter
@@ -38,10 +37,13 @@ from ._torch_ops import set_default_dtype, torch_top_k
 from ._torch_shapes import torch_traits
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     import pytest
 
     from .._typing import Array, DType, HostArray, Namespace, NativeDevice, UserFunction
     from ._layout import Extent, Unshareable
+    from ._lazy_tags import Replace, Tagged
     from ._top_k import TopK
     from ._trace import Traits
 
@@ -326,6 +328,10 @@ class TorchAdapter(Adapter):
         """Lazy conjugate and negative bits (DLPack drops them), zero strides."""
         return tensor_unshareable(x, x.layout is self._strided_layout())
 
+    def own_copy(self, x: Array) -> Array:
+        """``x.clone()`` (in its graph: ``asarray(copy=True)`` warns of one that requires grad)."""
+        return x.clone()
+
     def contiguous_copy(self, x: Array) -> Array:
         """Detached, its lazy bits resolved, contiguous, in memory of its own."""
         t = x.detach()
@@ -388,9 +394,8 @@ class TorchAdapter(Adapter):
         each there, which on CUDA would create a driver context (hundreds of
         MB on every device asked, `xpkit info` asks them all).
         """
-        if device.split(":", 1)[0] == "cuda":
-            return super().supported_dtypes("cpu")
-        return super().supported_dtypes(device)
+        cuda = device.split(":", 1)[0] == "cuda"
+        return super().supported_dtypes("cpu" if cuda else device)
 
     def extra_dtypes(self, device: str) -> frozenset[str]:
         """float16, bfloat16 and (torch >= 2.3) uint16/32/64, where allocatable.

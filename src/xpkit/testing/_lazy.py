@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import TYPE_CHECKING, cast
 
-from .._adapters._base import LazyTags
+from .._adapters._lazy_tags import LazyTags
 from .._statement import check_host_copies, statement_of
 
 if TYPE_CHECKING:

@@ -79,7 +79,8 @@ from ._variants import (
 )
 
 if TYPE_CHECKING:
-    from .._adapters._base import Adapter, LazyTags
+    from .._adapters._base import Adapter
+    from .._adapters._lazy_tags import LazyTags
     from .._backend import Backend
     from .._typing import DType, Namespace, NativeDevice, UserFunction
 
