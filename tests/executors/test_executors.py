@@ -83,6 +83,12 @@ def test_what_a_task_s_host_widened_goes_back_only_where_it_belongs():
     into = Outputs(4, fn, xpkit.Backend("torch"), into=check_out(out, 4))
     into.put(0, 4, run_rows(Job(fn), 0, 4, x))
     assert np.asarray(out).tolist() == fn(x).float().tolist()
+    ml_dtypes = pytest.importorskip("ml_dtypes")  # (NumPy's bfloat16)
+    host = np.zeros((4, 2), dtype=ml_dtypes.bfloat16)  # (refused: "fn returns float32")
+    Outputs(4, fn, xpkit.Backend("torch"), into=check_out(host, 4)).put(
+        0, 4, run_rows(Job(fn), 0, 4, x)
+    )
+    assert host.astype(np.float32).tolist() == fn(x).float().tolist()
 
 
 def test_a_job_pickled_by_an_older_xpkit_loads_away_from_home():
