@@ -107,6 +107,21 @@ def test_assert_close_applies_tolerances_to_integers():
         assert_close(np.array([1, 2]), np.array([1, 3]))
 
 
+def test_a_floating_result_against_integers_is_held_to_its_own_precision():
+    """An integer ``desired`` gives no tolerance (exact): a floating
+    ``actual`` is held to its own dtype's, as the docstring says (float32's
+    1.4e-3, float16's 0.125); two integer arrays compare exactly."""
+    ints = np.array([1000, 2000])
+    assert_close(np.array([1000.5, 2000.0], np.float32), ints, check_dtype=False)
+    with pytest.raises(AssertionError, match="elements differ"):
+        assert_close(np.array([1002.0, 2000.0], np.float32), ints, check_dtype=False)
+    assert_close(np.array([1100.0, 2000.0], np.float16), ints, check_dtype=False)
+    with pytest.raises(AssertionError, match="elements differ"):
+        assert_close(np.array([1200.0, 2000.0], np.float16), ints, check_dtype=False)
+    with pytest.raises(AssertionError, match="elements differ"):
+        assert_close(np.array([1001, 2000]), ints)
+
+
 def test_assert_close_bfloat16_tolerance_from_its_dtype():
     torch = pytest.importorskip("torch")
     one = torch.tensor([1.0], dtype=torch.bfloat16)

@@ -92,7 +92,10 @@ def assert_close(
     (namespace), the shape, the dtype, the device, then the values, with
     ``|actual - desired| <= atol + rtol * |desired|`` elementwise (NaNs must
     match). The default tolerance comes from ``desired``'s dtype (see
-    `default_tolerance`). On failure the message names the worst element,
+    `default_tolerance`); where that is an integer or bool dtype and
+    ``actual``'s is a floating one (``check_dtype=False``), from ``actual``'s:
+    a float16 result against integers is held to float16's 0.125, as a
+    float32 one to 1.4e-3 (two integer arrays compare exactly). On failure the message names the worst element,
     its index and both values.
 
     Inside a test the xpkit pytest plugin runs on a backend variant,
@@ -173,6 +176,8 @@ def _check_tolerance(param: str, value: Value) -> float | None:
 def _source_dtype(desired: Array, d: HostArray, actual: Array, a: HostArray) -> DType:
     """The dtype the default tolerance comes from: desired's own (bfloat16 too).
 
+    Where desired's is not floating (integers, bool), actual's where that
+    is: a floating result is held to its own precision against integers.
     A dtype outside the standard gives its host copy's (a long double its
     own; torch's float8 and complex32 the float32 and complex64 of their
     copies: a tolerance tighter than their own precision, never looser).
