@@ -252,7 +252,7 @@ def _wide_float_loss(value: np.floating, target: str) -> str | None:
     if target == "bool" or target in _INT_RANGE:
         numerator, denominator = value.as_integer_ratio()
         if denominator != 1:
-            whole = math.trunc(Fraction(numerator, denominator))
+            whole = int(Fraction(numerator, denominator))  # (toward 0, as a cast)
             return f"(it is not a whole number: it would become {whole})"
         return scalar_cast_loss(numerator, target)
     as_float = float(value)

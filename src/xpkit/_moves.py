@@ -201,7 +201,7 @@ def _as_asked(
         return moved
     if ask:
         if mine.overlaps(theirs):
-            copied: ArrayT = f.xp.asarray(moved, copy=True)
+            copied: ArrayT = f.adapter.own_copy(moved)
             return copied
         return moved
     if mine.place == theirs.place and not mine.overlaps(theirs):
