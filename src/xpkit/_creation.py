@@ -108,7 +108,8 @@ def full(f: Facts[ArrayT], shape: Value, fill_value: Value, dtype: DType) -> Arr
     target, xp_dtype = f.dtype_pair(name, None, source)
     check_fill_fits(fill_value, target)
     number = python_number(fill_value, xp_dtype)
-    return f.xp.full(shape, number, dtype=xp_dtype, device=f.native)
+    options = f.adapter.creation_options(shape)
+    return f.xp.full(shape, number, dtype=xp_dtype, device=f.native, **options)
 
 
 def like_args(
@@ -131,9 +132,9 @@ def full_like(
     """`Backend.full_like`'s slow path: another shape, dtype or device, or host data."""
     out_shape, xp_dtype, native = like_args(f, array, shape, dtype, device)
     check_fill_fits(fill_value, xp_dtype)
-    return f.xp.full(
-        out_shape, python_number(fill_value, xp_dtype), dtype=xp_dtype, device=native
-    )
+    number = python_number(fill_value, xp_dtype)
+    options = f.adapter.creation_options(out_shape)
+    return f.xp.full(out_shape, number, dtype=xp_dtype, device=native, **options)
 
 
 def python_number(fill_value: Value, dtype: DType) -> Value:
@@ -164,7 +165,8 @@ def ones_like(
 ) -> ArrayT:
     """`Backend.ones_like`'s slow path."""
     out_shape, xp_dtype, native = like_args(f, array, shape, dtype, device)
-    return f.xp.ones(out_shape, dtype=xp_dtype, device=native)
+    options = f.adapter.creation_options(out_shape)
+    return f.xp.ones(out_shape, dtype=xp_dtype, device=native, **options)
 
 
 def zeros_like(
@@ -172,4 +174,5 @@ def zeros_like(
 ) -> ArrayT:
     """`Backend.zeros_like`'s slow path."""
     out_shape, xp_dtype, native = like_args(f, array, shape, dtype, device)
-    return f.xp.zeros(out_shape, dtype=xp_dtype, device=native)
+    options = f.adapter.creation_options(out_shape)
+    return f.xp.zeros(out_shape, dtype=xp_dtype, device=native, **options)

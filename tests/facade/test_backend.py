@@ -206,6 +206,25 @@ def test_like_methods(xpkit_backend, method):
     close(b, on_device, np_fn[method](host_ref, *args))
 
 
+@pytest.mark.parametrize("shape", [(0, 100000), (100000, 0), (0, 600, 7), (3, 0, 5000)])
+def test_no_elements_beside_a_long_axis(xpkit_backend, shape):
+    """Dask's automatic chunking divided by zero (ZeroDivisionError)."""
+    b = xpkit_backend
+    host = np.zeros(shape, dtype=np.float32)
+    made = {
+        "asarray": b.asarray(host),
+        "move": b.move(host),
+        "full": b.full(shape, 2.0, dtype="float32"),
+        "full_like": b.full_like(host[..., :0], 2.0, shape=shape),
+        "ones_like": b.ones_like(host[..., :0], shape=shape),
+        "zeros_like": b.zeros_like(host[..., :0], shape=shape),
+    }
+    for name, made_here in made.items():
+        assert tuple(made_here.shape) == shape, name
+        close(b, made_here, host)
+        close(b, b.zeros_like(made_here), host)
+
+
 def test_matmul(xpkit_backend, rng):
     b = xpkit_backend
     a, c = rng.standard_normal((4, 3)), rng.standard_normal((3, 5))

@@ -314,6 +314,14 @@ class Adapter:
         """
         return xp.asarray(host, dtype=dtype, device=device)
 
+    def creation_options(self, shape: tuple[int, ...]) -> dict[str, object]:
+        """Keywords the namespace's ``full``, ``zeros`` and ``ones`` need for ``shape``.
+
+        None by default; Dask's automatic chunking divides by zero on some
+        shapes of no elements (`DaskAdapter.creation_options`).
+        """
+        return {}
+
     #: Whether the facade checks operands before calling the library's
     #: functions rather than after they fail: where those silently convert
     #: other libraries' arrays (NumPy through ``__array__``, Dask, JAX), or

@@ -203,6 +203,25 @@ class DaskAdapter(Adapter):
         """Never: reading a Dask array's values computes its graph."""
         return False
 
+    def from_host(
+        self, xp: Namespace, host: HostArray, dtype: DType, device: NativeDevice
+    ) -> Array:
+        """``asarray``; an array of no elements as one chunk (`creation_options`)."""
+        if host.size:
+            return xp.asarray(host, dtype=dtype, device=device)
+        import dask.array as da
+
+        from_array: Callable[..., Array] = da.from_array
+        return from_array(np.array(host, dtype=dtype), chunks=-1)
+
+    def creation_options(self, shape: tuple[int, ...]) -> dict[str, object]:
+        """One chunk where ``shape`` holds no elements.
+
+        Dask's automatic chunking divides by zero there whenever another axis
+        is long (``da.full((0, 5000), 1.0)``: ZeroDivisionError).
+        """
+        return {} if math.prod(shape) else {"chunks": -1}
+
     def extra_dtypes(self, device: str) -> frozenset[str]:
         """float16, as its NumPy chunks."""
         return frozenset({"float16"})
