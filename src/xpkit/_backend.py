@@ -884,8 +884,9 @@ class Backend(Generic[ArrayT]):
         Parameters
         ----------
         x : array
-            An array of this backend's library, of an integer or real
-            floating dtype.
+            An array of this backend's library, of one of the standard's
+            integer or real floating dtypes (float32 and float64: not
+            float16, which the standard does not have).
         k : int
             How many values, ``0 <= k <= x.shape[axis]``.
         axis : int, default -1
@@ -902,14 +903,16 @@ class Backend(Generic[ArrayT]):
             (``take_along_axis(x, indices, axis) == values``), of the
             namespace's default index dtype, as ``argsort``'s. Among equal
             values, which indices come, and in which order, is the
-            library's; the values are the same on every backend. NaN counts
-            as the largest value on NumPy, torch, JAX and Dask.
+            library's; the values are the same on every backend, compared
+            by ``==``: 0.0 and -0.0 are equal, and which of the two a
+            backend gives where both are in ``x`` is the library's too.
+            NaN counts as the largest value on NumPy, torch, JAX and Dask.
 
         Raises
         ------
         TypeError
-            ``x`` is not an array of this library or has a boolean or
-            complex dtype; ``k`` or ``axis`` is not an int.
+            ``x`` is not an array of this library or has a boolean,
+            complex or float16 dtype; ``k`` or ``axis`` is not an int.
         ValueError
             ``k`` is negative or more than ``x.shape[axis]``; ``axis`` is out
             of range; ``mode`` is neither ``"largest"`` nor ``"smallest"``.

@@ -14,10 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from ._adapters._registry import ADAPTERS
+from ._args import MAX_GB
 from ._check import run_checks
 from ._demo import MIN_SAMPLES, each_backend, nothing_ran_message, run_demo
 from ._dtypes import PrecisionWarning
 from ._info import collect_info, print_info, scheduler_problem
+from ._resolve import adapter_for_name
 from ._select import backend_inventory
 from ._version import __version__
 from .testing import capabilities_table, statements_of
@@ -147,7 +149,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument(
         "--budget-gb",
-        type=_positive_float,
+        type=_budget_gb,
         default=None,
         help="memory budget for the batches (default: measured on each device)",
     )
@@ -173,9 +175,9 @@ def _parser() -> argparse.ArgumentParser:
             action="extend",
             default=None,
             metavar="NAMES",
-            help="comma-separated library keys or backend names to run on, or "
-            "'all'; repeated, each adds to the others (default: every backend "
-            "here)",
+            help="comma-separated library keys or backend names to run on, "
+            "'auto' (the library Backend('auto') picks) or 'all'; repeated, each "
+            "adds to the others (default: every backend here)",
         )
     return parser
 
@@ -184,6 +186,7 @@ def _names(text: str) -> list[str]:
     if text.strip() == "all":
         return [adapter.key for adapter in ADAPTERS.values()]
     names = [n.strip() for n in text.split(",") if n.strip()]
+    names = [adapter_for_name(n).key if n == "auto" else n for n in names]
     named = backend_inventory({n.split("-", 1)[0] for n in names})  # (those imported)
     unknown = [
         n for n in names if n not in {e.key for e in named} | {e.name for e in named}
@@ -277,6 +280,15 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _budget_gb(text: str) -> float:
+    """A budget in GB: finite, positive, and at most 2**63 bytes (the library's own limit)."""
+    value = _positive_float(text)
+    if value > MAX_GB:
+        msg = f"must be at most {MAX_GB:.0f} GB (2**63 bytes), got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -310,7 +322,8 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     setting or an argument it meets while running (``XPKIT_MEMORY_BUDGET_GB``
     that is not a number, a demo budget below one item): 2; an output it
     cannot write (a full disk, a closed stdout): 1; a reader that left
-    (``xpkit info | head -1``): 1, quietly, as other command-line tools.
+    (``xpkit info | head -1``): 1, quietly, as other command-line tools;
+    memory the machine could not give (a demo sized past it): 1.
     """
     args = _parser().parse_args(argv)
     func: Callable[[argparse.Namespace, TextIO], int] = args.func
@@ -332,6 +345,9 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     except ValueError as exc:  # (a setting or argument met while running)
         _say(f"xpkit {args.command}: {exc}")
         return 2
+    except MemoryError as exc:
+        _say(f"xpkit {args.command}: out of memory: {exc or 'MemoryError'}")
+        return 1
     return status
 
 

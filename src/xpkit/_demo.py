@@ -18,6 +18,7 @@ import numpy as np
 from ._backend import Backend
 from ._batches import map_batches
 from ._dtypes import PrecisionWarning
+from ._host_memory import host_available_bytes
 from ._select import InventoryEntry, backend_inventory
 
 if TYPE_CHECKING:
@@ -142,6 +143,15 @@ def demo_data(
     return X, y, perms
 
 
+def demo_data_bytes(n_perm: int, n_samples: int, n_features: int) -> int:
+    """The most host memory `demo_data` holds at once (float64 and int64 items).
+
+    X and y; the permutations as they are made: the random keys, their
+    argsort's indices and its scratch, each ``n_perm`` x ``n_samples``.
+    """
+    return 8 * (n_samples * n_features + 2 * n_samples + 3 * n_perm * n_samples)
+
+
 def run_demo(
     out: TextIO,
     *,
@@ -155,10 +165,20 @@ def run_demo(
     """The permutation test on every available backend (or ``only`` those), against NumPy.
 
     Raises ValueError where ``n_samples`` is under `MIN_SAMPLES` (a
-    standardised sample of one is 0 / 0).
+    standardised sample of one is 0 / 0), or where the data would not fit in
+    the host memory available now (`demo_data_bytes`).
     """
     if n_samples < MIN_SAMPLES:
         msg = f"n_samples must be at least {MIN_SAMPLES}, got {n_samples!r}"
+        raise ValueError(msg)
+    need = demo_data_bytes(n_perm, n_samples, n_features)
+    available = host_available_bytes()
+    if need > available:
+        msg = (
+            f"the demo's data (--permutations {n_perm} --samples {n_samples} "
+            f"--features {n_features}) needs {need / 2**30:.3g} GiB of host memory, "
+            f"more than the {available / 2**30:.3g} GiB available: ask for fewer"
+        )
         raise ValueError(msg)
     X, y, perms = demo_data(n_perm, n_samples, n_features)
     # A progress bar where tqdm is installed and a person watches stderr.

@@ -297,6 +297,13 @@ def test_check_and_demo_narrow_to_the_backends_named():
     assert [row["backend"] for row in json.loads(text)["backends"]] == ["numpy"]
 
 
+def test_auto_runs_the_backend_auto_picks():
+    """'auto' is a backend name, which --backends refused ('names no backend')."""
+    code, text = run("check", "--backends", "auto", "--json")
+    assert code == 0
+    assert json.loads(text)["backends_run"] == [xpkit.Backend("auto").name]
+
+
 def test_repeated_backends_options_add_up():
     """``--backends numpy --backends array_api_strict`` runs both, not the last."""
     pytest.importorskip("array_api_strict")
@@ -510,6 +517,64 @@ def test_info_gives_the_batch_columns_unit():
     out = io.StringIO()
     main(["info"], out)
     assert " budget GB batch GB " in out.getvalue()
+
+
+def test_a_budget_past_2_63_bytes_is_refused_as_the_option(capsys):
+    """It was refused while running, as 'budget_gb must be at most ...'."""
+    with pytest.raises(SystemExit) as info:
+        main(["demo", "--budget-gb", "1e30"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "--budget-gb: must be at most 8589934592 GB (2**63 bytes), got '1e30'" in err
+    assert "usage: xpkit demo" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "need"),
+    [
+        (["--samples", "100000000000", "--features", "100000"], 8.4e16),
+        (["--permutations", "3000000000", "--samples", "2"], 4.8e10),
+        (["--permutations", "10", "--samples", "1000", "--features", "1000"], 8.08e6),
+    ],
+)
+def test_a_demo_larger_than_memory_is_refused_before_it_allocates(
+    monkeypatch, capsys, argv, need
+):
+    """It raised MemoryError from NumPy, as a traceback (or was killed).
+
+    ``need``: X's float64 items and the permutations' int64 ones, the least
+    the data holds (500 features and 5000 permutations by default).
+    """
+    import xpkit._demo as demo
+
+    def refused(*_args):
+        raise AssertionError("demo_data ran")
+
+    monkeypatch.setattr(demo, "demo_data", refused)
+    monkeypatch.setattr(demo, "host_available_bytes", lambda: int(need / 2))
+    code = main(["demo", "--backends", "numpy", *argv], out=io.StringIO())
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("xpkit demo: the demo's data (--permutations ")
+    assert "more than the" in err
+    monkeypatch.setattr(demo, "host_available_bytes", lambda: int(need * 10))
+    with pytest.raises(AssertionError, match="demo_data ran"):
+        main(["demo", "--backends", "numpy", *argv], out=io.StringIO())
+
+
+def test_memory_the_machine_cannot_give_is_a_message_not_a_traceback(
+    monkeypatch, capsys
+):
+    import xpkit._demo as demo
+
+    def no_memory(*_args):
+        raise MemoryError("Unable to allocate 44.7 GiB")
+
+    monkeypatch.setattr(demo, "demo_data", no_memory)
+    code = main(["demo", "--backends", "numpy"], out=io.StringIO())
+    assert code == 1
+    err = capsys.readouterr().err
+    assert err == "xpkit demo: out of memory: Unable to allocate 44.7 GiB\n"
 
 
 def _xpkit(*argv: str, env: dict[str, str] | None = None, stdout=subprocess.PIPE):
