@@ -9,6 +9,7 @@ a piece does with its rows and where its results go.
 from __future__ import annotations
 
 import gc
+import sys
 import traceback
 from collections.abc import Callable
 
@@ -22,7 +23,10 @@ __all__ = [
     "empty_device_cache",
     "is_oom_error",
     "release_after_oom",
+    "said",
     "split_on_oom",
+    "splittable",
+    "work_ran_out_of_memory",
 ]
 
 
@@ -40,10 +44,13 @@ def is_oom_error(exc: BaseException) -> bool:
     Recognises torch's ``OutOfMemoryError`` and OOM ``RuntimeError``s (CUDA,
     cuBLAS/cuSOLVER/cuFFT ``*_ALLOC_FAILED``, MPS, the CPU allocator), CuPy's
     ``OutOfMemoryError``, JAX's ``RESOURCE_EXHAUSTED`` and host
-    ``MemoryError``s, anywhere in the ``__cause__``/``__context__`` chain or
-    among the members of an exception group (``asyncio.TaskGroup``, trio
-    nurseries). A ``KeyboardInterrupt``, ``SystemExit`` or
-    ``GeneratorExit`` never is, even one raised while an OOM was handled.
+    ``MemoryError``s, anywhere in the ``__cause__``/``__context__`` chain, or
+    in each member of an exception group (``asyncio.TaskGroup``, trio
+    nurseries: a group that also holds a ``ValueError`` is not, as a smaller
+    piece would not mend it, and a retry that ran would drop it). A
+    ``KeyboardInterrupt``, ``SystemExit`` or ``GeneratorExit`` never is,
+    even one raised while an OOM was handled. An exception whose message
+    cannot be read (its ``__str__`` raises) is judged by its type alone.
 
     Parameters
     ----------
@@ -79,23 +86,96 @@ def is_oom_error(exc: BaseException) -> bool:
     if not isinstance(exc, BaseException):
         msg = f"exc must be an exception, got {exc!r}"
         raise TypeError(msg)
+    return work_ran_out_of_memory(exc, None)
+
+
+def work_ran_out_of_memory(exc: BaseException, handled: BaseException | None) -> bool:
+    """`is_oom_error` of what some work raised, not of what its caller handled.
+
+    ``handled`` is ``sys.exception()`` where the work started. Python makes
+    the exception being handled the ``__context__`` of every exception
+    raised meanwhile, so a bug of ``fn`` called inside the caller's ``except
+    MemoryError:`` block (batching after a whole-array attempt ran out of
+    memory) carries that ``MemoryError``: the walk stops at it, or ``fn``'s
+    bug would be split and retried down to one row and then named an OOM.
+    """
     if _stops(exc):
         return False  # (Ctrl-C or an exit while an OOM was handled: never retried)
-    seen: set[int] = set()
-    todo: list[BaseException] = [exc]
-    while todo:
-        link = todo.pop()
-        if id(link) in seen:
-            continue
-        seen.add(id(link))
-        if any(adapter.is_oom(link) for adapter in ADAPTERS.values()):
-            return True
+    return _chain_oom(exc, handled, {})
+
+
+def _chain_oom(
+    exc: BaseException, handled: BaseException | None, memo: dict[int, bool]
+) -> bool:
+    """Whether ``exc`` or its ``__cause__``/``__context__`` chain is an OOM.
+
+    A group is one where each of its members is (with their chains): one
+    member's OOM says nothing of another's ``ValueError``, which a retry
+    that succeeds would drop. ``memo``: the links walked (a cycle back to a
+    link adds nothing); the chain is walked in a loop (one was 100,000 long).
+    """
+    found = False
+    link: BaseException | None = exc
+    walked: list[int] = []
+    while link is not None and not found:
+        key = id(link)
+        if key in memo or link is handled:
+            found = memo.get(key, False)
+            break
+        memo[key] = False  # (until known)
+        walked.append(key)
         if isinstance(link, BaseExceptionGroup):  # asyncio.TaskGroup, trio nurseries
-            todo += list(link.exceptions)
-        # `raise X from None` means "not because of the earlier error".
-        context = None if link.__suppress_context__ else link.__context__
-        todo += [e for e in (link.__cause__, context) if e is not None]
+            members = link.exceptions
+            found = all(_chain_oom(e, handled, memo) for e in members)
+        else:
+            found = _signals(link)
+        if not found:
+            # `raise X from None` means "not because of the earlier error".
+            context = None if link.__suppress_context__ else link.__context__
+            cause = link.__cause__
+            if cause is not None and context is not None and cause is not context:
+                found = _chain_oom(cause, handled, memo)
+                link = context
+            else:
+                link = cause if cause is not None else context
+    for key in walked:
+        memo[key] = found
+    return found
+
+
+def _signals(link: BaseException) -> bool:
+    """Whether one link is some library's OOM signal (its own chain aside).
+
+    An exception whose ``__str__`` raises is read by type alone: the
+    adapters that read the message see nothing there.
+    """
+    for adapter in ADAPTERS.values():
+        try:
+            found = adapter.is_oom(link)
+        except Exception:  # noqa: BLE001 - (its message could not be read)
+            found = False
+        if found:
+            return True
     return False
+
+
+def splittable(exc: BaseException, handled: BaseException | None) -> bool:
+    """Whether work that raised ``exc`` may run again in smaller pieces.
+
+    An OOM of the work (`work_ran_out_of_memory`, ``handled`` as there),
+    but not an `UnsplittableMemoryError`, which no smaller piece avoids.
+    """
+    if isinstance(exc, UnsplittableMemoryError):
+        return False
+    return work_ran_out_of_memory(exc, handled)
+
+
+def said(exc: BaseException) -> str:
+    """``str(exc)``, or a word that it could not be read (its ``__str__`` raised)."""
+    try:
+        return str(exc)
+    except Exception:  # noqa: BLE001 - (any error of a user's __str__)
+        return f"(a {type(exc).__name__} whose message could not be read)"
 
 
 def _stops(exc: BaseException) -> bool:
@@ -184,7 +264,7 @@ def at_min_batch(
     msg = (
         f"{caller}: rows {start}:{stop} ({rows} rows{need}) could not run on "
         f"{where} even at min_batch={min_batch}: out of memory "
-        f"({type(error).__name__}: {str(error)[:200]})"
+        f"({type(error).__name__}: {said(error)[:200]})"
     )
     return MemoryError(msg)
 
@@ -233,10 +313,11 @@ def split_on_oom(
             pending += [(mid, stop), (start, mid)]
             continue
         alone = False
+        handled = sys.exception()  # (the caller's, if any: not the work's)
         try:
             run(start, stop, split)
         except BaseException as exc:
-            if not is_oom_error(exc) or isinstance(exc, UnsplittableMemoryError):
+            if not splittable(exc, handled):
                 raise
             alone = not split and padded is not None and padded(start, stop)
             if size <= min_chunk and not alone:
@@ -245,7 +326,7 @@ def split_on_oom(
                 raise at_floor(start, stop, exc) from exc
             # Drop the failed attempt's locals (its buffers) before retrying.
             traceback.clear_frames(exc.__traceback__)
-            reason = f"{type(exc).__name__}: {str(exc)[:200]}"
+            reason = f"{type(exc).__name__}: {said(exc)[:200]}"
         else:
             if split and (start, stop) != rerun:  # (a rerun teaches no size)
                 fitted = max(fitted or 0, size)

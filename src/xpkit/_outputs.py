@@ -10,6 +10,7 @@ an input or a buffer ``fn`` may reuse.
 
 from __future__ import annotations
 
+import sys
 from collections import deque
 from typing import TYPE_CHECKING
 
@@ -28,7 +29,7 @@ from ._into import (
     writers_for,
 )
 from ._memory import BYTES_PER_GB, array_nbytes, available_bytes
-from ._oom import UnsplittableMemoryError, is_oom_error
+from ._oom import UnsplittableMemoryError, work_ran_out_of_memory
 from ._result_memory import copied, in_write_order, kept_as_they_are, shares_nothing
 from ._result_spec import describe_spec
 from ._rows import (
@@ -384,6 +385,7 @@ class Outputs:
     def _allocate(self, rows: Rows) -> None:
         self._check_room(rows)
         out: list[Array] = []
+        handled = sys.exception()  # (the caller's, if any: not the allocation's)
         for i, leaf in enumerate(rows.leaves):
             shape = (self.n, *self._rows[i])
             try:
@@ -402,7 +404,7 @@ class Outputs:
                 else:
                     out.append(np.empty(shape, dtype=leaf.dtype))
             except Exception as exc:
-                if not is_oom_error(exc):
+                if not work_ran_out_of_memory(exc, handled):
                     raise
                 gib = array_nbytes(leaf[:1]) * self.n / 2**30
                 msg = (

@@ -15,18 +15,14 @@ probe size runs once unmeasured.
 from __future__ import annotations
 
 import math
+import sys
 import traceback
 from typing import TYPE_CHECKING
 
 from ._cost_model import Cost, fit
 from ._log import logger
 from ._memory import array_nbytes
-from ._oom import (
-    UnsplittableMemoryError,
-    at_min_batch,
-    is_oom_error,
-    release_after_oom,
-)
+from ._oom import at_min_batch, release_after_oom, splittable
 
 if TYPE_CHECKING:
     from ._adapters._peak import PeakMeter
@@ -124,13 +120,14 @@ def probe(
         stop = min(start + rows, n)
         if meter.warm_up and start + 2 * (stop - start) > most:
             break  # no rows left to run this shape twice
+        handled = sys.exception()  # (the caller's, if any: not fn's)
         try:
             if meter.warm_up:  # run this shape once unmeasured: it compiles
                 _run_probe(request, outputs, start, stop, None)
                 start, stop = stop, 2 * stop - start
             peak = _run_probe(request, outputs, start, stop, meter)
         except BaseException as exc:
-            if not is_oom_error(exc) or isinstance(exc, UnsplittableMemoryError):
+            if not splittable(exc, handled):
                 raise
             if stop - start <= request.min_batch:  # (no fewer rows to try)
                 where = request.owner.name

@@ -27,6 +27,7 @@ where they are ``min_batch`` rows or fewer the error is raised at once.
 from __future__ import annotations
 
 import logging
+import sys
 import traceback
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -41,7 +42,7 @@ from ._memory import (
     fresh_host_reading,
     host_reading,
 )
-from ._oom import UnsplittableMemoryError, at_min_batch, is_oom_error
+from ._oom import at_min_batch, splittable
 from ._outputs import outputs_of_all_rows
 from ._plan_memory import plan_memory
 from ._rows import TRACING_ADAPTERS, refuse_compiled_rows, refuse_traced
@@ -168,13 +169,14 @@ def repeat(call: BatchCall) -> UserResult | Repeat:
     token = ROWS.set(
         (range(n), refuse_compiled_rows)
     )  # what `current_rows` says: every row
+    handled = sys.exception()  # (the caller's, if any: not fn's)
     try:
         if whole.__class__ is dict:
             result = fn(*arrays, **whole)
         else:
             result = fn(*arrays, *whole)
     except BaseException as exc:
-        if not is_oom_error(exc) or isinstance(exc, UnsplittableMemoryError):
+        if not splittable(exc, handled):
             raise
         if n <= min_batch:  # (named as the planned path names them: ``where``)
             error = at_min_batch("map_batches", (0, n), where, min_batch, exc)

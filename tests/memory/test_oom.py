@@ -386,13 +386,45 @@ def test_compute_oom_safe_requires_row_aligned_results(fn, shape):
         xpkit.compute_oom_safe(capped, np.arange(8.0))
 
 
-def test_an_oom_inside_an_exception_group_is_an_oom():
+def test_an_exception_group_of_ooms_is_an_oom():
     assert xpkit.is_oom_error(ExceptionGroup("tasks", [MemoryError()]))
     nested = ExceptionGroup(
-        "outer", [ValueError(), ExceptionGroup("inner", [MemoryError()])]
+        "outer", [MemoryError(), ExceptionGroup("inner", [MemoryError()])]
     )
     assert xpkit.is_oom_error(nested)
     assert not xpkit.is_oom_error(ExceptionGroup("tasks", [ValueError("no")]))
+    caused = ValueError("while handling the group")
+    caused.__cause__ = ExceptionGroup("tasks", [MemoryError(), MemoryError()])
+    assert xpkit.is_oom_error(caused)
+
+
+def test_a_group_that_also_holds_another_error_is_no_oom():
+    """A retry that ran would drop the ValueError: it was split and retried."""
+    nested = ExceptionGroup(
+        "outer", [ValueError(), ExceptionGroup("inner", [MemoryError()])]
+    )
+    assert not xpkit.is_oom_error(nested)
+    assert not xpkit.is_oom_error(ExceptionGroup("g", [MemoryError(), KeyError(1)]))
+    calls = []
+
+    def fn(x):
+        calls.append(x.shape[0])
+        errors = [MemoryError(), ValueError("a bug")]
+        raise ExceptionGroup("tasks", errors if x.shape[0] > 2 else errors[1:])
+
+    with pytest.raises(ExceptionGroup) as info:
+        xpkit.compute_oom_safe(fn, np.arange(8.0))
+    assert calls == [8]
+    assert len(info.value.exceptions) == 2
+
+
+def test_a_chain_that_loops_back_on_itself_is_walked_once():
+    first, second = ValueError("a"), KeyError("b")
+    first.__context__, second.__context__ = second, first
+    assert not xpkit.is_oom_error(first)
+    group = ExceptionGroup("g", [MemoryError()])
+    group.exceptions[0].__context__ = group
+    assert xpkit.is_oom_error(group)
 
 
 def test_compute_oom_safe_splits_on_a_task_group_oom():
@@ -411,3 +443,126 @@ def test_compute_oom_safe_splits_on_a_task_group_oom():
 
     got = xpkit.compute_oom_safe(fn, np.arange(8.0)[:, None])
     assert_equal(got, np.arange(8.0)[:, None] * 2.0)
+
+
+class _Buggy:
+    """``fn`` that records its real row counts, with a bug switched on or off.
+
+    (An attribute of a module-level object: a plan remembered for ``fn``
+    does not key it, as the repeated path needs.)
+    """
+
+    bug = False
+    armed = False  # (what `_repeated` switches the bug to, after two calls)
+    calls: list[int] = []  # noqa: RUF012 - (reset by each test)
+
+    @staticmethod
+    def fn(x):
+        if isinstance(x, np.ndarray):  # (not the shape-only trace's stand-ins)
+            _Buggy.calls.append(x.shape[0])
+        if _Buggy.bug:
+            msg = "a bug in fn"
+            raise ValueError(msg)
+        if x.shape[0] > 16 and isinstance(x, np.ndarray):
+            msg = "simulated"
+            raise MemoryError(msg)
+        return x * 2.0
+
+
+def _repeated(x):
+    _Buggy.bug = False
+    xpkit.map_batches(_Buggy.fn, x, bytes_per_item=16)
+    xpkit.map_batches(_Buggy.fn, x, bytes_per_item=16)  # (now remembered)
+    _Buggy.bug, _Buggy.calls[:] = _Buggy.armed, []
+    return xpkit.map_batches(_Buggy.fn, x, bytes_per_item=16)
+
+
+def _a_bug(x):
+    """A bug on joblib's workers too (they import this module, ``bug`` False)."""
+    msg = "a bug in fn"
+    raise ValueError(msg)
+
+
+_ENTRIES = {
+    "map_batches": lambda x: xpkit.map_batches(_Buggy.fn, x, remember=False),
+    "bytes_per_item": lambda x: xpkit.map_batches(
+        _Buggy.fn, x, bytes_per_item=16, remember=False
+    ),
+    "compute_oom_safe": lambda x: xpkit.compute_oom_safe(_Buggy.fn, x),
+    "iter_batches": lambda x: np.concatenate(
+        [rows for _, rows in xpkit.iter_batches(_Buggy.fn, x, remember=False)]
+    ),
+    "joblib": lambda x: xpkit.map_batches(
+        _a_bug if _Buggy.bug else _Buggy.fn,
+        x,
+        executor="joblib",
+        bytes_per_item=160,
+        budget_gb=1e-6,
+    ),
+    "repeated": _repeated,
+}
+
+
+@pytest.mark.parametrize("entry", list(_ENTRIES))
+def test_fn_s_bug_inside_the_caller_s_except_memory_error_is_fn_s(entry):
+    """Python makes the caller's MemoryError the __context__ of fn's ValueError.
+
+    It was split and retried down to one row ([32, 16, 8, 4, 2, 1]), then
+    named an OOM: a MemoryError 'rows 0:1 ... out of memory (ValueError:
+    ...)'; on joblib too.
+    """
+    x = np.arange(64.0).reshape(32, 2)
+    _Buggy.calls[:] = []
+    try:
+        msg = "the whole array at once"
+        raise MemoryError(msg)
+    except MemoryError:
+        _Buggy.bug = _Buggy.armed = True
+        try:
+            with pytest.raises(ValueError, match="^a bug in fn$"):
+                _ENTRIES[entry](x)
+        finally:
+            _Buggy.bug = _Buggy.armed = False
+    assert len(_Buggy.calls) <= 1, _Buggy.calls  # (none on joblib: its workers')
+
+
+@pytest.mark.parametrize("entry", list(_ENTRIES))
+def test_an_oom_of_fn_inside_the_caller_s_except_is_still_split(entry):
+    x = np.arange(64.0).reshape(32, 2)
+    try:
+        msg = "the whole array at once"
+        raise MemoryError(msg)
+    except MemoryError:
+        got = _ENTRIES[entry](x)
+    assert_equal(got, np.arange(64.0).reshape(32, 2) * 2.0)
+
+
+def test_an_error_whose_message_cannot_be_read_is_judged_by_its_type():
+    """is_oom_error raised LookupError (torch's adapter read the message); a
+    MemoryError of that kind was not split (the retry's log line read it)."""
+
+    class Unreadable(RuntimeError):
+        def __str__(self):
+            msg = "__str__ broken"
+            raise LookupError(msg)
+
+    class UnreadableMemory(MemoryError):
+        def __str__(self):
+            msg = "__str__ broken"
+            raise LookupError(msg)
+
+    assert not xpkit.is_oom_error(Unreadable())
+    assert xpkit.is_oom_error(UnreadableMemory())
+
+    def fn(x):
+        if x.shape[0] > 2:
+            raise UnreadableMemory
+        return x + 1.0
+
+    assert_equal(xpkit.compute_oom_safe(fn, np.arange(8.0)), np.arange(8.0) + 1.0)
+
+    def never(x):
+        raise UnreadableMemory
+
+    with pytest.raises(MemoryError, match="whose message could not be read"):
+        xpkit.map_batches(never, np.arange(8.0), bytes_per_item=8)

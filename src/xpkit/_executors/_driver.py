@@ -9,12 +9,13 @@ resubmits, down to ``min_batch``.
 
 from __future__ import annotations
 
+import sys
 from collections import deque
 from typing import TYPE_CHECKING
 
 from .._into import stop_at_chunk
 from .._log import logger
-from .._oom import is_oom_error
+from .._oom import said, work_ran_out_of_memory
 from .._rows import Job, common_rows
 from ._base import InputsLost, Pool
 from ._interrupts import interrupts_held
@@ -89,6 +90,7 @@ def each_task_on_pool(
     padded: set[tuple[int, int]] = set()  # a last task that runs padded
     resubmitted = deaths = 0
     in_flight = pool.slots * pool.per_slot
+    handled = sys.exception()  # (the caller's, if any: not a task's)
     try:
         pool.start(job, arrays)
         while queue or running:
@@ -126,7 +128,7 @@ def each_task_on_pool(
                     continue
                 lost = isinstance(error, InputsLost)
                 died = lost or pool.lost_worker(error)
-                if not (died or is_oom_error(error)):
+                if not (died or work_ran_out_of_memory(error, handled)):
                     raise error
                 if died and not died_now:
                     deaths, died_now = deaths + 1, True
@@ -141,9 +143,9 @@ def each_task_on_pool(
                     "its inputs went down with a worker that died"
                     if lost
                     else f"its worker died, possibly killed for memory "
-                    f"({type(error).__name__}: {str(error)[:200]})"
+                    f"({type(error).__name__}: {said(error)[:200]})"
                     if died
-                    else f"out of memory ({type(error).__name__}: {str(error)[:200]})"
+                    else f"out of memory ({type(error).__name__}: {said(error)[:200]})"
                 )
                 half = _cut(rows, chunk, whole_chunks, min_batch)
                 whole_task = not half  # (it cannot be split)
