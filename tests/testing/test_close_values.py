@@ -7,6 +7,7 @@ that a conversion would drop.
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import numpy as np
@@ -108,6 +109,52 @@ def test_torch_dtypes_outside_the_standard_compare_as_themselves():
 
 
 @pytest.mark.parametrize(
+    ("name", "values", "other"),
+    [
+        ("float8_e4m3fn", [1.0, 2.0], [1.0, 2.5]),
+        ("float4_e2m1fn", [1.0, 2.0], [1.0, 3.0]),
+        ("int4", [1, -2], [1, -3]),
+        ("uint2", [1, 2], [1, 3]),
+    ],
+)
+def test_ml_dtypes_numbers_compare_as_themselves(name, values, other):
+    """NumPy arrays of ml_dtypes' float8 and int4 (JAX's too) met "is not a
+    numeric or boolean dtype", even against a copy of themselves."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    dtype = np.dtype(getattr(ml_dtypes, name))
+    x = np.array(values, dtype=dtype)
+    assert_equal(x, x.copy())
+    assert_close(x, x.copy())
+    assert_close(x, x.copy(), check_dtype=False)
+    with pytest.raises(AssertionError, match="1 of 2 elements differ"):
+        assert_close(x, np.array(other, dtype=dtype))
+    with pytest.raises(AssertionError, match="dtypes differ"):
+        assert_equal(x, np.array(values, dtype=np.float32))
+
+
+def test_the_tolerance_of_narrow_dtypes_outside_the_standard():
+    """float8, float4 and complex32 raised 'not a numeric or boolean dtype'.
+
+    They take float32's tolerance, as their host copies are compared
+    (tighter than their own spacing, 0.125 at 1.0 for float8_e4m3fn); the
+    narrow integers are exact.
+    """
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    torch = pytest.importorskip("torch")
+    float32 = (4 * float(np.finfo(np.float32).eps) ** 0.5, 0.0)
+    for dtype in (
+        np.dtype(ml_dtypes.float8_e4m3fn),
+        np.dtype(ml_dtypes.float4_e2m1fn),
+        torch.float8_e5m2,
+        torch.complex32,
+    ):
+        assert default_tolerance(dtype) == pytest.approx(float32), dtype
+    assert default_tolerance(np.dtype(ml_dtypes.int4)) == (0.0, 0.0)
+    with pytest.raises(TypeError, match="is not a numeric or boolean dtype"):
+        default_tolerance(np.dtype("O"))
+
+
+@pytest.mark.parametrize(
     ("actual", "desired"),
     [
         (complex(1, np.nan), complex(1000, np.nan)),
@@ -203,6 +250,24 @@ def test_dask_a_dtype_declared_is_the_dtype_computed():
     )
     right = da.ones(4, chunks=2, dtype=np.float32)
     assert_close(right, np.ones(4, dtype=np.float32), check_namespace=False)
+
+
+def test_dask_a_shape_declared_is_the_shape_computed():
+    """A map_blocks result declared (4,) and computed (2,) passed against (2,)."""
+    da = pytest.importorskip("dask.array")
+    x = da.from_array(np.array([1.0, 2.0, 3.0, 4.0]), chunks=2)
+    lie = x.map_blocks(lambda block: block[:1], dtype=np.float64)
+    message = re.escape("declares shape (4,), but its values have shape (2,)")
+    with pytest.raises(AssertionError, match="actual " + message):
+        assert_close(lie, da.from_array(np.array([1.0, 3.0])))
+    with pytest.raises(AssertionError, match="actual " + message):
+        assert_equal(lie, np.array([1.0, 3.0]), check_namespace=False)
+    with pytest.raises(AssertionError, match="desired " + message):
+        assert_close(da.from_array(np.array([1.0, 3.0])), lie)
+    unknown = x[x > 2.0]  # (a NaN size: nothing declared to hold it to)
+    assert_close(unknown, da.from_array(np.array([3.0, 4.0])))
+    declared = x.map_blocks(lambda block: block[:1], chunks=((1, 1),))
+    assert_close(declared, da.from_array(np.array([1.0, 3.0])))
 
 
 def test_dask_masked_chunks_behind_a_plain_meta_are_refused():

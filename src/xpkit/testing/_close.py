@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .._adapters._registry import ADAPTERS, adapter_for_array
 from .._dtypes import DTYPE_NAMES, dtype_label, dtype_name, narrowed
-from ._close_values import compare_values, host_copy
+from ._close_values import compare_values, host_copy, registered_number
 from ._running import RunningVariant, running_variant
 
 if TYPE_CHECKING:
@@ -31,7 +32,11 @@ def default_tolerance(dtype: DType) -> tuple[float, float]:
     float64 → 6.0e-8, float32 → 1.4e-3, float16 → 0.125. bfloat16 takes
     float16's 0.125 too: its own ``4 * sqrt(eps)`` (eps = 2**-7) would be
     0.354, which passes ``1.0`` against ``1.25``. Complex dtypes use their
-    component's tolerance; integer and boolean dtypes compare exactly.
+    component's tolerance; integer and boolean dtypes compare exactly. The
+    narrower floats of torch and ml_dtypes (float8, float6, float4, torch's
+    complex32) take float32's, as their host copies are compared: tighter
+    than their own precision, never looser; 4-, 2- and 1-bit integers
+    compare exactly.
 
     Parameters
     ----------
@@ -64,7 +69,11 @@ def default_tolerance(dtype: DType) -> tuple[float, float]:
     except TypeError:
         if isinstance(dtype, np.dtype) and dtype.kind in "fc":  # a long double
             return 4 * float(np.finfo(dtype).eps) ** 0.5, 0.0
-        raise
+        narrow = _NARROW.fullmatch(dtype_label(dtype))
+        if narrow is None:
+            raise
+        # (compared as their host copies are: float32, complex64, integers)
+        return (0.0, 0.0) if narrow["integer"] else default_tolerance("float32")
     if name is None:
         msg = f"dtype must be a dtype or its name, got {dtype!r}"
         raise TypeError(msg)
@@ -283,6 +292,8 @@ def _compare_meta(
         )
         raise AssertionError(msg)
     a, d = host_copy(actual, "actual"), host_copy(desired, "desired")
+    _has_declared_shape(lib_a, actual, a, "actual")
+    _has_declared_shape(lib_d, desired, d, "desired")
     if a.shape != d.shape:
         msg = f"shapes differ: actual {a.shape}, desired {d.shape}"
         raise AssertionError(msg)
@@ -325,6 +336,10 @@ def _compare_meta(
     return a, d, narrow
 
 
+#: The labels of the narrow dtypes outside the standard (torch, ml_dtypes).
+_NARROW = re.compile(r"(?:float[468]_\w+|complex32|(?P<integer>u?int[124]))")
+
+
 def _dtype_text(dtype: DType, host: HostArray) -> str | None:
     """The standard's name of ``dtype``, else its label where ``host`` holds numbers.
 
@@ -333,7 +348,7 @@ def _dtype_text(dtype: DType, host: HostArray) -> str | None:
     are of one dtype, and their host copies hold numbers. Anything else is
     refused, as `dtype_name` refuses it.
     """
-    if host.dtype.kind not in "biufc":
+    if host.dtype.kind not in "biufc" and not registered_number(host.dtype):
         return dtype_name(dtype)
     return dtype_label(dtype)
 
@@ -355,6 +370,31 @@ def _computes_declared(
     if adapter.host_dtypes.get(declared, declared) != computed:
         msg = f"{param} declares dtype {declared}, but its values are {computed}"
         raise AssertionError(msg)
+
+
+def _has_declared_shape(
+    adapter: Adapter | None, array: Value, host: HostArray, param: str
+) -> None:
+    """AssertionError where ``host`` is not of the shape its array declared.
+
+    A Dask array's shape is what its graph says; its chunks may compute to
+    another (a ``map_blocks`` that drops rows, without the right
+    ``chunks=``), and only the host copies were compared. Sizes a library
+    does not know (Dask's NaN after a boolean mask, ndonnx's None) are not
+    checked.
+    """
+    __tracebackhide__ = True
+    if adapter is None:
+        return
+    declared = tuple(array.shape)
+    if len(declared) == host.ndim and all(
+        not isinstance(size, int) or size == got
+        for size, got in zip(declared, host.shape, strict=True)
+    ):
+        return
+    shown = tuple(size if isinstance(size, int) else None for size in declared)
+    msg = f"{param} declares shape {shown}, but its values have shape {host.shape}"
+    raise AssertionError(msg)
 
 
 def _held(running: RunningVariant) -> frozenset[str]:

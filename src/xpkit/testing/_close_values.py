@@ -8,7 +8,7 @@ NaN matches only where the same parts are NaN and the others are close.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -52,10 +52,7 @@ def _check_numeric(x: HostArray, param: str) -> None:
     (``ml_dtypes``, which JAX uses) is a number.
     """
     dtype = x.dtype
-    registered = (
-        dtype.kind == "V" and dtype.type is not np.void and dtype.fields is None
-    )
-    if dtype.kind in "biufc" or registered:
+    if dtype.kind in "biufc" or registered_number(dtype):
         return
     why = " (Python ints beyond 64 bits, or other objects)" if dtype.kind == "O" else ""
     msg = (
@@ -63,6 +60,15 @@ def _check_numeric(x: HostArray, param: str) -> None:
         "boolean dtype: the asserts compare numbers"
     )
     raise TypeError(msg)
+
+
+def registered_number(dtype: np.dtype[Any]) -> bool:
+    """Whether a NumPy dtype of kind ``V`` is a number type a library registers.
+
+    ``ml_dtypes``' floats and integers (float8, int4, ...), which JAX uses:
+    not a plain or structured void.
+    """
+    return dtype.kind == "V" and dtype.type is not np.void and dtype.fields is None
 
 
 def compare_values(a: HostArray, d: HostArray, rtol: float, atol: float) -> None:
