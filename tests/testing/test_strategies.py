@@ -7,8 +7,9 @@ import warnings
 import numpy as np
 import pytest
 from helpers import run_python
-from hypothesis import given, settings
+from hypothesis import find, given, settings
 from hypothesis import strategies as st
+from hypothesis.errors import NoSuchExample
 
 import xpkit
 from xpkit._adapters import get_adapter
@@ -68,7 +69,8 @@ STRATEGY_ON_32_BIT_JAX = """
 import warnings
 
 import jax
-from hypothesis import given, settings
+from hypothesis import find, given, settings
+from hypothesis.errors import NoSuchExample
 
 import xpkit
 from xpkit.testing import strategies
@@ -146,3 +148,79 @@ def test_bfloat16_draws_keep_their_bounds(data):
     assert np.all(values <= 0.2)
     unbounded = data.draw(strategies.arrays(torch, dtype="bfloat16", shape=4))
     assert torch.dtype_to_str(unbounded.dtype) == "bfloat16"
+
+
+@pytest.mark.parametrize(
+    ("bounds", "outside"),
+    [
+        ({"min_value": 1.0, "max_value": 2.0, "exclude_min": True}, "<= 1"),
+        ({"min_value": 1.0, "max_value": 2.0, "exclude_max": True}, ">= 2"),
+        ({"min_value": -2.0, "max_value": -1.0, "exclude_max": True}, ">= -1"),
+    ],
+)
+def test_bfloat16_draws_keep_exclusive_bounds(bounds, outside):
+    """A float32 drawn just past 1.0 rounded back to bfloat16's 1.0: found at once."""
+    pytest.importorskip("torch")
+    torch = xpkit.Backend("torch")
+    drawn = strategies.arrays(torch, dtype="bfloat16", shape=2, elements=bounds)
+    limit = float(outside.split()[1])
+
+    def breaks(x):
+        values = torch.to_numpy(x)
+        return bool(
+            (values <= limit).any() if "<" in outside else (values >= limit).any()
+        )
+
+    with pytest.raises(NoSuchExample):
+        find(drawn, breaks, settings=settings(max_examples=300, database=None))
+
+
+INT_BOUNDS_ON_32_BIT_JAX = """
+import warnings
+
+import jax
+from hypothesis import given, settings
+
+import xpkit
+from xpkit.testing import strategies
+
+assert not jax.config.jax_enable_x64
+b = xpkit.Backend("jax")
+warnings.simplefilter("ignore", xpkit.PrecisionWarning)
+for bounds in ({"max_value": -2**31}, {"min_value": 2**31 - 1}):
+    drawn = strategies.arrays(b, dtype="int64", shape=2, elements=bounds)
+
+    @settings(max_examples=3, database=None)
+    @given(drawn)
+    def check(x):
+        assert str(x.dtype) == "int32", x.dtype
+        assert ((x == bounds.get("max_value", 0)) | (x == bounds.get("min_value", 0))).all()
+
+    check()
+for bounds in ({"max_value": 2**31}, {"min_value": -2**31 - 1}):
+    drawn = strategies.arrays(b, dtype="int64", shape=2, elements=bounds)
+
+    @settings(max_examples=1, database=None)
+    @given(drawn)
+    def draw(x):
+        pass
+
+    try:
+        draw()
+    except ValueError as exc:
+        print("refused:", exc)
+print("drawn at int32's ends")
+"""
+
+
+def test_int64_bounds_narrowed_to_int32_take_int32_s_ends():
+    """-2**31 as max_value was refused as 'beyond what int32 holds (2147483647)'."""
+    pytest.importorskip("jax")
+    proc = run_python(INT_BOUNDS_ON_32_BIT_JAX, extra_env={"JAX_ENABLE_X64": "0"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "drawn at int32's ends" in proc.stdout
+    assert (
+        "refused: elements={'max_value': 2147483648} is beyond what int32 holds "
+        "(-2147483648 to 2147483647)"
+    ) in proc.stdout
+    assert "refused: elements={'min_value': -2147483649} is beyond" in proc.stdout

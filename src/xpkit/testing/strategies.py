@@ -86,8 +86,8 @@ def arrays(
         lacks, is drawn as float32 (within its range, no subnormals) and
         rounded.
     shape : int, tuple or strategy, optional
-        By default Hypothesis' ``array_shapes()`` (1 to 3 dimensions, up to
-        10 per side).
+        By default Hypothesis' ``array_shapes()`` (1 to 3 dimensions, 1 to 6
+        per side).
     elements : strategy or dict, optional
         Passed to Hypothesis' ``arrays`` (e.g. ``{"allow_nan": False}``).
     """
@@ -163,23 +163,29 @@ def _within(
         top = float(np.finfo(drawn).max)
     else:  # (an integer: int64 to int32)
         info = np.iinfo(drawn)
-        for key, limit in (("min_value", int(info.min)), ("max_value", int(info.max))):
-            _check_bound(bounds, key, limit, asked, drawn)
+        for key in ("min_value", "max_value"):
+            _check_bound(bounds, key, (int(info.min), int(info.max)), asked, drawn)
         return bounds
     for key, inward in (("min_value", 1.0), ("max_value", -1.0)):
         given = bounds.get(key)
         if given is None:
             continue
-        _check_bound(bounds, key, top, asked, drawn)
+        _check_bound(bounds, key, (-top, top), asked, drawn)
         exact = float(cast("float", given))
         value = np.float32(exact)  # (every narrowing here is to float32)
         if (float(value) - exact) * inward < 0:  # (rounded outward: step in)
             value = np.nextafter(value, np.float32(inward * np.inf))
         if asked == "bfloat16":  # (a bfloat16 inside it: rounding keeps within)
             value = _bfloat16_inward(value, up=inward > 0)
+            flag = "exclude_min" if key == "min_value" else "exclude_max"
+            if bounds.get(flag) and value != 0 and float(value) == exact:
+                # (a float32 drawn past a bfloat16 bound rounds back onto it:
+                # the next bfloat16 inward, itself allowed)
+                past = np.nextafter(value, np.float32(inward * np.inf))
+                value, bounds[flag] = _bfloat16_inward(past, up=inward > 0), False
         bounds[key] = float(value)
     if "max_magnitude" in bounds and bounds["max_magnitude"] is not None:
-        _check_bound(bounds, "max_magnitude", top, asked, drawn)
+        _check_bound(bounds, "max_magnitude", (0.0, top), asked, drawn)
     return bounds
 
 
@@ -203,13 +209,19 @@ def _bfloat16_range(host: HostArray) -> HostArray:
 
 
 def _check_bound(
-    bounds: dict[str, object], key: str, limit: float, asked: str, drawn: str
+    bounds: dict[str, object],
+    key: str,
+    limits: tuple[float, float],
+    asked: str,
+    drawn: str,
 ) -> None:
+    """ValueError where ``bounds[key]`` is outside ``limits``, what ``drawn`` holds."""
     given = bounds.get(key)
-    if given is not None and not abs(cast("float", given)) <= abs(limit):
+    low, high = limits
+    if given is not None and not low <= cast("float", given) <= high:
         msg = (
             f"elements={{{key!r}: {given!r}}} is beyond what {drawn} holds "
-            f"({limit!r}): {asked} is {drawn} on this device"
+            f"({low!r} to {high!r}): {asked} is {drawn} on this device"
         )
         raise ValueError(msg)
 
