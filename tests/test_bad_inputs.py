@@ -284,6 +284,18 @@ ONCE: dict[str, Row] = {
         ValueError,
         "overhead .* got nan",
     ),
+    "batch overhead tiny": Row(  # (ZeroDivisionError from 5e-324 * 0.5)
+        lambda: xpkit.auto_batch_size(10, 5e-324, budget_gb=1.0, overhead=0.5),
+        ValueError,
+        r"bytes_per_item \* overhead must be a finite positive number of bytes, "
+        r"got 5e-324 \* 0.5 = 0.0",
+    ),
+    "batch overhead huge": Row(  # ('one item requires inf GB')
+        lambda: xpkit.auto_batch_size(10, 8.0, budget_gb=1.0, overhead=1e308),
+        ValueError,
+        r"overhead must be between 1e-09 and 1e\+09 \(a multiplier of the working "
+        r"set\), got 1e\+308",
+    ),
     "batch min_batch 0": Row(
         lambda: xpkit.auto_batch_size(10, 8.0, budget_gb=1.0, min_batch=0),
         ValueError,
@@ -455,6 +467,23 @@ ONCE: dict[str, Row] = {
         lambda: xpkit.map_batches(abs, X, overhead=NAN),
         ValueError,
         "overhead must be a finite positive",
+    ),
+    "map overhead subnormal": Row(  # (OverflowError: the budget / overhead)
+        lambda: xpkit.map_batches(abs, X, overhead=1e-310, remember=False),
+        ValueError,
+        "overhead must be between 1e-09 and 1e",
+    ),
+    "map cost past float": Row(
+        lambda: xpkit.plan_batches(abs, X, bytes_per_item=1e300, overhead=1e9),
+        ValueError,
+        r"bytes_per_item \* overhead .* = inf",
+    ),
+    "map fallback cost 0": Row(
+        lambda: xpkit.map_batches(
+            abs, X, fallback_bytes_per_item=5e-324, overhead=0.5, remember=False
+        ),
+        ValueError,
+        r"fallback_bytes_per_item \* overhead .* = 0.0",
     ),
     "map min_batch 0": Row(
         lambda: xpkit.map_batches(abs, X, min_batch=0),

@@ -26,10 +26,12 @@ __all__ = [
     "check_copy",
     "check_count",
     "check_gb",
+    "check_overhead",
     "check_positive",
     "check_scalar",
     "check_shape",
     "concat_shape_error",
+    "item_bytes",
     "matmul_shape_error",
     "raise_if_axis_out_of_range",
     "shape_of",
@@ -171,6 +173,39 @@ def check_axis(axis: Value) -> int:
         msg = f"axis {shown(axis)} is out of range: no array has that many axes"
         raise ValueError(msg)
     return int(axis)
+
+
+#: The range of ``overhead``, a multiplier of the working set: past it a
+#: budget divided by it, or a cost times it, leaves float's range.
+OVERHEAD_RANGE = (1e-9, 1e9)
+
+
+def check_overhead(value: Value) -> float:
+    """``overhead`` as a float: finite, positive and within `OVERHEAD_RANGE`."""
+    overhead = check_positive("overhead", value)
+    low, high = OVERHEAD_RANGE
+    if not low <= overhead <= high:
+        msg = (
+            f"overhead must be between {low:g} and {high:g} (a multiplier of the "
+            f"working set), got {shown(value)}"
+        )
+        raise ValueError(msg)
+    return overhead
+
+
+def item_bytes(param: str, bytes_per_item: float, overhead: float) -> float:
+    """``bytes_per_item * overhead``, checked: a float's product may be 0 or inf.
+
+    (``5e-324 * 0.5`` is 0: batches were sized by dividing by it.)
+    """
+    product = bytes_per_item * overhead
+    if not 0 < product < math.inf:
+        msg = (
+            f"{param} * overhead must be a finite positive number of bytes, got "
+            f"{bytes_per_item!r} * {overhead!r} = {product!r}"
+        )
+        raise ValueError(msg)
+    return product
 
 
 def check_positive(param: str, value: Value, *, allow_zero: bool = False) -> float:

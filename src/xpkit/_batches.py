@@ -129,7 +129,8 @@ def map_batches(
         earlier call with the same signature, else traced or measured (see
         above).
     overhead : float, default 1.0
-        Safety multiplier on the per-item (and fixed) cost.
+        Safety multiplier on the per-item (and fixed) cost, between 1e-9
+        and 1e9; times ``bytes_per_item`` a finite positive float.
     budget_gb : float, optional
         Memory budget of one batch in GB; by default the `memory_budget` in
         force, else ``XPKIT_MEMORY_BUDGET_GB``, else

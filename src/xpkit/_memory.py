@@ -20,7 +20,14 @@ from typing import TYPE_CHECKING, Self, TypeVar, cast
 
 from ._adapters._base import HOST_BATCH_WORKING_SET_BYTES
 from ._adapters._registry import adapter_for_array, get_adapter, refuse_lossy
-from ._args import MAX_GB, check_count, check_gb, check_positive
+from ._args import (
+    MAX_GB,
+    check_count,
+    check_gb,
+    check_overhead,
+    check_positive,
+    item_bytes,
+)
 from ._dtypes import dtype_name, external_stacklevel
 from ._host_memory import host_available_bytes
 from ._typing import Array, UserFunction
@@ -495,9 +502,12 @@ def auto_batch_size(
         Memory budget, e.g. from `device_memory_budget`.
     overhead : float, default 1.0
         Multiplier for intermediate allocations (3.0 when the computation
-        holds about three times the input working set).
+        holds about three times the input working set), between 1e-9 and
+        1e9; times ``bytes_per_item`` a finite positive float.
     min_batch : int, default 1
-        Smallest batch worth dispatching; never exceeds ``n_items``.
+        Smallest batch worth dispatching; never exceeds ``n_items``. It
+        comes before the budget: where one item fits but ``min_batch`` do
+        not, batches are ``min_batch`` items, over the budget.
 
     Returns
     -------
@@ -517,10 +527,10 @@ def auto_batch_size(
     (107, 10)
     """
     n = check_count("n_items", n_items)
+    per_item = check_positive("bytes_per_item", bytes_per_item)
     return batch_size_within(
         n,
-        check_positive("bytes_per_item", bytes_per_item)
-        * check_positive("overhead", overhead),
+        item_bytes("bytes_per_item", per_item, check_overhead(overhead)),
         check_gb("budget_gb", budget_gb),
         check_count("min_batch", min_batch),
     )

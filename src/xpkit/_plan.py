@@ -333,6 +333,8 @@ def _local_batch(request: BatchRequest, cost: Cost, left: int, budget: float) ->
         if request.budget_gb is None and per_item > int(budget * BYTES_PER_GB):
             origin = configured_budget_origin() or f"measured on {request.owner.name}"
         batch, _ = batch_size_within(left, per_item, budget, floor, origin)
+        if batch <= floor and (need := batch * per_item / BYTES_PER_GB) > budget:
+            _over_budget(request, need, floor, cost.source, budget, batch)
         return batch
     # Measured (or estimated): fn may already have run, so run, however small.
     fitting = cost.rows_within(budget * BYTES_PER_GB, request.overhead)
@@ -345,17 +347,30 @@ def _local_batch(request: BatchRequest, cost: Cost, left: int, budget: float) ->
         and (need := request.overhead * (traced or cost.peak(floor)) / BYTES_PER_GB)
         > budget
     ):
-        logger().warning(
-            "map_batches: fn needs %.3g GB for %d rows (min_batch=%s; %s), more "
-            "than the %.3g GB budget; running batches of %d rows",
-            need,
-            floor,
-            shown(request.min_batch),
-            cost.source,
-            budget,
-            batch,
-        )
+        _over_budget(request, need, floor, cost.source, budget, batch)
     return batch
+
+
+def _over_budget(
+    request: BatchRequest,
+    need: float,
+    floor: int,
+    source: str,
+    budget: float,
+    batch: int,
+) -> None:
+    """The warning that ``min_batch`` rows (``floor``) need more than the budget."""
+    logger().warning(
+        "%s: fn needs %.3g GB for %d rows (min_batch=%s; %s), more than the "
+        "%.3g GB budget; running batches of %d rows",
+        request.caller,
+        need,
+        floor,
+        shown(request.min_batch),
+        source,
+        budget,
+        batch,
+    )
 
 
 def refine(

@@ -11,7 +11,13 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
 from ._adapters._registry import adapter_for_array, get_adapter
-from ._args import check_count, check_gb, check_positive
+from ._args import (
+    check_count,
+    check_gb,
+    check_overhead,
+    check_positive,
+    item_bytes,
+)
 from ._backend import Backend, coerce_backend
 from ._executors import Pool, pool_for
 from ._into import Out, check_out
@@ -194,7 +200,13 @@ def batch_request(call: BatchCall, caller: str = "map_batches") -> BatchRequest:
     if budget_gb is not None:
         budget_gb = check_gb("budget_gb", budget_gb)
     if overhead.__class__ is not float or overhead != 1.0:  # (1.0: the default)
-        overhead = check_positive("overhead", overhead)
+        overhead = check_overhead(overhead)
+    for param, given in (
+        ("bytes_per_item", bytes_per_item),
+        ("fallback_bytes_per_item", fallback_bytes_per_item),
+    ):
+        if given is not None and overhead != 1.0:
+            item_bytes(param, given, overhead)
     if min_batch.__class__ is not int or min_batch < 1:  # (an int >= 1 is one)
         min_batch = check_count("min_batch", min_batch)
     moved = None if backend is None else coerce_backend(backend, "backend")

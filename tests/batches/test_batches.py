@@ -195,6 +195,33 @@ def test_map_batches_min_batch_is_the_floor_for_recovery():
     assert type(info.value.__cause__) is MemoryError  # fn's own, chained
 
 
+@pytest.mark.parametrize("caller", ["map_batches", "plan_batches"])
+def test_a_min_batch_over_the_budget_of_a_given_cost_says_so(caplog, caller):
+    """50 rows of 1 MB under a 1 MB budget ran without a word (a measured or
+    traced cost said it)."""
+    a = np.arange(200.0).reshape(100, 2)
+    with caplog.at_level(logging.WARNING, logger="xpkit"):
+        got = getattr(xpkit, caller)(
+            lambda r: r * 2, a, bytes_per_item=1e6, budget_gb=0.001, min_batch=50
+        )
+    if caller == "map_batches":
+        assert_equal(got, a * 2)
+    else:
+        assert got.batch_size == 50
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1, said
+    need = f"{50 * 1e6 / 2**30:.3g}"  # (GB of 2**30 bytes, as budget_gb)
+    assert said[0].startswith(
+        f"{caller}: fn needs {need} GB for 50 rows (min_batch=50;"
+    )
+    assert said[0].endswith("more than the 0.001 GB budget; running batches of 50 rows")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="xpkit"):
+        xpkit.map_batches(lambda r: r * 2, a, bytes_per_item=1e4, budget_gb=0.001)
+        xpkit.map_batches(lambda r: r * 2, a, bytes_per_item=1e4, budget_gb=1.0)
+    assert caplog.records == []  # (batches within the budget: nothing to say)
+
+
 def test_a_min_batch_beyond_the_rows_runs_them_all_and_says_so(caplog):
     """It warned of 1.49e+22 GB "for min_batch=10**30 rows ... running
     batches of 10**30 rows" for an input of 6 rows."""
