@@ -13,7 +13,13 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import (
+    AsyncGenerator,
+    Awaitable,
+    Callable,
+    Generator,
+    Iterable,
+)
 from contextlib import ContextDecorator
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Self, TypeVar, cast
@@ -224,7 +230,7 @@ class memory_budget(ContextDecorator):
         return memory_budget(self._gb)  # a fresh one per decorated call
 
     def __call__(self, func: F) -> F:
-        """Decorate a function, a coroutine function or a generator function.
+        """Decorate a function, a coroutine function or a (sync or async) generator function.
 
         The budget holds across a coroutine's awaits, and while a generator's
         own code runs (each resumption), never in its caller between them.
@@ -242,6 +248,8 @@ class memory_budget(ContextDecorator):
             return cast("F", run)
         if inspect.isgeneratorfunction(func):
             return cast("F", self._generator(func))
+        if inspect.isasyncgenfunction(func):
+            return cast("F", self._async_generator(func))
         return super().__call__(func)
 
     def _generator(self, func: UserFunction) -> UserFunction:
@@ -268,6 +276,36 @@ class memory_budget(ContextDecorator):
                     raise
                 except BaseException as exc:  # noqa: BLE001 - thrown in: pass it on
                     resume, value = gen.throw, exc
+
+        return run
+
+    def _async_generator(self, func: UserFunction) -> UserFunction:
+        """`_generator` of an async generator: the budget holds while its code runs."""
+        gb = self._gb
+
+        @functools.wraps(func)
+        async def run(
+            *args: object, **kwargs: object
+        ) -> AsyncGenerator[object, object]:
+            with memory_budget(gb):
+                agen = func(*args, **kwargs)
+            resume: Callable[[object], Awaitable[object]] = agen.asend
+            value: object = None
+            while True:
+                with memory_budget(gb):
+                    try:
+                        item = await resume(value)
+                    except StopAsyncIteration:
+                        return
+                try:
+                    value = yield item
+                    resume = agen.asend
+                except GeneratorExit:
+                    with memory_budget(gb):
+                        await agen.aclose()
+                    raise
+                except BaseException as exc:  # noqa: BLE001 - thrown in: pass it on
+                    resume, value = agen.athrow, exc
 
         return run
 
