@@ -514,3 +514,47 @@ def test_a_bad_lazy_in_place_value_is_a_usage_error_at_the_start(pytester):
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*invalid truth value 'xyz'*"])
+
+
+BY_ATTRIBUTE = textwrap.dedent(
+    """
+    import mylib_branchy
+    from xpkit.testing import lazy_xp_function
+
+    lazy_xp_function(mylib_branchy.clip_negative)
+
+
+    def test_clip(xpkit_backend, xp):
+        x = xpkit_backend.asarray([-1.0, 2.0])
+        got = xpkit_backend.to_numpy(mylib_branchy.clip_negative(x, xp))
+        assert got.tolist() == [0.0, 2.0]
+    """
+)
+
+
+@pytest.mark.parametrize("listed", [False, True], ids=["by attribute", "listed"])
+def test_a_declaration_the_test_module_does_not_hold_is_told(pytester, listed):
+    """lazy_xp_function(mylib.f) in a module that calls mylib.f: its lazy
+    variants were dropped without a word, and -k '*-jit' skipped the test as
+    'declares no lazy functions'."""
+    needs("jax")
+    pytester.makepyfile(mylib_branchy=BRANCHY.split("lazy_xp_function(")[0])
+    source = BY_ATTRIBUTE + ("lazy_xp_modules = [mylib_branchy]\n" if listed else "")
+    pytester.makepyfile(test_user=source)
+    result = pytester.runpytest_subprocess(
+        "-v", "-p", "no:cacheprovider", "--xpkit-backends=numpy,jax-cpu-jit"
+    )
+    told = (
+        "*PytestConfigWarning: lazy_xp_function(mylib_branchy.clip_negative) in "
+        "test_user: the test module does not hold it by a name, so its lazy "
+        "variants would run it eagerly; import it by name*"
+    )
+    if listed:  # (the declaration is seen: the jitted variant runs and fails)
+        assert outcomes(result) == {
+            "test_clip[numpy]": "PASSED",
+            "test_clip[jax-cpu-jit]": "FAILED",
+        }
+        result.stdout.no_fnmatch_line(told)
+    else:
+        assert outcomes(result) == {"test_clip[numpy]": "PASSED"}
+        result.stdout.fnmatch_lines([told])

@@ -12,6 +12,7 @@ beyond the allowance) or replaced by a compiled version (`replaced_functions`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import sys
 import types
@@ -36,6 +37,7 @@ __all__ = [
     "method_of",
     "replaced_functions",
     "tagged",
+    "unseen_declarations",
 ]
 
 #: Tagged function -> how it runs in each mode.
@@ -45,6 +47,9 @@ _TAGS: weakref.WeakKeyDictionary[UserFunction, LazyTags] = weakref.WeakKeyDictio
 _HELD_TAGS: dict[object, LazyTags] = {}
 #: Tagged methods, ``(cls, "name")``: declared on that class, by name.
 _METHOD_TAGS: dict[tuple[type, str], LazyTags] = {}
+#: Module name -> the functions `lazy_xp_function` was called on there
+#: (weakly, where they can be; ufuncs are held in `_HELD_TAGS` anyway).
+_DECLARED_BY: dict[str, list[Callable[[], object]]] = {}
 
 
 def lazy_xp_function(
@@ -155,8 +160,13 @@ def lazy_xp_function(
             _METHOD_TAGS[as_method] = tags
         try:
             _TAGS[func] = tags
+            ref: Callable[[], object] = weakref.ref(func)
         except TypeError:  # (no weak reference to it)
             _HELD_TAGS[func] = tags
+            ref = functools.partial(_same, func)
+        if as_method is None:
+            where = str(sys._getframe(1).f_globals.get("__name__"))
+            _DECLARED_BY.setdefault(where, []).append(ref)
 
 
 def method_of(func: object) -> tuple[type, str] | None:
@@ -317,6 +327,28 @@ def _array_api_extra_tags(value: object, owner: type | None) -> LazyTags | None:
         computes=1_000_000 if allowed is True else int(allowed or 0),
         by_array_api_extra=True,
     )
+
+
+def _same(value: object) -> object:
+    return value
+
+
+def unseen_declarations(module: ModuleType) -> list[str]:
+    """Functions ``module`` declared that neither it nor its ``lazy_xp_modules`` holds.
+
+    Declared as ``mylib.f`` in a test module that calls ``mylib.f``: the
+    variants replace functions where the test module (or a module of its
+    ``lazy_xp_modules``) holds them, so ``f`` ran eagerly everywhere, and
+    without another declaration the lazy variants were dropped in silence.
+    """
+    seen = {id(declared) for _, _, declared, _ in _declared_in(module)}
+    unseen = []
+    for ref in _DECLARED_BY.get(module.__name__, []):
+        func = ref()
+        if func is not None and id(func) not in seen:
+            owner = getattr(func, "__module__", None) or "?"
+            unseen.append(f"{owner}.{getattr(func, '__qualname__', func)!s}")
+    return unseen
 
 
 def has_lazy_functions(module: ModuleType | None) -> bool:

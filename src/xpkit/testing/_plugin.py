@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import warnings
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -54,7 +55,12 @@ from .._adapters._registry import ADAPTERS
 from .._dtypes import collected_narrowings, collecting_narrowings, forget_narrowings
 from ._capabilities import uncovered_statements
 from ._host_copies import counted_host_copies
-from ._lazy import has_lazy_functions, replaced_functions, tagged
+from ._lazy import (
+    has_lazy_functions,
+    replaced_functions,
+    tagged,
+    unseen_declarations,
+)
 from ._markers import (
     MARKER_LINES,
     mark_parametrized,
@@ -79,6 +85,8 @@ from ._variants import (
 )
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from .._adapters._base import Adapter
     from .._adapters._lazy_tags import LazyTags
     from .._backend import Backend
@@ -189,6 +197,26 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     switch_back(config)
 
 
+#: The test modules whose unseen declarations were told (once a module).
+_TOLD: set[str] = set()
+
+
+def _warn_unseen(module: ModuleType) -> None:
+    """A warning for each function ``module`` declared lazy that it does not hold."""
+    if module.__name__ in _TOLD:
+        return
+    _TOLD.add(module.__name__)
+    for name in unseen_declarations(module):
+        warnings.warn(
+            f"lazy_xp_function({name}) in {module.__name__}: the test module "
+            f"does not hold it by a name, so its lazy variants would run it "
+            f"eagerly; import it by name (from ... import ...) or list its "
+            f"module in lazy_xp_modules",
+            pytest.PytestConfigWarning,
+            stacklevel=1,
+        )
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Parametrize ``xpkit_backend`` (and ``xpkit_dtype``) over the chosen variants."""
     if "xpkit_backend" not in metafunc.fixturenames or _overridden(metafunc):
@@ -201,6 +229,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         params = selected(everything, wanted)
     ids = frozenset(p.id for p in everything)  # what a marker's names mean
     written = list(metafunc.definition.iter_markers())
+    _warn_unseen(metafunc.module)
     if not has_lazy_functions(metafunc.module):  # the lazy variants would be copies
         params = tuple(p for p in params if not p.lazy)
     elif metafunc.config.getini("xpkit_lazy_in_place"):
