@@ -518,6 +518,11 @@ ONCE: dict[str, Row] = {
         ValueError,
         "result_on must be 'host' or 'device', got 'gpu'",
     ),
+    "map result_on int": Row(  # (a ValueError before)
+        lambda: xpkit.map_batches(abs, X, result_on=1),
+        TypeError,
+        "result_on must be 'host' or 'device', got 1",
+    ),
     "map whole int": Row(
         lambda: xpkit.map_batches(abs, X, whole=5),
         TypeError,

@@ -629,7 +629,10 @@ def auto_n_jobs_for_arrays(
     its item), within the same measured budget as `device_memory_budget`
     for the host. The CPU count is joblib's, which honours cgroup CPU quotas.
     None entries are ignored; an empty list returns ``min_jobs``. Warns
-    (`MemoryCapWarning`) when memory, not CPUs, limits the count.
+    (`MemoryCapWarning`) when memory, not CPUs, limits the count. Importing
+    joblib (here, on the first call) sets ``KMP_INIT_AT_FORK=FALSE`` in
+    ``os.environ`` where it is unset, joblib's own guard for Intel's OpenMP
+    in forked workers: xpkit neither sets nor undoes it.
 
     Parameters
     ----------

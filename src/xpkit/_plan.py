@@ -313,9 +313,10 @@ def _beside_out(
     if found:
         return found
     logger().warning(
-        "map_batches: writing one chunk into out holds %.3g GB (its store's "
+        "%s: writing one chunk into out holds %.3g GB (its store's "
         "chunks), which with fn's min_batch=%s rows is more than the %.3g GB "
         "budget; running batches of %s rows",
+        request.caller,
         held_while_writing(out, chunk) / BYTES_PER_GB,
         shown(request.min_batch),
         budget,

@@ -36,6 +36,7 @@ batch catches what a stale cost would let through).
 
 from __future__ import annotations
 
+import operator
 import threading
 import time
 from collections import OrderedDict
@@ -126,10 +127,11 @@ class PlanMemory:
     Raises
     ------
     ValueError
-        ``maxsize`` is not a positive int (given or assigned; a smaller
-        bound drops the least recently used at once).
+        ``maxsize`` is not positive (given or assigned; a smaller bound
+        drops the least recently used at once).
     TypeError
-        ``enabled`` is assigned anything but a bool.
+        ``maxsize`` is not an int (a NumPy integer is one); ``enabled`` is
+        assigned anything but a bool.
 
     Examples
     --------
@@ -166,7 +168,11 @@ class PlanMemory:
 
     @maxsize.setter
     def maxsize(self, maxsize: int) -> None:
-        if isinstance(maxsize, bool) or not isinstance(maxsize, int) or maxsize < 1:
+        if isinstance(maxsize, bool) or not hasattr(maxsize, "__index__"):
+            msg = f"maxsize must be an int, got {maxsize!r}"
+            raise TypeError(msg)
+        maxsize = operator.index(maxsize)  # (np.int64 too)
+        if maxsize < 1:
             msg = f"maxsize must be a positive int, got {maxsize!r}"
             raise ValueError(msg)
         with self._lock:

@@ -176,7 +176,7 @@ def batch_request(call: BatchCall, caller: str = "map_batches") -> BatchRequest:
     refuse_traced(arrays, whole, caller)
     if result_on not in PLACES:
         msg = f"result_on must be 'host' or 'device', got {result_on!r}"
-        raise ValueError(msg)
+        raise ValueError(msg) if isinstance(result_on, str) else TypeError(msg)
     if out is not None:
         if result_on != "host":
             msg = (

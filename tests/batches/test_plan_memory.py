@@ -301,12 +301,18 @@ def test_the_memory_is_bounded_least_recently_used_first():
         PlanMemory(maxsize=0)
     memory.maxsize = 1  # a smaller bound drops the least recent at once
     assert [e.source for e in memory.entries()] == ["c"]
-    for bad in (-1, 0, 2.0, True):  # (a negative one crashed the next learn)
+    for bad in (-1, 0, np.int64(0)):  # (a negative one crashed the next learn)
         with pytest.raises(
             ValueError, match=f"maxsize must be a positive int, got {bad}"
         ):
             memory.maxsize = bad
+    for bad in (2.0, True, "5", None):  # (not ints: a ValueError before)
+        with pytest.raises(TypeError, match=f"maxsize must be an int, got {bad!r}"):
+            memory.maxsize = bad
     assert memory.maxsize == 1
+    memory.maxsize = np.int64(3)  # (refused before, as no int)
+    assert memory.maxsize == 3
+    assert type(memory.maxsize) is int
     with pytest.raises(TypeError, match="enabled must be a bool, got 'no'"):
         memory.enabled = "no"
     assert memory.enabled is True

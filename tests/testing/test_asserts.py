@@ -113,3 +113,13 @@ def test_assert_array_almost_equal_rejects():
         assert_array_almost_equal(np.ones(1), np.ones(1), decimal=2.5)
     with pytest.raises(TypeError, match="backend must be a Backend or None"):
         assert_array_almost_equal(np.ones(1), np.ones(1), backend="numpy")
+
+
+@pytest.mark.parametrize("decimal", [323, 324, 400, 10**400])
+def test_a_decimal_finer_than_float64_compares_as_323(decimal):
+    """NumPy failed equal arrays from decimal=324 on (its bound, 1.5 * 10**-decimal,
+    is 0) and raised OverflowError past float's range."""
+    x = np.array([1.0, 2.0**-1070])
+    assert_array_almost_equal(x, x.copy(), decimal=decimal)
+    with pytest.raises(AssertionError, match="not almost equal to 323 decimals"):
+        assert_array_almost_equal(x, x + np.array([0.0, 2.0**-1060]), decimal=decimal)
