@@ -161,9 +161,15 @@ def test_result_on_device_every_backend(xpkit_backend):
     assert_equal(host, a * 2.0, check_namespace=False)
 
 
-@pytest.mark.parametrize("bad", ["gpu", "Host", None])
-def test_bad_result_on(bad):
-    with pytest.raises(ValueError, match="result_on"):
+@pytest.mark.parametrize(
+    ("bad", "error"),
+    [("gpu", ValueError), ("Host", ValueError), (None, TypeError), (1, TypeError)],
+)
+def test_bad_result_on(bad, error):
+    """A value that is no string is a TypeError (None and 1 were ValueErrors)."""
+    with pytest.raises(
+        error, match=f"result_on must be 'host' or 'device', got {bad!r}"
+    ):
         xpkit.map_batches(lambda x: x, np.ones((3, 1)), result_on=bad)
 
 
