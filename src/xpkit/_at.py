@@ -34,7 +34,7 @@ from ._operations import check_operand, refuse_operand, stands_in
 
 if TYPE_CHECKING:
     from ._backend import Backend
-    from ._typing import Array, Namespace, Value
+    from ._typing import Array, Namespace, Narrowing, Value
 
 __all__ = ["At"]
 
@@ -190,7 +190,8 @@ class At(Generic[ArrayT]):
             raise TypeError(msg)
         if (numpy_value and y.ndim == 0) or isinstance(y, _PY_SCALARS):
             # A number (a NumPy one as the Python number it holds), as x's kind.
-            return _fitted(y.item() if numpy_value else y, self._kind)
+            narrowing = adapter.float64_narrowing(on_host=True)
+            return _fitted(y.item() if numpy_value else y, self._kind, narrowing)
         owned = adapter.owns(y)
         if owned or stands_in(self._facts, y):
             # (a stand-in of a trace of fn: its own namespace follows it)
@@ -270,7 +271,7 @@ class At(Generic[ArrayT]):
         return self._apply("max", y, copy, xp)
 
 
-def _fitted(value: complex, target: str) -> complex:
+def _fitted(value: complex, target: str, narrowing: Narrowing) -> complex:
     """The number ``value`` as dtype ``target``'s kind of Python number, unchanged.
 
     Every library casts an update's number to ``x``'s dtype, each its own
@@ -285,7 +286,7 @@ def _fitted(value: complex, target: str) -> complex:
     value comes back as an int, a bool, a float or a complex, as the dtype
     is.
     """
-    reason = scalar_cast_loss(value, target)
+    reason = scalar_cast_loss(value, target, narrowing)
     if reason is not None:
         msg = f"y={value!r:.60} does not fit x's dtype {target} {reason}"
         raise ValueError(msg)

@@ -527,7 +527,8 @@ class Backend(Generic[ArrayT]):
         check_scalar(fill_value)
         # (all three None: the library's own *_like, without a check)
         if shape is dtype is device is None and self._is_own_like(array):
-            check_fill_fits(fill_value, array.dtype)
+            narrowing = self._facts.adapter.float64_narrowing(on_host=True)
+            check_fill_fits(fill_value, array.dtype, narrowing)
             number = _creation.python_number(fill_value, array.dtype)
             return self._full_like(array, number)
         return _creation.full_like(self._facts, array, fill_value, shape, dtype, device)

@@ -20,7 +20,7 @@ from ._dtypes import dtype_name
 from ._shown import shown
 
 if TYPE_CHECKING:
-    from ._typing import Array, DType, HostArray, Namespace, Value
+    from ._typing import Array, DType, HostArray, Namespace, Narrowing, Value
 
 __all__ = [
     "cast_loss_mask",
@@ -68,6 +68,43 @@ _UNDERFLOW_AT = {
 }
 
 
+#: Where a float64 value overflows, and at or below which it underflows, in
+#: a library that rounds it to float32 first (`Narrowing`): where its
+#: float32 rounding reaches the bounds above (ties to even; each bound
+#: here is exact in float64, and checked against torch's casts).
+_VIA_FLOAT32_OVERFLOW_AT = {
+    "float16": 65520.0 - 2.0**-9,
+    "bfloat16": 2.0**128 - 2.0**119 - 2.0**103,
+}
+_VIA_FLOAT32_UNDERFLOW_AT = {
+    "float16": 2.0**-25 + 2.0**-49,
+    "bfloat16": 2.0**-134 + 2.0**-150,
+}
+#: With float32's subnormals flushed to 0: every value whose float32
+#: rounding is subnormal (below 2**-126 less half of its smallest step).
+_FLUSHED_UNDERFLOW_AT = math.nextafter(2.0**-126 - 2.0**-150, 0.0)
+
+
+def limits(
+    source: str, target: str, narrowing: Narrowing = "exact"
+) -> tuple[float | None, float | None]:
+    """The magnitudes from which ``source`` overflows and at which it underflows.
+
+    In ``target`` (a floating dtype; None for another, or where nothing
+    overflows or underflows), as the library casts (``narrowing``): a
+    float64 rounded through float32 overflows and underflows sooner.
+    """
+    part = _real_part(target)
+    over, under = _OVERFLOW_AT.get(part), _UNDERFLOW_AT.get(part)
+    if narrowing == "exact" or _real_part(source) != "float64":
+        return over, under
+    over = _VIA_FLOAT32_OVERFLOW_AT.get(part, over)
+    under = _VIA_FLOAT32_UNDERFLOW_AT.get(part, under)
+    if narrowing == "via float32, flushed" and part in ("float32", "bfloat16"):
+        under = _FLUSHED_UNDERFLOW_AT
+    return over, under
+
+
 def _real_part(name: str) -> str:
     return _COMPLEX_PART.get(name, name)
 
@@ -104,7 +141,9 @@ def cast_may_lose(source: str, target: str) -> bool:
     return _overflows_from(source, target) or _underflows_from(source, target)
 
 
-def cast_loss_mask(ns: Namespace, x: Array, source: str, target: str) -> Array | None:
+def cast_loss_mask(
+    ns: Namespace, x: Array, source: str, target: str, narrowing: Narrowing = "exact"
+) -> Array | None:
     """Where casting ``x`` (dtype ``source``) to ``target`` changes a value.
 
     A boolean array of ``ns`` (the namespace of ``x``), or None when no value
@@ -116,7 +155,8 @@ def cast_loss_mask(ns: Namespace, x: Array, source: str, target: str) -> Array |
     to zero in it (underflow). Rounding to the nearest representable float
     (float64 to float32, large ints to float, tiny values to a subnormal)
     is not a loss. Every bound compared with is exactly representable in ``source``,
-    so no comparison rounds or overflows.
+    so no comparison rounds or overflows. ``narrowing``: how the library
+    rounds a float64 (`limits`).
     """
     if not cast_may_lose(source, target):
         return None
@@ -131,9 +171,9 @@ def cast_loss_mask(ns: Namespace, x: Array, source: str, target: str) -> Array |
         parts += _int_loss(ns, value, source, target)
     elif source in _COMPLEX_PART:
         for part in (ns.real(value), ns.imag(value)):
-            parts += _float_loss(ns, part, _COMPLEX_PART[source], target)
+            parts += _float_loss(ns, part, _COMPLEX_PART[source], target, narrowing)
     else:
-        parts += _float_loss(ns, value, source, target)
+        parts += _float_loss(ns, value, source, target, narrowing)
     if not parts:
         return None
     mask = parts[0]
@@ -163,19 +203,20 @@ def _int_loss(ns: Namespace, x: Array, source: str, target: str) -> list[Array]:
     return parts
 
 
-def _float_loss(ns: Namespace, x: Array, source: str, target: str) -> list[Array]:
+def _float_loss(
+    ns: Namespace, x: Array, source: str, target: str, narrowing: Narrowing
+) -> list[Array]:
     """Overflow to infinity and underflow to zero of real values cast to a float."""
     parts: list[Array] = []
-    if _overflows_from(source, target):
-        parts += _overflow(ns, x, source, target)
-    if _underflows_from(source, target):
-        limit = _UNDERFLOW_AT[_real_part(target)]
-        parts.append(ns.logical_and(x != 0, ns.abs(x) <= limit))
+    over, under = limits(source, target, narrowing)
+    if over is not None and _overflows_from(source, target):
+        parts += _overflow(ns, x, source, over)
+    if under is not None and _underflows_from(source, target):
+        parts.append(ns.logical_and(x != 0, ns.abs(x) <= under))
     return parts
 
 
-def _overflow(ns: Namespace, x: Array, source: str, target: str) -> list[Array]:
-    limit = _OVERFLOW_AT[_real_part(target)]
+def _overflow(ns: Namespace, x: Array, source: str, limit: float) -> list[Array]:
     if source in _INT_RANGE:  # compared as ints (abs of the minimum overflows)
         bound = int(limit)
         low = _INT_RANGE[source][0]
@@ -183,11 +224,13 @@ def _overflow(ns: Namespace, x: Array, source: str, target: str) -> list[Array]:
     return [ns.logical_and(ns.isfinite(x), ns.abs(x) >= limit)]
 
 
-def scalar_cast_loss(value: Value, target: str) -> str | None:
+def scalar_cast_loss(
+    value: Value, target: str, narrowing: Narrowing = "exact"
+) -> str | None:
     """Why casting the scalar ``value`` to dtype ``target`` changes it, or None.
 
     The reason reads after "does not fit dtype <target>"; the rule is
-    `cast_loss_mask`'s.
+    `cast_loss_mask`'s (``narrowing``: how the library rounds a float).
     """
     if isinstance(value, (bool, np.bool_)):
         return None
@@ -196,8 +239,8 @@ def scalar_cast_loss(value: Value, target: str) -> str | None:
     if isinstance(value, (complex, np.complexfloating)):
         if target in _COMPLEX_PART:
             part = _COMPLEX_PART[target]
-            return scalar_cast_loss(value.real, part) or scalar_cast_loss(
-                value.imag, part
+            return scalar_cast_loss(value.real, part, narrowing) or scalar_cast_loss(
+                value.imag, part, narrowing
             )
         if value.imag != 0:
             return "(its imaginary part would be dropped)"
@@ -218,7 +261,8 @@ def scalar_cast_loss(value: Value, target: str) -> str | None:
         if not low <= int(value) <= high:
             return f"({low} to {high})"
         return None
-    limit = _OVERFLOW_AT.get(_real_part(target))
+    wide = isinstance(value, (float, np.float64))  # (a Python float is float64)
+    limit, under = limits("float64" if wide else "", target, narrowing)
     if limit is None:
         if isinstance(value, int) and abs(value) > _FLOAT_MAX["float64"]:
             return "(it would overflow to inf)"
@@ -229,7 +273,7 @@ def scalar_cast_loss(value: Value, target: str) -> str | None:
         return None
     if abs(value) >= limit:
         return "(it would overflow to inf)"
-    if value != 0 and abs(value) <= _UNDERFLOW_AT[_real_part(target)]:
+    if value != 0 and under is not None and abs(value) <= under:
         return "(it would underflow to 0)"
     return None
 
@@ -270,18 +314,20 @@ def check_cast_keeps_values(
     target: str,
     param: str,
     to_numpy: Callable[[Array], HostArray],
+    narrowing: Narrowing = "exact",
 ) -> None:
     """Raise ValueError naming ``param`` and a value that casting would change.
 
     ``ns`` is ``x``'s namespace (the check runs where ``x`` lives and reads
     back one bool); ``to_numpy`` brings ``x`` to the host, to name the value
     (and to check there when the library cannot compare in ``source``, as
-    torch's limited unsigned dtypes).
+    torch's limited unsigned dtypes). ``narrowing``: how the library the
+    values go to rounds a float64 (`limits`).
     """
     if not cast_may_lose(source, target):
         return
     try:
-        lost = bool(ns.any(cast_loss_mask(ns, x, source, target)))
+        lost = bool(ns.any(cast_loss_mask(ns, x, source, target, narrowing)))
     except (NotImplementedError, TypeError):  # e.g. comparisons of torch's uint32
         lost = True  # decided on the host below
     if not lost:
@@ -291,11 +337,11 @@ def check_cast_keeps_values(
     assert host_name is not None
     import array_api_compat.numpy as np_xp
 
-    host_mask = cast_loss_mask(np_xp, host, host_name, target)
+    host_mask = cast_loss_mask(np_xp, host, host_name, target, narrowing)
     if host_mask is None or not host_mask.any():
         return
     value = host.reshape(-1)[int(np.argmax(host_mask.reshape(-1)))].item()
-    reason = scalar_cast_loss(value, target) or "(the cast would change it)"
+    reason = scalar_cast_loss(value, target, narrowing) or "(the cast would change it)"
     msg = (
         f"{param} holds {value!r}, which does not fit dtype {target} {reason}; "
         "a cast that changes values is refused"
@@ -303,7 +349,9 @@ def check_cast_keeps_values(
     raise ValueError(msg)
 
 
-def check_fill_fits(fill_value: Value, dtype: DType) -> None:
+def check_fill_fits(
+    fill_value: Value, dtype: DType, narrowing: Narrowing = "exact"
+) -> None:
     """A numeric ``fill_value`` must be representable in ``dtype`` (any library's).
 
     Libraries disagree otherwise: NumPy raises OverflowError, torch a
@@ -316,7 +364,7 @@ def check_fill_fits(fill_value: Value, dtype: DType) -> None:
     name = dtype_name(dtype)
     if name is None:
         return
-    reason = scalar_cast_loss(fill_value, name)
+    reason = scalar_cast_loss(fill_value, name, narrowing)
     if reason is not None:
         msg = f"fill_value={fill_value!r} does not fit dtype {name} {reason}"
         raise ValueError(msg)

@@ -143,10 +143,12 @@ def castable(
     """
     if source == target:
         return x
+    narrowing = f.adapter.float64_narrowing(on_host=on_host)
     if on_host:
-        check_cast_keeps_values(_np_xp, x, source, target, param, np.asarray)
+        check_cast_keeps_values(_np_xp, x, source, target, param, np.asarray, narrowing)
     elif f.adapter.values_at_hand(x):
-        check_cast_keeps_values(f.xp, x, source, target, param, f.adapter.to_numpy)
+        to_numpy = f.adapter.to_numpy
+        check_cast_keeps_values(f.xp, x, source, target, param, to_numpy, narrowing)
     if source in _COMPLEX and target not in _COMPLEX:
         return x.real if on_host else f.xp.real(x)
     return x

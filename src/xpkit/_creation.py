@@ -106,7 +106,7 @@ def full(f: Facts[ArrayT], shape: Value, fill_value: Value, dtype: DType) -> Arr
         assert asked is not None
         name, source = asked, dtype_source(dtype, "")
     target, xp_dtype = f.dtype_pair(name, None, source)
-    check_fill_fits(fill_value, target)
+    check_fill_fits(fill_value, target, f.adapter.float64_narrowing(on_host=True))
     number = python_number(fill_value, xp_dtype)
     options = f.adapter.creation_options(shape)
     return f.xp.full(shape, number, dtype=xp_dtype, device=f.native, **options)
@@ -131,7 +131,7 @@ def full_like(
 ) -> ArrayT:
     """`Backend.full_like`'s slow path: another shape, dtype or device, or host data."""
     out_shape, xp_dtype, native = like_args(f, array, shape, dtype, device)
-    check_fill_fits(fill_value, xp_dtype)
+    check_fill_fits(fill_value, xp_dtype, f.adapter.float64_narrowing(on_host=True))
     number = python_number(fill_value, xp_dtype)
     options = f.adapter.creation_options(out_shape)
     return f.xp.full(out_shape, number, dtype=xp_dtype, device=native, **options)

@@ -70,8 +70,10 @@ def move_from(
         )
         raise ValueError(msg)
     if target != own and source.values_at_hand(x):
+        # (cast where it arrives, as that library casts its own arrays)
+        narrowing = f.adapter.float64_narrowing(on_host=False)
         check_cast_keeps_values(
-            source.namespace(), x, own, target, param, source.to_numpy
+            source.namespace(), x, own, target, param, source.to_numpy, narrowing
         )
     moved: Array  # an array of this library (ArrayT promises no dtype to read)
     if source is f.adapter:
@@ -169,8 +171,9 @@ def _import(
         raise ValueError(msg)
     host = to_host(x, param)
     if arrival.name != arrival.own:  # values not at hand in the source
+        narrowing = f.adapter.float64_narrowing(on_host=True)
         check_cast_keeps_values(
-            _np_xp, host, arrival.own, arrival.name, param, np.asarray
+            _np_xp, host, arrival.own, arrival.name, param, np.asarray, narrowing
         )
     if (copy or must_copy) and (host is x or not host.flags.owndata):
         host = host.copy()  # from_host may keep the host buffer

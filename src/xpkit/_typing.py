@@ -12,7 +12,7 @@ Public signatures that a type checker should follow more closely use
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol, TypeAlias
+from typing import Any, Literal, Protocol, TypeAlias
 
 import numpy as np
 
@@ -24,6 +24,7 @@ __all__ = [
     "HostArray",
     "JSONObject",
     "Namespace",
+    "Narrowing",
     "NativeDevice",
     "ProgressBar",
     "TaskFuture",
@@ -59,6 +60,11 @@ DaskClient: TypeAlias = Any
 #: A pool's handle on one task it runs (a ``concurrent.futures.Future`` of
 #: joblib's workers, a ``distributed.Future``).
 TaskFuture: TypeAlias = Any
+#: How a library rounds float64 into a narrower float: once, to the nearest
+#: ("exact", NumPy's); to float32 first, then again (torch: a value just
+#: under float16's overflow threshold reaches it, and becomes inf); or so,
+#: with float32's subnormals flushed to 0 (JAX's own arrays on XLA's CPU).
+Narrowing: TypeAlias = Literal["exact", "via float32", "via float32, flushed"]
 #: Plain data as ``--json`` prints it (str keys; numbers, strings, None,
 #: lists and objects as values).
 JSONObject: TypeAlias = dict[str, Any]

@@ -27,7 +27,15 @@ if TYPE_CHECKING:
 
     import pytest
 
-    from .._typing import Array, DType, HostArray, Namespace, NativeDevice, UserFunction
+    from .._typing import (
+        Array,
+        DType,
+        HostArray,
+        Namespace,
+        Narrowing,
+        NativeDevice,
+        UserFunction,
+    )
     from ._layout import Extent, Unshareable
     from ._lazy_tags import Replace, Tagged
     from ._top_k import TopK
@@ -313,6 +321,16 @@ class Adapter:
         layouts (negative strides, swapped bytes) copy to one it takes.
         """
         return xp.asarray(host, dtype=dtype, device=device)
+
+    def float64_narrowing(self, *, on_host: bool) -> Narrowing:
+        """How a float64 value becomes float32, float16 or bfloat16 here.
+
+        ``on_host``: from a NumPy array or a Python number (else from an
+        array of this library). NumPy's casts round once ("exact"); the
+        value checks hold a cast to what the library's does
+        (`xpkit._cast_checks`).
+        """
+        return "exact"
 
     def creation_options(self, shape: tuple[int, ...]) -> dict[str, object]:
         """Keywords the namespace's ``full``, ``zeros`` and ``ones`` need for ``shape``.

@@ -41,7 +41,15 @@ if TYPE_CHECKING:
 
     import pytest
 
-    from .._typing import Array, DType, HostArray, Namespace, NativeDevice, UserFunction
+    from .._typing import (
+        Array,
+        DType,
+        HostArray,
+        Namespace,
+        Narrowing,
+        NativeDevice,
+        UserFunction,
+    )
     from ._layout import Extent, Unshareable
     from ._lazy_tags import Replace, Tagged
     from ._top_k import TopK
@@ -340,6 +348,14 @@ class TorchAdapter(Adapter):
         if resolved and t.is_contiguous():
             return t
         return t.clone(memory_format=_torch().contiguous_format)
+
+    def float64_narrowing(self, *, on_host: bool) -> Narrowing:
+        """To float32 first, from a tensor, a NumPy array or a number alike.
+
+        float64 to float16 or bfloat16 rounds twice (65520 - 2**-20 becomes
+        inf in float16: 65520.0 in float32, the tie that rounds to inf).
+        """
+        return "via float32"
 
     def from_host(
         self, xp: Namespace, host: HostArray, dtype: DType, device: NativeDevice
