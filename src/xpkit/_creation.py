@@ -137,6 +137,9 @@ def full_like(
     return f.xp.full(out_shape, number, dtype=xp_dtype, device=native, **options)
 
 
+_INT64_LOW, _INT64_HIGH = -(2**63), 2**63 - 1
+
+
 def python_number(fill_value: Value, dtype: DType) -> Value:
     """A NumPy number as the Python number it holds (checked to fit ``dtype``).
 
@@ -145,6 +148,15 @@ def python_number(fill_value: Value, dtype: DType) -> Value:
     is its real part as that dtype's kind (JAX and ndonnx refused ``1+0j``).
     """
     value = fill_value.item() if isinstance(fill_value, np.generic) else fill_value
+    if isinstance(value, np.complexfloating):  # (a clongdouble's item() is itself)
+        name = dtype_name(dtype)
+        if name is not None and name.startswith("complex"):  # (torch took its
+            return complex(float(value.real), float(value.imag))  # real part)
+        value = value.real  # (checked: its imaginary part is 0)
+    if type(value) is int and not _INT64_LOW <= value <= _INT64_HIGH:
+        name = dtype_name(dtype)  # (torch's full: "int too big to convert")
+        if name is not None and name.startswith(("float", "complex", "bfloat")):
+            return float(value)  # (checked: it does not overflow)
     if isinstance(value, np.floating):  # (a longdouble's item() is itself)
         name = dtype_name(dtype)
         if name is not None and name.startswith(("int", "uint")):

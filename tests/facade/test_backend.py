@@ -256,6 +256,30 @@ def test_numpy_numbers_fill_as_python_numbers(xpkit_backend):
         assert b.to_numpy(top).tolist() == [2**64 - 1]
 
 
+@pytest.mark.parametrize(
+    ("fill", "dtype", "expected"),
+    [
+        (np.clongdouble(1 + 2j), "complex64", 1 + 2j),
+        (np.clongdouble(3 + 0j), "float32", 3.0),
+        (2**64, "float32", 2.0**64),
+        (-(2**63) - 1, "float32", -(2.0**63)),
+    ],
+    ids=["clongdouble", "clongdouble real", "2**64", "-2**63 - 1"],
+)
+def test_fills_that_numpy_takes_are_taken_alike(xpkit_backend, fill, dtype, expected):
+    """torch dropped a clongdouble's imaginary part (1+2j filled 1+0j) and
+    raised OverflowError for an int beyond int64 into a float dtype."""
+    b = xpkit_backend
+    try:
+        made = b.full((2,), fill, dtype=dtype)
+    except TypeError:
+        assert dtype not in b.dtypes  # (ndonnx holds no complex)
+        return
+    close(b, made, np.full((2,), expected, dtype=dtype))
+    like = b.full_like(b.asarray(np.zeros(2, dtype=dtype)), fill)  # (the fast path)
+    close(b, like, np.full((2,), expected, dtype=dtype))
+
+
 def test_sort_of_a_0d_array_is_out_of_range_everywhere(xpkit_backend):
     """torch returned the 0-d tensor as it was."""
     b = xpkit_backend
