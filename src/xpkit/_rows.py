@@ -425,6 +425,7 @@ def run_rows(
     *arrays: Array,
     pad: bool = True,
     travels: Callable[[BaseException], bool] | None = None,
+    held: bool = False,
 ) -> Rows:
     """An executor's task: ``fn`` on rows ``start:stop``, its arrays on the host.
 
@@ -434,6 +435,12 @@ def run_rows(
     the executor's own test of that; plain pickle's by default) would be
     lost there (joblib's workers then died, read as a memory death): it
     becomes a RuntimeError that names its type, its message and the rows.
+
+    The rows come back as copies where nothing pickles them at once: in
+    the process that made the job (``job.home``), and where the executor
+    holds a task's result in its worker until the caller gathers it
+    (``held``: Dask's workers), as ``fn``'s next task there may overwrite
+    a buffer it reuses.
     """
     travels = travels or _travels
     lost: str | None = None
@@ -454,10 +461,11 @@ def run_rows(
     rows = host_rows(result, job.fn, f"rows {start}:{stop}")
     if job.sink is not None:
         return job.sink(start, stop, rows)
-    if os.getpid() == job.home:
+    if held or os.getpid() == job.home:
         # In the caller's process (a Dask worker's thread, joblib's threads)
-        # nothing pickles the rows: a view of a buffer fn reuses would be
-        # overwritten by its next task before the caller copies it.
+        # nothing pickles the rows, and a Dask worker process keeps them until
+        # they are gathered: a view of a buffer fn reuses would be overwritten
+        # by its next task first (rows 0:20 of 47, on two worker processes).
         rows = rows._replace(leaves=[np.array(leaf, copy=True) for leaf in rows.leaves])
     return rows
 

@@ -369,6 +369,24 @@ def test_each_batch_knows_its_rows_on_the_cluster(client):
     np.testing.assert_array_equal(got, np.arange(24))
 
 
+def test_a_fn_that_reuses_a_buffer_gets_its_rows_back_from_worker_processes(
+    client, data
+):
+    """A worker process holds a task's result until the client gathers it:
+    fn's next task there overwrote the view it returned (rows 0:20 of 47
+    wrong, or 0:27, from run to run)."""
+    x, y = data
+    got = xpkit.map_batches(
+        jobs.reuses_a_buffer, x, y, executor=client, **jobs.BATCHES_OF_64
+    )
+    np.testing.assert_array_equal(got, x[:, 0] + y)
+    batches = xpkit.iter_batches(
+        jobs.reuses_a_buffer, x, y, executor=client, **jobs.BATCHES_OF_64
+    )
+    for rows, values in batches:
+        np.testing.assert_array_equal(values, x[rows, 0] + y[rows])
+
+
 def test_out_is_written_by_the_client_as_tasks_complete(client, data, tmp_path):
     """out= with a Dask client: every task's rows land in the caller's store,
     an OOM split included (issue #32 item 1; workers writing their own rows,

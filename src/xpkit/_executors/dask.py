@@ -69,9 +69,12 @@ def _run_on_worker(
     pad: bool,
     travels: Callable[[BaseException], bool],
 ) -> Rows:
-    """`run_rows` on a worker, ``fn``'s exit or interrupt sent back as `_Escaped`."""
+    """`run_rows` on a worker, ``fn``'s exit or interrupt sent back as `_Escaped`.
+
+    The worker holds the rows until the client gathers them (``held``).
+    """
     try:
-        return run_rows(job, start, stop, *arrays, pad=pad, travels=travels)
+        return run_rows(job, start, stop, *arrays, pad=pad, travels=travels, held=True)
     except (SystemExit, KeyboardInterrupt) as exc:
         raise _Escaped(type(exc).__name__, exc.args) from None
 
