@@ -887,7 +887,7 @@ class Backend(Generic[ArrayT]):
         x : array
             An array of this backend's library, of one of the standard's
             integer or real floating dtypes (float32 and float64: not
-            float16, which the standard does not have).
+            float16 or bfloat16, which the standard does not have).
         k : int
             How many values, ``0 <= k <= x.shape[axis]``.
         axis : int, default -1
@@ -913,7 +913,8 @@ class Backend(Generic[ArrayT]):
         ------
         TypeError
             ``x`` is not an array of this library or has a boolean,
-            complex or float16 dtype; ``k`` or ``axis`` is not an int.
+            complex, float16 or bfloat16 dtype; ``k`` or ``axis`` is not an
+            int.
         ValueError
             ``k`` is negative or more than ``x.shape[axis]``; ``axis`` is out
             of range; ``mode`` is neither ``"largest"`` nor ``"smallest"``.

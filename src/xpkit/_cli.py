@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from ._adapters._registry import ADAPTERS
-from ._args import MAX_GB
+from ._args import check_gb
+from ._backend import Backend
 from ._check import run_checks
 from ._demo import MIN_SAMPLES, each_backend, nothing_ran_message, run_demo
 from ._dtypes import PrecisionWarning
 from ._info import collect_info, print_info, scheduler_problem
-from ._resolve import adapter_for_name
 from ._select import backend_inventory
+from ._shown import said
 from ._version import __version__
 from .testing import capabilities_table, statements_of
 
@@ -176,7 +177,7 @@ def _parser() -> argparse.ArgumentParser:
             default=None,
             metavar="NAMES",
             help="comma-separated library keys or backend names to run on, "
-            "'auto' (the library Backend('auto') picks) or 'all'; repeated, each "
+            "'auto' (the backend Backend('auto') picks) or 'all'; repeated, each "
             "adds to the others (default: every backend here)",
         )
     return parser
@@ -186,7 +187,7 @@ def _names(text: str) -> list[str]:
     if text.strip() == "all":
         return [adapter.key for adapter in ADAPTERS.values()]
     names = [n.strip() for n in text.split(",") if n.strip()]
-    names = [adapter_for_name(n).key if n == "auto" else n for n in names]
+    names = [Backend("auto").name if n == "auto" else n for n in names]
     named = backend_inventory({n.split("-", 1)[0] for n in names})  # (those imported)
     unknown = [
         n for n in names if n not in {e.key for e in named} | {e.name for e in named}
@@ -281,12 +282,13 @@ def _positive_float(text: str) -> float:
 
 
 def _budget_gb(text: str) -> float:
-    """A budget in GB: finite, positive, and at most 2**63 bytes (the library's own limit)."""
+    """A budget in GB, as the library takes one (`check_gb`: at most 2**63 bytes)."""
     value = _positive_float(text)
-    if value > MAX_GB:
-        msg = f"must be at most {MAX_GB:.0f} GB (2**63 bytes), got {text!r}"
-        raise argparse.ArgumentTypeError(msg)
-    return value
+    try:
+        return check_gb("budget_gb", value)
+    except ValueError as exc:  # (told as the option's, with the usage line)
+        msg = str(exc).removeprefix("budget_gb ").replace(repr(value), repr(text))
+        raise argparse.ArgumentTypeError(msg) from None
 
 
 def _positive_int(text: str) -> int:
@@ -346,7 +348,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
         _say(f"xpkit {args.command}: {exc}")
         return 2
     except MemoryError as exc:
-        _say(f"xpkit {args.command}: out of memory: {exc or 'MemoryError'}")
+        _say(f"xpkit {args.command}: out of memory: {said(exc) or 'MemoryError'}")
         return 1
     return status
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from ._adapters._registry import ADAPTERS
 from ._log import logger
+from ._shown import said
 
 __all__ = [
     "Piece",
@@ -23,7 +24,6 @@ __all__ = [
     "empty_device_cache",
     "is_oom_error",
     "release_after_oom",
-    "said",
     "split_on_oom",
     "splittable",
     "work_ran_out_of_memory",
@@ -112,7 +112,10 @@ def _chain_oom(
     A group is one where each of its members is (with their chains): one
     member's OOM says nothing of another's ``ValueError``, which a retry
     that succeeds would drop. ``memo``: the links walked (a cycle back to a
-    link adds nothing); the chain is walked in a loop (one was 100,000 long).
+    link adds nothing). A chain of contexts is walked in a loop (one was
+    100,000 long); a link with both a cause and another context, and a
+    group's members, are walked by a call each (``raise X from Y`` in an
+    ``except`` block makes the context the cause, so such forks are few).
     """
     found = False
     link: BaseException | None = exc
@@ -168,14 +171,6 @@ def splittable(exc: BaseException, handled: BaseException | None) -> bool:
     if isinstance(exc, UnsplittableMemoryError):
         return False
     return work_ran_out_of_memory(exc, handled)
-
-
-def said(exc: BaseException) -> str:
-    """``str(exc)``, or a word that it could not be read (its ``__str__`` raised)."""
-    try:
-        return str(exc)
-    except Exception:  # noqa: BLE001 - (any error of a user's __str__)
-        return f"(a {type(exc).__name__} whose message could not be read)"
 
 
 def _stops(exc: BaseException) -> bool:

@@ -29,6 +29,7 @@ from ._adapters._registry import (
 from ._current_rows import ROWS
 from ._dtypes import dtype_label
 from ._result_spec import rebuilt, sequence_spec
+from ._shown import said
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -452,7 +453,7 @@ def run_rows(
         lost = (
             f"fn raised {type(exc).__module__}.{type(exc).__qualname__} on rows "
             f"{start}:{stop}, which cannot be pickled to travel back from the "
-            f"worker: {str(exc)[:500]}"
+            f"worker: {said(exc)[:500]}"
         )
     if lost is not None:
         # (raised outside the except block: fn's exception is not its context,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["shown"]
+__all__ = ["said", "shown"]
 
 #: Digits beyond which an int is shown by its first ones and its length.
 _SHOWN_DIGITS = 30
@@ -32,3 +32,15 @@ def shown(value: object) -> str:
         return repr(value)
     except ValueError:  # (a Fraction of ints past Python's 4300 digits)
         return f"a {value.__class__.__qualname__} too long to print"
+
+
+def said(exc: BaseException) -> str:
+    """``str(exc)``, or a word that it could not be read (its ``__str__`` raised).
+
+    For the messages that quote an exception of ``fn`` (or of a user's
+    object): a ``__str__`` that raises must not replace the error it tells.
+    """
+    try:
+        return str(exc)
+    except Exception:  # noqa: BLE001 - (any error of a user's __str__)
+        return f"(a {type(exc).__name__} whose message could not be read)"

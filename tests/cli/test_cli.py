@@ -576,6 +576,13 @@ def test_memory_the_machine_cannot_give_is_a_message_not_a_traceback(
     err = capsys.readouterr().err
     assert err == "xpkit demo: out of memory: Unable to allocate 44.7 GiB\n"
 
+    def bare(*_args):
+        raise MemoryError
+
+    monkeypatch.setattr(demo, "demo_data", bare)
+    assert main(["demo", "--backends", "numpy"], out=io.StringIO()) == 1
+    assert capsys.readouterr().err == "xpkit demo: out of memory: MemoryError\n"
+
 
 def _xpkit(*argv: str, env: dict[str, str] | None = None, stdout=subprocess.PIPE):
     """``python -m xpkit *argv``: its stdout to ``stdout``, its stderr kept."""

@@ -430,6 +430,32 @@ def test_a_pool_never_runs_a_size_that_failed_again(slots):
     assert after[0][0] <= 1000 // 2
 
 
+class _PlainHerePool(HerePool, Pool):
+    """A pool that runs each task as it is submitted, here, and records nothing."""
+
+
+def test_a_task_s_bug_inside_the_caller_s_except_memory_error_is_the_task_s():
+    """A task run in the caller's thread, inside its ``except MemoryError:``,
+    carries that MemoryError as its error's context: the driver split it
+    as an OOM ([64, 32, ...])."""
+    sizes: list[int] = []
+
+    def fn(x):
+        sizes.append(int(x.shape[0]))
+        msg = "a bug in fn"
+        raise ValueError(msg)
+
+    x = np.arange(64.0)[:, None]
+    try:
+        msg = "the whole array at once"
+        raise MemoryError(msg)
+    except MemoryError:
+        _, steps = _steps(_PlainHerePool(1), fn, x, 64)
+        with pytest.raises(ValueError, match="^a bug in fn$"):
+            _to_the_end(steps)
+    assert sizes == [64]
+
+
 def _failing_above(rows: int, sizes: list[int]):
     """A fn that records the rows of each call, out of memory above ``rows``."""
 

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from .._current_rows import ROWS
+from .._shown import said
 from ._kernel_scratch import cumulative_scratch, packed_operands, sort_scratch
 from ._peak import PeakMeter, host_meter
 from ._trace import CannotFollow, Workspace
@@ -100,7 +101,7 @@ class XlaTracer:
             stats = lowered.compile().memory_analysis()
             outputs = jax.tree_util.tree_leaves(lowered.out_info)
         except Exception as exc:  # noqa: BLE001 - the real run raises it again
-            msg = f"jax could not compile fn for {rows} rows ({type(exc).__name__}: {exc})"
+            msg = f"jax could not compile fn for {rows} rows ({type(exc).__name__}: {said(exc)})"
             raise CannotFollow(msg[:300]) from None
         if stats is None:
             msg = "XLA gave no memory analysis for this device"
@@ -198,9 +199,7 @@ class JaxprTracer:
                 *specs, *self._args
             )
         except Exception as exc:  # noqa: BLE001 - the real run raises it again
-            msg = (
-                f"jax could not trace fn for {rows} rows ({type(exc).__name__}: {exc})"
-            )
+            msg = f"jax could not trace fn for {rows} rows ({type(exc).__name__}: {said(exc)})"
             raise CannotFollow(msg[:300]) from None
         finally:
             ROWS.reset(token)

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING
 
 from .._into import stop_at_chunk
 from .._log import logger
-from .._oom import said, work_ran_out_of_memory
+from .._oom import work_ran_out_of_memory
 from .._rows import Job, common_rows
+from .._shown import said
 from ._base import InputsLost, Pool
 from ._interrupts import interrupts_held
 

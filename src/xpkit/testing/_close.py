@@ -67,13 +67,14 @@ def default_tolerance(dtype: DType) -> tuple[float, float]:
     try:
         name = dtype_name(dtype)
     except TypeError:
+        narrow = _NARROW.fullmatch(dtype_label(dtype))
+        if narrow is not None:  # (before the long double: ml_dtypes gives
+            # float8_e5m2 NumPy's kind "f", and its finfo an rtol of 2.0)
+            # (compared as their host copies are: float32, complex64, integers)
+            return (0.0, 0.0) if narrow["integer"] else default_tolerance("float32")
         if isinstance(dtype, np.dtype) and dtype.kind in "fc":  # a long double
             return 4 * float(np.finfo(dtype).eps) ** 0.5, 0.0
-        narrow = _NARROW.fullmatch(dtype_label(dtype))
-        if narrow is None:
-            raise
-        # (compared as their host copies are: float32, complex64, integers)
-        return (0.0, 0.0) if narrow["integer"] else default_tolerance("float32")
+        raise
     if name is None:
         msg = f"dtype must be a dtype or its name, got {dtype!r}"
         raise TypeError(msg)
@@ -292,8 +293,6 @@ def _compare_meta(
         )
         raise AssertionError(msg)
     a, d = host_copy(actual, "actual"), host_copy(desired, "desired")
-    _has_declared_shape(lib_a, actual, a, "actual")
-    _has_declared_shape(lib_d, desired, d, "desired")
     if a.shape != d.shape:
         msg = f"shapes differ: actual {a.shape}, desired {d.shape}"
         raise AssertionError(msg)
@@ -370,31 +369,6 @@ def _computes_declared(
     if adapter.host_dtypes.get(declared, declared) != computed:
         msg = f"{param} declares dtype {declared}, but its values are {computed}"
         raise AssertionError(msg)
-
-
-def _has_declared_shape(
-    adapter: Adapter | None, array: Value, host: HostArray, param: str
-) -> None:
-    """AssertionError where ``host`` is not of the shape its array declared.
-
-    A Dask array's shape is what its graph says; its chunks may compute to
-    another (a ``map_blocks`` that drops rows, without the right
-    ``chunks=``), and only the host copies were compared. Sizes a library
-    does not know (Dask's NaN after a boolean mask, ndonnx's None) are not
-    checked.
-    """
-    __tracebackhide__ = True
-    if adapter is None:
-        return
-    declared = tuple(array.shape)
-    if len(declared) == host.ndim and all(
-        not isinstance(size, int) or size == got
-        for size, got in zip(declared, host.shape, strict=True)
-    ):
-        return
-    shown = tuple(size if isinstance(size, int) else None for size in declared)
-    msg = f"{param} declares shape {shown}, but its values have shape {host.shape}"
-    raise AssertionError(msg)
 
 
 def _held(running: RunningVariant) -> frozenset[str]:

@@ -30,6 +30,8 @@ def host_copy(x: Array | Value, param: str) -> HostArray:
     Refused (TypeError, naming ``param``): what the conversion would lose
     (a mask), and values that are not numbers or booleans. A list of arrays
     is converted array by array (a list of torch tensors that require grad).
+    An AssertionError where an array's values are not of the shape it
+    declares (`_has_declared_shape`).
     """
     refuse_lossy_data(x, param)
     if isinstance(x, (list, tuple)) and any(
@@ -41,8 +43,32 @@ def host_copy(x: Array | Value, param: str) -> HostArray:
         )
     else:
         host = to_host(x, param)
+        _has_declared_shape(x, host, param)
     _check_numeric(host, param)
     return host
+
+
+def _has_declared_shape(x: Array | Value, host: HostArray, param: str) -> None:
+    """AssertionError where ``host`` is not of the shape array ``x`` declared.
+
+    A Dask array's shape is what its graph says; its chunks may compute to
+    another (a ``map_blocks`` that drops rows, without the right
+    ``chunks=``), and only the host copies were compared. Sizes a library
+    does not know (Dask's NaN after a boolean mask, ndonnx's None) are not
+    checked.
+    """
+    __tracebackhide__ = True
+    if adapter_for_array(x) is None:
+        return
+    declared = tuple(x.shape)
+    if len(declared) == host.ndim and all(
+        not isinstance(size, int) or size == got
+        for size, got in zip(declared, host.shape, strict=True)
+    ):
+        return
+    shown = tuple(size if isinstance(size, int) else None for size in declared)
+    msg = f"{param} declares shape {shown}, but its values have shape {host.shape}"
+    raise AssertionError(msg)
 
 
 def _check_numeric(x: HostArray, param: str) -> None:

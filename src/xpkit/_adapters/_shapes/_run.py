@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from ..._current_rows import ROWS
+from ..._shown import said
 from .._registry import adapter_for_array
 from .._trace import CannotFollow, Profile, Trace, tracing
 from . import _rules as rules
@@ -109,7 +110,7 @@ class ShapeTracer:
         except CannotFollow as exc:
             raise CannotFollow(trace.failure or str(exc)) from None
         except Exception as exc:  # noqa: BLE001 - the real run raises it again
-            reason = trace.failure or f"fn raised {type(exc).__name__}: {exc}"
+            reason = trace.failure or f"fn raised {type(exc).__name__}: {said(exc)}"
             raise CannotFollow(reason[:300]) from None
         self.operations = max(round((trace.nodes + trace.views) * self._weight), 1)
         if trace.failure is not None:  # refused, though fn caught it
