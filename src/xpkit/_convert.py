@@ -31,6 +31,7 @@ __all__ = [
     "convert",
     "copy",
     "dtype_source",
+    "exact_ints",
     "host",
     "keeps_dtype",
     "ref",
@@ -89,6 +90,40 @@ def host(x: Value, param: str) -> HostArray:
     if not on_host.flags.writeable:  # read-only views (e.g. of JAX arrays)
         on_host = on_host.copy()
     return on_host
+
+
+#: The first int past int64: NumPy makes a list that holds one beside
+#: smaller ints float64 (int64 and uint64 have no common integer dtype).
+_PAST_INT64 = 2**63
+
+
+def exact_ints(x: Value, made: HostArray, target: str | None) -> HostArray:
+    """A list of Python ints past int64, none negative, as uint64; else ``made``.
+
+    For a cast to an integer dtype (``target``): NumPy makes ``[2**63 + 1, 0]`` float64,
+    2**63 + 1 rounded to 2**63 (a uint64 cast then kept the rounded value).
+    Where ``x`` is a list, ``made`` (NumPy's array of it) is float64 with
+    whole values of at least 2**63, none negative, and every number in
+    ``x`` is an int, they are made uint64, exactly; a list that holds a
+    float stays as NumPy made it.
+    """
+    if (
+        target is None
+        or not target.startswith(("int", "uint"))
+        or not isinstance(x, (list, tuple))
+        or made.dtype != np.float64
+        or not made.size
+        or not (made.max() >= _PAST_INT64 and made.min() >= 0)
+    ):
+        return made
+    todo: list[object] = [x]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, (list, tuple)):
+            todo.extend(item)
+        elif type(item) is not int:
+            return made
+    return np.asarray(x, dtype=np.uint64)
 
 
 def _bfloat16(values: HostArray) -> bool:
@@ -186,7 +221,7 @@ def convert(
         )
         x = castable(f, x, own, target, param, on_host=False)
         return f.xp.asarray(x, dtype=xp_dtype, device=native)
-    values = host(x, param)
+    values = exact_ints(x, host(x, param), name)
     own = own_dtype(values, param)
     kept = name or _source_dtype(f, x, own)
     target, xp_dtype = f.dtype_pair(
@@ -255,7 +290,7 @@ def asarray_like(f: Facts[ArrayT], x: Value, like: Value) -> ArrayT:
         refuse_lossy(f.adapter, x, "x")
         x = castable(f, x, own_dtype(x, "x"), target, "x", on_host=False)
         return f.xp.asarray(x, dtype=xp_dtype, device=native)
-    values = host(x, "x")
+    values = exact_ints(x, host(x, "x"), target)
     values = castable(f, values, own_dtype(values, "x"), target, "x", on_host=True)
     return f.from_host(values, xp_dtype, native)
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, NamedTuple, TypeAlias
 import numpy as np
 
 from ._adapters._registry import ADAPTERS, adapter_for_array, refuse_lossy
-from ._convert import castable, host, traced
+from ._convert import castable, exact_ints, host, traced
 from ._dtypes import own_dtype
 from ._moves import move_from
 
@@ -98,7 +98,7 @@ def _check_one(
         x, adapter = moved, mine
     if adapter is mine:
         return _check_own(f, x, param, ref, convert)
-    values = host(x, param)
+    values = exact_ints(x, host(x, param), ref[0].name if ref else None)
     own = own_dtype(values, param)
     if not ref:
         target, xp_dtype = f.dtype_pair(own, None, f"{param} has dtype {own}")

@@ -307,6 +307,28 @@ def test_a_cast_is_refused_where_the_library_s_own_makes_inf_or_0(
         assert checked == 2 * len(paths)
 
 
+def test_python_ints_past_int64_reach_uint64_exactly(xpkit_backend):
+    """NumPy makes [2**63 + 1, 0] float64: it reached uint64 as 2**63, through
+    asarray, asarray_like and check_arrays alike."""
+    b = xpkit_backend
+    try:
+        ref = b.asarray(np.zeros(1, dtype=np.uint64))
+    except (TypeError, ValueError):
+        pytest.skip(f"{b.name} holds no uint64")
+    if b.dtype_to_str(ref.dtype) != "uint64":
+        pytest.skip(f"{b.name} narrows uint64")
+    data = [[2**63 + 1, 0], [2**64 - 1, 7]]
+    expected = np.array(data, dtype=np.uint64)  # (NumPy's, given the dtype)
+    for made in (
+        b.asarray(data, dtype="uint64"),
+        b.asarray_like(data, ref),
+        b.check_arrays(ref, data)[1],
+    ):
+        assert b.to_numpy(made).tolist() == expected.tolist()
+    with pytest.raises(ValueError, match=r"^x holds 9223372036854775809, which"):
+        b.asarray([2**63 + 1, 0], dtype="int64")  # (named as given, not rounded)
+
+
 def test_own_arrays_are_checked_where_they_live(xpkit_backend):
     b = xpkit_backend
     x = b.asarray([0.5, 1.0])
