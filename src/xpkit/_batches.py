@@ -160,9 +160,11 @@ def map_batches(
         split in half and resubmitted, and queued batches as large are split
         before they run; at ``min_batch`` a task whose worker died is retried
         once, alone (nothing runs beside it, so a death there is its own),
-        then a `MemoryError` names the rows and the memory they needed. A
-        task whose inputs went down with another's worker runs again
-        unsplit once.
+        then a `MemoryError` names the rows and the memory they needed (a
+        `RuntimeError` where they needed under a quarter of the budget: not
+        memory). A task whose inputs went down with another's worker runs
+        again unsplit once. An input, operand or ``fn`` that cannot travel
+        to the workers is a TypeError naming it, before any task runs.
         Each task's results are written into the outputs as it completes.
     result_on : {"host", "device"}, default "host"
         Where the outputs are assembled: ``"host"``, NumPy arrays; ``"device"``,

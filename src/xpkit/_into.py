@@ -337,7 +337,7 @@ def on_target(
     moved = backend.asarray(leaf)
     if own is None or own.library != backend.library:
         return moved
-    return backend.xp.astype(moved, own.dtype)
+    return get_adapter(own.library).narrowed_back(moved, own.dtype)
 
 
 def host_rows_for(

@@ -217,7 +217,7 @@ def batch_request(call: BatchCall, caller: str = "map_batches") -> BatchRequest:
     if executor is not None:  # (every worker holds the inputs and the operands)
         pool = pool_for(executor, _shipped_arrays(arrays, job))
     if pool is not None:
-        pool.check(job)
+        pool.check(job, arrays)
     key: Signature | None = None
     alive: tuple[Callable[[], object], ...] = ()
     if remember:  # (the target library's modes too: backend= moves the rows)

@@ -387,6 +387,20 @@ def test_a_fn_that_reuses_a_buffer_gets_its_rows_back_from_worker_processes(
         np.testing.assert_array_equal(values, x[rows, 0] + y[rows])
 
 
+def test_an_input_dask_cannot_serialize_is_refused_before_a_task_runs(client):
+    """Dask's serializer reads a tensor through numpy(), which refuses
+    bfloat16: its TypeError came from the scatter, naming no argument."""
+    torch = pytest.importorskip("torch")
+    x = torch.arange(6.0).reshape(3, 2).to(torch.bfloat16)
+    with pytest.raises(
+        TypeError,
+        match=r"^arrays\[0\] \(torch.Tensor of dtype torch.bfloat16\) cannot be sent "
+        r"to the dask cluster at .*\(TypeError: Could not serialize object of type "
+        r"Tensor\); convert",
+    ):
+        xpkit.map_batches(lambda r: r * 2, x, executor=client)
+
+
 def test_out_is_written_by_the_client_as_tasks_complete(client, data, tmp_path):
     """out= with a Dask client: every task's rows land in the caller's store,
     an OOM split included (issue #32 item 1; workers writing their own rows,

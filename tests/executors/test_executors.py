@@ -7,6 +7,7 @@ of the rows per worker process) are the same on every machine.
 from __future__ import annotations
 
 import logging
+import re
 import sys
 
 import joblib
@@ -89,6 +90,60 @@ def test_what_a_task_s_host_widened_goes_back_only_where_it_belongs():
         0, 4, run_rows(Job(fn), 0, 4, x)
     )
     assert host.astype(np.float32).tolist() == fn(x).float().tolist()
+
+
+def test_a_task_s_bfloat16_comes_back_bit_for_bit():
+    """torch's float32 to bfloat16 makes every NaN 0xFFFF: 0x7FC1 (a positive
+    NaN with a payload) came back negative, with result_on='device' and a
+    torch out= alike."""
+    torch = pytest.importorskip("torch")
+    bits = np.array([0x7FC1, 0xFFC3, 0x7F81, 0x8000, 0x0001, 0x7F80, 0x3F80], np.uint16)
+    x = torch.from_numpy(bits.view(np.int16).copy()).view(torch.bfloat16)[:, None]
+
+    def fn(r):
+        return r.clone()
+
+    rows = run_rows(Job(fn), 0, len(bits), x)
+    assert rows.leaves[0].dtype == np.float32  # (widened on its way)
+    on_device = Outputs(len(bits), fn, xpkit.Backend("torch"), "device")
+    on_device.put(0, len(bits), rows)
+    got = on_device.value().view(torch.int16).numpy().view(np.uint16)
+    assert got.ravel().tolist() == bits.tolist()
+    from xpkit._into import check_out
+
+    out = torch.zeros_like(x)
+    into = Outputs(
+        len(bits), fn, xpkit.Backend("torch"), into=check_out(out, len(bits))
+    )
+    into.put(0, len(bits), run_rows(Job(fn), 0, len(bits), x))
+    assert (
+        out.view(torch.int16).numpy().view(np.uint16).ravel().tolist() == bits.tolist()
+    )
+
+
+@pytest.mark.parametrize("where", ["input", "whole operand"])
+def test_an_array_no_worker_can_unpickle_is_refused_before_a_task_runs(where):
+    """torch's uint16 tensors unpickle nowhere: every joblib worker died as it
+    started, read as deaths for memory, split down to one row (23 s)."""
+    torch = pytest.importorskip("torch")
+    u16 = torch.arange(6).reshape(3, 2).to(torch.uint16)
+    x = torch.arange(6.0).reshape(3, 2)
+    if where == "input":
+        call, label = (
+            (lambda: xpkit.map_batches(np.negative, u16, executor="joblib")),
+            "arrays[0]",
+        )
+    else:
+        call = lambda: xpkit.map_batches(
+            lambda r, w: r * 2, x, whole=(u16,), executor="joblib"
+        )
+        label = "whole operand 0"
+    with pytest.raises(
+        TypeError,
+        match=rf"^{re.escape(label)} \(torch.Tensor of dtype torch.uint16\) cannot "
+        r"be sent to joblib's \d+ worker processes \(AttributeError: .*\); convert",
+    ):
+        call()
 
 
 def test_a_job_pickled_by_an_older_xpkit_loads_away_from_home():

@@ -243,6 +243,14 @@ class Adapter:
         """
         return None
 
+    def narrowed_back(self, x: Array, dtype: DType) -> Array:
+        """``x``, widened from ``dtype`` on a trip through the host, in it again.
+
+        Exactly: every value of ``x`` is one of ``dtype``'s. By default the
+        namespace's ``astype``.
+        """
+        return self.namespace().astype(x, dtype)
+
     def own_copy(self, x: Array) -> Array:
         """A copy of ``x`` in memory of its own: its library, device and dtype.
 

@@ -349,6 +349,18 @@ class TorchAdapter(Adapter):
             return t
         return t.clone(memory_format=_torch().contiguous_format)
 
+    def narrowed_back(self, x: Array, dtype: DType) -> Array:
+        """float32 to bfloat16 by its upper half, NaNs' signs and payloads kept.
+
+        (torch's cast makes every NaN 0xFFFF: 0x7FC1 came back negative.)
+        A bfloat16 widened to float32 is its bits in the upper half, so the
+        upper half is the bfloat16, exactly; other dtypes by ``Tensor.to``.
+        """
+        torch = _torch()
+        if dtype is torch.bfloat16 and x.dtype is torch.float32:
+            return (x.view(torch.int32) >> 16).to(torch.int16).view(torch.bfloat16)
+        return x.to(dtype)
+
     def float64_narrowing(self, *, on_host: bool) -> Narrowing:
         """To float32 first, from a tensor, a NumPy array or a number alike.
 

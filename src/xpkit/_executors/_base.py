@@ -11,9 +11,11 @@ import importlib
 import importlib.util
 import io
 import pickle
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .._adapters._registry import adapter_for_array
+from .._shown import said
 from .._typing import Array, TaskFuture, UserFunction
 
 if TYPE_CHECKING:
@@ -55,13 +57,16 @@ class Pool:
         """Measured memory one task may use (GB), headroom included."""
         raise NotImplementedError
 
-    def check(self, job: Job) -> None:
+    def check(self, job: Job, arrays: tuple[Array, ...] = ()) -> None:
         """Refuse, before anything runs, a job the workers cannot receive.
 
-        ``fn``, and each whole operand that is not an array (an array always
-        travels): pickled and unpickled, as a worker would receive it. One
-        that unpickles nowhere killed the workers as they started, read as
-        deaths for memory.
+        ``fn``, and each whole operand that is not an array: pickled and
+        unpickled, as a worker would receive it. One that unpickles nowhere
+        killed the workers as they started, read as deaths for memory. Of
+        each input and each whole operand that is an array, its first row
+        alone makes the trip the pool sends it by (`ship_input`, pickle):
+        torch's uint16, uint32, float8 and complex32 tensors unpickle
+        nowhere, and Dask's serializer refuses bfloat16 and conj views.
         """
         check_sendable(job.fn, self.where)
         named: list[tuple[int | str, object]] = [*enumerate(job.args)]
@@ -69,6 +74,19 @@ class Pool:
         for name, operand in named:
             if adapter_for_array(operand) is None:
                 _check_operand_sendable(operand, name, self.where)
+            else:
+                _check_array_sendable(
+                    _round_trip, operand, f"whole operand {name}", self.where
+                )
+        for i, x in enumerate(arrays):
+            _check_array_sendable(self.ship_input, x, f"arrays[{i}]", self.where)
+
+    def ship_input(self, x: Array) -> None:
+        """Send ``x`` as the pool sends an input, and receive it as a worker would.
+
+        By default as it pickles (`_round_trip`). Raises what either raises.
+        """
+        _round_trip(x)
 
     def start(self, job: Job, arrays: tuple[Array, ...]) -> None:
         """Ship the job (``fn`` and its whole operands) and the inputs (once)."""
@@ -123,6 +141,23 @@ def check_sendable(fn: UserFunction, where: str) -> None:
             f"fn={fn!r} cannot be sent to {where} ({type(exc).__name__}: {exc}); "
             "define it at module level, or install cloudpickle for lambdas "
             "and closures"
+        )
+        raise TypeError(msg) from None
+
+
+def _check_array_sendable(
+    trip: Callable[[Array], None], x: Array, label: str, where: str
+) -> None:
+    """TypeError unless the first row of array ``x`` survives ``trip`` to a worker."""
+    piece = x[:1] if getattr(x, "ndim", 0) else x
+    try:
+        trip(piece)
+    except Exception as exc:  # noqa: BLE001 - any failure: it cannot travel
+        msg = (
+            f"{label} ({type(x).__module__}.{type(x).__qualname__} of dtype "
+            f"{x.dtype}) cannot be sent to {where} ({type(exc).__name__}: "
+            f"{said(exc).partition(chr(10))[0][:200]}); convert it to a dtype "
+            "that travels first"
         )
         raise TypeError(msg) from None
 

@@ -269,6 +269,15 @@ class DaskPool(Pool):
     def task_budget_gb(self, input_bytes: int) -> float:
         return worker_task_budget_gb(self._workers, input_bytes)
 
+    def ship_input(self, x: Array) -> None:
+        """Through Dask's serializer, as ``Client.scatter`` sends an input.
+
+        (Its torch serializer reads a tensor through ``numpy()``, which
+        refuses bfloat16, float8 and conj or neg views.)
+        """
+        protocol = importlib.import_module("distributed.protocol")
+        protocol.deserialize(*protocol.serialize(x))
+
     def start(self, job: Job, arrays: tuple[Array, ...]) -> None:
         self._job = (job, arrays)
         if idle_workers(self._workers) is not None:  # (paused: the scatter would
