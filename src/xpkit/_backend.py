@@ -653,7 +653,9 @@ class Backend(Generic[ArrayT]):
         A cast that would change a value (a float ``y`` of 0.5 to an integer
         first input's dtype) raises `ValueError` naming the input; rounding
         to the nearest float is not such a change (an int64 ``2**53 + 1``
-        into float64 is ``2**53``, as float64 into float32 rounds).
+        into float64 is ``2**53``, as float64 into float32 rounds). A lazy
+        Dask array's values are not at hand: its casts are unchecked, as
+        `asarray`'s (reading them would compute the graph).
 
         Parameters
         ----------

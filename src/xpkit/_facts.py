@@ -14,7 +14,7 @@ device (`Facts.dtype_pair`), where a ``device=`` argument points
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, NoReturn, TypeAlias, cast
 
@@ -82,6 +82,9 @@ class Facts(Generic[ArrayT]):
     unusable: str | None
     is_own: Callable[[object], bool]
     is_own_like: Callable[[object], bool]
+    #: The library's settings when bound (`Adapter.config_token`; None: none
+    #: that change its dtypes): JAX's x64, switched after a Backend was made.
+    config: Hashable = None
 
     def dtype_pair(
         self, name: str, device: str | None = None, source: Source = None
@@ -95,6 +98,10 @@ class Facts(Generic[ArrayT]):
         """
         adapter = self.adapter
         held = self.held if device is None else adapter.held_dtypes(device)
+        if self.config is not None and adapter.config_token() != self.config:
+            # (switched since: float64 asked of JAX after x64 was switched off
+            # became float32 in JAX's hands, 1e300 inf, unchecked)
+            held = adapter.held_dtypes(device or self.device)
         if name in held:
             return name, adapter.dtype_object(self.xp, name)
         where = device or self.device
@@ -162,6 +169,7 @@ def bind(adapter: Adapter, device: str) -> Facts[Array]:
         unusable=None,
         is_own=adapter.own_check(native, held),
         is_own_like=adapter.own_check(native, held, any_device=True),
+        config=adapter.config_token(),
     )
 
 

@@ -101,6 +101,41 @@ def test_jax_without_x64_end_to_end():
     assert proc.stdout.strip() == "ok"
 
 
+JAX_X64_SWITCHED_OFF = textwrap.dedent(
+    """
+    import warnings
+
+    import jax
+    import pytest
+
+    import xpkit
+
+    jax.config.update("jax_enable_x64", True)
+    b = xpkit.Backend("jax")  # (bound while JAX holds float64)
+    jax.config.update("jax_enable_x64", False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", xpkit.PrecisionWarning)
+        with pytest.raises(ValueError, match="does not fit dtype float32"):
+            b.asarray([1e300])
+        with pytest.raises(ValueError, match="does not fit dtype int32"):
+            b.asarray([2**40])
+        with pytest.raises(ValueError, match="does not fit dtype float32"):
+            b.full((1,), 1e300)
+        assert b.dtype_to_str(b.asarray([0.5]).dtype) == "float32"
+    print("ok")
+    """
+)
+
+
+def test_a_jax_backend_follows_x64_switched_off_after_it_was_made():
+    """It kept the dtypes it bound: 1e300 became inf and 2**40 0 in JAX's
+    hands, with JAX's own warning only."""
+    pytest.importorskip("jax")
+    proc = run_python(JAX_X64_SWITCHED_OFF)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "ok"
+
+
 def test_gpu_spec_runs_on_gpu_or_raises(monkeypatch):
     no_gpu(monkeypatch)
     with pytest.raises(RuntimeError, match="no GPU is available"):
