@@ -122,8 +122,10 @@ def test_every_module_holds_one_concern_in_at_most_400_lines_of_code():
 
 
 #: What the adapters may import of xpkit besides each other: the basics
-#: (``_current_rows``: the tracers say which rows they trace ``fn`` on).
-BASICS = {"xpkit._dtypes", "xpkit._typing", "xpkit._current_rows"}
+#: (``_current_rows``: the tracers say which rows they trace ``fn`` on;
+#: ``_shown``: how a message quotes a value or ``fn``'s error, importing
+#: nothing of xpkit).
+BASICS = {"xpkit._dtypes", "xpkit._typing", "xpkit._current_rows", "xpkit._shown"}
 
 
 def _imported_modules(path: Path) -> set[str]:

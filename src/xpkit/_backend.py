@@ -737,7 +737,12 @@ class Backend(Generic[ArrayT]):
         """Indices of the non-zero elements of the flattened array."""
         if not self._is_own_like(array):
             _operations.check_operand(self._facts, array, "array")
-        return self.xp.nonzero(self.xp.reshape(array, (-1,)))[0]
+        try:
+            return self.xp.nonzero(self.xp.reshape(array, (-1,)))[0]
+        except NotImplementedError as exc:
+            what, operands = "nonzero", {"array": array}
+            _operations.refuse_missing_kernel(self._facts, exc, what, operands)
+            raise
 
     def at(self, x: ArrayT, idx: Value = slice(None)) -> At[ArrayT]:
         """Functional updates of ``x[idx]`` that work on every library, traced too.
@@ -846,8 +851,11 @@ class Backend(Generic[ArrayT]):
             _operations.check_operand(self._facts, B, "B")
         try:
             return self._matmul(A, B)
-        except self._bad_args:
+        except self._bad_args as exc:
             _operations.explain_matmul(self._facts, A, B)
+            _operations.refuse_missing_kernel(
+                self._facts, exc, "matmul", {"A": A, "B": B}
+            )
             raise
 
     def sort(self, array: ArrayT, axis: int = -1) -> ArrayT:
@@ -868,8 +876,11 @@ class Backend(Generic[ArrayT]):
             raise_if_axis_out_of_range(array, axis)
         try:
             return self._sort(array, axis=axis)
-        except self._bad_args:
+        except self._bad_args as exc:
             _operations.explain_sort(self._facts, array, axis)
+            _operations.refuse_missing_kernel(
+                self._facts, exc, "sort", {"array": array}
+            )
             raise
 
     def top_k(

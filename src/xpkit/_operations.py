@@ -141,6 +141,25 @@ def explain_expand_dims(f: Facts[ArrayT], array: Value, axis: int) -> None:
     raise_if_axis_out_of_range(array, axis, extra=1)
 
 
+def refuse_missing_kernel(
+    f: Facts[ArrayT], exc: Exception, what: str, operands: dict[str, Value]
+) -> None:
+    """A TypeError naming the operands' dtypes where the library has no kernel.
+
+    What the library raised (``exc``) after the facade's own checks found
+    no fault (operands and shapes): a ``NotImplementedError`` means no
+    kernel for these dtypes (torch's matmul of uint16 or bool, its nonzero
+    of uint32). Any other error propagates as it is (a library's own
+    TypeError already says a dtype is refused; anything else may not be
+    about the arguments at all).
+    """
+    if not isinstance(exc, NotImplementedError):
+        return
+    named = ", ".join(f"{k} of dtype {own_dtype(v, k)}" for k, v in operands.items())
+    msg = f"{f.adapter.label} has no {what} of {named} ({exc})"
+    raise TypeError(msg) from exc
+
+
 def explain_matmul(f: Facts[ArrayT], A: Value, B: Value) -> None:
     """Why the library refused ``A @ B``, as the facade's error."""
     check_operand(f, A, "A")

@@ -280,6 +280,43 @@ def test_fills_that_numpy_takes_are_taken_alike(xpkit_backend, fill, dtype, expe
     close(b, like, np.full((2,), expected, dtype=dtype))
 
 
+@pytest.mark.parametrize("dtype", ["bool", "uint8", "uint16", "uint32", "uint64"])
+def test_an_operation_the_library_has_no_kernel_for_is_a_type_error(
+    xpkit_backend, dtype
+):
+    """torch raised NotImplementedError for matmul of bool or uint16 and
+    nonzero of uint32 ("addmm_impl_cpu_" not implemented for 'UInt16'):
+    it is NumPy's answer or a TypeError (naming the operands' dtypes where
+    the library had no kernel). ndonnx's bool matmul, an AttributeError of
+    its own, is a known gap."""
+    b = xpkit_backend
+    host = np.array([[1, 0], [1, 1]], dtype=dtype)
+    try:
+        x = b.asarray(host)
+    except TypeError:
+        assert dtype not in b.dtypes  # (a dtype the device does not hold)
+        return
+    if b.dtype_to_str(x.dtype) != dtype:
+        return  # (narrowed: JAX without x64)
+    for call, expected, names in (
+        (lambda: b.matmul(x, x), lambda: host @ host, "A of dtype"),
+        (lambda: b.flatnonzero(x), lambda: np.flatnonzero(host), "array of dtype"),
+    ):
+        try:
+            got = call()
+        except TypeError as exc:
+            if " has no " in str(exc):  # (xpkit's, from NotImplementedError)
+                assert f"{names} {dtype}" in str(exc), exc
+            continue
+        except AttributeError:
+            assert (b.library, dtype) == ("ndonnx", "bool")
+            continue
+        except RuntimeError as exc:  # (array-api-strict at its strictest flags)
+            assert "data-dependent shapes" in str(exc), exc
+            continue
+        np.testing.assert_array_equal(b.to_numpy(got), expected())
+
+
 def test_sort_of_a_0d_array_is_out_of_range_everywhere(xpkit_backend):
     """torch returned the 0-d tensor as it was."""
     b = xpkit_backend

@@ -330,6 +330,11 @@ class Adapter:
         """
         return xp.asarray(host, dtype=dtype, device=device)
 
+    #: How a float64 from the host (a NumPy array, a number) and one of this
+    #: library's arrays become float32, float16 or bfloat16 here (`Narrowing`).
+    host_narrowing: ClassVar[Narrowing] = "exact"
+    own_narrowing: ClassVar[Narrowing] = "exact"
+
     def float64_narrowing(self, *, on_host: bool) -> Narrowing:
         """How a float64 value becomes float32, float16 or bfloat16 here.
 
@@ -338,7 +343,7 @@ class Adapter:
         value checks hold a cast to what the library's does
         (`xpkit._cast_checks`).
         """
-        return "exact"
+        return self.host_narrowing if on_host else self.own_narrowing
 
     def creation_options(self, shape: tuple[int, ...]) -> dict[str, object]:
         """Keywords the namespace's ``full``, ``zeros`` and ``ones`` need for ``shape``.

@@ -6,6 +6,7 @@ and `Adapter.memory_extent`, for a tensor whose library is imported.
 
 from __future__ import annotations
 
+import sys
 from types import ModuleType
 from typing import TYPE_CHECKING
 
@@ -15,7 +16,7 @@ from ._layout import Extent, Unshareable, extent, native_layout, overlaps_itself
 from ._pages import read_only_host_memory
 
 if TYPE_CHECKING:
-    from .._typing import Array, DType, HostArray
+    from .._typing import Array, DType, HostArray, NativeDevice
 
 __all__ = [
     "tensor_extent",
@@ -207,3 +208,24 @@ def torch_takes(host: HostArray) -> HostArray:
     if host.dtype.name == "bfloat16":  # ml_dtypes': torch.asarray refuses it
         return host.astype(np.float32)
     return host
+
+
+def indexed(native: NativeDevice) -> NativeDevice:
+    """``native`` with its index: ``torch.device("cuda")`` is device 0's."""
+    if native.type != "cpu" and native.index is None:
+        return type(native)(native.type, 0)
+    return native
+
+
+def narrowed_by_bits(x: Array, dtype: DType) -> Array:
+    """float32 to bfloat16 by its upper half, NaNs' signs and payloads kept.
+
+    (`Adapter.narrowed_back`: torch's cast makes every NaN 0xFFFF, so
+    0x7FC1 came back negative.) A bfloat16 widened to float32 is its bits
+    in the upper half: the upper half is the bfloat16, exactly. Other
+    dtypes by ``Tensor.to``.
+    """
+    torch = sys.modules["torch"]
+    if dtype is torch.bfloat16 and x.dtype is torch.float32:
+        return (x.view(torch.int32) >> 16).to(torch.int16).view(torch.bfloat16)
+    return x.to(dtype)

@@ -32,14 +32,7 @@ from ._trace import DtypeRules, Workspace
 if TYPE_CHECKING:
     import pytest
 
-    from .._typing import (
-        Array,
-        HostArray,
-        Namespace,
-        Narrowing,
-        NativeDevice,
-        UserFunction,
-    )
+    from .._typing import Array, HostArray, Namespace, NativeDevice, UserFunction
     from ._peak import PeakMeter
     from ._top_k import TopK
     from ._trace import Tracer, Traits
@@ -174,16 +167,12 @@ class JaxAdapter(Adapter):
         """Not for a tracer (under ``jax.jit``), whose values do not exist yet."""
         return not isinstance(x, _jax().core.Tracer)
 
-    def float64_narrowing(self, *, on_host: bool) -> Narrowing:
-        """Once from the host; from its own float64 arrays via float32, flushed.
-
-        XLA's CPU converts float64 to float32 with float32's subnormals
-        flushed to 0 (2**-130 became 0.0), and to float16 and bfloat16
-        through float32 (rounding twice). JAX makes host data and numbers
-        by NumPy's casts. (A GPU's converts are held to the CPU's rule:
-        not measured here.)
-        """
-        return "exact" if on_host else "via float32, flushed"
+    #: Its own float64 arrays: XLA's CPU converts to float32 with float32's
+    #: subnormals flushed to 0 (2**-130 became 0.0), and to float16 and
+    #: bfloat16 through float32 (rounding twice); host data and numbers by
+    #: NumPy's casts. (A GPU's converts are held to the CPU's rule: not
+    #: measured here.)
+    own_narrowing = "via float32, flushed"
 
     def extra_dtypes(self, device: str) -> frozenset[str]:
         """float16 and bfloat16, on every device."""

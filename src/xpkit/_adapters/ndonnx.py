@@ -14,7 +14,7 @@ from ._top_k import along
 from ._trace import DtypeRules
 
 if TYPE_CHECKING:
-    from .._typing import Array, HostArray, Namespace, Narrowing, NativeDevice
+    from .._typing import Array, HostArray, Namespace, NativeDevice
     from ._top_k import TopK
     from ._trace import Traits
 
@@ -257,13 +257,9 @@ class NdonnxAdapter(Adapter):
             raise RuntimeError(msg)
         return names
 
-    def float64_narrowing(self, *, on_host: bool) -> Narrowing:
-        """Once from the host; its own float64 arrays to float16 via float32.
-
-        ONNX Runtime's ``Cast`` rounds float64 to float32 first (65520 -
-        2**-20 became inf in float16); host data is cast by NumPy.
-        """
-        return "exact" if on_host else "via float32"
+    #: Its own float64 arrays: ONNX Runtime's ``Cast`` rounds to float32
+    #: first (65520 - 2**-20 became inf in float16); host data by NumPy's.
+    own_narrowing = "via float32"
 
     def extra_dtypes(self, device: str) -> frozenset[str]:
         """float16, which ONNX has and the standard does not."""

@@ -18,6 +18,8 @@ from ._peak import PeakMeter, host_meter
 from ._torch_compile import compiled_whole, eager_only, is_compiling
 from ._torch_dispatch import DispatchPeak
 from ._torch_layout import (
+    indexed,
+    narrowed_by_bits,
     tensor_extent,
     tensor_refused,
     tensor_unconvertible,
@@ -41,15 +43,7 @@ if TYPE_CHECKING:
 
     import pytest
 
-    from .._typing import (
-        Array,
-        DType,
-        HostArray,
-        Namespace,
-        Narrowing,
-        NativeDevice,
-        UserFunction,
-    )
+    from .._typing import Array, DType, HostArray, Namespace, NativeDevice, UserFunction
     from ._layout import Extent, Unshareable
     from ._lazy_tags import Replace, Tagged
     from ._top_k import TopK
@@ -80,13 +74,6 @@ def _torch() -> ModuleType:
 
     module: ModuleType = torch  # typed whether installed or not
     return module
-
-
-def _indexed(native: NativeDevice) -> NativeDevice:
-    """``native`` with its index: ``torch.device("cuda")`` is device 0's."""
-    if native.type != "cpu" and native.index is None:
-        return _torch().device(native.type, 0)
-    return native
 
 
 class TorchAdapter(Adapter):
@@ -198,7 +185,7 @@ class TorchAdapter(Adapter):
 
     def native_device_key(self, native: NativeDevice) -> Hashable:
         """``torch.device("cuda")`` means device 0, as tensors report it."""
-        key: Hashable = _indexed(native)
+        key: Hashable = indexed(native)
         return key
 
     def own_check(
@@ -213,7 +200,7 @@ class TorchAdapter(Adapter):
         torch = _torch()
         tensor, parameter, strided = torch.Tensor, torch.nn.Parameter, torch.strided
         ok = frozenset(getattr(torch, n) for n in dtypes if hasattr(torch, n))
-        key = _indexed(native)
+        key = indexed(native)
 
         # Three closures rather than one with flags: this runs on every facade
         # call, so the device test is chosen once here, not branched on there.
@@ -349,25 +336,12 @@ class TorchAdapter(Adapter):
             return t
         return t.clone(memory_format=_torch().contiguous_format)
 
-    def narrowed_back(self, x: Array, dtype: DType) -> Array:
-        """float32 to bfloat16 by its upper half, NaNs' signs and payloads kept.
-
-        (torch's cast makes every NaN 0xFFFF: 0x7FC1 came back negative.)
-        A bfloat16 widened to float32 is its bits in the upper half, so the
-        upper half is the bfloat16, exactly; other dtypes by ``Tensor.to``.
-        """
-        torch = _torch()
-        if dtype is torch.bfloat16 and x.dtype is torch.float32:
-            return (x.view(torch.int32) >> 16).to(torch.int16).view(torch.bfloat16)
-        return x.to(dtype)
-
-    def float64_narrowing(self, *, on_host: bool) -> Narrowing:
-        """To float32 first, from a tensor, a NumPy array or a number alike.
-
-        float64 to float16 or bfloat16 rounds twice (65520 - 2**-20 becomes
-        inf in float16: 65520.0 in float32, the tie that rounds to inf).
-        """
-        return "via float32"
+    #: float64 to float16 or bfloat16 through float32 first, from a tensor,
+    #: a NumPy array or a number alike: rounded twice (65520 - 2**-20 became
+    #: inf in float16: 65520.0 in float32, the tie that rounds to inf).
+    host_narrowing = own_narrowing = "via float32"
+    #: bfloat16 back from float32 by its bits (torch's cast made NaNs 0xFFFF).
+    narrowed_back = staticmethod(narrowed_by_bits)
 
     def from_host(
         self, xp: Namespace, host: HostArray, dtype: DType, device: NativeDevice
