@@ -737,12 +737,7 @@ class Backend(Generic[ArrayT]):
         """Indices of the non-zero elements of the flattened array."""
         if not self._is_own_like(array):
             _operations.check_operand(self._facts, array, "array")
-        try:
-            return self.xp.nonzero(self.xp.reshape(array, (-1,)))[0]
-        except NotImplementedError as exc:
-            what, operands = "nonzero", {"array": array}
-            _operations.refuse_missing_kernel(self._facts, exc, what, operands)
-            raise
+        return _operations.flatnonzero(self._facts, array)
 
     def at(self, x: ArrayT, idx: Value = slice(None)) -> At[ArrayT]:
         """Functional updates of ``x[idx]`` that work on every library, traced too.
@@ -852,10 +847,7 @@ class Backend(Generic[ArrayT]):
         try:
             return self._matmul(A, B)
         except self._bad_args as exc:
-            _operations.explain_matmul(self._facts, A, B)
-            _operations.refuse_missing_kernel(
-                self._facts, exc, "matmul", {"A": A, "B": B}
-            )
+            _operations.explain_matmul(self._facts, A, B, exc)
             raise
 
     def sort(self, array: ArrayT, axis: int = -1) -> ArrayT:
@@ -877,10 +869,7 @@ class Backend(Generic[ArrayT]):
         try:
             return self._sort(array, axis=axis)
         except self._bad_args as exc:
-            _operations.explain_sort(self._facts, array, axis)
-            _operations.refuse_missing_kernel(
-                self._facts, exc, "sort", {"array": array}
-            )
+            _operations.explain_sort(self._facts, array, axis, exc)
             raise
 
     def top_k(

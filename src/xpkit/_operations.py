@@ -41,6 +41,7 @@ __all__ = [
     "explain_expand_dims",
     "explain_matmul",
     "explain_sort",
+    "flatnonzero",
     "refuse_operand",
     "stands_in",
     "svd",
@@ -160,13 +161,14 @@ def refuse_missing_kernel(
     raise TypeError(msg) from exc
 
 
-def explain_matmul(f: Facts[ArrayT], A: Value, B: Value) -> None:
-    """Why the library refused ``A @ B``, as the facade's error."""
+def explain_matmul(f: Facts[ArrayT], A: Value, B: Value, exc: Exception) -> None:
+    """Why the library refused ``A @ B`` (raising ``exc``), as the facade's error."""
     check_operand(f, A, "A")
     check_operand(f, B, "B")
     problem = matmul_shape_error(_shape(A), _shape(B))
     if problem is not None:
         raise ValueError(problem) from None
+    refuse_missing_kernel(f, exc, "matmul", {"A": A, "B": B})
 
 
 # -- sort ------------------------------------------------------------------------
@@ -208,10 +210,21 @@ def _learn_complex(f: Facts[ArrayT], array: Value) -> bool:
     return is_complex
 
 
-def explain_sort(f: Facts[ArrayT], array: Value, axis: int) -> None:
-    """Why the library refused to sort ``array``, as the facade's error."""
+def explain_sort(f: Facts[ArrayT], array: Value, axis: int, exc: Exception) -> None:
+    """Why the library refused to sort ``array`` (raising ``exc``), as the facade's error."""
     check_operand(f, array, "array")
     raise_if_axis_out_of_range(array, axis)
+    refuse_missing_kernel(f, exc, "sort", {"array": array})
+
+
+def flatnonzero(f: Facts[ArrayT], array: Value) -> ArrayT:
+    """`Backend.flatnonzero` of a checked operand: its library's ``nonzero``."""
+    try:
+        found: ArrayT = f.xp.nonzero(f.xp.reshape(array, (-1,)))[0]
+    except NotImplementedError as exc:
+        refuse_missing_kernel(f, exc, "nonzero", {"array": array})
+        raise
+    return found
 
 
 # -- svd -------------------------------------------------------------------------
