@@ -150,16 +150,9 @@ def _check_array_sendable(
 ) -> None:
     """TypeError unless the first row of array ``x`` survives ``trip`` to a worker."""
     piece = x[:1] if getattr(x, "ndim", 0) else x
-    try:
-        trip(piece)
-    except Exception as exc:  # noqa: BLE001 - any failure: it cannot travel
-        msg = (
-            f"{label} ({type(x).__module__}.{type(x).__qualname__} of dtype "
-            f"{x.dtype}) cannot be sent to {where} ({type(exc).__name__}: "
-            f"{said(exc).partition(chr(10))[0][:200]}); convert it to a dtype "
-            "that travels first"
-        )
-        raise TypeError(msg) from None
+    kind = f"{type(x).__module__}.{type(x).__qualname__} of dtype {x.dtype}"
+    advice = "; convert it to a dtype that travels first"
+    _check_travels(trip, piece, f"{label} ({kind})", where, advice)
 
 
 def _check_operand_sendable(operand: object, name: int | str, where: str) -> None:
@@ -169,13 +162,27 @@ def _check_operand_sendable(operand: object, name: int | str, where: str) -> Non
     `_UNPICKLED_BYTES`; a larger one is streamed into nothing (its copy
     would double it here), checked for pickling alone.
     """
+    described = f"whole operand {name} ({type(operand).__qualname__})"
+    _check_travels(_round_trip, operand, described, where)
+
+
+def _check_travels(
+    trip: Callable[[object], None],
+    value: object,
+    described: str,
+    where: str,
+    advice: str = "",
+) -> None:
+    """TypeError, naming ``described``, unless ``value`` survives ``trip``.
+
+    The error's first line is quoted (Dask's serializer puts a traceback
+    in its message).
+    """
     try:
-        _round_trip(operand)
+        trip(value)
     except Exception as exc:  # noqa: BLE001 - any failure: it cannot travel
-        msg = (
-            f"whole operand {name} ({type(operand).__qualname__}) cannot be sent "
-            f"to {where} ({type(exc).__name__}: {exc})"
-        )
+        why = said(exc).partition("\n")[0][:200]
+        msg = f"{described} cannot be sent to {where} ({type(exc).__name__}: {why}){advice}"
         raise TypeError(msg) from None
 
 
