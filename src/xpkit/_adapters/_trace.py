@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import weakref
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Container, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple, Protocol, TypedDict
 
@@ -532,11 +532,12 @@ class Profile:
         ``var`` and ``std`` hold a centred copy of their input while they
         run though the library is not NumPy (XLA's CPU program, at some
         sizes); NumPy's own do so anyway (`numpy_internals`).
-    namespace_names : frozenset of str
-        The public names of the library's own namespace: one the shape-only
-        namespace has no rule for is refused (`CannotFollow`), not missing,
-        so that ``hasattr(xp, name)`` in ``fn`` answers as it would for
-        the library's arrays and never sends the trace down another branch.
+    namespace_names : container of str
+        The public names of the library's own namespace (`public_names`):
+        one the shape-only namespace has no rule for is refused
+        (`CannotFollow`), not missing, so that ``hasattr(xp, name)`` in
+        ``fn`` answers as it would for the library's arrays and never sends
+        the trace down another branch.
     """
 
     library: str
@@ -575,7 +576,7 @@ class Profile:
     workspace: Workspace | None = None
     norms: str = "squares"
     centred_spread: bool = False
-    namespace_names: frozenset[str] = frozenset()
+    namespace_names: Container[str] = frozenset()
 
     def dtype(self, name: str) -> DType:
         """The library's dtype object named ``name`` (CannotFollow if not held)."""
@@ -767,14 +768,29 @@ def active_trace() -> Trace:
     return trace
 
 
-def public_names(namespace: object) -> frozenset[str]:
-    """The public names of a library's namespace, its extensions' as ``linalg.x``."""
-    names = {n for n in dir(namespace) if not n.startswith("_")}
-    for extension in ("linalg", "fft"):
-        inner = getattr(namespace, extension, None)
-        if inner is not None:
-            names |= {f"{extension}.{n}" for n in dir(inner) if not n.startswith("_")}
-    return frozenset(names)
+def public_names(namespace: object) -> Container[str]:
+    """The public names of a library's namespace, its extensions' as ``linalg.x``.
+
+    Asked one name at a time (``name in``), where the shape-only namespace
+    lacks it: a set of them all cost Dask's first probe about 46 kB.
+    """
+    return _PublicNames(namespace)
+
+
+@dataclass(frozen=True)
+class _PublicNames:
+    """`public_names`: whether ``namespace`` has a public ``name`` (``"fft.x"`` too)."""
+
+    namespace: object
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str):
+            return False
+        extension, _, last = name.rpartition(".")
+        space = (
+            getattr(self.namespace, extension, None) if extension else self.namespace
+        )
+        return bool(last) and not last.startswith("_") and hasattr(space, last)
 
 
 def missing_name(name: str, extension: str = "") -> Exception:
