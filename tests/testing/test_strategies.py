@@ -94,13 +94,19 @@ print("float32 drawn")
 """
 
 
+def _on_32_bit_jax(script: str) -> str:
+    """What ``script`` prints, run in a child with JAX's x64 off (it must succeed)."""
+    pytest.importorskip("jax")
+    proc = run_python(script, extra_env={"JAX_ENABLE_X64": "0"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
 def test_strategies_narrow_float64_on_jax_without_x64():
     """``arrays(b, dtype="float64")`` raised on 32-bit JAX, where asarray narrows (#21)."""
-    pytest.importorskip("jax")
-    proc = run_python(STRATEGY_ON_32_BIT_JAX, extra_env={"JAX_ENABLE_X64": "0"})
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "float32 drawn" in proc.stdout
-    assert "jax-cpu has no float64; using float32 instead" in proc.stdout
+    out = _on_32_bit_jax(STRATEGY_ON_32_BIT_JAX)
+    assert "float32 drawn" in out
+    assert "jax-cpu has no float64; using float32 instead" in out
 
 
 @settings(max_examples=20)
@@ -215,12 +221,10 @@ print("drawn at int32's ends")
 
 def test_int64_bounds_narrowed_to_int32_take_int32_s_ends():
     """-2**31 as max_value was refused as 'beyond what int32 holds (2147483647)'."""
-    pytest.importorskip("jax")
-    proc = run_python(INT_BOUNDS_ON_32_BIT_JAX, extra_env={"JAX_ENABLE_X64": "0"})
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "drawn at int32's ends" in proc.stdout
+    out = _on_32_bit_jax(INT_BOUNDS_ON_32_BIT_JAX)
+    assert "drawn at int32's ends" in out
     assert (
         "refused: elements={'max_value': 2147483648} is beyond what int32 holds "
         "(-2147483648 to 2147483647)"
-    ) in proc.stdout
-    assert "refused: elements={'min_value': -2147483649} is beyond" in proc.stdout
+    ) in out
+    assert "refused: elements={'min_value': -2147483649} is beyond" in out
