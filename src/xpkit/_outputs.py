@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
     from ._adapters._base import Adapter
     from ._backend import Backend
-    from ._typing import Array, UserFunction, UserResult
+    from ._typing import Array, DType, UserFunction, UserResult
 
 __all__ = ["PLACES", "Outputs", "outputs_of_all_rows"]
 
@@ -107,6 +107,7 @@ class Outputs:
         "_out",
         "_pending",
         "_rows",
+        "_sizes",
         "_sources",
         "_spec",
         "_targets",
@@ -144,6 +145,7 @@ class Outputs:
         self._out: list[Array] = []
         self._dtypes: list[str] = []
         self._rows: list[tuple[int, ...]] = []
+        self._sizes: list[int] = []
         self._kept: list[Array] = []
         self._into = into
         #: Where the rows of each of out's arrays go: None (the host), else
@@ -360,6 +362,10 @@ class Outputs:
     def _read_layout(self, leaves: list[Array]) -> None:
         self._dtypes = [dtype_label(leaf.dtype) for leaf in leaves]
         self._rows = [_row_shape(leaf) for leaf in leaves]
+        self._sizes = [
+            _item_bytes(leaf.dtype, label)
+            for leaf, label in zip(leaves, self._dtypes, strict=True)
+        ]
 
     def _layout(self) -> tuple[list[str], list[tuple[int, ...]]]:
         """The dtype and row shape of every output (once the first batch came)."""
@@ -373,14 +379,10 @@ class Outputs:
         dtypes, shapes = self._layout()
         if not dtypes:  # (known from the first batch on)
             return None
-        total = 0
-        for name, row in zip(dtypes, shapes, strict=True):
-            try:
-                size = np.dtype(name).itemsize
-            except TypeError:
-                size = 2 if name == "bfloat16" else 8
-            total += size * int(np.prod(row, dtype=np.int64))
-        return total
+        return sum(
+            size * int(np.prod(row, dtype=np.int64))
+            for size, row in zip(self._sizes, shapes, strict=True)
+        )
 
     def _allocate(self, rows: Rows) -> None:
         self._check_room(rows)
@@ -530,3 +532,19 @@ def _row_shape(leaf: Array) -> tuple[int, ...]:
 
 def _where(start: int, stop: int) -> str:
     return f"rows {start}:{stop}"
+
+
+def _item_bytes(dtype: DType, label: str) -> int:
+    """Bytes of one element of ``dtype`` (labelled ``label``).
+
+    The dtype's own ``itemsize`` where it has one (NumPy's record and
+    aligned structured dtypes, whose labels NumPy cannot read back), else
+    the label's; 8 where neither says (2 for bfloat16).
+    """
+    size = getattr(dtype, "itemsize", None)
+    if isinstance(size, int) and size > 0:
+        return size
+    try:
+        return np.dtype(label).itemsize
+    except (TypeError, ValueError):
+        return 2 if label == "bfloat16" else 8

@@ -7,7 +7,7 @@ by default), the same row shape, dtype and layout of every input, the same
 is keyed so that the memory keeps nothing of the caller's alive: numbers of
 every type by type and value (Python's, NumPy scalars by their dtype too, a
 0-d array in host memory by library, dtype and value; ``np.int64(8)``,
-``8`` and ``np.int32(8)`` are three keys, and NaN is one), strings by
+``8`` and ``np.int32(8)`` are three keys, NaN is one and -0.0 is not 0.0), strings by
 value, other arrays by library, shape, dtype and layout, modules by
 themselves, a builtin bound method (``tensor.mul``, ``ndarray.sum``) by its
 name and its owner's key, and classes and any other object by identity
@@ -19,7 +19,6 @@ anything that cannot be keyed: such a call has no signature.
 from __future__ import annotations
 
 import array
-import cmath
 import collections.abc
 import functools
 import math
@@ -144,6 +143,9 @@ _BASES = (int, float, complex, str, bytes)
 #: What a NaN is keyed by: ``nan != nan``, and a tuple holding two NaN
 #: objects made apart compares unequal (the same object compares equal).
 _NAN = "nan"
+#: What a negative zero is keyed by: ``-0.0 == 0.0`` and they hash alike, but
+#: a function may tell them apart (``copysign``, ``1 / x``).
+_NEGATIVE_ZERO = "-0.0"
 #: Containers whose contents may change while they live: no identity key
 #: (their cost would outlive a change), so no signature.
 _MUTABLE = (
@@ -172,7 +174,7 @@ def _value_key(v: Value, refs: list[Callable[[], object]], depth: int) -> Hashab
     if cls in _PLAIN:
         return (cls.__name__, v)
     if cls is float:
-        return ("float", _NAN if math.isnan(v) else v)
+        return ("float", _number(v))
     if cls is complex:
         return ("complex", _number(v))
     if isinstance(v, np.generic):
@@ -185,8 +187,9 @@ def _value_key(v: Value, refs: list[Callable[[], object]], depth: int) -> Hashab
         if shape:  # (its layout: one that is not contiguous is measured)
             return ("array", adapter.key, shape, v.dtype, adapter.layout_key(v))
         return _scalar_array_key(adapter, v)
-    if isinstance(v, tuple):
-        return ("tuple", tuple(_value_key(i, refs, depth + 1) for i in v))
+    if isinstance(v, tuple):  # (a named tuple by its class too)
+        items = tuple(_value_key(i, refs, depth + 1) for i in v)
+        return ("tuple", items) if cls is tuple else (_class_key(cls, refs), items)
     if isinstance(v, _MUTABLE):  # (a list subclass, a set, a deque: it may change)
         raise _Unkeyable
     if isinstance(v, types.ModuleType):
@@ -199,30 +202,53 @@ def _value_key(v: Value, refs: list[Callable[[], object]], depth: int) -> Hashab
 
 
 def _number(v: Hashable) -> Hashable:
-    """A Python value as a key: itself, but NaN (of a float or a complex) as `_NAN`."""
+    """A Python value as a key: itself, but NaN as `_NAN` and -0.0 as `_NEGATIVE_ZERO`.
+
+    (Of a float, and of each part of a complex.)
+    """
     if isinstance(v, float):
-        return _NAN if math.isnan(v) else v
-    if isinstance(v, complex) and cmath.isnan(v):
-        return ("complex", _number(v.real), _number(v.imag))
+        if math.isnan(v):
+            return _NAN
+        return _NEGATIVE_ZERO if v == 0.0 and math.copysign(1.0, v) < 0 else v
+    if isinstance(v, complex):
+        parts = (_number(v.real), _number(v.imag))
+        if any(isinstance(part, str) for part in parts):  # (a marker)
+            return ("complex", *parts)
     return v
+
+
+def _item(value: np.generic) -> Hashable:
+    """A NumPy scalar's value as a key: its Python number, or its exact ratio.
+
+    The ratio of each part where Python has no number for its dtype (a long
+    double's digits beyond a float's: two that round to one float are two
+    keys).
+    """
+    item = value.item()
+    if not isinstance(item, np.generic):
+        return _number(item)
+    parts = (item.real, item.imag) if isinstance(item, np.complexfloating) else (item,)
+    return ("exact", *(_exact(part) for part in parts))
+
+
+def _exact(part: np.generic) -> Hashable:
+    """A finite non-zero long double as its ratio of ints; other values as a float's."""
+    if np.isfinite(part) and part != 0:
+        return part.as_integer_ratio()  # type: ignore[attr-defined,no-any-return]
+    return _number(float(part))
 
 
 def _scalar_key(v: np.generic) -> Hashable:
     """A NumPy scalar by its type, dtype and value (``np.int64(8)`` is not 8).
 
-    The value is the Python one (`numpy.generic.item`): the key holds no
-    NumPy object but the dtype (a long double, which ``item`` keeps, as the
-    nearest Python float or complex). A value that cannot be hashed makes
-    the signature unknown.
+    The value is the Python one (`numpy.generic.item`), or its bytes where
+    Python has none (a long double, which ``item`` keeps: `_item`): the key
+    holds no NumPy object but the dtype. A value that cannot be hashed
+    makes the signature unknown.
     """
     if v.dtype.hasobject:  # (a structured scalar's objects: kept alive by a key)
         raise _Unkeyable
-    value = v.item()
-    if isinstance(value, np.generic):
-        value = (
-            complex(value) if isinstance(value, np.complexfloating) else float(value)
-        )
-    return ("numpy", type(v), v.dtype, _number(value))
+    return ("numpy", type(v), v.dtype, _item(v))
 
 
 def _subclass_key(v: complex | str | bytes) -> Hashable:
@@ -267,14 +293,7 @@ def _scalar_array_key(adapter: Adapter, v: Array) -> Hashable:
     if host is not None:
         if host.dtype.hasobject:
             raise _Unkeyable
-        value = host.item()
-        if isinstance(value, np.generic):  # (a dtype Python has no number for)
-            value = (
-                complex(value)
-                if isinstance(value, np.complexfloating)
-                else float(value)
-            )
-        return ("array", adapter.key, (), v.dtype, _number(value))
+        return ("array", adapter.key, (), v.dtype, _item(host.flat[0]))
     number = None if _on_gpu(adapter, v) else _python_number(v)
     if number is None:
         return ("array", adapter.key, (), v.dtype)

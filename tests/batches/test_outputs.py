@@ -443,6 +443,30 @@ def test_results_of_any_numpy_dtype_are_assembled(make):
     assert list(got) == list(want)
 
 
+STRUCTURED = {
+    "record": np.dtype((np.record, [("a", "f8"), ("b", "f8")])),
+    "aligned": np.dtype([("a", "u1"), ("b", "f8")], align=True),
+    "nested big-endian": np.dtype([("a", [("x", "f8"), ("y", "i4")]), ("b", ">f8")]),
+}
+
+
+@pytest.mark.parametrize("dtype", STRUCTURED.values(), ids=STRUCTURED.keys())
+def test_structured_results_are_assembled_and_counted_by_their_itemsize(dtype):
+    """NumPy cannot read a record's or an aligned struct's label back as a dtype."""
+    a = _data(300)
+
+    def fn(x):
+        out = np.zeros(x.shape[0], dtype=dtype)
+        out["b"] = x[:, 0]
+        return out
+
+    got = xpkit.map_batches(fn, a, budget_gb=4e-6)  # (several batches)
+    assert got.dtype == dtype
+    assert_equal(np.asarray(got["b"]), a[:, 0])
+    plan = xpkit.plan_batches(fn, a, budget_gb=4e-6)
+    assert plan.output_bytes == a.shape[0] * dtype.itemsize
+
+
 def test_dict_results_may_list_their_keys_in_another_order():
     a = _data(21)
 

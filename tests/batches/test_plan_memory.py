@@ -8,6 +8,8 @@ bounded, inspectable, can be cleared and switched off.
 
 from __future__ import annotations
 
+import collections
+import copy
 import functools
 import gc
 import math
@@ -418,6 +420,44 @@ def test_nan_is_one_key(nan):
     memory.learn_cost(key, Learned(8.0, 0.0, "measured by test"))
     assert _key(_costly(second)) == key
     assert memory.recall(_key(_costly(second))) is not None
+
+
+@pytest.mark.parametrize(
+    ("zero", "negative"),
+    [
+        (0.0, -0.0),
+        (np.float64(0.0), np.float64(-0.0)),
+        (np.float32(0.0), np.float32(-0.0)),
+        (complex(1.0, 0.0), complex(1.0, -0.0)),
+        (np.array(0.0), np.array(-0.0)),
+    ],
+    ids=["float", "float64", "float32", "complex", "0-d array"],
+)
+def test_a_negative_zero_is_not_zero_s_key(zero, negative):
+    """-0.0 == 0.0 and they hash alike, but fn may tell them apart (copysign)."""
+    assert zero == negative
+    key = _key(_costly(zero))
+    assert key is not None
+    assert _key(_costly(negative)) not in (None, key)
+    assert _key(_costly(copy.copy(negative))) == _key(_costly(negative))
+
+
+def test_long_doubles_that_round_to_one_float_are_two_keys():
+    one = np.longdouble(1)
+    above = one + np.longdouble(2) ** -60
+    if above == one:
+        pytest.skip("this platform's long double is a float64")
+    assert float(above) == float(one)
+    keys = {_key(_costly(v)) for v in (one, above, np.longdouble(1))}
+    assert None not in keys
+    assert len(keys) == 2
+
+
+def test_a_named_tuple_is_not_a_plain_tuple_s_key():
+    """fn may read a named tuple's class (its fields by name, a method of its own)."""
+    pair = collections.namedtuple("pair", "a b")
+    assert _key(_costly(pair(1, 2))) not in (None, _key(_costly((1, 2))))
+    assert _key(_costly(pair(1, 2))) == _key(_costly(pair(1, 2)))
 
 
 def test_a_numpy_number_closed_over_plans_its_own_cost():
