@@ -33,6 +33,7 @@ from ._facts import ArrayT, Facts
 from ._operations import check_operand, refuse_operand, stands_in
 
 if TYPE_CHECKING:
+    from ._adapters._base import Adapter
     from ._backend import Backend
     from ._typing import Array, Namespace, Narrowing, Value
 
@@ -107,6 +108,7 @@ class At(Generic[ArrayT]):
         "_at",
         "_facts",
         "_idx",
+        "_index",
         "_kind",
         "_moved",
         "_reversed",
@@ -143,7 +145,8 @@ class At(Generic[ArrayT]):
         self._reversed = reversed_axes
         self._moved = moved
         self._sliced = sliced
-        self._at = at(target, idx if sliced is None else sliced)
+        self._index = idx if sliced is None else sliced
+        self._at = at(target, self._index)
 
     def _apply(
         self, name: str, y: Value, copy: bool | None, xp: Namespace | None
@@ -155,21 +158,24 @@ class At(Generic[ArrayT]):
             _refuse_integer_quotient(self._facts, name, value, self._kind)
         adapter = self._facts.adapter
         x: Array = self._x  # (any library's array: its shape and dtype read)
-        if (
-            copy is not True
-            and not stands_in(self._facts, x)  # (a trace's: as a plain array)
-            and adapter.is_read_only(x)
-        ):
-            # (where elements share memory, as an expanded tensor's, an
-            # update of one would write them all: `is_read_only` says so)
+        in_place = copy is not True and not stands_in(self._facts, x)
+        why = adapter.update_refusal(x) if in_place else None
+        if why is not None:
             if copy is False:
                 msg = (
-                    f"copy=False: x (shape {tuple(x.shape)}) is read-only or "
-                    "its elements share memory (a broadcast or expanded view): it "
-                    "cannot be updated in place; pass copy=None or copy=True"
+                    f"copy=False: x (shape {tuple(x.shape)}) is {why}: it cannot "
+                    "be updated in place; pass copy=None or copy=True"
                 )
                 raise ValueError(msg)
             copy = True  # (None may update in place: where it cannot, a copy)
+        elif in_place and _overlaps(adapter, x, value):
+            value = adapter.own_copy(value)  # (read whole before x is written)
+        fresh = adapter.copy_to_update(x) if copy else None
+        if fresh is not None:  # (copied as its library copies it, then updated)
+            from array_api_extra import at
+
+            update = getattr(at(fresh, self._index), name)
+            copy = False
         if name in ("min", "max") and not adapter.owns(value):
             # array-api-extra makes a number an array without device= (on the
             # default device, which array-api-strict's device1 refuses) and
@@ -383,3 +389,14 @@ def _reversed(y: Array, axes: tuple[int, ...], xp: Namespace) -> Array:
         if len(shape) >= -axis and shape[axis] != 1:
             y = xp.flip(y, axis=axis)
     return y
+
+
+def _overlaps(adapter: Adapter, x: Array, value: Value) -> bool:
+    """Whether ``value`` is an array over ``x``'s own memory (``x[1:]`` into ``x[:-1]``).
+
+    NumPy reads such a value whole before it writes; torch refuses it.
+    """
+    if not adapter.owns(value):
+        return False
+    mine, theirs = adapter.memory_extent(x), adapter.memory_extent(value)
+    return mine is not None and theirs is not None and mine.overlaps(theirs)

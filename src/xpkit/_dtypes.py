@@ -24,6 +24,7 @@ __all__ = [
     "dtype_name",
     "external_stacklevel",
     "forget_narrowings",
+    "item_size",
     "narrow_for_device",
     "narrowed",
     "own_dtype",
@@ -146,6 +147,22 @@ def dtype_label(dtype: DType) -> str:
         return str(dtype_name(dtype))
     except TypeError:
         return str(dtype).rpartition(".")[2]
+
+
+def item_size(dtype: DType, label: str) -> int:
+    """Bytes of one element of ``dtype`` (labelled ``label``).
+
+    The dtype's own ``itemsize`` where it has one (NumPy's record and
+    aligned structured dtypes, whose labels NumPy cannot read back), else
+    the label's; 8 where neither says (2 for bfloat16).
+    """
+    size = getattr(dtype, "itemsize", None)
+    if isinstance(size, int) and size > 0:
+        return size
+    try:
+        return np.dtype(label).itemsize
+    except (TypeError, ValueError):
+        return 2 if label == "bfloat16" else 8
 
 
 def own_dtype(x: Array, param: str) -> str:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ._adapters._registry import adapter_for_array, get_adapter
-from ._dtypes import dtype_label
+from ._dtypes import dtype_label, item_size
 from ._into import (
     ChunkWriter,
     Out,
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
     from ._adapters._base import Adapter
     from ._backend import Backend
-    from ._typing import Array, DType, UserFunction, UserResult
+    from ._typing import Array, UserFunction, UserResult
 
 __all__ = ["PLACES", "Outputs", "outputs_of_all_rows"]
 
@@ -363,7 +363,7 @@ class Outputs:
         self._dtypes = [dtype_label(leaf.dtype) for leaf in leaves]
         self._rows = [_row_shape(leaf) for leaf in leaves]
         self._sizes = [
-            _item_bytes(leaf.dtype, label)
+            item_size(leaf.dtype, label)
             for leaf, label in zip(leaves, self._dtypes, strict=True)
         ]
 
@@ -532,19 +532,3 @@ def _row_shape(leaf: Array) -> tuple[int, ...]:
 
 def _where(start: int, stop: int) -> str:
     return f"rows {start}:{stop}"
-
-
-def _item_bytes(dtype: DType, label: str) -> int:
-    """Bytes of one element of ``dtype`` (labelled ``label``).
-
-    The dtype's own ``itemsize`` where it has one (NumPy's record and
-    aligned structured dtypes, whose labels NumPy cannot read back), else
-    the label's; 8 where neither says (2 for bfloat16).
-    """
-    size = getattr(dtype, "itemsize", None)
-    if isinstance(size, int) and size > 0:
-        return size
-    try:
-        return np.dtype(label).itemsize
-    except (TypeError, ValueError):
-        return 2 if label == "bfloat16" else 8

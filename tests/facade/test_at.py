@@ -811,3 +811,29 @@ def test_a_masked_tensor_is_refused_by_at():
         masked = torch.masked.masked_tensor(values, values < 60)
     with pytest.raises(TypeError, match=r"^x is a masked tensor \(torch.masked\)"):
         xpkit.Backend("torch").at(masked, 1).set(7.0, copy=True)
+
+
+def test_torch_updates_in_place_from_a_view_of_x_itself():
+    """``x[1:] = x[:-1]``: NumPy reads the value whole first; torch refused it."""
+    torch = pytest.importorskip("torch")
+    b = xpkit.Backend("torch", device="cpu")
+    x = torch.arange(5.0)
+    got = b.at(x, slice(1, None)).set(x[:-1])
+    want = np.arange(5.0)
+    want[1:] = want[:-1].copy()
+    assert got.tolist() == want.tolist()
+    assert x.tolist() == want.tolist()  # (copy=None: in place, where it can)
+
+
+@pytest.mark.parametrize("copy", [None, True])
+def test_torch_updates_a_tensor_that_requires_grad_in_its_graph(copy):
+    """copy=None raised autograd's RuntimeError; copy=True warned (torch.asarray)."""
+    torch = pytest.importorskip("torch")
+    b = xpkit.Backend("torch", device="cpu")
+    g = torch.arange(3.0, requires_grad=True)
+    got = b.at(g, 0).set(5.0, copy=copy)
+    assert got.tolist() == [5.0, 1.0, 2.0]
+    assert got.requires_grad
+    got.sum().backward()
+    assert g.grad.tolist() == [0.0, 1.0, 1.0]  # (the set element's gradient is gone)
+    assert g.tolist() == [0.0, 1.0, 2.0]

@@ -286,6 +286,41 @@ CRASH_CASES = {
         assert t.tolist() == [1.0, 2.0, 3.0, 4.0], t
         assert m.tolist() == [0.0, 1.0, 2.0, 3.0], m
     """,
+    "tensor_over_read_only_memmap_updated": """
+        import os, tempfile, torch
+        path = os.path.join(tempfile.mkdtemp(), "m.bin")
+        np.arange(4.0).tofile(path)
+        t = torch.from_numpy(np.memmap(path, dtype="f8", mode="r"))
+        b = xpkit.Backend("torch", device="cpu")
+        assert b.at(t, 0).set(9.0).tolist() == [9.0, 1.0, 2.0, 3.0]  # (a copy)
+        try:
+            b.at(t, 0).set(9.0, copy=False)
+        except ValueError as exc:
+            assert "read-only memory" in str(exc), exc
+        else:
+            raise AssertionError("copy=False over read-only memory did not raise")
+        assert t.tolist() == [0.0, 1.0, 2.0, 3.0], t
+    """,
+    "tensor_over_read_only_memmap_to_numpy": """
+        import os, tempfile, torch
+        path = os.path.join(tempfile.mkdtemp(), "m.bin")
+        np.arange(4.0).tofile(path)
+        t = torch.from_numpy(np.memmap(path, dtype="f8", mode="r"))
+        b = xpkit.Backend("numpy")
+        moved = b.move(t)
+        assert b.at(moved, 0).set(9.0).tolist() == [9.0, 1.0, 2.0, 3.0]
+        moved += 1  # (a copy of its own: writable)
+        host = b.to_numpy(t)
+        assert not host.flags.writeable  # (over the read-only pages)
+        assert b.at(host, 0).set(9.0).tolist() == [9.0, 1.0, 2.0, 3.0]
+        import importlib.util
+        for target in ("array_api_strict", "jax", "dask"):
+            if importlib.util.find_spec(target) is None:
+                continue
+            moved = xpkit.Backend(target).move(t)
+            assert xpkit.Backend(target).to_numpy(moved).tolist() == [0.0, 1.0, 2.0, 3.0]
+        assert t.tolist() == [0.0, 1.0, 2.0, 3.0], t
+    """,
 }
 
 

@@ -251,6 +251,23 @@ class Adapter:
         """
         return self.namespace().astype(x, dtype)
 
+    def update_refusal(self, x: Array) -> str | None:
+        """Why ``Backend.at`` cannot update ``x`` in place, or None (completes "x is ...").
+
+        By default: read-only, or its elements share memory (`is_read_only`).
+        """
+        if not self.is_read_only(x):
+            return None
+        return "read-only or its elements share memory (a broadcast or expanded view)"
+
+    def copy_to_update(self, x: Array) -> Array | None:
+        """``x`` copied for ``Backend.at``'s ``copy=True``, where the library copies otherwise.
+
+        None (by default): array-api-extra copies it, by the standard's
+        ``asarray(copy=True)``.
+        """
+        return None
+
     def own_copy(self, x: Array) -> Array:
         """A copy of ``x`` in memory of its own: its library, device and dtype.
 

@@ -20,6 +20,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "tensor_extent",
+    "tensor_not_updatable",
+    "tensor_on_host",
+    "tensor_over_read_only_memory",
     "tensor_refused",
     "tensor_unconvertible",
     "tensor_unshareable",
@@ -124,7 +127,7 @@ def tensor_unwritable(x: Array, inference_mode: bool, strided: bool) -> str | No
             f"for shape {tuple(x.shape)}: expanded or overlapping); give a "
             "contiguous one"
         )
-    if _over_read_only_host_memory(x):
+    if tensor_over_read_only_memory(x):
         return (
             "a tensor over read-only memory (torch.from_numpy of a read-only "
             "array or memmap: a write into it ends the process); give a "
@@ -133,7 +136,49 @@ def tensor_unwritable(x: Array, inference_mode: bool, strided: bool) -> str | No
     return None
 
 
-def _over_read_only_host_memory(x: Array) -> bool:
+def tensor_on_host(x: Array, torch: ModuleType, compiling: bool) -> HostArray:
+    """``x`` as a NumPy array: detached, on the CPU, widened where NumPy lacks its dtype.
+
+    Memory is shared with a CPU tensor where it can be; one over read-only
+    pages comes back read-only (a write would end the process), except
+    where dynamo traces the caller (``compiling``: it reads no flags).
+    """
+    t = x.detach()
+    if t.device.type != "cpu":
+        t = t.cpu()
+    wider = widened_on_host(t.dtype, torch)  # NumPy has no bfloat16, no float8
+    if wider is not None:
+        t = t.to(wider)
+    host = np.asarray(t.resolve_conj().resolve_neg().numpy())
+    if not compiling and host.flags.writeable and tensor_over_read_only_memory(t):
+        host.flags.writeable = False
+    return host
+
+
+def tensor_not_updatable(x: Array, inference_mode: bool, strided: bool) -> str | None:
+    """Why ``x`` cannot be updated in place (``x[idx] = y``), or None.
+
+    Its elements share memory (an update of one writes them all), a leaf
+    that requires grad (autograd refuses it; a tensor computed in a graph
+    is updated in the graph), an inference tensor outside inference mode
+    (``inference_mode``: whether it is on), or it lies over read-only pages
+    (a write ends the process). The answer completes "x is ...". None for
+    one that is not ``strided`` (sparse: torch's own error).
+    """
+    if not strided:
+        return None
+    if overlaps_itself(x.shape, x.stride(), 1):
+        return "a tensor whose elements share memory (an expand()ed view)"
+    if x.requires_grad and x.is_leaf:
+        return "a leaf tensor that requires grad (autograd refuses in-place updates)"
+    if x.is_inference() and not inference_mode:
+        return "an inference tensor (only torch.inference_mode may update it)"
+    if tensor_over_read_only_memory(x):
+        return "a tensor over read-only memory (a write into it ends the process)"
+    return None
+
+
+def tensor_over_read_only_memory(x: Array) -> bool:
     """Whether CPU ``x`` lies over memory torch did not allocate, and cannot write.
 
     Only memory torch did not allocate (its storage is not resizable: from
@@ -146,12 +191,14 @@ def _over_read_only_host_memory(x: Array) -> bool:
 
 
 def tensor_unshareable(x: Array, strided: bool) -> Unshareable | None:
-    """Lazy conjugate and negative bits (DLPack drops them), zero strides.
+    """Lazy conjugate and negative bits (DLPack drops them), zero strides, read-only memory.
 
     ``x.conj()`` of a complex tensor, and its ``.imag``, are views with
     a bit that says "negate when read": DLPack exports the memory
     without it. ``expand()`` views (``strided``: a strided tensor) have
-    zero strides.
+    zero strides. A tensor over read-only pages (a read-only memmap's) is
+    exported as writable: a write through the other library's array
+    would end the process.
     """
     if x.is_conj():
         return Unshareable(
@@ -163,6 +210,12 @@ def tensor_unshareable(x: Array, strided: bool) -> Unshareable | None:
         n > 1 and s <= 0 for n, s in zip(x.shape, x.stride(), strict=True)
     ):
         return Unshareable("has zero strides (an expand()ed view)", False)
+    if strided and tensor_over_read_only_memory(x):  # (DLPack exports it writable)
+        return Unshareable(
+            "lies over read-only memory (torch.from_numpy of a read-only array "
+            "or memmap), which DLPack exports as writable",
+            False,
+        )
     return None
 
 

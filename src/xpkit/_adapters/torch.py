@@ -21,6 +21,8 @@ from ._torch_layout import (
     indexed,
     narrowed_by_bits,
     tensor_extent,
+    tensor_not_updatable,
+    tensor_on_host,
     tensor_refused,
     tensor_unconvertible,
     tensor_unshareable,
@@ -283,14 +285,7 @@ class TorchAdapter(Adapter):
 
     def to_numpy(self, x: Array) -> HostArray:
         """Detach, move to the CPU when needed, then share memory with NumPy."""
-        torch = _torch()
-        t = x.detach()
-        if t.device.type != "cpu":
-            t = t.cpu()
-        wider = widened_on_host(t.dtype, torch)  # NumPy has no bfloat16, no float8
-        if wider is not None:
-            t = t.to(wider)
-        return np.asarray(t.resolve_conj().resolve_neg().numpy())
+        return tensor_on_host(x, _torch(), is_compiling(_torch))
 
     def host_view(self, x: Array) -> HostArray | None:
         """``x.numpy()`` of a plain CPU tensor (its memory); None elsewhere."""
@@ -322,6 +317,15 @@ class TorchAdapter(Adapter):
     def unshareable(self, x: Array) -> Unshareable | None:
         """Lazy conjugate and negative bits (DLPack drops them), zero strides."""
         return tensor_unshareable(x, x.layout is self._strided_layout())
+
+    def update_refusal(self, x: Array) -> str | None:
+        """Why ``at`` cannot update ``x`` in place (`tensor_not_updatable`), or None."""
+        strided = x.layout is self._strided_layout()
+        return tensor_not_updatable(x, _torch().is_inference_mode_enabled(), strided)
+
+    def copy_to_update(self, x: Array) -> Array | None:
+        """``x.clone()`` of one that requires grad (in its graph; ``asarray`` warns of it)."""
+        return x.clone() if x.requires_grad else None
 
     def own_copy(self, x: Array) -> Array:
         """``x.clone()`` (in its graph: ``asarray(copy=True)`` warns of one that requires grad)."""
