@@ -716,8 +716,8 @@ class Backend(Generic[ArrayT]):
                     break
         try:
             return self._concat(arrays, axis=axis)
-        except self._bad_args:
-            _operations.explain_concat(self._facts, arrays, axis)
+        except self._bad_args as exc:
+            _operations.explain_concat(self._facts, arrays, axis, exc)
             raise
 
     def expand_dims(self, array: ArrayT, axis: int) -> ArrayT:

@@ -267,6 +267,10 @@ def ref(
     array = traced(f, array)
     adapter = f.adapter
     if adapter.owns(array):
+        refused = adapter.refused_operand(array)  # (a masked array: its mask)
+        if refused is not None:
+            msg = f"{param} is {refused}"
+            raise TypeError(msg)
         ref_name = own_dtype(array, param)
         dev_str, native = f.target(device)
         if device is None:

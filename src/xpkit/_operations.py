@@ -126,13 +126,17 @@ def concat_args(arrays: Value, axis: Value) -> tuple[list[Value], int]:
     return list(arrays), check_axis(axis)
 
 
-def explain_concat(f: Facts[ArrayT], arrays: Sequence[Value], axis: int) -> None:
-    """Why the library refused to concatenate ``arrays``, as the facade's error."""
+def explain_concat(
+    f: Facts[ArrayT], arrays: Sequence[Value], axis: int, exc: Exception
+) -> None:
+    """Why the library refused to concatenate ``arrays`` (raising ``exc``), as the facade's error."""
     check_operands(f, arrays)
     raise_if_axis_out_of_range(arrays[0], axis)
     problem = concat_shape_error([_shape(a) for a in arrays], axis)
     if problem is not None:
         raise ValueError(problem) from None
+    named = {f"arrays[{i}]": a for i, a in enumerate(arrays)}
+    refuse_missing_kernel(f, exc, "concatenation", named)
 
 
 # -- expand_dims, matmul ---------------------------------------------------------
@@ -154,7 +158,7 @@ def refuse_missing_kernel(
     TypeError already says a dtype is refused; anything else may not be
     about the arguments at all).
     """
-    if not isinstance(exc, NotImplementedError):
+    if not f.adapter.is_missing_kernel(exc):
         return
     named = ", ".join(f"{k} of dtype {own_dtype(v, k)}" for k, v in operands.items())
     msg = f"{f.adapter.label} has no {what} of {named} ({exc})"

@@ -287,8 +287,8 @@ def test_an_operation_the_library_has_no_kernel_for_is_a_type_error(
     """torch raised NotImplementedError for matmul of bool or uint16 and
     nonzero of uint32 ("addmm_impl_cpu_" not implemented for 'UInt16'):
     it is NumPy's answer or a TypeError (naming the operands' dtypes where
-    the library had no kernel). ndonnx's bool matmul, an AttributeError of
-    its own, is a known gap."""
+    the library had no kernel). ndonnx's bool matmul raised its own
+    AttributeError."""
     b = xpkit_backend
     host = np.array([[1, 0], [1, 1]], dtype=dtype)
     try:
@@ -308,13 +308,54 @@ def test_an_operation_the_library_has_no_kernel_for_is_a_type_error(
             if " has no " in str(exc):  # (xpkit's, from NotImplementedError)
                 assert f"{names} {dtype}" in str(exc), exc
             continue
-        except AttributeError:
-            assert (b.library, dtype) == ("ndonnx", "bool")
-            continue
         except RuntimeError as exc:  # (array-api-strict at its strictest flags)
             assert "data-dependent shapes" in str(exc), exc
             continue
         np.testing.assert_array_equal(b.to_numpy(got), expected())
+
+
+MIXED = [
+    ("float32", "float16"),
+    ("bfloat16", "float32"),
+    ("float16", "bfloat16"),
+    ("uint32", "int64"),
+    ("uint16", "int32"),
+    ("uint8", "uint32"),
+    ("int32", "float64"),
+]
+
+
+@pytest.mark.parametrize(("left", "right"), MIXED, ids=["-".join(p) for p in MIXED])
+def test_operands_of_two_dtypes_are_promoted_or_a_type_error(
+    xpkit_backend, left, right
+):
+    """torch's matmul of float32 and float16 and its cat or matmul of uint32
+    and int64 raised RuntimeError: the standard's promotion (NumPy's answer),
+    or a TypeError naming the dtypes where the library has none."""
+    b = xpkit_backend
+    hosts = [np.array([[1, 2], [3, 4]]).astype(d) for d in (left, right)]
+    try:
+        x, y = (
+            b.asarray(h, dtype=d) for h, d in zip(hosts, (left, right), strict=True)
+        )
+    except (TypeError, ValueError):
+        return  # (a dtype the device does not hold)
+    if (b.dtype_to_str(x.dtype), b.dtype_to_str(y.dtype)) != (left, right):
+        return  # (narrowed: JAX without x64)
+    for call, expected in (
+        (lambda: b.matmul(x, y), lambda: hosts[0].astype("f8") @ hosts[1].astype("f8")),
+        (
+            lambda: b.concatenate([x, y]),
+            lambda: np.concatenate([hosts[0].astype("f8"), hosts[1].astype("f8")]),
+        ),
+    ):
+        try:
+            got = call()
+        except TypeError as exc:  # (xpkit's, or the library's own: both dtypes)
+            assert left in str(exc), exc
+            assert right in str(exc), exc
+            continue
+        np.testing.assert_array_equal(b.to_numpy(got).astype("f8"), expected())
 
 
 def test_sort_of_a_0d_array_is_out_of_range_everywhere(xpkit_backend):

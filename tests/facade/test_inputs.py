@@ -440,7 +440,15 @@ def test_masked_arrays_are_refused_by_name(xpkit_backend):
         "x": [lambda: b.asarray(masked), lambda: b.asarray_like(masked, ref)],
         r"inputs\[1\]": [lambda: b.check_arrays(ref, masked)],
         r"inputs\[0\]": [lambda: b.check_arrays(masked)],
-        "array": [lambda: b.copy(masked), lambda: b.to_gpu(masked)],
+        "array": [
+            lambda: b.copy(masked),
+            lambda: b.to_gpu(masked),
+            # (the reference of a *_like: NumPy's own dropped its mask)
+            lambda: b.zeros_like(masked),
+            lambda: b.ones_like(masked, shape=(3,)),
+            lambda: b.full_like(masked, 7.0, dtype="float32"),
+        ],
+        "ref": [lambda: b.asarray_like([1.0], masked)],
         "arr": [lambda: b.to_device(masked), lambda: b.to_numpy(masked)],
     }
     for param, fns in calls.items():
@@ -627,6 +635,10 @@ def test_concatenate_shape_mismatch_names_arrays_and_shapes(xpkit_backend):
     for axis in (0, 1, -1):
         with pytest.raises(ValueError, match=r"arrays\[1\] has shape \(0,\)"):
             b.concatenate([a22, empty], axis=axis)
+    none_by_three = b.asarray(np.zeros((0, 3)))  # (Dask skipped it: (2, 2))
+    with pytest.raises(ValueError, match=r"arrays\[0\] has shape \(0, 3\)"):
+        b.concatenate([none_by_three, a22])
+    assert tuple(b.concatenate([b.asarray(np.zeros((0, 2))), a22]).shape) == (2, 2)
 
 
 def test_matmul_shape_mismatch_names_a_and_b_and_shapes(xpkit_backend):

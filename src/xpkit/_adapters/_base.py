@@ -251,6 +251,16 @@ class Adapter:
         """
         return self.namespace().astype(x, dtype)
 
+    def is_missing_kernel(self, exc: BaseException) -> bool:
+        """Whether ``exc``, raised by an operation whose operands and shapes fit, means no kernel.
+
+        The library has no kernel for these dtypes, or cannot promote them
+        to one: a TypeError naming the operands' dtypes is raised instead
+        (`xpkit._operations.refuse_missing_kernel`). By default a
+        ``NotImplementedError``.
+        """
+        return isinstance(exc, NotImplementedError)
+
     def update_refusal(self, x: Array) -> str | None:
         """Why ``Backend.at`` cannot update ``x`` in place, or None (completes "x is ...").
 

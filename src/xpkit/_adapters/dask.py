@@ -7,7 +7,7 @@ import dataclasses
 import functools
 import math
 import sys
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import array_api_compat
 import numpy as np
 
-from ._base import Adapter
+from ._base import Adapter, FastOps
 from ._dask_blocks import growth, held, source_slots
 from ._host_loss import LostOnHost
 from ._lazy_tags import LazyTags, Replace, Tagged, patched_by_array_api_extra
@@ -136,6 +136,30 @@ class DaskAdapter(Adapter):
         import array_api_compat.dask.array as xp
 
         return xp
+
+    def fast_ops(self, xp: Namespace) -> FastOps:
+        """The namespace's, ``concat`` held to the shapes of arrays with no elements.
+
+        Dask passes over an array of no elements whatever its shape
+        (``(0, 3)`` beside ``(2, 2)`` made ``(2, 2)``); NumPy refuses it.
+        """
+        concat = xp.concat
+
+        def checked_concat(arrays: Sequence[Array], /, *, axis: int = 0) -> Array:
+            if any(0 in a.shape for a in arrays):
+                ndim, first = arrays[0].ndim, arrays[0].shape
+                at = axis % ndim if ndim else 0
+                for a in arrays:
+                    if a.ndim != ndim or any(
+                        n != m
+                        for i, (n, m) in enumerate(zip(a.shape, first, strict=True))
+                        if i != at
+                    ):
+                        msg = "the shapes differ other than along axis"
+                        raise ValueError(msg)
+            return concat(arrays, axis=axis)
+
+        return super().fast_ops(xp)._replace(concat=checked_concat)
 
     def owns(self, x: object) -> bool:
         """``dask.array.Array`` instances."""

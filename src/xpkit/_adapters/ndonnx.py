@@ -79,6 +79,15 @@ class NdonnxAdapter(Adapter):
     #: ``InferenceError``, a direct subclass of Exception (see `argument_error_types`).
     argument_errors = (TypeError, ValueError, IndexError, AttributeError)
 
+    def is_missing_kernel(self, exc: BaseException) -> bool:
+        """No kernel: ``NotImplementedError``, or an operator its dtype's arrays lack.
+
+        (A bool array has no ``__matmul__``: an AttributeError.)
+        """
+        return isinstance(exc, NotImplementedError) or (
+            isinstance(exc, AttributeError) and "has no attribute '__" in str(exc)
+        )
+
     def argument_error_types(self) -> tuple[type[Exception], ...]:
         """`argument_errors` and onnx's shape-inference error."""
         from onnx.shape_inference import InferenceError

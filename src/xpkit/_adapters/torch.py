@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import platform
 import sys
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable
 from types import MappingProxyType, ModuleType
 from typing import TYPE_CHECKING, TypeVar, cast
 
@@ -37,7 +37,7 @@ from ._torch_memory import (
     device_name,
     is_torch_oom,
 )
-from ._torch_ops import set_default_dtype, torch_top_k
+from ._torch_ops import set_default_dtype, torch_fast_ops, torch_top_k
 from ._torch_shapes import torch_traits
 
 if TYPE_CHECKING:
@@ -117,66 +117,18 @@ class TorchAdapter(Adapter):
         return cast("Hashable", x.device)
 
     def fast_ops(self, xp: Namespace) -> FastOps:
-        """Native torch calls where the compat wrapper only adds overhead.
+        """Native torch calls where the compat wrapper only adds overhead (`torch_fast_ops`)."""
+        return torch_fast_ops(xp, _torch())
 
-        ``matmul`` of two tensors is ``torch.matmul``, and the wrapper (which
-        promotes dtypes) where torch refuses mixed dtypes with a RuntimeError
-        (it refuses every mixed pair, so no dtype check on the way in); ``sort`` takes the values of a
-        stable ``Tensor.sort`` (the standard's default: it orders -0.0 before
-        0.0 as they came, as the wrapper does; a 0-d tensor, which torch
-        returns as it is, is an IndexError as elsewhere); ``expand_dims`` is
-        ``torch.unsqueeze``; ``concat`` is ``torch.cat`` (which promotes dtypes
-        as the standard does).
+    def is_missing_kernel(self, exc: BaseException) -> bool:
+        """No kernel (``NotImplementedError``), or dtypes torch cannot promote.
+
+        torch has no promotion of uint16, uint32 and uint64 with another
+        integer type (a RuntimeError: "Promotion for uint16, uint32, uint64
+        types is not supported"), where the standard's makes int64.
         """
-        torch = _torch()
-        tensor, native_matmul, unsqueeze = torch.Tensor, torch.matmul, torch.unsqueeze
-        native_sort = tensor.sort
-        compat_matmul, compat_sort, compat_expand = xp.matmul, xp.sort, xp.expand_dims
-        native_cat, compat_concat = torch.cat, xp.concat
-
-        def matmul(a: Array, b: Array) -> Array:
-            if type(a) is tensor and type(b) is tensor:
-                try:
-                    return native_matmul(a, b)
-                except RuntimeError:  # mixed dtypes, which torch refuses: promote
-                    pass
-            return compat_matmul(a, b)
-
-        def sort(x: Array, /, *, axis: int = -1) -> Array:
-            if type(x) is tensor:  # (torch's argument parser charges for each arg)
-                if not x.ndim:  # (torch returns a 0-d tensor as it is)
-                    msg = "a 0-dimensional tensor has no axis to sort"
-                    raise IndexError(msg)
-                if axis == -1:
-                    return native_sort(x, stable=True)[0]
-                return native_sort(x, dim=axis, stable=True)[0]
-            return compat_sort(x, axis=axis)
-
-        def expand_dims(x: Array, /, *, axis: int = 0) -> Array:
-            if type(x) is tensor:
-                return unsqueeze(x, axis)  # IndexError out of range, as compat's
-            return compat_expand(x, axis=axis)
-
-        def concat(arrays: Sequence[Array], /, *, axis: int | None = 0) -> Array:
-            # torch.cat promotes dtypes as the standard does; axis=None (flatten)
-            # is the compat wrapper's job.
-            if axis is None:
-                return compat_concat(arrays, axis=axis)
-            out = native_cat(arrays) if axis == 0 else native_cat(arrays, axis)
-            if out.ndim != 1 and any(a.ndim != out.ndim for a in arrays):
-                # (torch.cat skipped an empty 1-D tensor: legacy; the facade explains)
-                msg = "arrays must all have the same number of axes"
-                raise ValueError(msg)
-            return out
-
-        return FastOps(
-            matmul=matmul,
-            sort=sort,
-            expand_dims=expand_dims,
-            concat=concat,
-            zeros_like=torch.zeros_like,
-            ones_like=torch.ones_like,
-            full_like=torch.full_like,
+        return isinstance(exc, NotImplementedError) or (
+            isinstance(exc, RuntimeError) and "Promotion for" in str(exc)
         )
 
     def top_k(
