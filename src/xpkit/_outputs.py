@@ -482,9 +482,9 @@ class Outputs:
             return dict(zip(self._spec[1], leaves, strict=True))
         if kind == "list":
             return list(leaves)
-        if kind == "namedtuple":
-            named: UserResult = self._spec[2].make(leaves)
-            return named
+        if kind in ("namedtuple", "sequence"):
+            made: UserResult = self._spec[2].make(leaves)
+            return made
         return tuple(leaves)
 
 

@@ -1,9 +1,9 @@
 """The structure of what ``fn`` returned, or of what ``out`` is, in words too.
 
 `xpkit._rows.ResultSpec` describes the structure of ``fn``'s result: a
-tuple's or a list's is its type's name and its length, and a named tuple's
-holds its class (`NamedTupleKind`), so that the outputs are given back as
-one. Both ``fn``'s results (`xpkit._rows`) and ``out`` (`xpkit._into`)
+tuple's or a list's is its type's name and its length, a named tuple's
+holds its class (`NamedTupleKind`), and a subclass's of either holds it
+(`SequenceKind`), so that the outputs are given back as one. Both ``fn``'s results (`xpkit._rows`) and ``out`` (`xpkit._into`)
 are described here, and named in errors (`describe_spec`).
 """
 
@@ -16,7 +16,13 @@ if TYPE_CHECKING:
 
     from ._rows import ResultSpec
 
-__all__ = ["NamedTupleKind", "describe_spec", "rebuilt", "sequence_spec"]
+__all__ = [
+    "NamedTupleKind",
+    "SequenceKind",
+    "describe_spec",
+    "rebuilt",
+    "sequence_spec",
+]
 
 
 class NamedTupleKind:
@@ -49,6 +55,28 @@ class NamedTupleKind:
         return made
 
 
+class SequenceKind:
+    """A subclass of ``list`` or ``tuple`` in a spec (not a named tuple), by identity.
+
+    ``make`` builds one holding the leaves, as `rebuilt` does.
+    """
+
+    __slots__ = ("cls",)
+
+    def __init__(self, cls: type) -> None:
+        self.cls = cls
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SequenceKind) and self.cls is other.cls
+
+    def __hash__(self) -> int:
+        return id(self.cls)
+
+    def make(self, leaves: Sequence[object]) -> tuple[object, ...] | list[object]:
+        """One of this class holding ``leaves``."""
+        return _of_class(self.cls, list(leaves))
+
+
 def _is_named(result: object) -> bool:
     """A named tuple (``_fields`` and ``_make``, as ``collections.namedtuple`` makes)."""
     return hasattr(result, "_fields") and callable(getattr(result, "_make", None))
@@ -58,7 +86,11 @@ def sequence_spec(result: tuple[object, ...] | list[object]) -> ResultSpec:
     """The `ResultSpec` of a tuple or list (a named tuple's holds its class)."""
     if _is_named(result):
         return ("namedtuple", len(result), NamedTupleKind(type(result)))
-    return (type(result).__name__, len(result))
+    cls = type(result)
+    if cls is tuple or cls is list:
+        return (cls.__name__, len(result))
+    # (a subclass, by itself: its name may be any, "array" or "dict" too)
+    return ("sequence", len(result), SequenceKind(cls))
 
 
 def rebuilt(
@@ -67,14 +99,21 @@ def rebuilt(
     """``items`` in a sequence of ``result``'s type (a named tuple's from its fields)."""
     if _is_named(result):
         return NamedTupleKind(type(result)).make(items)
+    return _of_class(type(result), items)
+
+
+def _of_class(cls: type, items: list[object]) -> tuple[object, ...] | list[object]:
+    """``items`` in a ``cls``, a subclass of ``tuple`` or ``list`` (or one of them)."""
     try:
-        return type(result)(items)
+        made: tuple[object, ...] | list[object] = cls(items)
     except TypeError:  # (a subclass whose constructor takes other arguments)
         pass
-    if isinstance(result, tuple):  # (its type kept: the spec names it)
-        made: tuple[object, ...] = tuple.__new__(type(result), items)
+    else:
         return made
-    kept: list[object] = list.__new__(type(result))
+    if issubclass(cls, tuple):  # (its type kept: the spec names it)
+        kept_tuple: tuple[object, ...] = tuple.__new__(cls, items)
+        return kept_tuple
+    kept: list[object] = list.__new__(cls)  # type: ignore[arg-type]
     kept.extend(items)
     return kept
 
@@ -88,4 +127,6 @@ def describe_spec(spec: ResultSpec) -> str:
     if spec[0] == "namedtuple":
         cls = spec[2].cls
         return f"a named tuple {cls.__name__}{tuple(cls._fields)} of {spec[1]} arrays"
+    if spec[0] == "sequence":
+        return f"a {spec[2].cls.__qualname__} of {spec[1]} arrays"
     return f"a {spec[0]} of {spec[1]} arrays"

@@ -116,6 +116,24 @@ def test_check_arrays(xpkit_backend, rng):
     close(b, out[3][1], np.array([1, 2], dtype=np.float32))
 
 
+@pytest.mark.parametrize(
+    "numbers",
+    [
+        [np.float64(1.0), np.float64(2.0)],
+        (np.float32(1.0), np.float64(2.0)),
+        [np.int64(1), 2.0],
+    ],
+    ids=["float64", "mixed", "int and float"],
+)
+def test_check_arrays_takes_a_list_of_numpy_numbers_as_data(xpkit_backend, numbers):
+    """A list of NumPy scalars became a list of 0-d arrays (of Python floats: one array)."""
+    b = xpkit_backend
+    first = b.asarray(np.ones(2), dtype="float32")
+    _, got = b.check_arrays(first, numbers)
+    assert not isinstance(got, list)
+    close(b, got, np.array([1.0, 2.0], dtype=np.float32))
+
+
 def test_check_arrays_host_first(xpkit_backend):
     b = xpkit_backend
     out = b.check_arrays(np.array([1, 2], dtype=np.int32), np.array([0.0, 3.0]))

@@ -301,7 +301,7 @@ CRASH_CASES = {
             raise AssertionError("copy=False over read-only memory did not raise")
         assert t.tolist() == [0.0, 1.0, 2.0, 3.0], t
     """,
-    "tensor_over_read_only_memmap_to_numpy": """
+    "tensor_over_read_only_memmap_moved": """
         import os, tempfile, torch
         path = os.path.join(tempfile.mkdtemp(), "m.bin")
         np.arange(4.0).tofile(path)
@@ -310,9 +310,6 @@ CRASH_CASES = {
         moved = b.move(t)
         assert b.at(moved, 0).set(9.0).tolist() == [9.0, 1.0, 2.0, 3.0]
         moved += 1  # (a copy of its own: writable)
-        host = b.to_numpy(t)
-        assert not host.flags.writeable  # (over the read-only pages)
-        assert b.at(host, 0).set(9.0).tolist() == [9.0, 1.0, 2.0, 3.0]
         import importlib.util
         for target in ("array_api_strict", "jax", "dask"):
             if importlib.util.find_spec(target) is None:

@@ -6,7 +6,9 @@ and `Adapter.memory_extent`, for a tensor whose library is imported.
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import weakref
 from types import ModuleType
 from typing import TYPE_CHECKING
 
@@ -136,12 +138,14 @@ def tensor_unwritable(x: Array, inference_mode: bool, strided: bool) -> str | No
     return None
 
 
-def tensor_on_host(x: Array, torch: ModuleType, compiling: bool) -> HostArray:
+def tensor_on_host(x: Array, torch: ModuleType) -> HostArray:
     """``x`` as a NumPy array: detached, on the CPU, widened where NumPy lacks its dtype.
 
-    Memory is shared with a CPU tensor where it can be; one over read-only
-    pages comes back read-only (a write would end the process), except
-    where dynamo traces the caller (``compiling``: it reads no flags).
+    Memory is shared with a CPU tensor where it can be, as ``x.numpy()``
+    shares it: one over read-only pages (``torch.from_numpy`` of a
+    read-only memmap) comes back as writable as torch holds it (asking the
+    page map each time would cost half a millisecond a call; `Backend.move`
+    and `Backend.at` ask it, and copy).
     """
     t = x.detach()
     if t.device.type != "cpu":
@@ -149,10 +153,7 @@ def tensor_on_host(x: Array, torch: ModuleType, compiling: bool) -> HostArray:
     wider = widened_on_host(t.dtype, torch)  # NumPy has no bfloat16, no float8
     if wider is not None:
         t = t.to(wider)
-    host = np.asarray(t.resolve_conj().resolve_neg().numpy())
-    if not compiling and host.flags.writeable and tensor_over_read_only_memory(t):
-        host.flags.writeable = False
-    return host
+    return np.asarray(t.resolve_conj().resolve_neg().numpy())
 
 
 def tensor_not_updatable(x: Array, inference_mode: bool, strided: bool) -> str | None:
@@ -182,12 +183,29 @@ def tensor_over_read_only_memory(x: Array) -> bool:
     """Whether CPU ``x`` lies over memory torch did not allocate, and cannot write.
 
     Only memory torch did not allocate (its storage is not resizable: from
-    NumPy, DLPack) is looked up in the process's page map.
+    NumPy, DLPack) is looked up in the process's page map, once for each
+    storage while it lives (`_READ_ONLY`: a look costs about half a
+    millisecond; its pages stay mapped while the storage holds them).
     """
-    if x.device.type != "cpu" or x.untyped_storage().resizable():
+    if x.device.type != "cpu":
         return False
-    where = tensor_extent(x)
-    return where is not None and read_only_host_memory(where.low, where.high)
+    storage = x.untyped_storage()
+    if storage.resizable():
+        return False
+    try:
+        return _READ_ONLY[storage]
+    except (KeyError, TypeError):
+        pass
+    low = storage.data_ptr()
+    read_only = read_only_host_memory(low, low + storage.nbytes())
+    with contextlib.suppress(TypeError):  # (no weak reference: looked up each time)
+        _READ_ONLY[storage] = read_only
+    return read_only
+
+
+#: Whether a storage torch did not allocate lies over read-only pages, while
+#: it lives (torch keeps one Python object for a storage: `tensor_over_read_only_memory`).
+_READ_ONLY: weakref.WeakKeyDictionary[object, bool] = weakref.WeakKeyDictionary()
 
 
 def tensor_unshareable(x: Array, strided: bool) -> Unshareable | None:

@@ -237,7 +237,7 @@ class TorchAdapter(Adapter):
 
     def to_numpy(self, x: Array) -> HostArray:
         """Detach, move to the CPU when needed, then share memory with NumPy."""
-        return tensor_on_host(x, _torch(), is_compiling(_torch))
+        return tensor_on_host(x, _torch())
 
     def host_view(self, x: Array) -> HostArray | None:
         """``x.numpy()`` of a plain CPU tensor (its memory); None elsewhere."""
