@@ -37,8 +37,10 @@ batch catches what a stale cost would let through).
 from __future__ import annotations
 
 import operator
+import os
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import NamedTuple
@@ -157,6 +159,7 @@ class PlanMemory:
         self._lock = threading.Lock()
         self._enabled = True
         self.maxsize = maxsize
+        _LIVE.add(self)
 
     # (Read as _maxsize and _enabled where a call reads them: a property's
     # getter is a Python call on every map_batches.)
@@ -367,4 +370,22 @@ def _living(refs: tuple[Callable[[], object], ...]) -> bool:
 
 
 #: The process's plan memory (`xpkit.plan_memory`).
+def _after_fork_in_child() -> None:
+    """Each plan memory of a forked child starts empty, with a lock of its own.
+
+    A thread of the parent may have held a memory's lock at the fork (the
+    child then waited on it for good) or been halfway through an update.
+    """
+    for memory in list(_LIVE):
+        memory._lock = threading.Lock()
+        memory._entries.clear()
+        memory._one_batch.clear()
+        memory._version += 1
+
+
+#: Every plan memory alive, for `_after_fork_in_child`.
+_LIVE: weakref.WeakSet[PlanMemory] = weakref.WeakSet()
+if hasattr(os, "register_at_fork"):  # (not on Windows)
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
 plan_memory = PlanMemory()

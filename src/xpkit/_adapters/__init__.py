@@ -8,6 +8,8 @@ never an adapter: this package plugs the seven adapters in.
 
 from __future__ import annotations
 
+import os
+
 from ._base import (
     CAPABILITIES,
     HOST_BATCH_WORKING_SET_BYTES,
@@ -16,7 +18,7 @@ from ._base import (
 )
 from ._device_memory import MemoryInfo
 from ._lazy_tags import LazyTags
-from ._peak import release_freed_host_memory
+from ._peak import after_fork_in_child, release_freed_host_memory
 from ._registry import (
     ADAPTERS,
     adapter_for_array,
@@ -56,3 +58,5 @@ register_adapters(  # (in the order a GPU is looked for by "gpu" / "auto")
     DaskAdapter(),
     NdonnxAdapter(),
 )
+if hasattr(os, "register_at_fork"):  # (a forked child measures itself: not on Windows)
+    os.register_at_fork(after_in_child=after_fork_in_child)

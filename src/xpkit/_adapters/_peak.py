@@ -70,6 +70,7 @@ __all__ = [
     "THREAD_SHARE",
     "WAIT_SECONDS",
     "PeakMeter",
+    "after_fork_in_child",
     "host_meter",
     "release_freed_host_memory",
 ]
@@ -648,6 +649,22 @@ def backing_off(
 
 
 _HOST: list[PeakMeter | None] = []
+
+
+def after_fork_in_child() -> None:
+    """A forked child measures itself, and no measurement is under way in it.
+
+    The host meter read the parent's ``/proc/self/statm`` through the file
+    it opened (the parent's figures; ``ProcessLookupError`` once the parent
+    exited), and a measurement another thread of the parent ran at the
+    fork left the lock held, with a holder the child has no thread of:
+    every measured probe waited `WAIT_SECONDS`, then planned from the input
+    rows alone.
+    """
+    global _LOCK  # noqa: PLW0603 - (a new lock: the parent's may be held)
+    _LOCK = threading.Lock()
+    _HOLDER[0] = None
+    _HOST.clear()
 
 
 @functools.cache
