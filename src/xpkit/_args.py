@@ -43,21 +43,21 @@ PY_SCALARS = (bool, int, float, complex)
 def check_shape(shape: Value) -> tuple[int, ...]:
     dims = (shape,) if isinstance(shape, (int, np.integer)) else shape
     if isinstance(dims, (str, bytes)) or not isinstance(dims, (tuple, list)):
-        msg = f"shape must be an int or a tuple of ints, got {shape!r}"
+        msg = f"shape must be an int or a tuple of ints, got {shown(shape)}"
         raise TypeError(msg)
     out: list[int] = []
     for d in dims:
         if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
-            msg = f"shape must be an int or a tuple of ints, got {shape!r}"
+            msg = f"shape must be an int or a tuple of ints, got {shown(shape)}"
             raise TypeError(msg)
         if d < 0:
-            msg = f"shape must not have negative sizes, got {shape!r}"
+            msg = f"shape must not have negative sizes, got {shown(shape)}"
             raise ValueError(msg)
         out.append(int(d))
     if math.prod(out) > _MOST_ELEMENTS:  # (JAX aborts the process on such a shape)
         msg = (
             f"shape must hold at most {_MOST_ELEMENTS} elements (2**63 bytes of "
-            f"the widest dtype), got {shape!r}"
+            f"the widest dtype), got {shown(shape)}"
         )
         raise ValueError(msg)
     return tuple(out)
@@ -75,8 +75,11 @@ def shape_of(array: Array) -> tuple[int, ...]:
 
 
 def check_scalar(fill_value: Value) -> None:
-    if not isinstance(fill_value, (*PY_SCALARS, np.generic)):
-        msg = f"fill_value must be a Python or NumPy scalar, got {fill_value!r}"
+    """TypeError unless ``fill_value`` is a Python number or a NumPy one (not a date)."""
+    if not isinstance(fill_value, (*PY_SCALARS, np.generic)) or (
+        isinstance(fill_value, np.generic) and fill_value.dtype.kind not in "biufc"
+    ):
+        msg = f"fill_value must be a Python or NumPy number, got {shown(fill_value)}"
         raise TypeError(msg)
 
 
@@ -161,7 +164,7 @@ def concat_shape_error(shapes: list[tuple[object, ...]], axis: int) -> str | Non
 def check_copy(copy: Value) -> None:
     """TypeError unless ``copy`` is True, False or None (``from_dlpack``'s)."""
     if copy is not None and not isinstance(copy, bool):
-        msg = f"copy must be True, False or None, got {copy!r}"
+        msg = f"copy must be True, False or None, got {shown(copy)}"
         raise TypeError(msg)
 
 
@@ -202,7 +205,7 @@ def item_bytes(param: str, bytes_per_item: float, overhead: float) -> float:
     if not 0 < product < math.inf:
         msg = (
             f"{param} * overhead must be a finite positive number of bytes, got "
-            f"{bytes_per_item!r} * {overhead!r} = {product!r}"
+            f"{shown(bytes_per_item)} * {shown(overhead)} = {shown(product)}"
         )
         raise ValueError(msg)
     return product
@@ -212,7 +215,8 @@ def check_positive(param: str, value: Value, *, allow_zero: bool = False) -> flo
     """``value`` as a float: a finite positive (or non-negative) real number."""
     cls = value.__class__
     if (cls is not float and cls is not int) and (  # (no ABC check for these)
-        isinstance(value, bool) or not isinstance(value, numbers.Real)
+        isinstance(value, (bool, np.timedelta64))  # (NumPy's: numbers.Integral)
+        or not isinstance(value, numbers.Real)
     ):
         msg = f"{param} must be a number, got {shown(value)}"
         raise TypeError(msg)
@@ -227,6 +231,9 @@ def check_positive(param: str, value: Value, *, allow_zero: bool = False) -> flo
             )
             raise ValueError(msg) from None
         value = -math.inf
+    except Exception as exc:  # (a number type's own __float__ failed)
+        msg = f"{param} must be a number, got {shown(given)}"
+        raise TypeError(msg) from exc
     if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
         kind = "a finite non-negative" if allow_zero else "a finite positive"
         msg = f"{param} must be {kind} number, got {shown(given)}"
@@ -239,14 +246,14 @@ def check_count(param: str, value: Value, minimum: int = 1) -> int:
     if value.__class__ is int and value >= minimum:  # the common case, at once
         return int(value)
     if isinstance(value, bool):
-        msg = f"{param} must be an int, got {value!r}"
+        msg = f"{param} must be an int, got {shown(value)}"
         raise TypeError(msg)
     if not isinstance(value, int):
         try:
             value = operator.index(value)
-        except TypeError:
+        except Exception as exc:  # noqa: BLE001 - (a type's own __index__ may raise any)
             msg = f"{param} must be an int, got {shown(value)}"
-            raise TypeError(msg) from None
+            raise TypeError(msg) from (None if type(exc) is TypeError else exc)
     if value < minimum:
         kind = "a positive" if minimum == 1 else "a non-negative"
         msg = f"{param} must be {kind} int, got {shown(value)}"

@@ -27,10 +27,11 @@ from ._at_index import (
     placement,
     plain_index,
 )
-from ._cast_checks import scalar_cast_loss
+from ._cast_checks import rounded_to_finite, scalar_cast_loss
 from ._dtypes import dtype_name, own_dtype
 from ._facts import ArrayT, Facts
 from ._operations import check_operand, refuse_operand, stands_in
+from ._shown import shown
 
 if TYPE_CHECKING:
     from ._adapters._base import Adapter
@@ -168,7 +169,11 @@ class At(Generic[ArrayT]):
                 )
                 raise ValueError(msg)
             copy = True  # (None may update in place: where it cannot, a copy)
-        elif in_place and _overlaps(adapter, x, value):
+        elif (
+            in_place
+            and not adapter.reads_overlapping_values
+            and _overlaps(adapter, x, value)
+        ):
             value = adapter.own_copy(value)  # (read whole before x is written)
         fresh = adapter.copy_to_update(x) if copy else None
         if fresh is not None:  # (copied as its library copies it, then updated)
@@ -218,7 +223,7 @@ class At(Generic[ArrayT]):
         if other is not None:
             msg = (
                 f"y is an array of {other.label}, but x is an array of "
-                f"{adapter.label} (backend {self._facts.name!r}): libraries "
+                f"{adapter.label} (backend {shown(self._facts.name)}): libraries "
                 "do not mix; convert y with Backend.asarray"
             )
         else:
@@ -297,11 +302,11 @@ def _fitted(value: complex, target: str, narrowing: Narrowing) -> complex:
         msg = f"y={value!r:.60} does not fit x's dtype {target} {reason}"
         raise ValueError(msg)
     if target.startswith("complex"):  # (by name: NumPy's kind of bfloat16,
-        return complex(value)  # where ml_dtypes gives it one, is "V")
+        return rounded_to_finite(complex(value), target)  # ml_dtypes' is "V")
     if isinstance(value, complex):
         value = value.real
     if target.startswith(("float", "bfloat")):
-        return float(value)
+        return rounded_to_finite(float(value), target)
     if isinstance(value, np.floating):  # (exactly: int() of a longdouble rounds
         value = value.as_integer_ratio()[0]  # through a float64; it is whole here)
     return bool(value) if target == "bool" else int(value)
@@ -328,7 +333,7 @@ def _refuse_integer_quotient(
         )
         raise TypeError(msg)
     if isinstance(value, (int, float)) and value < 0:
-        msg = f"y={value!r}: x of dtype {kind} takes no negative power"
+        msg = f"y={shown(value)}: x of dtype {kind} takes no negative power"
         raise ValueError(msg)
     if facts.adapter.owns(value) and _negative_integers(facts, value):
         msg = f"y holds a negative value: x of dtype {kind} takes no negative power"
@@ -394,7 +399,8 @@ def _reversed(y: Array, axes: tuple[int, ...], xp: Namespace) -> Array:
 def _overlaps(adapter: Adapter, x: Array, value: Value) -> bool:
     """Whether ``value`` is an array over ``x``'s own memory (``x[1:]`` into ``x[:-1]``).
 
-    NumPy reads such a value whole before it writes; torch refuses it.
+    NumPy reads such a value whole before it writes; torch refuses it
+    (`Adapter.reads_overlapping_values`).
     """
     if not adapter.owns(value):
         return False

@@ -21,7 +21,7 @@ from ._args import check_count
 from ._cost import cost_of
 from ._executors import each_task_on_pool
 from ._into import chunk_rows
-from ._local import each_batch_here
+from ._local import each_batch_here, stop_of_fn
 from ._log import logger
 from ._memory import BYTES_PER_GB
 from ._oom import UnsplittableMemoryError, split_on_oom
@@ -38,6 +38,7 @@ from ._repeat import (
 )
 from ._request import BatchCall, BatchRequest, batch_request
 from ._rows import Job, common_rows, refuse_traced
+from ._shown import shown
 from ._statement import ATTRIBUTE, Capabilities
 from ._written import WorkerWrites
 
@@ -309,7 +310,7 @@ def _mark_eager() -> None:
 def _map_batches(call: BatchCall, progress: bool) -> UserResult:
     """`map_batches`' body (the public function keeps compilers out of it)."""
     if not isinstance(progress, bool):
-        msg = f"progress must be a bool, got {progress!r}"
+        msg = f"progress must be a bool, got {shown(progress)}"
         raise TypeError(msg)
     repeated = NO_REPEAT  # (an executor, a backend that moves, ...: never repeated)
     if (
@@ -347,6 +348,7 @@ def _plan_and_run(
         request.job.pad_to = plan.batch_size
     _log_plan(request, plan)
     bar = _progress_bar(request.n, plan.probe_rows) if progress else None
+    stopped = None
     try:
         if plan.probe_rows < request.n:
             # (a repeat's OOM, ``most``, never runs on a pool)
@@ -357,9 +359,13 @@ def _plan_and_run(
             )
             for _ in steps:
                 pass
+    except RuntimeError as exc:  # (fn's StopIteration, as the generator made it)
+        stopped = stop_of_fn(exc)
     finally:
         if bar is not None:
             bar.close()
+    if stopped is not None:
+        raise stopped  # (outside the handler: no RuntimeError as its context)
     learn_repeat(repeated, request, plan, state)
     return outputs.value()
 
@@ -419,7 +425,7 @@ def _refuse(request: BatchRequest, plan: BatchPlan) -> None:
         else ("nothing ran")
     )
     msg = (
-        f"map_batches: the outputs of fn={request.fn!r} need "
+        f"map_batches: the outputs of fn={shown(request.fn)} need "
         f"{plan.output_bytes / 2**30:.3g} GiB on {plan.output_place}, more than "
         f"the memory available there; {ran}. Ask for fewer rows, or outputs "
         "on another device (result_on=)"
@@ -661,7 +667,7 @@ def _compute_oom_safe(
 ) -> UserResult:
     """`compute_oom_safe`'s body (the public function keeps compilers out of it)."""
     if not callable(fn):
-        msg = f"fn must be callable, got {fn!r}"
+        msg = f"fn must be callable, got {shown(fn)}"
         raise TypeError(msg)
     floor = check_count("min_chunk", min_chunk)
     n = common_rows(arrays)

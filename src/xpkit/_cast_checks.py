@@ -28,6 +28,7 @@ __all__ = [
     "check_cast_keeps_values",
     "check_fill_fits",
     "fill_dtype_name",
+    "rounded_to_finite",
     "scalar_cast_loss",
 ]
 
@@ -83,6 +84,34 @@ _VIA_FLOAT32_UNDERFLOW_AT = {
 #: With float32's subnormals flushed to 0: every value whose float32
 #: rounding is subnormal (below 2**-126 less half of its smallest step).
 _FLUSHED_UNDERFLOW_AT = math.nextafter(2.0**-126 - 2.0**-150, 0.0)
+
+
+#: The largest finite value of each floating dtype narrower than float64.
+_LARGEST = {
+    "float16": 65504.0,
+    "bfloat16": 2.0**128 - 2.0**120,
+    "float32": 2.0**128 - 2.0**104,
+}
+
+
+def rounded_to_finite(value: complex, target: str) -> complex:
+    """``value``, checked to fit ``target``, with a part past its largest finite value at it.
+
+    A part between the largest finite value and the magnitude at which it
+    overflows rounds to the largest (float32's printed maximum,
+    ``3.4028235e38``, is above it): what the cast makes, which torch's fill
+    refuses to make itself ("cannot be converted ... without overflow").
+    """
+    largest = _LARGEST.get(_real_part(target))
+    if largest is None:
+        return value
+    if isinstance(value, complex):
+        real = rounded_to_finite(value.real, target)
+        imag = rounded_to_finite(value.imag, target)
+        return complex(real, imag)
+    if abs(value) > largest and math.isfinite(value):
+        return math.copysign(largest, value)
+    return value
 
 
 def limits(
@@ -343,7 +372,7 @@ def check_cast_keeps_values(
     value = host.reshape(-1)[int(np.argmax(host_mask.reshape(-1)))].item()
     reason = scalar_cast_loss(value, target, narrowing) or "(the cast would change it)"
     msg = (
-        f"{param} holds {value!r}, which does not fit dtype {target} {reason}; "
+        f"{param} holds {shown(value)}, which does not fit dtype {target} {reason}; "
         "a cast that changes values is refused"
     )
     raise ValueError(msg)
@@ -366,7 +395,7 @@ def check_fill_fits(
         return
     reason = scalar_cast_loss(fill_value, name, narrowing)
     if reason is not None:
-        msg = f"fill_value={fill_value!r} does not fit dtype {name} {reason}"
+        msg = f"fill_value={shown(fill_value)} does not fit dtype {name} {reason}"
         raise ValueError(msg)
 
 

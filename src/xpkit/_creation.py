@@ -20,10 +20,11 @@ from ._args import (
     check_shape,
     shape_of,
 )
-from ._cast_checks import check_fill_fits, fill_dtype_name
+from ._cast_checks import check_fill_fits, fill_dtype_name, rounded_to_finite
 from ._convert import dtype_source, ref
 from ._dtypes import dtype_name
 from ._facts import ArrayT
+from ._shown import shown
 
 if TYPE_CHECKING:
     from ._facts import Facts, Source
@@ -100,7 +101,7 @@ def full(f: Facts[ArrayT], shape: Value, fill_value: Value, dtype: DType) -> Arr
     source: Source
     if dtype is None:
         name = fill_dtype_name(fill_value)
-        source = f"the dtype of fill_value={fill_value!r}"
+        source = f"the dtype of fill_value={shown(fill_value)}"
     else:
         asked = dtype_name(dtype)
         assert asked is not None
@@ -168,7 +169,12 @@ def python_number(fill_value: Value, dtype: DType) -> Value:
             real = value.real
             if name == "bool":
                 return bool(real)
-            return int(real) if name.startswith(("int", "uint")) else real
+            value = int(real) if name.startswith(("int", "uint")) else real
+    if isinstance(
+        value, (float, complex)
+    ):  # (float32's 3.4028235e38: torch refused it)
+        name = dtype_name(dtype)
+        return value if name is None else rounded_to_finite(value, name)
     return value
 
 

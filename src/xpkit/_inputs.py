@@ -41,16 +41,15 @@ class _Ref(NamedTuple):
 def is_array_list(item: Value) -> bool:
     """Whether ``item`` is a non-empty list or tuple of arrays (of any library).
 
-    NumPy scalars are numbers, not arrays: a list of them is data (one
-    array), as a list of Python floats is.
+    NumPy scalars are numbers, not arrays: a list of them alone is data
+    (one array), as a list of Python floats is; beside an array, each is
+    converted as the arrays are.
     """
     return (
         isinstance(item, (list, tuple))
         and len(item) > 0
-        and all(
-            adapter_for_array(v) is not None and not isinstance(v, np.generic)
-            for v in item
-        )
+        and all(adapter_for_array(v) is not None for v in item)
+        and not all(isinstance(v, np.generic) for v in item)
     )
 
 

@@ -45,6 +45,7 @@ from ._adapters._stores import (
 )
 from ._dtypes import dtype_label
 from ._result_spec import describe_spec, sequence_spec
+from ._shown import shown
 
 if TYPE_CHECKING:
     from ._adapters._base import Adapter
@@ -117,9 +118,7 @@ def check_out(
     """
     if isinstance(out, (tuple, list)):
         if not out:
-            msg = (
-                f"out must be an array or a non-empty tuple, list or dict, got {out!r}"
-            )
+            msg = f"out must be an array or a non-empty tuple, list or dict, got {shown(out)}"
             raise ValueError(msg)
         spec: ResultSpec = sequence_spec(out)
         named = [(f"out[{i}]", leaf) for i, leaf in enumerate(out)]
@@ -129,10 +128,10 @@ def check_out(
             raise ValueError(msg)
         bad = [k for k in out if not isinstance(k, str)]
         if bad:
-            msg = f"out must map fn's output names (str) to arrays, got key {bad[0]!r}"
+            msg = f"out must map fn's output names (str) to arrays, got key {shown(bad[0])}"
             raise TypeError(msg)
         spec = ("dict", tuple(out))
-        named = [(f"out[{k!r}]", leaf) for k, leaf in out.items()]
+        named = [(f"out[{shown(k)}]", leaf) for k, leaf in out.items()]
     else:
         spec = ("array",)
         named = [("out", out)]
@@ -246,7 +245,7 @@ def _check_leaf(name: str, leaf: Value, n: int) -> int:
     rows = chunks[0] if isinstance(chunks, tuple) and chunks else None
     if not isinstance(rows, int) or isinstance(rows, bool) or rows < 1:
         msg = (
-            f"{name} has chunks {chunks!r}: its rows must be cut in chunks of one "
+            f"{name} has chunks {shown(chunks)}: its rows must be cut in chunks of one "
             "size (an int first in its chunks)"
         )
         raise ValueError(msg)
@@ -378,7 +377,7 @@ def check_structure(out: Out, spec: ResultSpec, fn: UserFunction) -> None:
     ):
         return
     msg = (
-        f"out does not match fn={fn!r}'s result: fn returned "
+        f"out does not match fn={shown(fn)}'s result: fn returned "
         f"{describe_spec(spec)}, out is {describe_spec(out.spec)}"
     )
     raise ValueError(msg)
@@ -392,7 +391,7 @@ def check_layout(
     shape = tuple(int(d) for d in out.leaves[i].shape[1:])
     if shape != row:
         msg = (
-            f"{name} has rows of shape {shape}, but fn={fn!r} returns rows of "
+            f"{name} has rows of shape {shape}, but fn={shown(fn)} returns rows of "
             f"shape {row} there"
         )
         raise ValueError(msg)
@@ -426,7 +425,7 @@ def dtype_refused(
 ) -> TypeError:
     """The error for output ``i`` of ``out`` (of dtype ``given``) where fn returns ``dtype``."""
     msg = (
-        f"{_name(out.spec, i)} has dtype {given}, but fn={fn!r} returns {dtype} "
+        f"{_name(out.spec, i)} has dtype {given}, but fn={shown(fn)} returns {dtype} "
         "there (nothing is cast: give out of that dtype)"
     )
     return TypeError(msg)

@@ -38,6 +38,7 @@ __all__ = [
     "checked_batch",
     "each_batch_here",
     "first_batch_meter",
+    "stop_of_fn",
 ]
 
 #: A batch over the budget by less than a page is within it (the host's
@@ -46,6 +47,18 @@ PAGE_BYTES = 4096
 #: The host's sampled meter checks a first batch whose predicted peak is at
 #: least this large (smaller ones hide in its pages and noise).
 CHECK_ABOVE_BYTES = 4 * 1024**2
+
+
+def stop_of_fn(exc: RuntimeError) -> StopIteration:
+    """``fn``'s StopIteration that a loop of batches raised as ``exc``, to raise again.
+
+    A generator turns a StopIteration raised in it into a RuntimeError
+    (PEP 479), whose cause it is: ``fn``'s is raised as it was, as the
+    calls that run no loop raise it. Any other RuntimeError is raised again.
+    """
+    if not isinstance(exc.__cause__, StopIteration):
+        raise exc
+    return exc.__cause__
 
 
 def each_batch_here(

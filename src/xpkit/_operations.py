@@ -26,7 +26,8 @@ from ._args import (
     raise_if_axis_out_of_range,
     shape_of,
 )
-from ._dtypes import DTYPE_KINDS, dtype_name, own_dtype
+from ._dtypes import DTYPE_KINDS, dtype_label, dtype_name, own_dtype
+from ._shown import shown
 
 if TYPE_CHECKING:
     from ._facts import ArrayT, Facts
@@ -83,7 +84,7 @@ def check_operand(f: Facts[ArrayT], x: Value, param: str) -> None:
     if adapter is not None:
         msg = (
             f"{param} is an array of {adapter.label} but this backend is "
-            f"{f.name!r}: libraries do not mix; convert it with "
+            f"{shown(f.name)}: libraries do not mix; convert it with "
             "Backend.asarray"
         )
     else:
@@ -207,8 +208,8 @@ def _learn_complex(f: Facts[ArrayT], array: Value) -> bool:
     dtype = array.dtype
     try:
         is_complex = dtype_name(dtype) in _COMPLEX
-    except TypeError:  # not a dtype of the standard: the library decides
-        return False
+    except TypeError:  # not a dtype of the standard: complex by its name
+        is_complex = "complex" in dtype_label(dtype)  # (NumPy's clongdouble)
     with contextlib.suppress(TypeError):  # unhashable: asked again next time
         _IS_COMPLEX.setdefault(type(array), {})[dtype] = is_complex
     return is_complex
@@ -237,7 +238,7 @@ def svd(
 ) -> tuple[ArrayT, ArrayT, ArrayT]:
     """`Backend.svd`: its arguments checked, then the namespace's ``linalg.svd``."""
     if not isinstance(full_matrices, bool):
-        msg = f"full_matrices must be a bool, got {full_matrices!r}"
+        msg = f"full_matrices must be a bool, got {shown(full_matrices)}"
         raise TypeError(msg)
     check_operand(f, X, "X")
     shape = _shape(X)
@@ -258,7 +259,7 @@ def svd(
     if "linalg" not in capabilities:
         msg = (
             f"Backend.svd needs the linalg extension, which backend "
-            f"{f.name!r} lacks (capabilities: "
+            f"{shown(f.name)} lacks (capabilities: "
             f"{', '.join(sorted(capabilities)) or 'none'})"
         )
         raise NotImplementedError(msg)

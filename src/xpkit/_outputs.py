@@ -42,6 +42,7 @@ from ._rows import (
     rows_of,
     split_result,
 )
+from ._shown import shown
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -235,7 +236,7 @@ class Outputs:
             shape = tuple(leaf.shape)
             if not shape or shape[0] != stop - start:
                 msg = (
-                    f"fn={self.fn!r} must return one row per input row: for "
+                    f"fn={shown(self.fn)} must return one row per input row: for "
                     f"{_where(start, stop)} {_label(rows.spec, i)} has shape "
                     f"{shape}, expected axis 0 of length {stop - start}"
                 )
@@ -255,7 +256,7 @@ class Outputs:
             name = dtype_label(leaf.dtype)
             if name != dtypes[i]:
                 msg = (
-                    f"fn={self.fn!r} changed the dtype of {_label(rows.spec, i)} "
+                    f"fn={shown(self.fn)} changed the dtype of {_label(rows.spec, i)} "
                     f"between batches: {dtypes[i]} before, {name} for "
                     f"{_where(start, stop)}"
                 )
@@ -263,7 +264,7 @@ class Outputs:
             row = _row_shape(leaf)
             if row != shapes[i]:
                 msg = (
-                    f"fn={self.fn!r} changed the row shape of {_label(rows.spec, i)} "
+                    f"fn={shown(self.fn)} changed the row shape of {_label(rows.spec, i)} "
                     f"between batches: {shapes[i]} before, {row} for "
                     f"{_where(start, stop)}"
                 )
@@ -318,7 +319,7 @@ class Outputs:
             return Rows(self._spec, [by_key[k] for k in self._spec[1]], rows.placed)
         if spec != self._spec:
             msg = (
-                f"fn={self.fn!r} returned {describe_spec(spec)} for {_where(start, stop)} but "
+                f"fn={shown(self.fn)} returned {describe_spec(spec)} for {_where(start, stop)} but "
                 f"{describe_spec(self._spec)} before"
             )
             raise ValueError(msg)
@@ -410,7 +411,7 @@ class Outputs:
                     raise
                 gib = array_nbytes(leaf[:1]) * self.n / 2**30
                 msg = (
-                    f"the outputs of fn={self.fn!r} do not fit: {_label(rows.spec, i)} "
+                    f"the outputs of fn={shown(self.fn)} do not fit: {_label(rows.spec, i)} "
                     f"needs shape {shape}, {self._dtypes[i]} ({gib:.3g} GiB)"
                 )
                 raise MemoryError(msg) from None
@@ -434,7 +435,7 @@ class Outputs:
         if total > room:
             where = "the host" if self._device is None else self._device.name
             msg = (
-                f"the outputs of fn={self.fn!r} do not fit: {self.n} rows of "
+                f"the outputs of fn={shown(self.fn)} do not fit: {self.n} rows of "
                 f"{_describe_rows(rows.spec, self._dtypes, self._rows)} need "
                 f"{total / BYTES_PER_GB:.3g} GiB on {where}, which has "
                 f"{room / BYTES_PER_GB:.3g} GiB available"

@@ -369,7 +369,6 @@ def _living(refs: tuple[Callable[[], object], ...]) -> bool:
     return all(ref() is not None for ref in refs)
 
 
-#: The process's plan memory (`xpkit.plan_memory`).
 def _after_fork_in_child() -> None:
     """Each plan memory of a forked child starts empty, with a lock of its own.
 
@@ -388,4 +387,5 @@ _LIVE: weakref.WeakSet[PlanMemory] = weakref.WeakSet()
 if hasattr(os, "register_at_fork"):  # (not on Windows)
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
+#: The process's plan memory (`xpkit.plan_memory`).
 plan_memory = PlanMemory()

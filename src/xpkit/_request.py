@@ -23,6 +23,7 @@ from ._executors import Pool, pool_for
 from ._into import Out, check_out
 from ._outputs import PLACES
 from ._rows import Job, common_rows, refuse_traced
+from ._shown import shown
 from ._signatures import signature
 
 if TYPE_CHECKING:
@@ -168,14 +169,14 @@ def batch_request(call: BatchCall, caller: str = "map_batches") -> BatchRequest:
         out,
     ) = call
     if not callable(fn):
-        msg = f"fn must be callable, got {fn!r}"
+        msg = f"fn must be callable, got {shown(fn)}"
         raise TypeError(msg)
     n = common_rows(arrays)
     if whole.__class__ is not tuple:
         _check_whole(whole)
     refuse_traced(arrays, whole, caller)
     if result_on not in PLACES:
-        msg = f"result_on must be 'host' or 'device', got {result_on!r}"
+        msg = f"result_on must be 'host' or 'device', got {shown(result_on)}"
         raise ValueError(msg) if isinstance(result_on, str) else TypeError(msg)
     if out is not None:
         if result_on != "host":
@@ -186,10 +187,10 @@ def batch_request(call: BatchCall, caller: str = "map_batches") -> BatchRequest:
             raise ValueError(msg)
         out = check_out(out, n, arrays, _named_operands(whole))
     if pad is not None and not isinstance(pad, bool):
-        msg = f"pad must be a bool or None, got {pad!r}"
+        msg = f"pad must be a bool or None, got {shown(pad)}"
         raise TypeError(msg)
     if not isinstance(remember, bool):
-        msg = f"remember must be a bool, got {remember!r}"
+        msg = f"remember must be a bool, got {shown(remember)}"
         raise TypeError(msg)
     if bytes_per_item is not None:
         bytes_per_item = check_positive("bytes_per_item", bytes_per_item)
@@ -251,7 +252,7 @@ def _named_operands(
 ) -> tuple[tuple[str, Array], ...]:
     """Each whole operand with its name in messages (``whole[0]``, ``whole['w']``)."""
     if isinstance(whole, Mapping):
-        return tuple((f"whole[{k!r}]", v) for k, v in whole.items())
+        return tuple((f"whole[{shown(k)}]", v) for k, v in whole.items())
     return tuple((f"whole[{i}]", v) for i, v in enumerate(whole))
 
 
@@ -261,7 +262,7 @@ def _check_whole(whole: Value) -> None:
     if isinstance(whole, Mapping):
         bad = [k for k in whole if not isinstance(k, str)]
         if bad:
-            msg = f"whole must map fn's keyword names (str) to operands, got key {bad[0]!r}"
+            msg = f"whole must map fn's keyword names (str) to operands, got key {shown(bad[0])}"
             raise TypeError(msg)
     elif not isinstance(whole, (tuple, list)):
         msg = (

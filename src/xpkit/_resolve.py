@@ -9,6 +9,7 @@ from ._adapters._registry import ADAPTERS, adapter_for_array
 from ._adapters._registry import BY_TYPE as _ADAPTER_BY_TYPE
 from ._args import PY_SCALARS
 from ._log import logger
+from ._shown import shown
 
 if TYPE_CHECKING:
     from ._adapters._base import Adapter
@@ -55,7 +56,7 @@ def key_of(adapter: Adapter) -> BackendName:
 
 def adapter_for_name(backend: object) -> Adapter:
     if not isinstance(backend, str):
-        msg = f"backend must be a string, got {backend!r}"
+        msg = f"backend must be a string, got {shown(backend)}"
         raise TypeError(msg)
     key = backend.strip().lower()
     if key == "auto":
@@ -172,7 +173,7 @@ def specified_backend(spec: Value, param: str) -> tuple[BackendName, str | None]
         return "numpy", None
     if not isinstance(spec, str):
         msg = (
-            f"{param} must be None, a string or a Backend, got {spec!r}; "
+            f"{param} must be None, a string or a Backend, got {shown(spec)}; "
             f"accepted strings: cpu, gpu, {', '.join(BACKEND_NAMES)}"
         )
         raise TypeError(msg)

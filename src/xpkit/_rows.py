@@ -29,7 +29,7 @@ from ._adapters._registry import (
 from ._current_rows import ROWS
 from ._dtypes import dtype_label
 from ._result_spec import rebuilt, sequence_spec
-from ._shown import said
+from ._shown import said, shown
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -133,24 +133,24 @@ def split_result(result: UserResult, fn: UserFunction, where: str) -> Rows:
         return rows
     adapter = adapter_for_array(result)
     if adapter is not None:  # (an array rows_of does not take)
-        refuse_lossy(adapter, result, f"fn={fn!r}'s result for {where}")
+        refuse_lossy(adapter, result, f"fn={shown(fn)}'s result for {where}")
     if isinstance(result, (tuple, list)) and result:
         named = [(f"[{i}]", v) for i, v in enumerate(result)]
     elif isinstance(result, Mapping) and result:
-        named = [(f"[{k!r}]", v) for k, v in result.items()]
+        named = [(f"[{shown(k)}]", v) for k, v in result.items()]
     else:
         msg = (
-            f"fn={fn!r} must return an array, or a non-empty tuple, list or dict "
+            f"fn={shown(fn)} must return an array, or a non-empty tuple, list or dict "
             f"of arrays; for {where} it returned {type(result).__qualname__}"
         )
         raise TypeError(msg)
     for label, leaf in named:
         adapter = adapter_for_array(leaf)
         if adapter is not None:
-            refuse_lossy(adapter, leaf, f"fn={fn!r}'s result{label} for {where}")
+            refuse_lossy(adapter, leaf, f"fn={shown(fn)}'s result{label} for {where}")
     label, leaf = next((k, v) for k, v in named if adapter_for_array(v) is None)
     msg = (
-        f"fn={fn!r} returned a non-array at {label} for {where}: "
+        f"fn={shown(fn)} returned a non-array at {label} for {where}: "
         f"{type(leaf).__qualname__}"
     )
     raise TypeError(msg)
@@ -209,7 +209,7 @@ def leaf_name(fn: UserFunction, spec: ResultSpec, i: int, where: str) -> str:
         label = f"[{spec[1][i]!r}]"
     else:
         label = f"[{i}]"
-    return f"fn={fn!r}'s result{label} for {where}"
+    return f"fn={shown(fn)}'s result{label} for {where}"
 
 
 def common_rows(arrays: tuple[Array, ...]) -> int:
@@ -221,7 +221,7 @@ def common_rows(arrays: tuple[Array, ...]) -> int:
     for i, a in enumerate(arrays):
         shape = getattr(a, "shape", None)
         if not shape:
-            msg = f"arrays[{i}] must be an array with at least one axis, got {a!r:.80}"
+            msg = f"arrays[{i}] must be an array with at least one axis, got {shown(a):.80}"
             raise TypeError(msg)
         if i == 0:
             n = shape[0]
@@ -230,7 +230,7 @@ def common_rows(arrays: tuple[Array, ...]) -> int:
             msg = f"arrays must share their axis-0 length, got lengths {lengths}"
             raise ValueError(msg)
     if not isinstance(n, int):
-        msg = f"arrays have an unknown axis-0 length ({n!r}); compute chunk sizes first"
+        msg = f"arrays have an unknown axis-0 length ({shown(n)}); compute chunk sizes first"
         raise ValueError(msg)  # noqa: TRY004 - dask NaN length
     return n
 
@@ -267,7 +267,7 @@ def refuse_traced(arrays: tuple[Array, ...], whole: Value, caller: str) -> None:
             (f"whole[{j}]", v) for j, v in enumerate(whole)
         ]
     else:
-        named = [(f"whole[{k!r}]", v) for k, v in whole.items()]
+        named = [(f"whole[{shown(k)}]", v) for k, v in whole.items()]
     for i, a in enumerate(arrays):
         named.insert(i, (f"arrays[{i}]", a))
     for name, a in named:
@@ -367,7 +367,9 @@ class Job:
             self.kwargs: dict[str, Array] = {}
         else:  # a mapping of keyword operands
             self.args = ()
-            self.kwargs = {k: self._move(v, f"whole[{k!r}]") for k, v in whole.items()}
+            self.kwargs = {
+                k: self._move(v, f"whole[{shown(k)}]") for k, v in whole.items()
+            }
 
     def _move(self, x: Array, name: str) -> Array:
         if self.backend is None or adapter_for_array(x) is None:

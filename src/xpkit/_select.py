@@ -244,13 +244,13 @@ def auto_select_backend(n_samples: int, n_features: int, cv: int = 1) -> Backend
 def _size(param: str, value: Value) -> int:
     """``value`` as a positive Python int: any integer (NumPy's too), not a bool."""
     if isinstance(value, (bool, np.bool_)):
-        msg = f"{param} must be an int, got {value!r}"
+        msg = f"{param} must be an int, got {shown(value)}"
         raise TypeError(msg)
     try:
         size = operator.index(value)
-    except TypeError:
-        msg = f"{param} must be an int, got {value!r}"
-        raise TypeError(msg) from None
+    except Exception as exc:  # noqa: BLE001 - (a type's own __index__ may raise any)
+        msg = f"{param} must be an int, got {shown(value)}"
+        raise TypeError(msg) from (None if type(exc) is TypeError else exc)
     if size < 1:
         msg = f"{param} must be positive, got {shown(value)}"
         raise ValueError(msg)

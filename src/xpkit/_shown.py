@@ -17,7 +17,9 @@ def shown(value: object) -> str:
     An int of more than `_SHOWN_DIGITS` digits is shown by its first
     digits and how many it has (Python refuses to print one of more than
     4300, and a message of thousands of digits tells nothing); a value
-    whose repr fails (a Fraction of such ints) by its type.
+    whose repr fails (a Fraction of such ints, a user's object whose
+    ``__repr__`` raises) by its type: the error it is quoted in is raised,
+    not the repr's.
     """
     if isinstance(value, int) and not isinstance(value, bool):
         number = int(value)
@@ -32,6 +34,8 @@ def shown(value: object) -> str:
         return repr(value)
     except ValueError:  # (a Fraction of ints past Python's 4300 digits)
         return f"a {value.__class__.__qualname__} too long to print"
+    except Exception:  # noqa: BLE001 - (a user's __repr__ that raises)
+        return f"a {value.__class__.__qualname__} (whose repr raised)"
 
 
 def said(exc: BaseException) -> str:

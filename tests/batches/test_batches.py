@@ -855,3 +855,24 @@ def test_an_interrupt_raised_while_an_oom_is_handled_is_not_retried(stop):
         xpkit.compute_oom_safe(fn, a)
     assert calls == [100, 100]
     assert not xpkit.is_oom_error(BaseExceptionGroup("g", [MemoryError(), stop()]))
+
+
+@pytest.mark.parametrize("executor", [None, "joblib"])
+@pytest.mark.parametrize(
+    "sizing",
+    [{}, {"bytes_per_item": 16.0}, {"bytes_per_item": 16.0, "budget_gb": 40 / 2**30}],
+    ids=["probe", "given", "batches"],
+)
+def test_a_stop_iteration_of_fn_propagates_as_itself(executor, sizing):
+    """The loop over batches is a generator, which made it a RuntimeError (PEP 479)."""
+    if executor == "joblib":
+        pytest.importorskip("joblib")
+
+    def fn(rows):
+        raise StopIteration("fn's own")
+
+    with pytest.raises(StopIteration, match="^fn's own$") as info:
+        xpkit.map_batches(
+            fn, np.ones((8, 2)), executor=executor, remember=False, **sizing
+        )
+    assert not isinstance(info.value.__context__, RuntimeError)

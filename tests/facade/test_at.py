@@ -837,3 +837,16 @@ def test_torch_updates_a_tensor_that_requires_grad_in_its_graph(copy):
     got.sum().backward()
     assert g.grad.tolist() == [0.0, 1.0, 1.0]  # (the set element's gradient is gone)
     assert g.tolist() == [0.0, 1.0, 2.0]
+
+
+def test_torch_updates_a_parameter_in_place_under_no_grad():
+    """As an optimizer updates weights: a review caught the update refused
+    (copy=False) or made on a copy (copy=None) under torch.no_grad."""
+    torch = pytest.importorskip("torch")
+    b = xpkit.Backend("torch", device="cpu")
+    w = torch.nn.Parameter(torch.zeros(3))
+    with torch.no_grad():
+        assert b.at(w, 0).set(1.0, copy=False) is w
+        assert b.at(w, 1).set(2.0) is w
+    assert w.tolist() == [1.0, 2.0, 0.0]
+    assert w.requires_grad

@@ -300,3 +300,56 @@ def test_at_checks_its_array_and_names_the_missing_package(monkeypatch):
     monkeypatch.setitem(sys.modules, "array_api_extra", None)
     with pytest.raises(ImportError, match="Backend.at needs array-api-extra"):
         b.at(np.ones(2), 0)
+
+
+class _NoRepr:
+    """A user's object whose repr raises (weights not loaded, say)."""
+
+    def __repr__(self) -> str:
+        msg = "repr of a half-made object"
+        raise RuntimeError(msg)
+
+
+class _CallableNoRepr(_NoRepr):
+    def __call__(self, rows):  # noqa: ARG002 - (a bug: fn returns nothing)
+        return None
+
+
+class _BadIndex:
+    def __index__(self) -> int:
+        msg = "an __index__ of its own that fails"
+        raise RuntimeError(msg)
+
+
+_RAISING_REPRS = {
+    "fn not callable": lambda: xpkit.map_batches(_NoRepr(), np.ones((4, 2))),
+    "fn returns None": lambda: xpkit.map_batches(_CallableNoRepr(), np.ones((4, 2))),
+    "arrays[0]": lambda: xpkit.map_batches(lambda r: r, _NoRepr()),
+    "budget_gb": lambda: xpkit.map_batches(
+        lambda r: r, np.ones((4, 2)), budget_gb=_NoRepr()
+    ),
+    "min_batch": lambda: xpkit.map_batches(
+        lambda r: r, np.ones((4, 2)), min_batch=_NoRepr()
+    ),
+    "compute_oom_safe fn": lambda: xpkit.compute_oom_safe(_NoRepr(), np.ones((4, 2))),
+    "fill_value": lambda: xpkit.Backend("numpy").full((2,), _NoRepr()),
+    "shape": lambda: xpkit.Backend("numpy").full(_NoRepr(), 1.0),
+    "backend": lambda: xpkit.Backend(_NoRepr()),
+    "resolve_backend": lambda: xpkit.resolve_backend(_NoRepr()),
+    "gb_to_bytes": lambda: xpkit.gb_to_bytes(_NoRepr()),
+    "n_items __index__": lambda: xpkit.auto_batch_size(_BadIndex(), 8, budget_gb=1),
+    "n_samples __index__": lambda: xpkit.auto_select_backend(_BadIndex(), 10),
+    "gb timedelta64": lambda: xpkit.gb_to_bytes(np.timedelta64(4)),
+    "fill_value datetime64": lambda: xpkit.Backend("numpy").full(
+        (2,), np.datetime64(1, "s")
+    ),
+}
+
+
+@pytest.mark.parametrize("call", _RAISING_REPRS.values(), ids=_RAISING_REPRS.keys())
+def test_a_value_whose_repr_or_index_raises_is_still_told_as_a_type_error(call):
+    """The repr's (or __index__'s) RuntimeError replaced the error that named
+    the parameter; NumPy's timedelta64 passed as a number of GB (it is a
+    numbers.Integral), a datetime64 fill was told as a bad dtype."""
+    with pytest.raises(TypeError, match=r"must be|is not|must return"):
+        call()

@@ -314,8 +314,11 @@ CRASH_CASES = {
         for target in ("array_api_strict", "jax", "dask"):
             if importlib.util.find_spec(target) is None:
                 continue
-            moved = xpkit.Backend(target).move(t)
-            assert xpkit.Backend(target).to_numpy(moved).tolist() == [0.0, 1.0, 2.0, 3.0]
+            there = xpkit.Backend(target)
+            moved = there.move(t)
+            assert there.to_numpy(moved).tolist() == [0.0, 1.0, 2.0, 3.0]
+            updated = there.at(moved, 0).set(9.0)  # (in place where it can be)
+            assert there.to_numpy(updated).tolist() == [9.0, 1.0, 2.0, 3.0]
         assert t.tolist() == [0.0, 1.0, 2.0, 3.0], t
     """,
 }

@@ -251,6 +251,11 @@ class Adapter:
         """
         return self.namespace().astype(x, dtype)
 
+    #: An update's value over the updated array's own memory is read whole
+    #: first (NumPy's assignment buffers it; a graph's is a new array);
+    #: False: `Backend.at` copies such a value first (torch refuses it).
+    reads_overlapping_values: ClassVar[bool] = True
+
     def is_missing_kernel(self, exc: BaseException) -> bool:
         """Whether ``exc``, raised by an operation whose operands and shapes fit, means no kernel.
 

@@ -29,6 +29,7 @@ the run raised that peak (else the meter says it could not see the call).
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
@@ -485,6 +486,8 @@ class _Warmed(PeakMeter):
 
 
 _WARMED_HOST: list[PeakMeter | None] = []
+if hasattr(os, "register_at_fork"):  # (a forked child's wraps its own host meter)
+    os.register_at_fork(after_in_child=_WARMED_HOST.clear)
 
 
 def warmed_host_meter() -> PeakMeter | None:

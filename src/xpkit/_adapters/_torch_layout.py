@@ -156,12 +156,15 @@ def tensor_on_host(x: Array, torch: ModuleType) -> HostArray:
     return np.asarray(t.resolve_conj().resolve_neg().numpy())
 
 
-def tensor_not_updatable(x: Array, inference_mode: bool, strided: bool) -> str | None:
+def tensor_not_updatable(
+    x: Array, inference_mode: bool, strided: bool, grad_enabled: bool = True
+) -> str | None:
     """Why ``x`` cannot be updated in place (``x[idx] = y``), or None.
 
     Its elements share memory (an update of one writes them all), a leaf
-    that requires grad (autograd refuses it; a tensor computed in a graph
-    is updated in the graph), an inference tensor outside inference mode
+    that requires grad where grad is on (``grad_enabled``: autograd refuses
+    it; under ``torch.no_grad`` it is how weights are updated; a tensor
+    computed in a graph is updated in the graph), an inference tensor outside inference mode
     (``inference_mode``: whether it is on), or it lies over read-only pages
     (a write ends the process). The answer completes "x is ...". None for
     one that is not ``strided`` (sparse: torch's own error).
@@ -170,7 +173,7 @@ def tensor_not_updatable(x: Array, inference_mode: bool, strided: bool) -> str |
         return None
     if overlaps_itself(x.shape, x.stride(), 1):
         return "a tensor whose elements share memory (an expand()ed view)"
-    if x.requires_grad and x.is_leaf:
+    if x.requires_grad and x.is_leaf and grad_enabled:
         return "a leaf tensor that requires grad (autograd refuses in-place updates)"
     if x.is_inference() and not inference_mode:
         return "an inference tensor (only torch.inference_mode may update it)"

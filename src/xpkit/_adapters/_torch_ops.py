@@ -78,12 +78,15 @@ def torch_fast_ops(xp: Namespace, torch: ModuleType) -> FastOps:
             except RuntimeError:
                 if a.dtype == b.dtype:
                     raise  # (shapes: the facade says which)
-            # mixed dtypes, which torch refuses (float32 with float16):
-            # promoted as the standard does (unsigned ints beside others:
-            # RuntimeError, which the facade tells as a TypeError)
-            dtype = result_type(a, b)
-            return native_matmul(a.to(dtype), b.to(dtype))
-        return compat_matmul(a, b)
+        elif not (isinstance(a, tensor) and isinstance(b, tensor)):
+            return compat_matmul(a, b)
+        elif a.dtype == b.dtype:  # (a Parameter, another subclass)
+            return native_matmul(a, b)
+        # mixed dtypes, which torch refuses (float32 with float16): promoted
+        # as the standard does (unsigned ints beside others: RuntimeError,
+        # which the facade tells as a TypeError)
+        dtype = result_type(a, b)
+        return native_matmul(a.to(dtype), b.to(dtype))
 
     def sort(x: Array, /, *, axis: int = -1) -> Array:
         if type(x) is tensor:  # (torch's argument parser charges for each arg)

@@ -50,6 +50,9 @@ class CupyAdapter(Adapter):
     label = "CuPy"
     dtype_prefixes = ("cupy", "cp")
     gpu_kinds = "CUDA"
+    #: Its assignment copies elementwise on the device, unbuffered: an
+    #: overlapping value is copied first (not verified on a GPU here).
+    reads_overlapping_values = False
     device_kinds = ("cuda",)
 
     def memory_extent(self, x: Array) -> Extent | None:

@@ -270,10 +270,15 @@ class TorchAdapter(Adapter):
         """Lazy conjugate and negative bits (DLPack drops them), zero strides."""
         return tensor_unshareable(x, x.layout is self._strided_layout())
 
+    #: ``x[1:] = x[:-1]``: "unsupported operation: some elements of the
+    #: input tensor and the written-to tensor refer to a single memory location".
+    reads_overlapping_values = False
+
     def update_refusal(self, x: Array) -> str | None:
         """Why ``at`` cannot update ``x`` in place (`tensor_not_updatable`), or None."""
-        strided = x.layout is self._strided_layout()
-        return tensor_not_updatable(x, _torch().is_inference_mode_enabled(), strided)
+        torch, strided = _torch(), x.layout is self._strided_layout()
+        modes = torch.is_inference_mode_enabled(), torch.is_grad_enabled()
+        return tensor_not_updatable(x, modes[0], strided, modes[1])
 
     def copy_to_update(self, x: Array) -> Array | None:
         """``x.clone()`` of one that requires grad (in its graph; ``asarray`` warns of it)."""

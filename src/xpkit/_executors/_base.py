@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .._adapters._registry import adapter_for_array
-from .._shown import said
+from .._shown import said, shown
 from .._typing import Array, TaskFuture, UserFunction
 
 if TYPE_CHECKING:
@@ -138,7 +138,7 @@ def check_sendable(fn: UserFunction, where: str) -> None:
         _pickler()(_Discard(), protocol=pickle.HIGHEST_PROTOCOL).dump(fn)
     except Exception as exc:  # noqa: BLE001 - any pickling failure
         msg = (
-            f"fn={fn!r} cannot be sent to {where} ({type(exc).__name__}: {exc}); "
+            f"fn={shown(fn)} cannot be sent to {where} ({type(exc).__name__}: {exc}); "
             "define it at module level, or install cloudpickle for lambdas "
             "and closures"
         )
