@@ -22,6 +22,7 @@ from array_api_compat import array_namespace
 
 from ._adapters._registry import adapter_for_array
 from ._dtypes import dtype_name
+from ._shown import shown
 
 if TYPE_CHECKING:
     from ._typing import Array, Value
@@ -65,12 +66,35 @@ def _plain_part(part: Value, name: str) -> Value:
         raise TypeError(msg)
     if isinstance(part, np.integer):
         return operator.index(part)
+    if isinstance(part, slice):  # (its bounds: ints, as every library's)
+        return slice(
+            *(_slice_bound(b, name) for b in (part.start, part.stop, part.step))
+        )
+    if isinstance(part, (str, bytes)):
+        msg = (
+            f"{name}={shown(part)} is not an index: give an integer, a slice, "
+            "..., an integer array or a boolean mask array"
+        )
+        raise TypeError(msg)
     adapter = adapter_for_array(part)  # (an array its library's functions misread)
     refused = None if adapter is None else adapter.refused_operand(part)
     if refused is not None:
         msg = f"{name} is {refused}"
         raise TypeError(msg)
     return part
+
+
+def _slice_bound(bound: Value, name: str) -> int | None:
+    """A slice's start, stop or step as an int (or None); a TypeError naming it else."""
+    if bound is None or type(bound) is int:
+        return bound
+    if not isinstance(bound, (bool, np.bool_)):
+        try:
+            return operator.index(bound)
+        except TypeError:
+            pass
+    msg = f"{name} is a slice of {shown(bound)}: its bounds and step must be integers"
+    raise TypeError(msg)
 
 
 #: Integer index dtypes every library takes as positions.

@@ -76,7 +76,7 @@ def host(x: Value, param: str) -> HostArray:
         if isinstance(x, (list, tuple)):
             refuse_lossy_data(x, param)  # (arrays in it, at any depth: their masks)
         try:
-            on_host = np.asarray(x)
+            on_host = _asarray_of_items(x)
         except (ValueError, TypeError) as exc:
             msg = f"{param} is not array-like (ragged or mixed nesting?): {exc}"
             raise ValueError(msg) from None
@@ -90,6 +90,29 @@ def host(x: Value, param: str) -> HostArray:
     if not on_host.flags.writeable:  # read-only views (e.g. of JAX arrays)
         on_host = on_host.copy()
     return on_host
+
+
+def _asarray_of_items(x: Value) -> HostArray:
+    """``np.asarray(x)``; where an array in a list refuses NumPy, each on the host first.
+
+    torch's ``__array__`` refuses a tensor that requires grad or has a lazy
+    conjugate or negative bit (RuntimeError), which `to_host` converts.
+    """
+    try:
+        return np.asarray(x)
+    except (ValueError, TypeError):
+        raise
+    except Exception:  # (a library's own error from its __array__)
+        if not isinstance(x, (list, tuple)):
+            raise
+    return np.asarray(_items_on_host(x))
+
+
+def _items_on_host(x: Value) -> Value:
+    """``x`` with every array in it (in lists and tuples, at any depth) on the host."""
+    if isinstance(x, (list, tuple)):
+        return [_items_on_host(item) for item in x]
+    return x if adapter_for_array(x) is None else to_host(x, "x")
 
 
 #: The first int past int64: NumPy makes a list that holds one beside

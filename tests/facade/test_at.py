@@ -850,3 +850,29 @@ def test_torch_updates_a_parameter_in_place_under_no_grad():
         assert b.at(w, 1).set(2.0) is w
     assert w.tolist() == [1.0, 2.0, 0.0]
     assert w.requires_grad
+
+
+@pytest.mark.parametrize(
+    ("idx", "match"),
+    [
+        (slice(0, 1.5), r"^idx is a slice of 1\.5: its bounds"),
+        (slice(0.0, 2), r"^idx is a slice of 0\.0: its bounds"),
+        (slice(0, 2, 1.0), r"^idx is a slice of 1\.0: its bounds"),
+        ("a", r"^idx='a' is not an index"),
+        ((0, "a"), r"^idx\[1\]='a' is not an index"),
+    ],
+)
+def test_a_slice_of_floats_or_a_string_index_is_a_type_error_everywhere(
+    xpkit_backend, idx, match
+):
+    """ndonnx raised AttributeError, Dask IndexError, NumPy IndexError for a string."""
+    b = xpkit_backend
+    x = b.asarray(np.arange(4.0))
+    with pytest.raises(TypeError, match=match):
+        b.at(x, idx).set(9.0)
+    assert _host(b, b.at(x, slice(np.int64(1), 3)).set(9.0, copy=True)).tolist() == [
+        0.0,
+        9.0,
+        9.0,
+        3.0,
+    ]

@@ -866,3 +866,25 @@ def test_operations_refuse_a_sparse_or_quantized_tensor_by_name(layout):
             call()
     values, _ = b.top_k(dense, 1)  # (a dense one passes)
     assert values.tolist() == [[3.0], [5.0]]
+
+
+def test_a_list_of_tensors_numpy_cannot_take_converts_on_every_backend(xpkit_backend):
+    """torch's __array__ refuses a tensor that requires grad or has a lazy
+    conjugate or negative bit (RuntimeError); alone each converted, in a list
+    it raised."""
+    torch = pytest.importorskip("torch")
+    b = xpkit_backend
+    z = torch.tensor([1 + 2j])
+    cases = [
+        ([torch.tensor(1.5, requires_grad=True)], [1.5]),
+        ([z.conj()], [[1 - 2j]]),
+        ([[z.conj().imag]], [[[-2.0]]]),
+    ]
+    for value, want in cases:
+        try:
+            got = b.asarray(value)
+        except TypeError as exc:  # (a dtype the device does not hold)
+            assert "complex" in str(exc), exc
+            continue
+        assert b.to_numpy(got).tolist() == want
+    assert b.to_numpy([torch.tensor(1.5, requires_grad=True)]).tolist() == [1.5]

@@ -592,3 +592,13 @@ def test_copy_false_refuses_a_move_that_narrows():
         moved = b.move(np.arange(8.0))  # (copy=None narrows, every value kept)
         np.testing.assert_array_equal(b.to_numpy(moved), np.arange(8.0))
         assert b.dtype_to_str(moved.dtype) == "float32"
+
+
+@pytest.mark.parametrize("dst", ["torch", "array_api_strict"])
+@pytest.mark.parametrize("shape", [(0, 3), (2, 0), (0, 3, 4)])
+def test_an_array_of_no_elements_moves_without_a_copy(dst, shape):
+    """NumPy 2 gives it zero strides: copy=False refused it as a broadcast view."""
+    target = _cpu_backend(dst)
+    empty = np.empty(shape)
+    moved = target.move(empty, copy=False)
+    assert tuple(moved.shape) == shape

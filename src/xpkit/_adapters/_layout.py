@@ -56,6 +56,8 @@ def host_unshareable(host: HostArray) -> Unshareable | None:
     layouts another library cannot view as they are; a read-only array may
     be shared only with a library that keeps it read-only.
     """
+    if host.size == 0:  # (no element to view: NumPy 2 gives it zero strides)
+        return None
     if not host.dtype.isnative:
         return Unshareable("has byte-swapped values", read_only=False)
     size = host.dtype.itemsize
