@@ -142,7 +142,7 @@ def test_full_bad_shape(shape, exc):
 
 def test_full_bad_fill_value():
     with pytest.raises(
-        TypeError, match=r"fill_value must be a Python or NumPy scalar, got \[1\]"
+        TypeError, match=r"fill_value must be a Python or NumPy number, got \[1\]"
     ):
         xpkit.Backend("numpy").full(2, [1])
 
