@@ -497,6 +497,9 @@ def test_a_meta_tensor_is_refused_by_name():
     ):
         with pytest.raises(TypeError, match="x is a meta tensor.*no values"):
             convert(meta)
+    for backend in ("numpy", "torch"):  # (to_cpu raised torch's NotImplementedError)
+        with pytest.raises(TypeError, match="^array is a meta tensor.*no values"):
+            xpkit.Backend(backend).to_cpu(meta)
 
 
 def test_a_library_whose_from_dlpack_takes_no_device_still_shares(monkeypatch):

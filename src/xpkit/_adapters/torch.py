@@ -259,7 +259,10 @@ class TorchAdapter(Adapter):
         return tensor_extent(x)
 
     def to_cpu(self, x: Array) -> Array:
-        """``tensor.cpu()``."""
+        """``tensor.cpu()``; a meta tensor has no values to move (TypeError)."""
+        if x.device.type == "meta":  # (torch: NotImplementedError)
+            msg = "array is a meta tensor: it has a shape and a dtype but no values"
+            raise TypeError(msg)
         return x.cpu()
 
     #: torch has no read-only tensors.
