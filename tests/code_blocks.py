@@ -93,7 +93,13 @@ def run_block(
         (folder / "pytest.ini").write_text("[pytest]\nfilterwarnings = error\n")
         script = folder / "test_example.py"
         argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
-        argv += ["-p", "no:xdist", str(script)]
+        # without xdist's, zarr's and (where the block never names it)
+        # Hypothesis's plugins: the last two import for 0.7 s each, and
+        # xpkit's plugin reads none of them
+        argv += ["-p", "no:xdist", "-p", "no:zarr"]
+        if "hypothesis" not in block.code:
+            argv += ["-p", "no:hypothesispytest"]
+        argv.append(str(script))
     else:
         script = folder / "example.py"
         argv = [sys.executable, str(script)]

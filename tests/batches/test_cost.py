@@ -21,6 +21,9 @@ from xpkit._adapters import get_adapter
 from xpkit._cost_model import Cost
 
 PAGE = 4096
+#: The costliest of the measurements in a child (each over 10 s on two
+#: cores): `python -m pytest -m slow` runs them, as CI does.
+SLOW = pytest.mark.slow
 
 #: The child: the plan of a case, then the true peak of fn at its batch size.
 _TRUE_PEAK = """
@@ -519,12 +522,12 @@ print(json.dumps({"batch": plan.batch_size, "true": true,
         ("topk", 2e6, 20_000),
         # a whole operand in 2,000 chunks that every batch reduces: its
         # tasks count (0.81 of the true peak when they counted nothing)
-        ("whole sum", 2e7, None),
+        pytest.param("whole sum", 2e7, None, marks=SLOW),
         # and with every batch in 100 chunks across: each result's set in
         # the scheduler's ordering holds the whole operand's 2,000 chunks
         # (66 kB a result; planned at 1.55 times the budget when the
         # ordering counted 11 bytes a link)
-        ("whole sum straddling", 5e7, [50, 2]),
+        pytest.param("whole sum straddling", 5e7, [50, 2], marks=SLOW),
         # a batch that ends within a chunk, added to its rows reversed: Dask
         # cuts both to their common chunks (three times the tasks of a batch
         # of whole chunks; planned at 2.14 times the budget, over chunks of
@@ -596,6 +599,7 @@ print(json.dumps({"batch": plan.batch_size, "peak": tracemalloc.get_traced_memor
 """
 
 
+@SLOW
 def test_planning_a_dask_graph_whose_results_read_a_whole_operand_holds_little():
     """Counting the ordering's sets does not hold them (its own peak within the budget).
 
@@ -631,7 +635,7 @@ def test_a_dask_graph_s_first_chunk_along_the_rows_counts_its_tasks():
     [
         # w.sum() over 2,000 chunks holds 14 MB in every batch: planned at
         # 6,322 rows and 2.8 times the budget, silently, when it counted nothing
-        ("whole sum", 5e6, None),
+        pytest.param("whole sum", 5e6, None, marks=SLOW),
         # an input in 400,000 chunks: each batch's compute walks all of
         # them (25 MB): planned at 66 rows and 2.7 times the budget
         ("twice plus one", 1e7, [5, 2]),
