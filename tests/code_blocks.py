@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import os
 import re
 import subprocess
 import sys
@@ -85,6 +86,21 @@ def missing_modules(code: str) -> list[str]:
     return sorted(n for n in names if importlib.util.find_spec(n) is None)
 
 
+def plugins_left_out(code: str) -> list[str]:
+    """``-p no:...`` options for an inner pytest run of ``code``.
+
+    zarr's pytest plugin (``zarr.testing``, for zarr's own suite) and, where
+    ``code`` never names Hypothesis, Hypothesis's: importing each takes
+    0.7 s of every inner run, about a minute of the default run. The inner
+    run then sees what a user without them sees; xpkit's plugin reads
+    neither.
+    """
+    left_out = ["-p", "no:zarr"]
+    if "hypothesis" not in code:
+        left_out += ["-p", "no:hypothesispytest"]
+    return left_out
+
+
 def run_block(
     block: Block, folder: Path, timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
@@ -93,19 +109,16 @@ def run_block(
         (folder / "pytest.ini").write_text("[pytest]\nfilterwarnings = error\n")
         script = folder / "test_example.py"
         argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
-        # without xdist's, zarr's and (where the block never names it)
-        # Hypothesis's plugins: the last two import for 0.7 s each, and
-        # xpkit's plugin reads none of them
-        argv += ["-p", "no:xdist", "-p", "no:zarr"]
-        if "hypothesis" not in block.code:
-            argv += ["-p", "no:hypothesispytest"]
-        argv.append(str(script))
+        argv += ["-p", "no:xdist", str(script)]
     else:
         script = folder / "example.py"
         argv = [sys.executable, str(script)]
     script.write_text(block.code, encoding="utf-8")
+    # (a script of the block may run pytest too: PYTEST_ADDOPTS reaches it)
+    addopts = " ".join(plugins_left_out(block.code))
     return subprocess.run(
         argv,
+        env={**os.environ, "PYTEST_ADDOPTS": addopts},
         cwd=folder,
         capture_output=True,
         text=True,

@@ -89,21 +89,16 @@ def pytest_collection_modifyitems(
 
 @pytest.fixture
 def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """pytest's ``pytester``, its inner runs without two plugins xpkit's tests skip.
+    """pytest's ``pytester``, its inner runs without the plugins xpkit's tests
+    leave out (`code_blocks.plugins_left_out`, for what its files hold)."""
+    from code_blocks import plugins_left_out
 
-    zarr's pytest plugin (``zarr.testing``, for zarr's own suite) and, where
-    the inner test files never name Hypothesis, Hypothesis's: importing each
-    takes 0.7 s of every inner run, about a minute of the default run. The
-    inner run then sees what a user without them has; xpkit's plugin does
-    not read either.
-    """
     run = pytester.runpytest_subprocess
 
     def without_unread_plugins(*args: Any, timeout: float | None = None) -> Any:
         files = [p for p in pytester.path.rglob("*") if p.suffix in (".py", ".ini")]
-        named = any("hypothesis" in p.read_text() for p in files)
-        skipped = ["-p", "no:zarr"] + ([] if named else ["-p", "no:hypothesispytest"])
-        return run(*skipped, *args, timeout=timeout)
+        code = "\n".join(p.read_text() for p in files)
+        return run(*plugins_left_out(code), *args, timeout=timeout)
 
     monkeypatch.setattr(pytester, "runpytest_subprocess", without_unread_plugins)
     return pytester
