@@ -50,6 +50,15 @@ def _fn_structure_changes(x):
     return (x, x) if x[0, 0] == 0 else x
 
 
+def _torch_or_numpy_one(n):
+    """``[n]``: a torch tensor of shape (1,) where torch is installed."""
+    try:
+        import torch
+    except ImportError:
+        return np.array([n])
+    return torch.tensor([n])
+
+
 def _zero_rows_none(x):
     return None
 
@@ -233,6 +242,11 @@ ONCE: dict[str, Row] = {
         lambda: xpkit.auto_batch_size(1.5, 8.0, budget_gb=1.0),
         TypeError,
         "n_items must be an int, got 1.5",
+    ),
+    "batch n_items an array of one": Row(  # (torch's __index__ takes it)
+        lambda: xpkit.auto_batch_size(_torch_or_numpy_one(10), 8.0, budget_gb=1.0),
+        TypeError,
+        "n_items must be an int, got ",
     ),
     "batch n_items bool": Row(
         lambda: xpkit.auto_batch_size(True, 8.0, budget_gb=1.0),

@@ -241,6 +241,21 @@ def check_positive(param: str, value: Value, *, allow_zero: bool = False) -> flo
     return float(value)
 
 
+def as_index(param: str, value: Value) -> int:
+    """``operator.index(value)``, or a TypeError naming ``param``.
+
+    An array with axes is refused though it holds one integer: torch's
+    ``__index__`` takes ``tensor([2])`` (NumPy's refuses ``array([2])``).
+    """
+    try:
+        if getattr(value, "shape", None):  # (a 0-d array's shape is ())
+            raise TypeError
+        return operator.index(value)
+    except Exception as exc:  # noqa: BLE001 - (a type's own __index__ may raise any)
+        msg = f"{param} must be an int, got {shown(value)}"
+        raise TypeError(msg) from (None if type(exc) is TypeError else exc)
+
+
 def check_count(param: str, value: Value, minimum: int = 1) -> int:
     """``value`` as an int of at least ``minimum``, 1 or 0 (bools refused)."""
     if value.__class__ is int and value >= minimum:  # the common case, at once
@@ -249,11 +264,7 @@ def check_count(param: str, value: Value, minimum: int = 1) -> int:
         msg = f"{param} must be an int, got {shown(value)}"
         raise TypeError(msg)
     if not isinstance(value, int):
-        try:
-            value = operator.index(value)
-        except Exception as exc:  # noqa: BLE001 - (a type's own __index__ may raise any)
-            msg = f"{param} must be an int, got {shown(value)}"
-            raise TypeError(msg) from (None if type(exc) is TypeError else exc)
+        value = as_index(param, value)
     if value < minimum:
         kind = "a positive" if minimum == 1 else "a non-negative"
         msg = f"{param} must be {kind} int, got {shown(value)}"

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import operator
 import platform
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from ._adapters._registry import ADAPTERS
+from ._args import as_index
 from ._backend import Backend, coerce_backend
 from ._resolve import find_gpus, key_of
 from ._shown import shown
@@ -246,11 +246,7 @@ def _size(param: str, value: Value) -> int:
     if isinstance(value, (bool, np.bool_)):
         msg = f"{param} must be an int, got {shown(value)}"
         raise TypeError(msg)
-    try:
-        size = operator.index(value)
-    except Exception as exc:  # noqa: BLE001 - (a type's own __index__ may raise any)
-        msg = f"{param} must be an int, got {shown(value)}"
-        raise TypeError(msg) from (None if type(exc) is TypeError else exc)
+    size = as_index(param, value)
     if size < 1:
         msg = f"{param} must be positive, got {shown(value)}"
         raise ValueError(msg)

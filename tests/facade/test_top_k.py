@@ -182,6 +182,18 @@ def test_k_may_be_a_numpy_integer(xpkit_backend):
     check(b, np.array([4, 1, 3], dtype=np.int32), np.int64(2), 0, "largest")
 
 
+def test_k_may_be_an_integer_of_no_axes_not_one_with_axes(xpkit_backend):
+    """A 0-d integer array is a count; one of shape (1,) is refused on every
+    backend (torch's ``__index__`` took ``tensor([2])``, NumPy's refuses)."""
+    b = xpkit_backend
+    x = b.asarray(np.array([4, 1, 3], dtype=np.int32))
+    k = b.asarray(np.array([2], dtype=np.int32))
+    with pytest.raises(TypeError, match=r"k must be an int, got "):
+        b.top_k(x, k)
+    values, _ = b.top_k(x, k[0])
+    assert b.to_numpy(values).tolist() == [4, 3]
+
+
 def test_torch_takes_topk_and_a_sort_where_topk_has_no_kernel(monkeypatch):
     """torch 2.13's CPU ``topk`` and ``gather`` have no uint16/32/64 kernels."""
     torch = pytest.importorskip("torch")
