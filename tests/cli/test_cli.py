@@ -143,6 +143,8 @@ def test_info_exits_non_zero_when_the_scheduler_is_unreachable():
         ("nonsense", "ValueError: missing port number in address 'nonsense'"),
         ("tcp://[::1", "ValueError: invalid address '[::1'"),
         ("tcp://127.0.0.1:1", "ConnectionRefusedError"),
+        # (gathered everything, Dask's own ValueError last, then a traceback)
+        ("inproc://x", "ValueError: not enough values to unpack"),
     ],
 )
 def test_info_tells_a_bad_scheduler_address_without_making_a_client(
@@ -161,6 +163,26 @@ def test_info_tells_a_bad_scheduler_address_without_making_a_client(
     err = capsys.readouterr().err
     assert err.startswith(
         f"xpkit info: the scheduler {address} is not reachable: {why}"
+    )
+
+
+def test_an_in_process_address_is_reachable_where_its_scheduler_listens(capsys):
+    """In another process, or once its scheduler is gone, nothing listens."""
+    distributed = pytest.importorskip("distributed")
+    from xpkit._info import scheduler_problem
+
+    with distributed.LocalCluster(
+        n_workers=0, processes=False, dashboard_address=":0"
+    ) as cluster:
+        address = cluster.scheduler_address
+        assert address.startswith("inproc://")
+        assert scheduler_problem(address) is None
+    out = io.StringIO()
+    assert main(["info", "--scheduler", address], out=out) == 1
+    assert out.getvalue() == ""
+    assert capsys.readouterr().err.startswith(
+        f"xpkit info: the scheduler {address} is not reachable: "
+        f"nothing listens at {address} in this process"
     )
 
 

@@ -93,6 +93,8 @@ def test_environment_variable_narrows_the_backends(pytester, monkeypatch):
         ("numpy,tensorflow", "*names unknown backends ?'tensorflow'?*"),
         # (every test was skipped, "got empty parameter set", and the run passed)
         ("numpy,-numpy", "*selects no variant: numpy,-numpy leaves out all*"),
+        # (commas alone ran every variant, and hid XPKIT_BACKENDS)
+        (",", "*--xpkit-backends names no backend: ','*"),
     ],
 )
 def test_a_selection_that_names_or_leaves_nothing_is_a_usage_error(
@@ -104,6 +106,16 @@ def test_a_selection_that_names_or_leaves_nothing_is_a_usage_error(
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([said])
+
+
+def test_an_environment_variable_of_commas_alone_is_a_usage_error(
+    pytester, monkeypatch
+):
+    monkeypatch.setenv("XPKIT_BACKENDS", " , ")
+    pytester.makepyfile(test_user=USER_TEST)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*XPKIT_BACKENDS names no backend: ' , '*"])
 
 
 def test_a_backend_this_machine_lacks_is_not_called_unknown(pytester, monkeypatch):

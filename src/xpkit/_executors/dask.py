@@ -91,6 +91,8 @@ def unreachable_scheduler(address: str, timeout: float) -> str | None:
     addressing = importlib.import_module("distributed.comm.addressing")
     try:
         scheme, location = addressing.parse_address(address)
+        if scheme == "inproc":
+            return _no_inproc_scheduler(address, location)
         if scheme not in ("tcp", "tls"):
             return None
         host, port = addressing.parse_host_port(location)
@@ -101,6 +103,24 @@ def unreachable_scheduler(address: str, timeout: float) -> str | None:
     except OSError as exc:
         return f"{type(exc).__name__}: {exc}"
     return None if scheme == "tls" else _not_a_scheduler(address, timeout)
+
+
+def _no_inproc_scheduler(address: str, location: str) -> str | None:
+    """Why nothing listens at ``inproc://`` ``location``; None: a scheduler may.
+
+    An in-process address is answered in its own process only (``xpkit
+    info`` in another got Dask's unpacking ``ValueError`` after gathering
+    everything else, and a ``Client`` that timed out as it was collected).
+    """
+    inproc = importlib.import_module("distributed.comm.inproc")
+    try:  # (its host, this process's id and a number; ValueError otherwise)
+        listening = inproc.global_manager.get_listener_for(location)
+    except ValueError as exc:
+        form = "inproc://<host>/<process id>/<n>, in its own process"
+        return f"ValueError: {exc} (an in-process address is {form})"
+    if listening is None:
+        return f"nothing listens at {address} in this process"
+    return None
 
 
 def _not_a_scheduler(address: str, timeout: float) -> str | None:

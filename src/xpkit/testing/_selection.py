@@ -29,8 +29,13 @@ ENV_VAR = "XPKIT_BACKENDS"
 
 def selected_names(config: pytest.Config) -> list[str] | None:
     """The names ``--xpkit-backends`` (or `ENV_VAR`) gives; None: every variant."""
-    raw = config.getoption("xpkit_backends") or os.environ.get(ENV_VAR, "")
+    given = config.getoption("xpkit_backends")
+    raw = given or os.environ.get(ENV_VAR, "")
     names = [n.strip() for n in raw.split(",") if n.strip()]
+    if not names and raw.strip():  # (commas alone: a mistake, not "every variant")
+        where = "--xpkit-backends" if given else ENV_VAR
+        msg = f"{where} names no backend: {raw!r}"
+        raise pytest.UsageError(msg)
     return names or None
 
 
