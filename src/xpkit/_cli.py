@@ -20,6 +20,7 @@ from ._check import run_checks
 from ._demo import MIN_SAMPLES, each_backend, nothing_ran_message, run_demo
 from ._dtypes import PrecisionWarning
 from ._info import collect_info, print_info, scheduler_problem
+from ._memory import configured_budget_gb
 from ._select import backend_inventory
 from ._shown import said
 from ._version import __version__
@@ -333,6 +334,8 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     try:
         if stream is None:  # (started with stdout closed: ``xpkit info >&-``)
             raise OSError(errno.EBADF, "standard output is closed")
+        if args.command in _READS_THE_BUDGET:  # (told before any work)
+            configured_budget_gb()  # ValueError: a setting that is not a budget
         status = func(args, stream)
         stream.flush()  # (a write that fails, fails here, not at the exit)
     except BrokenPipeError:
@@ -352,6 +355,10 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
         return 1
     return status
 
+
+#: The commands that run the memory layer, and so read ``XPKIT_MEMORY_BUDGET_GB``
+#: (`check` passed and `info` exited 0 with one that is not a number).
+_READS_THE_BUDGET = frozenset({"check", "info", "demo"})
 
 #: The errors of writing the output, which the command names, not raises.
 _OUTPUT_ERRNOS = frozenset({errno.EBADF, errno.ENOSPC, errno.EIO, errno.EDQUOT})

@@ -632,6 +632,17 @@ def _xpkit(*argv: str, env: dict[str, str] | None = None, stdout=subprocess.PIPE
             None,
             "xpkit demo: one item requires",
         ),
+        # (check passed, and info exited 0, the error inside its table)
+        (
+            ("check", "--backends", "numpy"),
+            {"XPKIT_MEMORY_BUDGET_GB": "-1"},
+            "xpkit check: XPKIT_MEMORY_BUDGET_GB must be a finite positive number",
+        ),
+        (
+            ("info",),
+            {"XPKIT_MEMORY_BUDGET_GB": "nan"},
+            "xpkit info: XPKIT_MEMORY_BUDGET_GB must be a finite positive number",
+        ),
     ],
 )
 def test_a_setting_met_while_running_is_a_message_not_a_traceback(argv, env, said):

@@ -50,6 +50,12 @@ def expected_cpu_ids() -> set[str]:
     return ids
 
 
+def written_wrong(result: pytest.RunResult, said: str) -> None:
+    """The run ended as a usage error saying ``said`` (a glob), no test run."""
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    result.stderr.fnmatch_lines([f"ERROR: *{said}*"])
+
+
 def passed_ids(result: pytest.RunResult) -> set[str]:
     return set(re.findall(r"test_sum\[([\w-]+)\] PASSED", result.stdout.str()))
 
@@ -106,6 +112,19 @@ def test_a_selection_that_names_or_leaves_nothing_is_a_usage_error(
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([said])
+
+
+def test_the_option_given_twice_adds_the_second_to_the_first(pytester, monkeypatch):
+    """The second took the first's place, silently."""
+    needs("array_api_strict")
+    monkeypatch.setenv("XPKIT_BACKENDS", "torch-cpu")  # (the option takes its place)
+    pytester.makepyfile(test_user=USER_TEST)
+    result = pytester.runpytest_subprocess(
+        "-v", "-p", "no:cacheprovider", "--xpkit-backends=numpy",
+        "--xpkit-backends=array_api_strict",
+    )  # fmt: skip
+    assert result.ret == pytest.ExitCode.OK
+    assert passed_ids(result) == {"numpy", "array_api_strict"}
 
 
 def test_an_environment_variable_of_commas_alone_is_a_usage_error(
@@ -320,7 +339,7 @@ def test_marker_without_reason_is_an_error(pytester):
     result = pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", "--xpkit-backends=numpy"
     )
-    result.stdout.fnmatch_lines(["*xpkit_skip needs a reason*"])
+    written_wrong(result, "xpkit_skip needs a reason")
 
 
 def test_marker_with_unknown_backend_is_an_error(pytester):
@@ -336,7 +355,7 @@ def test_marker_with_unknown_backend_is_an_error(pytester):
     result = pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", "--xpkit-backends=numpy"
     )
-    result.stdout.fnmatch_lines(["*xpkit_skip names unknown backend 'tensorflw'*"])
+    written_wrong(result, "xpkit_skip names unknown backend 'tensorflw'")
 
 
 def test_strictest_variant_switches_flags_for_the_test_only(pytester):
@@ -397,10 +416,10 @@ def test_requires_marker_refuses_an_unknown_capability(pytester):
         """
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
-    assert result.ret != 0
-    assert (
-        "xpkit_requires names ['fft']; capabilities: linalg, data_dependent_shapes, "
-        "float64" in (result.stdout.str() + result.stderr.str())
+    written_wrong(
+        result,
+        "xpkit_requires names ?'fft'?; capabilities: linalg, data_dependent_shapes, "
+        "float64",
     )
 
 
@@ -786,6 +805,13 @@ def _marks(decorator, param_id="numpy"):
         ),
         (pytest.mark.xpkit_skip("*-compiled", reason="r"), "'\\*-compiled'"),
         (pytest.mark.xpkit_skip("torch-cuda:1", reason="r"), "'torch-cuda:1'"),
+        # (a list second was the reason: xpkit_only ran torch-cpu nowhere)
+        (
+            pytest.mark.xpkit_only(["numpy"], ["torch"]),
+            "the reason must be a string, got \\['torch'\\]",
+        ),
+        (pytest.mark.xpkit_skip("numpy", reason=5), "must be a string, got 5"),
+        (pytest.mark.xpkit_cpu_only(reason=5), "needs a reason \\(a string\\), got 5"),
     ],
 )
 def test_a_marker_written_wrong_is_a_usage_error(decorator, message):
@@ -793,6 +819,42 @@ def test_a_marker_written_wrong_is_a_usage_error(decorator, message):
     backend taken as the reason, condition=False skipping all the same)."""
     with pytest.raises(pytest.UsageError, match=message):
         _marks(decorator)
+
+
+def test_a_marker_written_wrong_ends_the_run_as_a_usage_error(pytester):
+    """It was a collection error: pytest's traceback, and exit status 1, as
+    a failing test's."""
+    pytester.makepyfile(
+        test_user="""
+import pytest
+
+@pytest.mark.xpkit_skip(["NumPy"], reason="r")
+def test_skipped(xpkit_backend):
+    pass
+
+def test_plain():
+    pass
+"""
+    )
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--xpkit-backends=numpy"
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: @pytest.mark.xpkit_skip names unknown backend 'NumPy'*"]
+    )
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    assert "ERROR collecting" not in result.stdout.str()
+    # pytest-xdist: a worker's collection error, as before (a usage error
+    # raised after a worker's collection is xdist's INTERNALERROR)
+    workers = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--xpkit-backends=numpy", "-n", "1"
+    )
+    assert workers.ret == pytest.ExitCode.TESTS_FAILED
+    assert "INTERNALERROR" not in workers.stdout.str() + workers.stderr.str()
+    workers.stdout.fnmatch_lines(
+        ["*UsageError: @pytest.mark.xpkit_skip names unknown*"]
+    )
 
 
 def test_xpkit_xfail_hands_raises_and_run_to_pytest():
@@ -848,10 +910,7 @@ def test_a_misspelt_variant_id_in_a_marker_is_a_usage_error(pytester):
     result = pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", "--xpkit-backends=numpy"
     )
-    assert result.ret != pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(
-        ["*xpkit_only names unknown backend 'torch-cpu-compiled'*"]
-    )
+    written_wrong(result, "xpkit_only names unknown backend 'torch-cpu-compiled'")
 
 
 OVERRIDDEN = """
@@ -1002,5 +1061,4 @@ def test_marked(xpkit_backend):
 """
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
-    assert result.ret != pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(["*xpkit_cpu_only needs a reason*"])
+    written_wrong(result, "xpkit_cpu_only needs a reason")

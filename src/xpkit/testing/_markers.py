@@ -38,10 +38,12 @@ from ._variants import (
 
 __all__ = [
     "MARKER_LINES",
+    "hold_written_wrong",
     "mark_parametrized",
     "mark_thread_unsafe",
     "marks_for",
     "param_marks",
+    "raise_written_wrong",
 ]
 
 #: The markers that skip or xfail a test on some variants.
@@ -145,8 +147,8 @@ def marks_for(
             marks.append(pytest.mark.skip(reason=_reason(mark, "xpkit_skip")))
         elif mark.name == "xpkit_cpu_only":
             reason = mark.kwargs.get("reason") or (mark.args[0] if mark.args else "")
-            if not reason:  # (on every machine: not first where a GPU is)
-                msg = "@pytest.mark.xpkit_cpu_only needs a reason"
+            if not reason or not isinstance(reason, str):  # (on every machine)
+                msg = f"@pytest.mark.xpkit_cpu_only needs a reason (a string), got {reason!r}"
                 raise pytest.UsageError(msg)
             if param.on_gpu:
                 marks.append(pytest.mark.skip(reason=f"{param.id}: {reason}"))
@@ -181,6 +183,29 @@ _TAKES = {
 }
 
 
+#: The first marker written wrong, met while parametrizing: a usage error at
+#: the end of the collection (raised there, it was a collection error, with
+#: pytest's traceback and exit status 1, as a failing test's).
+_WRITTEN_WRONG = pytest.StashKey[pytest.UsageError]()
+
+
+def hold_written_wrong(config: pytest.Config, error: pytest.UsageError) -> None:
+    """Keep ``error`` for `raise_written_wrong`; in a pytest-xdist worker, raise it.
+
+    (A usage error after a worker's collection is xdist's INTERNALERROR; in
+    its collection, a collection error, as before.)
+    """
+    if hasattr(config, "workerinput"):
+        raise error
+    config.stash.setdefault(_WRITTEN_WRONG, error)
+
+
+def raise_written_wrong(config: pytest.Config) -> None:
+    """The usage error `hold_written_wrong` kept, if any."""
+    if _WRITTEN_WRONG in config.stash:
+        raise config.stash[_WRITTEN_WRONG]
+
+
 def _check_written(mark: pytest.Mark) -> None:
     """UsageError for a marker written so that it would not do what it says.
 
@@ -207,6 +232,13 @@ def _check_written(mark: pytest.Mark) -> None:
         )
         raise pytest.UsageError(msg)
     second = mark.args[1] if len(mark.args) == 2 else None
+    reason = mark.kwargs.get("reason", second)
+    if reason is not None and not isinstance(reason, str):  # (a list: more backends?)
+        msg = (
+            f"@pytest.mark.{mark.name}: the reason must be a string, got "
+            f"{reason!r}; name several backends in one list, first"
+        )
+        raise pytest.UsageError(msg)
     if isinstance(second, str) and is_backend(second):
         msg = (
             f"@pytest.mark.{mark.name}({mark.args[0]!r}, {second!r}): the second "

@@ -63,10 +63,12 @@ from ._lazy import (
 )
 from ._markers import (
     MARKER_LINES,
+    hold_written_wrong,
     mark_parametrized,
     mark_thread_unsafe,
     marks_for,
     param_marks,
+    raise_written_wrong,
 )
 from ._running import forget_loosened, loosened, running_on
 from ._selection import ENV_VAR, check_selection, none_chosen, selected_names
@@ -137,13 +139,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--xpkit-backends",
         dest="xpkit_backends",
+        action="append",
         default=None,
         help=(
             "comma-separated variants for the xpkit_backend fixture: ids as the "
             "test ids show them (<key>-<device>[-<mode>]), patterns with * "
             f"(*-{'{mode}'}), or library keys ({','.join(ADAPTERS)}) that are no "
             "variant's id (all of the library's variants); all: every variant; "
-            f"-<name> leaves out what <name> selects (all,-<key>); env var {ENV_VAR}"
+            f"-<name> leaves out what <name> selects (all,-<key>); repeated, each "
+            f"adds to the others; env var {ENV_VAR}"
         ),
     )
     group.addoption(
@@ -221,6 +225,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Parametrize ``xpkit_backend`` (and ``xpkit_dtype``) over the chosen variants."""
     if "xpkit_backend" not in metafunc.fixturenames or _overridden(metafunc):
         return
+    try:
+        _parametrize(metafunc)
+    except pytest.UsageError as exc:
+        hold_written_wrong(metafunc.config, exc)
+
+
+def _parametrize(metafunc: pytest.Metafunc) -> None:
     wanted = selected_names(metafunc.config)
     if wanted is None:
         params = everything = available_backend_params()
@@ -302,8 +313,10 @@ def pytest_collection_modifyitems(
 ) -> None:
     """Markers on a ``pytest.param`` apply; parametrized tests say they are.
 
-    See `param_marks`, `mark_parametrized` and `mark_thread_unsafe`.
+    See `param_marks`, `mark_parametrized` and `mark_thread_unsafe`. A
+    marker written wrong (`marks_for`) is a usage error here.
     """
+    raise_written_wrong(config)
     param_marks(items)
     mark_parametrized(items)
     mark_thread_unsafe(items, config)
