@@ -115,7 +115,9 @@ def run_block(
         argv = [sys.executable, str(script)]
     script.write_text(block.code, encoding="utf-8")
     # (a script of the block may run pytest too: PYTEST_ADDOPTS reaches it)
-    addopts = " ".join(plugins_left_out(block.code))
+    addopts = " ".join(
+        [os.environ.get("PYTEST_ADDOPTS", ""), *plugins_left_out(block.code)]
+    )
     return subprocess.run(
         argv,
         env={**os.environ, "PYTEST_ADDOPTS": addopts},

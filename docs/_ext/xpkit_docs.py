@@ -239,7 +239,9 @@ def _run(argv: list[str], what: str) -> str:
     # A block that runs pytest (the testing guides) runs it without zarr's
     # and Hypothesis's pytest plugins, which xpkit's does not read and which
     # take 1.4 s of imports a run; it prints the same.
-    addopts = "-p no:zarr -p no:hypothesispytest"
+    addopts = (
+        os.environ.get("PYTEST_ADDOPTS", "") + " -p no:zarr -p no:hypothesispytest"
+    )
     env = {**os.environ, "PYTHONWARNINGS": "ignore", "PYTEST_ADDOPTS": addopts}
     try:
         proc = subprocess.run(

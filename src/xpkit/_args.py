@@ -247,6 +247,8 @@ def as_index(param: str, value: Value) -> int:
     An array with axes is refused though it holds one integer: torch's
     ``__index__`` takes ``tensor([2])`` (NumPy's refuses ``array([2])``).
     """
+    if isinstance(value, int):
+        return int(value)
     try:
         if getattr(value, "shape", None):  # (a 0-d array's shape is ())
             raise TypeError

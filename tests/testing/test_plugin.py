@@ -114,17 +114,16 @@ def test_a_selection_that_names_or_leaves_nothing_is_a_usage_error(
     result.stderr.fnmatch_lines([said])
 
 
-def test_the_option_given_twice_adds_the_second_to_the_first(pytester, monkeypatch):
-    """The second took the first's place, silently."""
+def test_the_command_line_s_selection_replaces_the_one_in_addopts(pytester):
+    """Given more than once, the last counts, as for pytest's own options."""
     needs("array_api_strict")
-    monkeypatch.setenv("XPKIT_BACKENDS", "torch-cpu")  # (the option takes its place)
+    pytester.makeini("[pytest]\naddopts = --xpkit-backends=numpy\n")
     pytester.makepyfile(test_user=USER_TEST)
     result = pytester.runpytest_subprocess(
-        "-v", "-p", "no:cacheprovider", "--xpkit-backends=numpy",
-        "--xpkit-backends=array_api_strict",
-    )  # fmt: skip
+        "-v", "-p", "no:cacheprovider", "--xpkit-backends=array_api_strict"
+    )
     assert result.ret == pytest.ExitCode.OK
-    assert passed_ids(result) == {"numpy", "array_api_strict"}
+    assert passed_ids(result) == {"array_api_strict"}
 
 
 def test_an_environment_variable_of_commas_alone_is_a_usage_error(
@@ -834,14 +833,25 @@ def test_skipped(xpkit_backend):
 
 def test_plain():
     pass
-"""
+""",
+        test_other="""
+import pytest
+
+@pytest.mark.xpkit_only(["numpy"], ["torch"])
+def test_only(xpkit_backend):
+    pass
+""",
     )
     result = pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", "--xpkit-backends=numpy"
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(
-        ["ERROR: @pytest.mark.xpkit_skip names unknown backend 'NumPy'*"]
+    result.stderr.fnmatch_lines(  # (each of them, not the first alone)
+        [
+            "ERROR: @pytest.mark.xpkit_only: the reason must be a string*",
+            "ERROR: @pytest.mark.xpkit_skip names unknown backend 'NumPy'*",
+        ],
+        consecutive=False,
     )
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
     assert "ERROR collecting" not in result.stdout.str()

@@ -183,10 +183,10 @@ _TAKES = {
 }
 
 
-#: The first marker written wrong, met while parametrizing: a usage error at
-#: the end of the collection (raised there, it was a collection error, with
-#: pytest's traceback and exit status 1, as a failing test's).
-_WRITTEN_WRONG = pytest.StashKey[pytest.UsageError]()
+#: What each marker written wrong said, met while parametrizing: one usage
+#: error at the end of the collection (raised where it was met, it was a
+#: collection error, with pytest's traceback, "Interrupted").
+_WRITTEN_WRONG = pytest.StashKey[dict[str, None]]()
 
 
 def hold_written_wrong(config: pytest.Config, error: pytest.UsageError) -> None:
@@ -197,13 +197,14 @@ def hold_written_wrong(config: pytest.Config, error: pytest.UsageError) -> None:
     """
     if hasattr(config, "workerinput"):
         raise error
-    config.stash.setdefault(_WRITTEN_WRONG, error)
+    config.stash.setdefault(_WRITTEN_WRONG, {})[str(error)] = None
 
 
 def raise_written_wrong(config: pytest.Config) -> None:
-    """The usage error `hold_written_wrong` kept, if any."""
-    if _WRITTEN_WRONG in config.stash:
-        raise config.stash[_WRITTEN_WRONG]
+    """One usage error saying what every `hold_written_wrong` kept, if any."""
+    said = config.stash.get(_WRITTEN_WRONG, {})
+    if said:
+        raise pytest.UsageError(*said)  # (pytest says each on a line of its own)
 
 
 def _check_written(mark: pytest.Mark) -> None:

@@ -139,15 +139,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--xpkit-backends",
         dest="xpkit_backends",
-        action="append",
         default=None,
         help=(
             "comma-separated variants for the xpkit_backend fixture: ids as the "
             "test ids show them (<key>-<device>[-<mode>]), patterns with * "
             f"(*-{'{mode}'}), or library keys ({','.join(ADAPTERS)}) that are no "
             "variant's id (all of the library's variants); all: every variant; "
-            f"-<name> leaves out what <name> selects (all,-<key>); repeated, each "
-            f"adds to the others; env var {ENV_VAR}"
+            f"-<name> leaves out what <name> selects (all,-<key>); given more than "
+            f"once, the last counts (the command line's over addopts'); env var "
+            f"{ENV_VAR}"
         ),
     )
     group.addoption(

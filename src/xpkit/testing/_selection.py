@@ -29,7 +29,7 @@ ENV_VAR = "XPKIT_BACKENDS"
 
 def selected_names(config: pytest.Config) -> list[str] | None:
     """The names ``--xpkit-backends`` (or `ENV_VAR`) gives; None: every variant."""
-    given = ",".join(config.getoption("xpkit_backends") or ())  # (each repeat adds)
+    given = config.getoption("xpkit_backends")
     raw = given or os.environ.get(ENV_VAR, "")
     names = [n.strip() for n in raw.split(",") if n.strip()]
     if not names and raw.strip():  # (commas alone: a mistake, not "every variant")
