@@ -265,8 +265,7 @@ def check_count(param: str, value: Value, minimum: int = 1) -> int:
     if isinstance(value, bool):
         msg = f"{param} must be an int, got {shown(value)}"
         raise TypeError(msg)
-    if not isinstance(value, int):
-        value = as_index(param, value)
+    value = as_index(param, value)
     if value < minimum:
         kind = "a positive" if minimum == 1 else "a non-negative"
         msg = f"{param} must be {kind} int, got {shown(value)}"
