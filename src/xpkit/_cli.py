@@ -113,6 +113,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     info.add_argument(
         "--scheduler",
+        type=_address,
         metavar="ADDRESS",
         default=None,
         help="also describe the dask cluster at ADDRESS (default: the active "
@@ -124,8 +125,8 @@ def _parser() -> argparse.ArgumentParser:
         action="extend",
         default=None,
         metavar="NAMES",
-        help="comma-separated library keys or backend names to describe, or "
-        "'all'; repeated, each adds to the others (default: numpy and the "
+        help="comma-separated library keys or backend names to describe, "
+        "'auto' (the backend Backend('auto') picks) or 'all'; repeated, each adds to the others (default: numpy and the "
         "libraries this process has imported; each library named is imported)",
     )
     info.set_defaults(func=_info_command)
@@ -290,6 +291,14 @@ def _budget_gb(text: str) -> float:
     except ValueError as exc:  # (told as the option's, with the usage line)
         msg = str(exc).removeprefix("budget_gb ").replace(repr(value), repr(text))
         raise argparse.ArgumentTypeError(msg) from None
+
+
+def _address(text: str) -> str:
+    """A scheduler's address: not blank (Dask's answer was "missing port number")."""
+    if not text.strip():
+        msg = f"must be a scheduler's address, got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return text
 
 
 def _positive_int(text: str) -> int:

@@ -395,6 +395,16 @@ def test_run_demo_refuses_one_sample_and_runs_two():
     assert "nan" not in out.getvalue()
 
 
+@pytest.mark.parametrize("blank", ["", "   "])
+def test_info_refuses_a_blank_scheduler_address_as_a_usage_error(blank, capsys):
+    """It was read as an address: "not reachable: missing port number", exit 1."""
+    with pytest.raises(SystemExit) as info:
+        main(["info", "--scheduler", blank])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--scheduler: must be a scheduler's address, got {blank!r}" in err
+
+
 @pytest.mark.parametrize("bad", ["-1", "nan", "inf", "abc"])
 def test_cli_rejects_bad_budget(bad):
     with pytest.raises(SystemExit) as info:

@@ -513,7 +513,7 @@ def test_a_bad_lazy_in_place_value_is_a_usage_error_at_the_start(pytester):
     pytester.makepyfile(test_user="def test_plain():\n    pass\n")
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*invalid truth value 'xyz'*"])
+    result.stderr.fnmatch_lines(["*xpkit_lazy_in_place: invalid truth value 'xyz'*"])
 
 
 BY_ATTRIBUTE = textwrap.dedent(

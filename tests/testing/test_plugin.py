@@ -729,14 +729,23 @@ def test_the_default_float_ini_option_sets_torchs_default_for_the_session(
         assert "default during the session: torch.float32" in text
 
 
-def test_a_default_float_the_option_does_not_take_is_a_usage_error(pytester):
-    pytester.makeini("[pytest]\nxpkit_default_float = double\n")
+@pytest.mark.parametrize(
+    ("ini", "said"),
+    [
+        (
+            "xpkit_default_float = double",
+            "xpkit_default_float takes float32 or float64 (or nothing), got 'double'",
+        ),
+        # (pytest's own words named no option: "invalid truth value 'maybe'")
+        ("xpkit_x64 = maybe", "xpkit_x64: invalid truth value 'maybe'"),
+    ],
+)
+def test_an_ini_value_the_option_does_not_take_is_a_usage_error(pytester, ini, said):
+    pytester.makeini(f"[pytest]\n{ini}\n")
     pytester.makepyfile(test_user=DEFAULT_FLOAT_TEST)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(
-        ["*xpkit_default_float takes float32 or float64 (or nothing), got 'double'*"]
-    )
+    result.stderr.fnmatch_lines([f"*{said}*"])
 
 
 def test_a_library_that_fails_to_import_is_not_switched(pytester, monkeypatch):

@@ -31,12 +31,9 @@ _UNDO = pytest.StashKey[list["Callable[[], None]"]]()
 
 def switch_for_session(config: pytest.Config, wanted: list[str] | None) -> None:
     """Switch what ``xpkit_x64`` and ``xpkit_default_float`` ask for."""
-    x64 = bool(config.getini("xpkit_x64"))
-    try:  # (read in modules that declare lazy functions: checked here, once)
-        config.getini("xpkit_lazy_in_place")
-    except ValueError as exc:
-        msg = f"xpkit_lazy_in_place: {exc}"
-        raise pytest.UsageError(msg) from exc
+    x64 = bool(_flag(config, "xpkit_x64"))
+    _flag(config, "xpkit_lazy_in_place")  # (read in modules that declare lazy
+    # functions: checked here, once)
     default_float = str(config.getini("xpkit_default_float")).strip()
     if default_float not in DEFAULT_FLOATS:
         msg = (
@@ -70,6 +67,15 @@ def switch_for_session(config: pytest.Config, wanted: list[str] | None) -> None:
             else None,
         )
         undo += [back for back in backs if back is not None]
+
+
+def _flag(config: pytest.Config, name: str) -> object:
+    """A bool ini option, or a usage error that names it (pytest's did not)."""
+    try:
+        return config.getini(name)
+    except (ValueError, pytest.UsageError) as exc:  # (pytest 9 raises the latter)
+        msg = f"{name}: {exc}"
+        raise pytest.UsageError(msg) from exc
 
 
 def switch_back(config: pytest.Config) -> None:
