@@ -694,8 +694,8 @@ ONCE: dict[str, Row] = {
     ),
     "strategies dtype_names kind": Row(
         lambda: strategies.dtype_names(xpkit.Backend("numpy"), kind=5),
-        ValueError,
-        "kind=5",
+        TypeError,
+        "kind must be a string or None, got 5",
     ),
 }
 

@@ -248,3 +248,15 @@ def test_masks_inside_lists_and_dask_chunks_are_refused_not_dropped():
     lazy = da.ma.masked_greater(da.from_array(np.array([1.0, 2.0, 3.0])), 2.5)
     with pytest.raises(TypeError, match=r"^actual is a Dask array of NumPy masked"):
         xpkit.testing.assert_equal(lazy, da.from_array(np.array([1.0, 2.0, 3.0])))
+
+
+@pytest.mark.parametrize("value", [[1.0], 1.0])
+def test_a_value_that_is_not_an_array_is_told_as_such(value):
+    """It said 'namespaces differ: actual is list, desired is list'."""
+    with pytest.raises(AssertionError) as info:
+        assert_close(value, value)
+    assert str(info.value) == (
+        f"actual is a {type(value).__qualname__}, not an array of a library xpkit "
+        "knows (compare it as NumPy would with check_namespace=False)"
+    )
+    assert_close(value, value, check_namespace=False)

@@ -393,3 +393,105 @@ def test_a_difference_beyond_float64_is_printed_as_inf():
 def test_large_integers_within_the_rule_exactly_pass(actual, desired, tolerance):
     """Rounded to float64 (rtol * |d| too), these pairs failed though the rule holds."""
     assert_close(actual, desired, check_dtype=False, **tolerance)
+
+
+@pytest.mark.parametrize(
+    ("actual", "desired", "tolerance"),
+    [
+        # |difference| 3.4e308 > 1.5 * 1.7e308; both overflowed to inf, and
+        # inf <= inf passed
+        (np.array([1.7e308]), np.array([-1.7e308]), {"rtol": 1.5}),
+        (np.array([1.7e308]), np.array([-1.7e308]), {"rtol": 1.0, "atol": 1e308}),
+        (
+            np.array([1.7e308 + 1.7e308j]),
+            np.array([-1.7e308 + 0j]),
+            {"rtol": 1.5, "atol": 0},
+        ),
+    ],
+)
+def test_a_difference_and_allowance_beyond_the_dtype_are_compared_exactly(
+    actual, desired, tolerance
+):
+    with pytest.raises(AssertionError, match="1 of 1 elements differ"):
+        assert_close(actual, desired, **tolerance)
+    # within the rule (3.4e308 <= 2.5 * 1.7e308): still passes
+    assert_close(actual, desired, rtol=2.5, atol=0)
+
+
+def test_a_large_integer_against_a_complex_with_an_imaginary_part():
+    """Only real pairs were re-compared exactly: 2**62 + 1 against 2**62 +
+    1e-300j passed at atol 0.5 (rounded, the difference was 1e-300)."""
+    complex_ = np.array([complex(2**62, 1e-300)])
+    with pytest.raises(AssertionError, match=r"\|difference\| 1$"):
+        assert_close(
+            np.array([2**62 + 1]), complex_, rtol=0, atol=0.5, check_dtype=False
+        )
+    assert_close(np.array([2**62 + 1]), complex_, rtol=0, atol=1.5, check_dtype=False)
+
+
+@pytest.mark.parametrize(
+    ("actual", "desired", "tolerance"),
+    [
+        (np.array([0.99], dtype=np.float16), np.array([True]), {}),  # float16's 0.125
+        (np.array([True]), np.array([1.0 + 1e-9]), {"rtol": 0.1, "atol": 0.1}),
+        (np.array([True]), np.array([2]), {"atol": 5.0}),
+    ],
+)
+def test_a_bool_against_numbers_takes_the_tolerance(actual, desired, tolerance):
+    """A bool side was compared exactly, whatever the tolerance said."""
+    assert_close(actual, desired, check_dtype=False, **tolerance)
+
+
+def test_a_bool_against_a_number_beyond_the_tolerance_names_both():
+    with pytest.raises(AssertionError) as info:
+        assert_close(
+            np.array([0.5], dtype=np.float16), np.array([True]), check_dtype=False
+        )
+    assert str(info.value).endswith(
+        "worst at index (0,): actual 0.5, desired True, |difference| 0.5"
+    )
+    with pytest.raises(AssertionError, match="actual True, desired False$"):
+        assert_close(np.array([True]), np.array([False]))
+
+
+def test_a_long_double_type_has_its_tolerance():
+    """``np.longdouble`` (the type, as ``np.float64`` is taken) was 'not numeric'."""
+    assert default_tolerance(np.longdouble) == default_tolerance(
+        np.dtype(np.longdouble)
+    )
+
+
+@pytest.mark.parametrize(
+    ("x", "y", "difference"),
+    [
+        # NumPy subtracts in the dtype: 255 wrapped to 1
+        (np.array([127], dtype=np.int8), np.array([-128], dtype=np.int8), 255),
+        (np.array([0], dtype=np.uint8), np.array([255], dtype=np.uint8), 255),
+        # both rounded to one float64: NumPy's test passed them
+        (
+            np.array([2**64 - 1], dtype=np.uint64),
+            np.array([2**64 - 2], dtype=np.uint64),
+            1,
+        ),
+        (np.array([2**62 + 1]), np.array([2**62]), 1),
+    ],
+)
+def test_assert_array_almost_equal_subtracts_integers_exactly(x, y, difference):
+    with pytest.raises(
+        AssertionError, match=f"Max absolute difference.*: {difference}\n"
+    ):
+        assert_array_almost_equal(x, y)
+    assert_array_almost_equal(x, x.copy())
+
+
+def test_assert_array_almost_equal_holds_complex_nans_part_by_part():
+    """NumPy's test takes any two NaNs as equal: ``nan+1j`` passed as ``1+nanj``."""
+    with pytest.raises(AssertionError, match="NaN in different parts; first at index"):
+        assert_array_almost_equal(
+            np.array([1 + 1j, complex(np.nan, 1)]),
+            np.array([1 + 1j, complex(1, np.nan)]),
+        )
+    assert_array_almost_equal(
+        np.array([complex(np.nan, 1)]), np.array([complex(np.nan, 1)])
+    )
+    assert_array_almost_equal(np.array([complex(np.nan, 0)]), np.array([np.nan]))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import numpy as np
@@ -66,6 +67,7 @@ def test_strategies_narrow_a_64_bit_dtype_as_asarray_does(data):
 
 
 STRATEGY_ON_32_BIT_JAX = """
+import re
 import warnings
 
 import jax
@@ -182,6 +184,7 @@ def test_bfloat16_draws_keep_exclusive_bounds(bounds, outside):
 
 
 INT_BOUNDS_ON_32_BIT_JAX = """
+import re
 import warnings
 
 import jax
@@ -228,3 +231,60 @@ def test_int64_bounds_narrowed_to_int32_take_int32_s_ends():
         "(-2147483648 to 2147483647)"
     ) in out
     assert "refused: elements={'min_value': -2147483649} is beyond" in out
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "said"),
+    [
+        # (an unhashable list: "unhashable type: 'list'")
+        (lambda b: strategies.dtype_names(b, ["bool"]), TypeError, "kind must be"),
+        (lambda b: strategies.dtype_names(b, 5), TypeError, "got 5"),
+        # (NumPy's "negative dimensions are not allowed", only when drawn)
+        (lambda b: strategies.arrays(b, shape=-1), ValueError, "no negative side"),
+        (lambda b: strategies.arrays(b, shape=2.5), TypeError, "got 2.5"),
+        (lambda b: strategies.arrays(b, shape=(2, True)), TypeError, "got (2, True)"),
+    ],
+)
+def test_strategies_name_a_bad_kind_or_shape(call, error, said):
+    with pytest.raises(error, match=re.escape(said)):
+        call(xpkit.Backend("numpy"))
+
+
+@settings(max_examples=20)
+@given(data=st.data())
+def test_an_infinite_bound_is_kept_where_float64_is_narrowed(data):
+    """float32 holds -inf: it was refused as 'beyond what float32 holds'."""
+    pytest.importorskip("array_api_strict")
+    nof64 = xpkit.Backend("array_api_strict", device="no_float64")
+    bounds = {"min_value": -np.inf, "max_value": 0.0}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", xpkit.PrecisionWarning)
+        x = data.draw(
+            strategies.arrays(nof64, dtype="float64", shape=4, elements=bounds)
+        )
+    assert np.all(nof64.to_numpy(x) <= 0)
+
+
+def test_a_narrowed_bound_that_is_not_a_number_is_named():
+    """It was NumPy's "'<=' not supported between 'float' and 'str'"."""
+    pytest.importorskip("array_api_strict")
+    nof64 = xpkit.Backend("array_api_strict", device="no_float64")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", xpkit.PrecisionWarning)
+        drawn = strategies.arrays(nof64, dtype="float64", elements={"min_value": "a"})
+        with pytest.raises(TypeError, match=r"elements=\{'min_value': 'a'\}: a bound"):
+            find(drawn, lambda _: True)
+
+
+def test_a_bfloat16_bound_beyond_its_range_says_bfloat16s_range():
+    """It said 'beyond what float32 holds (... 3.39e38)', bfloat16's range."""
+    torch = pytest.importorskip("torch")
+    b = xpkit.Backend("torch", device="cpu")
+    top = float(torch.finfo(torch.bfloat16).max)
+    drawn = strategies.arrays(b, dtype="bfloat16", elements={"max_value": 3.4e38})
+    with pytest.raises(ValueError, match="beyond what bfloat16 holds") as info:
+        find(drawn, lambda _: True)
+    assert str(info.value) == (
+        f"elements={{'max_value': 3.4e+38}} is beyond what bfloat16 holds "
+        f"({-top!r} to {top!r}) on this device"
+    )

@@ -14,7 +14,7 @@ from ._close_values import host_copy
 from ._running import note_loosened, running_variant
 
 if TYPE_CHECKING:
-    from .._typing import Array
+    from .._typing import Array, HostArray
 
 __all__ = ["assert_array_almost_equal"]
 
@@ -40,7 +40,12 @@ def assert_array_almost_equal(
     """Test array equality with automatic precision adjustment for MPS.
 
     Arrays of any supported library are compared on the host, as
-    ``numpy.testing.assert_array_almost_equal`` does. On a device without
+    ``numpy.testing.assert_array_almost_equal`` does, with two
+    exceptions where NumPy's test passes arrays that differ: two integer
+    arrays are subtracted exactly (NumPy wraps an int8 difference and rounds
+    uint64 beyond 2**53 to float64), and a complex NaN equals only a NaN in
+    the same parts (NumPy's takes ``nan+1j`` as ``1+nanj``). A scalar
+    broadcasts against an array, as in NumPy's. On a device without
     float64 (Apple MPS, JAX without x64, array-api-strict's ``no_float64``),
     where one array is a float64 (or complex128) expectation and the other
     is of the float32 (complex64) the device narrowed it to, the requested
@@ -112,13 +117,56 @@ def assert_array_almost_equal(
         else:  # the plugin's tests: its summary says it
             note_loosened(where, int(decimal), FLOAT32_DEVICE_DECIMAL)
         decimal = FLOAT32_DEVICE_DECIMAL
+    hx, hy = _exact_integers(host_copy(x, "x"), host_copy(y, "y"))
+    _same_nan_parts(hx, hy, err_msg)
     np.testing.assert_array_almost_equal(
-        host_copy(x, "x"),
-        host_copy(y, "y"),
+        hx,
+        hy,
         decimal=min(int(decimal), FINEST_DECIMAL),
         err_msg=err_msg,
         verbose=verbose,
     )
+
+
+def _exact_integers(x: HostArray, y: HostArray) -> tuple[HostArray, HostArray]:
+    """Two integer arrays as NumPy can subtract them exactly.
+
+    NumPy subtracts in their dtype: int8 ``127 - -128`` wrapped to 1 (the
+    message said a difference of 1), and two uint64 beyond 2**53 rounded
+    to one float64 (``2**64 - 1`` passed as ``2**64 - 2``). Narrower than
+    64 bits: as int64; 64-bit: as Python ints. Any other pair as it is.
+    """
+    if x.dtype.kind not in "iu" or y.dtype.kind not in "iu":
+        return x, y
+    wide = np.int64 if max(x.dtype.itemsize, y.dtype.itemsize) < 8 else object
+    return x.astype(wide), y.astype(wide)
+
+
+def _same_nan_parts(x: HostArray, y: HostArray, err_msg: str) -> None:
+    """AssertionError where a complex NaN is NaN in another part than its peer.
+
+    NumPy's test takes any two NaNs as equal: ``nan+1j`` passed as
+    ``1+nanj``. Arrays that do not broadcast are left to NumPy's message.
+    """
+    __tracebackhide__ = True
+    if "c" not in x.dtype.kind + y.dtype.kind:
+        return
+    try:
+        bx, by = np.broadcast_arrays(x, y)
+    except ValueError:
+        return
+    differ = (np.isnan(bx.real) != np.isnan(by.real)) | (
+        np.isnan(bx.imag) != np.isnan(by.imag)
+    )
+    if not differ.any():
+        return
+    index = tuple(int(i) for i in np.argwhere(differ)[0])
+    msg = (
+        f"{err_msg}\nArrays are not almost equal: {int(differ.sum())} of "
+        f"{differ.size} elements are NaN in different parts; first at index "
+        f"{index}: x {bx[index]!r}, y {by[index]!r}"
+    ).lstrip("\n")
+    raise AssertionError(msg)
 
 
 def _narrowed_on(x: Array, y: Array, backend: Backend | None) -> str | None:

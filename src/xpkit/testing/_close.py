@@ -72,6 +72,8 @@ def default_tolerance(dtype: DType) -> tuple[float, float]:
             # float8_e5m2 NumPy's kind "f", and its finfo an rtol of 2.0)
             # (compared as their host copies are: float32, complex64, integers)
             return (0.0, 0.0) if narrow["integer"] else default_tolerance("float32")
+        if isinstance(dtype, type) and issubclass(dtype, np.generic):
+            dtype = np.dtype(dtype)  # (np.longdouble, as np.float64 is taken)
         if isinstance(dtype, np.dtype) and dtype.kind in "fc":  # a long double
             return 4 * float(np.finfo(dtype).eps) ** 0.5, 0.0
         raise
@@ -283,6 +285,12 @@ def _compare_meta(
             f"namespaces differ: actual is {_describe(lib_a, actual)}, "
             f"desired is {_describe(lib_d, desired)}"
         )
+        if lib_a is None:  # ("namespaces differ: actual is list, desired is list")
+            msg = (
+                f"actual is a {_describe(lib_a, actual)}, not an array of a "
+                "library xpkit knows (compare it as NumPy would with "
+                "check_namespace=False)"
+            )
         raise AssertionError(msg)
     if check_namespace and running is not None and not own:
         library = ADAPTERS[running.backend.library]

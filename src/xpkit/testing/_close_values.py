@@ -7,6 +7,7 @@ NaN matches only where the same parts are NaN and the others are close.
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
@@ -107,7 +108,10 @@ def compare_values(a: HostArray, d: HostArray, rtol: float, atol: float) -> None
         return
     shape, a, d = a.shape, a.reshape(-1), d.reshape(-1)  # (0-d arrays too)
     kinds = a.dtype.kind + d.dtype.kind
-    if "b" in kinds:
+    shown = a, d
+    if kinds != "bb":  # (a bool against numbers is 0 or 1, at their tolerance)
+        a, d = (x.astype(np.uint8) if x.dtype.kind == "b" else x for x in (a, d))
+    if kinds == "bb":
         bad = a != d
         excess = bad.astype(np.float64)
     elif set(kinds) <= set("iu") and rtol == 0 and atol == 0:
@@ -121,12 +125,12 @@ def compare_values(a: HostArray, d: HostArray, rtol: float, atol: float) -> None
         return
     flat = int(np.argmax(np.where(bad, excess, -np.inf)))
     index = tuple(int(i) for i in np.unravel_index(flat, shape))
-    got, want = a[flat].item(), d[flat].item()
+    got, want = shown[0][flat].item(), shown[1][flat].item()
     msg = (
         f"{n_bad} of {a.size} elements differ (rtol={rtol:.3g}, atol={atol:.3g}); "
         f"worst at index {index}: actual {got!r}, desired {want!r}"
     )
-    if "b" not in kinds:
+    if kinds != "bb":
         msg += f", |difference| {_difference(a[flat], d[flat]):.6g}"
     raise AssertionError(msg)
 
@@ -158,13 +162,15 @@ def _numbers(
         else:
             close |= np.isnan(af) & np.isnan(df)
         excess = np.where(finite, diff - allowed, np.inf)
+        # (1.7e308 against -1.7e308: a difference and an allowance past the
+        # dtype's range are both inf, and inf <= inf passed them)
+        over = np.flatnonzero(finite & np.isinf(diff) & np.isinf(allowed))
         if _rounds(a) or _rounds(d):
             scale = np.maximum(np.abs(af), np.abs(df))
             near = np.flatnonzero(finite & (np.abs(excess) <= 8 * np.spacing(scale)))
-            if work.kind == "c":  # (an integer against a complex: real pairs)
-                real = (np.imag(a[near]) == 0) & (np.imag(d[near]) == 0)
-                near = near[real]
-            close[near] = _exactly_close(np.real(a[near]), np.real(d[near]), rtol, atol)
+            over = np.union1d(over, near)
+    if over.size:
+        close[over] = _exactly_close(a[over], d[over], rtol, atol)
     bad = ~close
     excess = np.where(bad, np.maximum(excess.real, np.nextafter(0.0, 1.0)), 0.0)
     return bad, excess
@@ -178,18 +184,31 @@ def _rounds(x: HostArray) -> bool:
 
 
 def _exactly_close(x: HostArray, y: HostArray, rtol: float, atol: float) -> HostArray:
-    """``|x - y| <= atol + rtol * |y|`` of finite real numbers, in exact arithmetic.
+    """``|x - y| <= atol + rtol * |y|`` of finite numbers, exact where they are real.
 
     With ``rtol = p/q`` and ``atol = r/s`` (floats are fractions):
     ``|x - y| * q * s <= r * q + p * s * |y|``, in Python's integers (a
-    value that is not an integer, as a fraction).
+    value that is not an integer, as a fraction). A complex pair: each
+    part's difference exact, then ``|difference|`` and ``|y|`` rounded
+    once each, halved so that neither overflows.
     """
-    p, q = float(rtol).as_integer_ratio()
-    r, s = float(atol).as_integer_ratio()
-    ex, ey = _exact_column(x), _exact_column(y)
-    return np.asarray(
-        np.abs(ex - ey) * (q * s) <= r * q + p * s * np.abs(ey), dtype=bool
-    )
+    if x.dtype.kind != "c" and y.dtype.kind != "c":
+        p, q = float(rtol).as_integer_ratio()
+        r, s = float(atol).as_integer_ratio()
+        ex, ey = _exact_column(x), _exact_column(y)
+        return np.asarray(
+            np.abs(ex - ey) * (q * s) <= r * q + p * s * np.abs(ey), dtype=bool
+        )
+    parts = [
+        _exact_column(np.real(x)) - _exact_column(np.real(y)),
+        _exact_column(np.imag(x)) - _exact_column(np.imag(y)),
+    ]
+    half = [np.array([float(v / 2) for v in part]) for part in parts]
+    wide = np.result_type(np.float64, y.dtype)
+    with np.errstate(over="ignore"):
+        return np.asarray(
+            np.hypot(*half) <= atol / 2 + rtol * np.abs(y.astype(wide) / 2), dtype=bool
+        )
 
 
 def _exact_column(x: HostArray) -> HostArray:
@@ -218,11 +237,7 @@ def _complex_nans(af: HostArray, df: HostArray, rtol: float, atol: float) -> Hos
 
 
 def _exact(value: Value) -> Fraction | None:
-    """A finite real element's exact value (a complex one's where it is real)."""
-    if isinstance(value, np.complexfloating):
-        if value.imag != 0:
-            return None
-        value = value.real
+    """A finite real element's exact value."""
     if isinstance(value, np.integer):
         return Fraction(int(value))
     number = value if isinstance(value, np.floating) else np.float64(value)
@@ -232,11 +247,19 @@ def _exact(value: Value) -> Fraction | None:
 
 
 def _difference(x: Value, y: Value) -> float:
-    """``|x - y|`` of two elements, exact before it is rounded to print."""
-    ex, ey = _exact(x), _exact(y)
-    if ex is not None and ey is not None:
+    """``|x - y|`` of two elements, each part's exact before it is rounded to print."""
+    pairs = [(np.real(x), np.real(y))]
+    if isinstance(x, np.complexfloating) or isinstance(y, np.complexfloating):
+        pairs.append((np.imag(x), np.imag(y)))
+    differences: list[Fraction] = []
+    for px, py in pairs:
+        ex, ey = _exact(px), _exact(py)
+        if ex is None or ey is None:
+            break
+        differences.append(ex - ey)
+    else:
         try:
-            return float(abs(ex - ey))
+            return math.hypot(*(float(part) for part in differences))
         except OverflowError:  # (1.7e308 - -1.7e308)
             return float("inf")
     work = np.result_type(np.float64, x.dtype, y.dtype)

@@ -38,6 +38,9 @@ def dtype_names(backend: Backend, kind: str | None = None) -> list[str]:
     ``"real floating"``, ``"complex floating"``, or ``"numeric"``.
     """
     _check_backend(backend)
+    if kind is not None and not isinstance(kind, str):
+        msg = f"kind must be a string or None, got {kind!r}"
+        raise TypeError(msg)
     names = set(backend.dtypes)
     if kind is not None:
         if kind == "numeric":
@@ -100,7 +103,7 @@ def arrays(
         pairs = dtype.map(lambda d: _drawn_as(d, held, backend))
     else:
         pairs = st.just(_drawn_as(dtype, held, backend))
-    shapes = npst.array_shapes() if shape is None else shape
+    shapes = npst.array_shapes() if shape is None else _check_shape(shape)
     return pairs.flatmap(
         lambda pair: npst.arrays(
             pair[1], shapes, elements=_within(elements, pair[0], pair[1])
@@ -215,15 +218,47 @@ def _check_bound(
     asked: str,
     drawn: str,
 ) -> None:
-    """ValueError where ``bounds[key]`` is outside ``limits``, what ``drawn`` holds."""
+    """ValueError where ``bounds[key]`` is outside ``limits``, what ``drawn`` holds.
+
+    An infinite bound of a float is within (float32 holds infinities); a
+    bound that is not a real number is a TypeError naming it.
+    """
     given = bounds.get(key)
+    if given is None:
+        return
+    if isinstance(given, (bool, np.bool_)) or not isinstance(
+        given, (int, float, np.integer, np.floating)
+    ):
+        msg = f"elements={{{key!r}: {given!r}}}: a bound must be a real number"
+        raise TypeError(msg)
     low, high = limits
-    if given is not None and not low <= cast("float", given) <= high:
-        msg = (
-            f"elements={{{key!r}: {given!r}}} is beyond what {drawn} holds "
-            f"({low!r} to {high!r}): {asked} is {drawn} on this device"
-        )
+    if isinstance(low, float) and given in (-np.inf, np.inf):
+        return
+    if not low <= given <= high:
+        holds = f"what {drawn} holds ({low!r} to {high!r}): {asked} is {drawn}"
+        if asked == "bfloat16":  # (drawn as float32, within bfloat16's range)
+            holds = f"what bfloat16 holds ({low!r} to {high!r})"
+        msg = f"elements={{{key!r}: {given!r}}} is beyond {holds} on this device"
         raise ValueError(msg)
+
+
+def _check_shape(
+    shape: int | tuple[int, ...] | st.SearchStrategy[tuple[int, ...]],
+) -> int | tuple[int, ...] | st.SearchStrategy[tuple[int, ...]]:
+    """``shape`` as given, where it is a strategy or sides of at least 0."""
+    if isinstance(shape, st.SearchStrategy):
+        return shape
+    sides = shape if isinstance(shape, tuple) else (shape,)
+    for side in sides:
+        if isinstance(side, (bool, np.bool_)) or not isinstance(
+            side, (int, np.integer)
+        ):
+            msg = f"shape must be an int, a tuple of ints or a strategy, got {shape!r}"
+            raise TypeError(msg)
+        if side < 0:
+            msg = f"shape must have no negative side, got {shape!r}"
+            raise ValueError(msg)
+    return shape
 
 
 def _check_backend(backend: object) -> None:
