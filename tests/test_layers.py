@@ -35,6 +35,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "xpkit._namespace",
             "xpkit._dtypes",
             "xpkit._args",
+            "xpkit._budget_stack",
             "xpkit._shown",
             "xpkit._cast_checks",
             "xpkit._host_memory",

@@ -213,6 +213,13 @@ def _check_leaf(name: str, leaf: Value, n: int) -> int:
         msg = f"{name} must have {n} rows (axis 0), one per input row; it has shape {shape}"
         raise ValueError(msg)
     if isinstance(leaf, np.ndarray):
+        if get_adapter("numpy").lost_in_conversion(leaf) is not None:
+            msg = (
+                f"{name} is a NumPy masked array: writing rows into it would "
+                "wipe its mask; give a plain array (its .data, say) and mask "
+                "the result after"
+            )
+            raise TypeError(msg)
         if not leaf.flags.writeable:
             msg = f"{name} is read-only (a NumPy array whose writeable flag is off)"
             raise ValueError(msg)

@@ -14,14 +14,10 @@ import sys
 import time
 import warnings
 from collections.abc import (
-    AsyncGenerator,
-    Awaitable,
     Callable,
-    Generator,
     Iterable,
 )
 from contextlib import ContextDecorator
-from contextvars import ContextVar
 from typing import TYPE_CHECKING, Self, TypeVar, cast
 
 from ._adapters._base import HOST_BATCH_WORKING_SET_BYTES
@@ -33,6 +29,12 @@ from ._args import (
     check_overhead,
     check_positive,
     item_bytes,
+)
+from ._budget_stack import (
+    ACTIVE_BUDGET,
+    async_generator_in_budget,
+    carried_in_budget,
+    generator_in_budget,
 )
 from ._dtypes import dtype_name, external_stacklevel
 from ._host_memory import host_available_bytes
@@ -146,13 +148,6 @@ def gb_to_bytes(gb: float) -> int:
 # -- budgets -----------------------------------------------------------------
 ENV_BUDGET = "XPKIT_MEMORY_BUDGET_GB"
 
-#: The enclosing `memory_budget` blocks, innermost last: each entry is the
-#: object that was entered, the budget (GB) it set and the id of the frame
-#: whose ``with`` statement entered it.
-_active_budget: ContextVar[tuple[tuple[memory_budget, float, int], ...]] = ContextVar(
-    "xpkit_memory_budget", default=()
-)
-
 
 class memory_budget(ContextDecorator):
     """Set the memory budget (GB) for every xpkit call inside a block.
@@ -213,101 +208,57 @@ class memory_budget(ContextDecorator):
     # this object's innermost one; else (entered in another context) none.
     def __enter__(self) -> Self:
         entry = (self, self._gb, id(sys._getframe(1)))
-        _active_budget.set((*_active_budget.get(), entry))
+        ACTIVE_BUDGET.set((*ACTIVE_BUDGET.get(), entry))
         return self
 
     def __exit__(self, *exc: object) -> None:
-        stack = _active_budget.get()
+        stack = ACTIVE_BUDGET.get()
         frame = id(sys._getframe(1))
         mine = [i for i, entry in enumerate(stack) if entry[0] is self]
         if not mine:
             return
         here = [i for i in mine if stack[i][2] == frame]
         i = (here or mine)[-1]
-        _active_budget.set(stack[:i] + stack[i + 1 :])
-
-    def _recreate_cm(self) -> memory_budget:
-        return memory_budget(self._gb)  # a fresh one per decorated call
+        ACTIVE_BUDGET.set(stack[:i] + stack[i + 1 :])
 
     def __call__(self, func: F) -> F:
         """Decorate a function, a coroutine function or a (sync or async) generator function.
 
         The budget holds across a coroutine's awaits, and while a generator's
-        own code runs (each resumption), never in its caller between them.
+        own code runs (each resumption), never in its caller between them;
+        a budget block the generator holds across a ``yield`` is its own
+        (its caller never sees it, and it is in force again at the next
+        resumption). A callable that returns a coroutine or a generator
+        (an object whose ``__call__`` is ``async def``) is treated as one.
+        A class is refused: its instances would no longer be of it.
         """
         import inspect
 
         _check_callable("func", func)
+        if isinstance(func, type):
+            msg = f"func must be a function, not a class (decorate its methods), got {func!r}"
+            raise TypeError(msg)
+        gb = self._gb
         if inspect.iscoroutinefunction(func):
 
             @functools.wraps(func)
             async def run(*args: object, **kwargs: object) -> object:
-                with self._recreate_cm():
+                with memory_budget(gb):
                     return await func(*args, **kwargs)
 
             return cast("F", run)
         if inspect.isgeneratorfunction(func):
-            return cast("F", self._generator(func))
+            return cast("F", generator_in_budget(func, gb))
         if inspect.isasyncgenfunction(func):
-            return cast("F", self._async_generator(func))
-        return super().__call__(func)
-
-    def _generator(self, func: UserFunction) -> UserFunction:
-        gb = self._gb
+            return cast("F", async_generator_in_budget(func, gb))
 
         @functools.wraps(func)
-        def run(*args: object, **kwargs: object) -> Generator[object, object, object]:
+        def call(*args: object, **kwargs: object) -> object:
             with memory_budget(gb):
-                gen = func(*args, **kwargs)
-            resume: Callable[[object], object] = gen.send
-            value: object = None
-            while True:
-                with memory_budget(gb):
-                    try:
-                        item = resume(value)
-                    except StopIteration as stop:
-                        return stop.value
-                try:
-                    value = yield item
-                    resume = gen.send
-                except GeneratorExit:
-                    with memory_budget(gb):
-                        gen.close()
-                    raise
-                except BaseException as exc:  # noqa: BLE001 - thrown in: pass it on
-                    resume, value = gen.throw, exc
+                result = func(*args, **kwargs)
+            return carried_in_budget(result, gb)
 
-        return run
-
-    def _async_generator(self, func: UserFunction) -> UserFunction:
-        """`_generator` of an async generator: the budget holds while its code runs."""
-        gb = self._gb
-
-        @functools.wraps(func)
-        async def run(
-            *args: object, **kwargs: object
-        ) -> AsyncGenerator[object, object]:
-            with memory_budget(gb):
-                agen = func(*args, **kwargs)
-            resume: Callable[[object], Awaitable[object]] = agen.asend
-            value: object = None
-            while True:
-                with memory_budget(gb):
-                    try:
-                        item = await resume(value)
-                    except StopAsyncIteration:
-                        return
-                try:
-                    value = yield item
-                    resume = agen.asend
-                except GeneratorExit:
-                    with memory_budget(gb):
-                        await agen.aclose()
-                    raise
-                except BaseException as exc:  # noqa: BLE001 - thrown in: pass it on
-                    resume, value = agen.athrow, exc
-
-        return run
+        return cast("F", call)
 
     @staticmethod
     def bind(fn: Callable[..., T]) -> Callable[..., T]:
@@ -318,7 +269,7 @@ class memory_budget(ContextDecorator):
         ``pool.submit(memory_budget.bind(fn), ...)``.
         """
         _check_callable("fn", fn)
-        stack = _active_budget.get()
+        stack = ACTIVE_BUDGET.get()
         if not stack:
             return fn
         gb = stack[-1][1]
@@ -366,7 +317,7 @@ _ENCODED_NAMES: dict[str, tuple[Callable[[str], object], object]] = {}
 
 def configured_budget_gb() -> float | None:
     """The budget of an enclosing `memory_budget` block, else of the env var."""
-    active = _active_budget.get()
+    active = ACTIVE_BUDGET.get()
     if active:
         return active[-1][1]
     raw = environment_variable(ENV_BUDGET)
@@ -393,7 +344,7 @@ def configured_budget_origin() -> str | None:
 
     The innermost `memory_budget` block in force, else ``XPKIT_MEMORY_BUDGET_GB``.
     """
-    active = _active_budget.get()
+    active = ACTIVE_BUDGET.get()
     if active:
         return f"the memory_budget({active[-1][1]!r}) in force"
     raw = environment_variable(ENV_BUDGET)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import gc
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from ._adapters._registry import ADAPTERS
 from ._log import logger
@@ -101,49 +101,84 @@ def work_ran_out_of_memory(exc: BaseException, handled: BaseException | None) ->
     """
     if _stops(exc):
         return False  # (Ctrl-C or an exit while an OOM was handled: never retried)
-    return _chain_oom(exc, handled, {})
+    return _chain_oom(exc, handled)
 
 
-def _chain_oom(
-    exc: BaseException, handled: BaseException | None, memo: dict[int, bool]
-) -> bool:
+def _chain_oom(exc: BaseException, handled: BaseException | None) -> bool:
     """Whether ``exc`` or its ``__cause__``/``__context__`` chain is an OOM.
 
     A group is one where each of its members is (with their chains): one
     member's OOM says nothing of another's ``ValueError``, which a retry
-    that succeeds would drop. ``memo``: the links walked (a cycle back to a
-    link adds nothing). A chain of contexts is walked in a loop (one was
-    100,000 long); a link with both a cause and another context, and a
-    group's members, are walked by a call each (``raise X from Y`` in an
-    ``except`` block makes the context the cause, so such forks are few).
+    that succeeds would drop; a group that is not one may still have an OOM
+    in its own chain. Walked with a stack of its own, not by recursion (a
+    group nested 500 deep, or 1,000 links that each fork into a cause and a
+    context, raised RecursionError); a link met again (a cycle) adds nothing.
     """
-    found = False
-    link: BaseException | None = exc
-    walked: list[int] = []
-    while link is not None and not found:
-        key = id(link)
-        if key in memo or link is handled:
-            found = memo.get(key, False)
-            break
-        memo[key] = False  # (until known)
-        walked.append(key)
+    memo: dict[int, bool] = {}
+    stack: list[_Walk] = []
+
+    def opened(link: BaseException) -> bool | None:
+        """Its verdict where known; else None, and its walk is on the stack."""
+        if link is handled:
+            return False
+        if id(link) in memo:
+            return memo[id(link)]
+        memo[id(link)] = False  # (until known: a cycle back to it adds nothing)
         if isinstance(link, BaseExceptionGroup):  # asyncio.TaskGroup, trio nurseries
-            members = link.exceptions
-            found = all(_chain_oom(e, handled, memo) for e in members)
+            stack.append(_Walk(link, True, iter(link.exceptions), True))
         else:
-            found = _signals(link)
-        if not found:
-            # `raise X from None` means "not because of the earlier error".
-            context = None if link.__suppress_context__ else link.__context__
-            cause = link.__cause__
-            if cause is not None and context is not None and cause is not context:
-                found = _chain_oom(cause, handled, memo)
-                link = context
-            else:
-                link = cause if cause is not None else context
-    for key in walked:
-        memo[key] = found
-    return found
+            stack.append(_Walk(link, False, iter(_links(link)), _signals(link)))
+        return None
+
+    found = opened(exc)
+    if found is not None:
+        return found
+    while True:
+        walk = stack[-1]
+        if walk.found == walk.every:  # (not yet decided)
+            nxt = next(walk.rest, None)
+            if nxt is not None:
+                verdict = opened(nxt)
+                if verdict is not None:
+                    walk.found = verdict
+                continue
+        if walk.every and not walk.found:  # (not every member: its own chain)
+            walk.every, walk.rest = False, iter(_links(walk.link))
+            continue
+        memo[id(walk.link)] = walk.found
+        stack.pop()
+        if not stack:
+            return walk.found
+        stack[-1].found = walk.found
+
+
+class _Walk:
+    """One link of `_chain_oom`'s walk: the verdict so far and what is left to read.
+
+    ``every``: a group's members are read, each must be an OOM (``found``
+    starts True, and is decided once one is not); else its links, one of
+    which may be (``found`` starts as its own signal, decided once True).
+    """
+
+    __slots__ = ("every", "found", "link", "rest")
+
+    def __init__(
+        self,
+        link: BaseException,
+        every: bool,
+        rest: Iterator[BaseException],
+        found: bool,
+    ) -> None:
+        self.link, self.every, self.rest, self.found = link, every, rest, found
+
+
+def _links(link: BaseException) -> list[BaseException]:
+    """``link``'s cause, then its context (not where ``raise ... from None``)."""
+    context = None if link.__suppress_context__ else link.__context__
+    cause = link.__cause__
+    return [
+        e for e in (cause, context if context is not cause else None) if e is not None
+    ]
 
 
 def _signals(link: BaseException) -> bool:
@@ -180,9 +215,17 @@ def _stops(exc: BaseException) -> bool:
     errors of the work: one raised while an out-of-memory error was handled
     (in its ``__context__``) still stops, and is never split and retried.
     """
-    if isinstance(exc, BaseExceptionGroup):
-        return any(_stops(e) for e in exc.exceptions)
-    return not isinstance(exc, Exception)
+    todo, seen = [exc], set()
+    while todo:  # (a stack of its own: a group may nest hundreds deep)
+        link = todo.pop()
+        if id(link) in seen:
+            continue
+        seen.add(id(link))
+        if isinstance(link, BaseExceptionGroup):
+            todo += link.exceptions
+        elif not isinstance(link, Exception):
+            return True
+    return False
 
 
 def empty_device_cache() -> None:

@@ -783,9 +783,11 @@ def test_a_repeated_call_runs_fn_and_nothing_else_of_weight(library, host_readin
         assert "batch_budgets" not in calls
         assert "put" not in calls
         assert "repeat" in calls
-        # (7 of them: is Runs an array?; torch: 43, its adapter's checks
-        # of the input's key and of the result's host view)
-        most = 30 if library == "numpy" else 45
+        # (7 of them: is Runs an array?; torch: 44, its adapter's checks
+        # of the input's key and of the result's host view, and whether the
+        # result lies over read-only pages: a storage torch allocated says
+        # so at once; 46 where torch.compile is imported)
+        most = 30 if library == "numpy" else 46
         assert len(calls) <= most, " ".join(calls)
 
 

@@ -144,6 +144,26 @@ def test_out_on_the_backends_device(xpkit_backend):
     assert_equal(out, b.asarray(a * 2.0, dtype=dtype))
 
 
+@pytest.mark.parametrize("in_a_dict", [False, True])
+def test_a_masked_out_is_refused_before_its_mask_is_wiped(in_a_dict):
+    """Masked inputs, operands and results were refused; a masked ``out`` had
+    its mask overwritten with False, silently."""
+    x = np.arange(12.0).reshape(6, 2)
+    mask = np.array([0, 1, 0, 0, 0, 0], dtype=bool)
+    out = np.ma.masked_array(np.zeros(6), mask=mask)
+    fn = Counted()
+    given, name = ({"a": out}, r"out\['a'\]") if in_a_dict else (out, "out")
+    with pytest.raises(TypeError, match=f"^{name} is a NumPy masked array: writing"):
+        xpkit.map_batches(
+            (lambda r: {"a": fn(r)[:, 0]}) if in_a_dict else (lambda r: fn(r)[:, 0]),
+            x,
+            out=given,
+        )
+    assert fn.calls == 0
+    np.testing.assert_array_equal(out.mask, mask)
+    np.testing.assert_array_equal(out.data, np.zeros(6))
+
+
 def test_nothing_the_size_of_all_outputs_is_allocated(tmp_path):
     """64 MiB of results into a memmap under a 1 MiB budget: tracemalloc's peak, in a child."""
     code = f"""

@@ -321,6 +321,35 @@ CRASH_CASES = {
             assert there.to_numpy(updated).tolist() == [9.0, 1.0, 2.0, 3.0]
         assert t.tolist() == [0.0, 1.0, 2.0, 3.0], t
     """,
+    # (to_numpy handed back the read-only pages flagged writable: a write
+    # through xpkit into what asarray / to_numpy / to_device gave ended the
+    # process, map_batches(out=) too)
+    "tensor_over_read_only_memmap_converted": """
+        import importlib.util, os, tempfile, torch
+        path = os.path.join(tempfile.mkdtemp(), "m.bin")
+        np.arange(4.0).tofile(path)
+        t = torch.from_numpy(np.memmap(path, dtype="f8", mode="r"))
+        for name in ("numpy", "array_api_strict"):
+            if importlib.util.find_spec(name) is None:
+                continue
+            b = xpkit.Backend(name)
+            own = (b.to_numpy,) if name == "numpy" else ()  # (NumPy's, not its own)
+            for convert in (b.asarray, b.to_device, *own):
+                x = convert(t)
+                updated = b.at(x, 0).set(9.0)
+                assert b.to_numpy(updated).tolist() == [9.0, 1.0, 2.0, 3.0]
+        host = xpkit.Backend("numpy").to_numpy(t)
+        assert not host.flags.writeable
+        try:
+            xpkit.map_batches(lambda r: r * 2, np.arange(4.0), out=host)
+        except ValueError as exc:
+            assert "out is read-only" in str(exc), exc
+        else:
+            raise AssertionError("out over read-only memory was taken")
+        assert t.tolist() == [0.0, 1.0, 2.0, 3.0], t
+        writable = torch.from_numpy(np.zeros(4))  # (shared, and writable, still)
+        assert xpkit.Backend("numpy").to_numpy(writable).flags.writeable
+    """,
 }
 
 

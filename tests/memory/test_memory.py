@@ -342,6 +342,66 @@ def test_a_decorated_async_generator_runs_under_its_budget_and_only_there():
     assert _memory.configured_budget_gb() is None
 
 
+def test_a_block_a_decorated_generator_holds_across_a_yield_is_its_own():
+    """Its ``with memory_budget(3.0)`` leaked into the caller between yields,
+    and at the next resumption the decorator's 0.5 lay over it."""
+
+    @xpkit.memory_budget(0.5)
+    def gen():
+        yield _memory.configured_budget_gb()
+        with xpkit.memory_budget(3.0):
+            yield _memory.configured_budget_gb()
+            yield _memory.configured_budget_gb()
+        yield _memory.configured_budget_gb()
+
+    g, seen = gen(), []
+    for _ in range(4):
+        seen.append(next(g))
+        seen.append(_memory.configured_budget_gb())  # (the caller's, between)
+    assert seen == [0.5, None, 3.0, None, 3.0, None, 0.5, None]
+
+
+def test_a_block_a_decorated_async_generator_holds_is_its_own():
+    @xpkit.memory_budget(0.5)
+    async def agen():
+        with xpkit.memory_budget(3.0):
+            yield _memory.configured_budget_gb()
+            yield _memory.configured_budget_gb()
+        yield _memory.configured_budget_gb()
+
+    async def main():
+        return [(v, _memory.configured_budget_gb()) async for v in agen()]
+
+    assert asyncio.run(main()) == [(3.0, None), (3.0, None), (0.5, None)]
+
+
+def test_a_callable_that_returns_a_coroutine_or_generator_runs_it_under_the_budget():
+    """An object whose ``__call__`` is ``async def``, or a lambda returning a
+    generator: the budget held only while the object was made."""
+
+    class Job:
+        async def __call__(self):
+            await asyncio.sleep(0)
+            return _memory.configured_budget_gb()
+
+    assert asyncio.run(xpkit.memory_budget(0.6)(Job())()) == 0.6
+    made = xpkit.memory_budget(0.6)(
+        lambda: (_memory.configured_budget_gb() for _ in range(2))
+    )
+    assert list(made()) == [0.6, 0.6]
+    assert _memory.configured_budget_gb() is None
+
+
+def test_memory_budget_refuses_to_decorate_a_class():
+    """It returned a function: ``isinstance(x, K)`` then failed."""
+
+    class K:
+        pass
+
+    with pytest.raises(TypeError, match="^func must be a function, not a class"):
+        xpkit.memory_budget(1.0)(K)
+
+
 def test_memory_budget_decorates_coroutines():
     @xpkit.memory_budget(2.0)
     async def job() -> float:

@@ -427,6 +427,42 @@ def test_a_chain_that_loops_back_on_itself_is_walked_once():
     assert xpkit.is_oom_error(group)
 
 
+def _nested(inner: BaseException, depth: int) -> BaseException:
+    for _ in range(depth):
+        inner = BaseExceptionGroup("g", [inner])
+    return inner
+
+
+def _forks(last: BaseException, links: int) -> BaseException:
+    """Links that each have a cause and another context, not suppressed (as
+    a library may set them), ``last`` at the end."""
+    for i in range(links):
+        link = RuntimeError(i)
+        link.__cause__, link.__context__ = ValueError(i), last
+        link.__suppress_context__ = False  # (setting a cause set it True)
+        last = link
+    return last
+
+
+@pytest.mark.parametrize("depth", [500, 3000])
+def test_deep_groups_and_forked_chains_are_walked_without_recursion(depth):
+    """Walked by recursion: RecursionError, which compute_oom_safe then
+    raised in place of fn's own exception."""
+    assert xpkit.is_oom_error(_nested(MemoryError(), depth))
+    assert not xpkit.is_oom_error(_nested(ValueError(), depth))
+    assert not xpkit.is_oom_error(_nested(KeyboardInterrupt(), depth))
+    assert xpkit.is_oom_error(_forks(MemoryError(), depth))
+    assert not xpkit.is_oom_error(_forks(ValueError(), depth))
+    raised = _nested(ValueError("fn's own"), depth)
+
+    def fn(x):
+        raise raised
+
+    with pytest.raises(BaseExceptionGroup) as info:
+        xpkit.compute_oom_safe(fn, np.zeros((4, 2)))
+    assert info.value is raised
+
+
 def test_compute_oom_safe_splits_on_a_task_group_oom():
     import asyncio
 

@@ -142,10 +142,11 @@ def tensor_on_host(x: Array, torch: ModuleType) -> HostArray:
     """``x`` as a NumPy array: detached, on the CPU, widened where NumPy lacks its dtype.
 
     Memory is shared with a CPU tensor where it can be, as ``x.numpy()``
-    shares it: one over read-only pages (``torch.from_numpy`` of a
-    read-only memmap) comes back as writable as torch holds it (asking the
-    page map each time would cost half a millisecond a call; `Backend.move`
-    and `Backend.at` ask it, and copy).
+    shares it. One over read-only pages (``torch.from_numpy`` of a
+    read-only memmap) comes back read-only: torch holds it writable, and a
+    write through the NumPy array (``Backend.at``, ``map_batches(out=)``)
+    ended the process (the page map is asked once per storage torch did
+    not allocate, `tensor_over_read_only_memory`).
     """
     t = x.detach()
     if t.device.type != "cpu":
@@ -153,7 +154,15 @@ def tensor_on_host(x: Array, torch: ModuleType) -> HostArray:
     wider = widened_on_host(t.dtype, torch)  # NumPy has no bfloat16, no float8
     if wider is not None:
         t = t.to(wider)
-    return np.asarray(t.resolve_conj().resolve_neg().numpy())
+    t = t.resolve_conj().resolve_neg()
+    # (asked before .numpy(), which makes a storage torch allocated look
+    # foreign: not resizable, and then looked up in the page map)
+    read_only = tensor_over_read_only_memory(t)
+    host = np.asarray(t.numpy())
+    if read_only and host.flags.writeable:
+        host = host.view()
+        host.flags.writeable = False
+    return host
 
 
 def tensor_not_updatable(
