@@ -232,6 +232,19 @@ ONCE: dict[str, Row] = {
         TypeError,
         "cap_for_batching must be a bool, got 'yes'",
     ),
+    # (a budget given made the answer before the flag was read: 1.0)
+    "budget cap str beside a budget": Row(
+        lambda: xpkit.device_memory_budget(
+            max_gpu_memory_gb=1.0, cap_for_batching="yes"
+        ),
+        TypeError,
+        "cap_for_batching must be a bool, got 'yes'",
+    ),
+    "budget backend huge int": Row(
+        lambda: xpkit.device_memory_budget(2**1000),
+        TypeError,
+        r"backend must be a Backend or None, got 107150860718\.\.\. \(an int of 302",
+    ),
     # auto_batch_size
     "batch n_items 0": Row(
         lambda: xpkit.auto_batch_size(0, 8.0, budget_gb=1.0),
@@ -525,7 +538,7 @@ ONCE: dict[str, Row] = {
     "map executor int": Row(
         lambda: xpkit.map_batches(abs, X, executor=4),
         TypeError,
-        "executor must be None, .* got int",
+        "executor must be None, .* got 4 of type int",
     ),
     "map result_on": Row(
         lambda: xpkit.map_batches(abs, X, result_on="gpu"),

@@ -60,6 +60,14 @@ class At(Generic[ArrayT]):
       whose arrays are immutable);
     - ``xp``: the namespace of ``x``; None infers it.
 
+    An integer index array that names a position more than once updates it
+    as its library does, which xpkit does not even out: JAX applies every
+    update there (``add`` of 5 and 1 at position 0 adds 6, ``max`` keeps
+    the largest of all); NumPy, torch and Dask apply the last alone, as
+    ``x[idx] += y`` does in NumPy (``add`` adds 1, ``max`` compares with 1
+    only). ``set`` keeps one of the values on each. Give each position once
+    where the answer must agree across libraries.
+
     Parameters
     ----------
     backend : Backend
@@ -175,11 +183,18 @@ class At(Generic[ArrayT]):
             and _overlaps(adapter, x, value)
         ):
             value = adapter.own_copy(value)  # (read whole before x is written)
+        index = self._index
+        mask = self._mask_of_x(value)
+        if mask is not None:
+            from array_api_extra import at
+
+            index = mask
+            update = getattr(at(x, index), name)
         fresh = adapter.copy_to_update(x) if copy else None
         if fresh is not None:  # (copied as its library copies it, then updated)
             from array_api_extra import at
 
-            update = getattr(at(fresh, self._index), name)
+            update = getattr(at(fresh, index), name)
             copy = False
         if name in ("min", "max") and not adapter.owns(value):
             # array-api-extra makes a number an array without device= (on the
@@ -190,6 +205,40 @@ class At(Generic[ArrayT]):
             value = ns.asarray(value, dtype=x.dtype, device=adapter.device_of(x))
         result: ArrayT = update(value, copy=copy, xp=xp)
         return result
+
+    def _mask_of_x(self, value: Value) -> Array | None:
+        """A boolean mask index as one of ``x``'s shape, where arrays are immutable.
+
+        array-api-extra updates a Dask or JAX array through a mask by
+        ``where(mask, op(x, y), x)`` only where the mask is the whole index
+        and of ``x``'s shape, and ``y`` a number; else it reads ``x[mask]``,
+        whose size Dask does not know ("chunk sizes are unknown"). A mask of
+        ``x``'s leading axes, bare or alone in a tuple, is broadcast to
+        ``x``'s shape: the same elements. None where nothing is to be done.
+        """
+        adapter = self._facts.adapter
+        x: Array = self._x  # (any library's array: its shape read)
+        idx: Array = self._index
+        if type(idx) is tuple and len(idx) == 1:
+            idx = idx[0]
+        if adapter.writable_rows or not adapter.owns(idx):
+            return None
+        if adapter.owns(value) and tuple(value.shape) != ():
+            return None  # (values for the selected elements: as they are)
+        try:
+            if dtype_name(idx.dtype) != "bool":
+                return None
+        except TypeError:
+            return None
+        shape, lead = tuple(x.shape), tuple(idx.shape)
+        if lead == shape:
+            return idx  # (out of its tuple)
+        if len(lead) > len(shape) or lead != shape[: len(lead)]:
+            return None
+        ns: Namespace = self._facts.xp  # (the standard's broadcast_to)
+        axes = (*lead, *(1,) * (len(shape) - len(lead)))
+        full: Array = ns.broadcast_to(ns.reshape(idx, axes), shape)
+        return full
 
     def _value(self, y: Value) -> Value:
         """``y`` as array-api-extra takes it: this library's array or a number."""

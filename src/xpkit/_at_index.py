@@ -81,6 +81,18 @@ def _plain_part(part: Value, name: str) -> Value:
     if refused is not None:
         msg = f"{name} is {refused}"
         raise TypeError(msg)
+    if adapter is not None:  # (Dask read a float array as a mask, a NumPy one
+        # as positions; the others refuse it)
+        try:
+            kind = dtype_name(part.dtype)
+        except (AttributeError, TypeError):
+            kind = None
+        if kind is not None and not kind.startswith(("int", "uint", "bool")):
+            msg = (
+                f"{name} is an array of {kind}, which is not an index: give an "
+                "integer array or a boolean mask array"
+            )
+            raise TypeError(msg)
     return part
 
 

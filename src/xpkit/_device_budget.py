@@ -10,6 +10,7 @@ from __future__ import annotations
 from ._args import check_gb
 from ._backend import Backend
 from ._memory import batch_budgets
+from ._shown import shown
 
 __all__ = ["device_memory_budget"]
 
@@ -78,12 +79,12 @@ def device_memory_budget(
     True
     """
     if backend is not None and not isinstance(backend, Backend):
-        msg = f"backend must be a Backend or None, got {backend!r}"
+        msg = f"backend must be a Backend or None, got {shown(backend)}"
+        raise TypeError(msg)
+    if not isinstance(cap_for_batching, bool):  # (before any other answer)
+        msg = f"cap_for_batching must be a bool, got {shown(cap_for_batching)}"
         raise TypeError(msg)
     if max_gpu_memory_gb is not None:
         return check_gb("max_gpu_memory_gb", max_gpu_memory_gb)
-    if not isinstance(cap_for_batching, bool):
-        msg = f"cap_for_batching must be a bool, got {cap_for_batching!r}"
-        raise TypeError(msg)
     measured, capped = batch_budgets(backend)
     return capped if cap_for_batching else measured

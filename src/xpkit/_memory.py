@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import pickle
 import sys
 import time
 import warnings
@@ -19,6 +20,8 @@ from collections.abc import (
 )
 from contextlib import ContextDecorator
 from typing import TYPE_CHECKING, Self, TypeVar, cast
+
+import numpy as np
 
 from ._adapters._base import HOST_BATCH_WORKING_SET_BYTES
 from ._adapters._registry import adapter_for_array, get_adapter, refuse_lossy
@@ -43,6 +46,7 @@ from ._typing import Array, UserFunction
 if TYPE_CHECKING:
     from ._adapters._base import Adapter
     from ._backend import Backend
+    from ._typing import HostArray
 
 T = TypeVar("T")
 F = TypeVar("F", bound=UserFunction)
@@ -545,9 +549,14 @@ def batch_size_within(
             f"(bytes_per_item * overhead) but {over}"
         )
         raise ValueError(msg)
-    # The epsilon keeps an exact fit (budget / per_item == k) from flooring to k - 1.
-    # (A subnormal per_item makes the quotient infinite: clamp before int.)
-    batch = min(max(int(min(budget / per_item * (1 + 1e-12), n)), floor), n)
+    # The epsilon keeps an exact fit (budget / per_item == k) from flooring to k - 1;
+    # where it adds a whole item (a quotient past 1e12: 1 byte over a 1000 GB
+    # budget), the quotient as it is. (A subnormal per_item makes the quotient
+    # infinite: clamp before int.)
+    fits = int(min(budget / per_item * (1 + 1e-12), n))
+    if fits * per_item > budget + 0.5:  # (more than rounding: half a byte)
+        fits = int(min(budget / per_item, n))
+    batch = min(max(fits, floor), n)
     return batch, -(-n // batch)
 
 
@@ -590,7 +599,8 @@ def auto_n_jobs_for_arrays(
     arrays : iterable of arrays
         Items of the map: arrays of any supported library (NumPy, torch,
         CuPy, JAX, ...) and dtype (strings count as their NumPy copy's
-        bytes); None entries are ignored.
+        bytes, a NumPy object array as its pickle's); None entries are
+        ignored.
     max_memory_gb : float, optional
         Explicit memory budget in GB; None measures available host RAM.
     min_jobs : int, default 1
@@ -662,6 +672,8 @@ def _item_bytes(i: int, item: Array) -> int:
             "its bytes cannot be counted (compute its sizes first)"
         )
         raise ValueError(msg)
+    if isinstance(item, np.ndarray) and item.dtype.kind == "O":
+        return _pickled_bytes(item)  # (nbytes counts its pointers alone)
     try:
         return array_nbytes(item)
     except TypeError:  # (a dtype outside the standard, without nbytes: strings)
@@ -674,6 +686,21 @@ def _item_bytes(i: int, item: Array) -> int:
             "values to count its bytes by"
         )
         raise TypeError(msg) from None
+
+
+def _pickled_bytes(item: HostArray) -> int:
+    """The bytes of ``item``'s pickle, as a worker receives it.
+
+    The buffers it holds (NumPy arrays in it) are handed over out of band
+    (pickle protocol 5) and counted, not copied.
+    """
+    buffers: list[int] = []
+
+    def buffer(view: pickle.PickleBuffer) -> None:
+        buffers.append(view.raw().nbytes)
+
+    stream = len(pickle.dumps(item, protocol=5, buffer_callback=buffer))
+    return stream + sum(buffers)
 
 
 def n_jobs_for_item_bytes(item_bytes: int, budget_gb: float | None, floor: int) -> int:

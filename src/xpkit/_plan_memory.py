@@ -36,7 +36,6 @@ batch catches what a stale cost would let through).
 
 from __future__ import annotations
 
-import operator
 import os
 import threading
 import time
@@ -44,6 +43,8 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import NamedTuple
+
+from ._args import check_count
 
 __all__ = [
     "GROW_AFTER",
@@ -171,13 +172,7 @@ class PlanMemory:
 
     @maxsize.setter
     def maxsize(self, maxsize: int) -> None:
-        if isinstance(maxsize, bool) or not hasattr(maxsize, "__index__"):
-            msg = f"maxsize must be an int, got {maxsize!r}"
-            raise TypeError(msg)
-        maxsize = operator.index(maxsize)  # (np.int64 too)
-        if maxsize < 1:
-            msg = f"maxsize must be a positive int, got {maxsize!r}"
-            raise ValueError(msg)
+        maxsize = check_count("maxsize", maxsize)  # (np.int64 too; no array([2]))
         with self._lock:
             self._maxsize = maxsize
             for kept in (self._entries, self._one_batch):

@@ -311,6 +311,11 @@ def test_the_memory_is_bounded_least_recently_used_first():
     for bad in (2.0, True, "5", None):  # (not ints: a ValueError before)
         with pytest.raises(TypeError, match=f"maxsize must be an int, got {bad!r}"):
             memory.maxsize = bad
+    # (NumPy's words, naming nothing: "only integer scalar arrays can be ...")
+    with pytest.raises(TypeError, match=r"maxsize must be an int, got array\(\[2\]\)"):
+        memory.maxsize = np.array([2])
+    with pytest.raises(TypeError, match=r"maxsize must be an int, got array\(\[3\]\)"):
+        PlanMemory(np.array([3]))
     assert memory.maxsize == 1
     memory.maxsize = np.int64(3)  # (refused before, as no int)
     assert memory.maxsize == 3

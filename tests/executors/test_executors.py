@@ -229,7 +229,7 @@ def test_worker_budget_follows_memory_limits_threads_and_inputs():
     ("executor", "error", "match"),
     [
         ("spark", ValueError, "executor must be None, 'dask', 'joblib'"),
-        (4, TypeError, "executor must be None, 'dask', 'joblib'.*got int"),
+        (4, TypeError, r"executor must be None, 'dask', 'joblib'.*got 4 of type int$"),
     ],
 )
 def test_bad_executor_is_rejected(executor, error, match):

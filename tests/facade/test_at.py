@@ -196,6 +196,63 @@ def test_a_bool_or_a_float_is_no_index(xpkit_backend, part):
         b.at(b.asarray([[5.0, 6.0]]), (0, part))
 
 
+#: NumPy's update of the selected values by the number 5, per method.
+_BY_FIVE = {
+    "set": lambda v: np.full_like(v, 5.0),
+    "add": lambda v: v + 5.0,
+    "multiply": lambda v: v * 5.0,
+    "max": lambda v: np.maximum(v, 5.0),
+}
+
+
+@pytest.mark.parametrize("op", sorted(_BY_FIVE))
+@pytest.mark.parametrize("wrapped", [False, True], ids=["bare", "in a tuple"])
+def test_a_mask_of_leading_axes_updates_by_a_number_on_every_backend(
+    xpkit_backend, op, wrapped
+):
+    """Dask: ``add`` through a row mask of a matrix, or through ``(mask,)``,
+    raised "chunk sizes are unknown" (``set`` through the bare mask worked);
+    JAX under ``jit`` failed the same way."""
+    b = xpkit_backend
+    if b.library == "array_api_strict":
+        pytest.skip("array-api-strict takes no boolean index in __setitem__")
+    rows = np.array([True, False, True])
+    for shape, mask in (((3, 2), rows), ((3,), rows)):
+        values = np.arange(float(np.prod(shape))).reshape(shape) + 1.0
+        want = values.copy()
+        want[mask] = _BY_FIVE[op](want[mask])
+        x, m = b.asarray(values), b.asarray(mask)
+        idx = (m,) if wrapped else m
+        got = getattr(b.at(x, idx), op)(5.0, copy=True)
+        assert _host(b, got).tolist() == want.tolist()
+        assert _host(b, x).tolist() == values.tolist()
+
+
+def test_a_mask_of_leading_axes_updates_under_jax_jit():
+    jax = pytest.importorskip("jax")
+    b = xpkit.Backend("jax")
+    x = b.asarray(np.arange(6.0).reshape(3, 2))
+    rows = b.asarray(np.array([True, False, True]))
+    added = jax.jit(lambda x, m: b.at(x, (m,)).add(5.0))(x, rows)
+    assert np.asarray(added).tolist() == [[5.0, 6.0], [2.0, 3.0], [9.0, 10.0]]
+
+
+def test_a_float_index_array_is_no_index(xpkit_backend):
+    """Dask read a float array as a mask (non-zero: True), a NumPy one as
+    positions; the other libraries refused it in words of their own."""
+    b = xpkit_backend
+    x = b.asarray([5.0, 6.0, 7.0, 8.0])
+    floats = b.asarray([0.0, 2.0, 0.0, 3.0], dtype=b.xp.float32)
+    for given in (floats, np.array([0.0, 2.0])):
+        said = b.dtype_to_str(given.dtype) if given is floats else "float64"
+        for idx, name in ((given, "idx"), ((given,), "idx[0]")):
+            with pytest.raises(
+                TypeError, match=re.escape(f"{name} is an array of {said}, which is")
+            ):
+                b.at(x, idx).set(-1.0, copy=True)
+    assert _host(b, x).tolist() == [5.0, 6.0, 7.0, 8.0]
+
+
 def test_a_masked_value_or_index_is_refused_on_every_backend(xpkit_backend):
     """Their masks were dropped: a masked value written, a masked index used."""
     b = xpkit_backend
@@ -837,6 +894,30 @@ def test_torch_updates_a_tensor_that_requires_grad_in_its_graph(copy):
     got.sum().backward()
     assert g.grad.tolist() == [0.0, 1.0, 1.0]  # (the set element's gradient is gone)
     assert g.tolist() == [0.0, 1.0, 2.0]
+
+
+@pytest.mark.parametrize("view", ["slice", "reshaped", "a weight's row"])
+def test_torch_updates_a_view_of_a_leaf_that_requires_grad_on_a_copy(view):
+    """Only the leaf itself was copied: a view of it met autograd's
+    RuntimeError ("a view of a leaf Variable that requires grad"), with
+    copy=False too, in place of xpkit's ValueError naming x."""
+    torch = pytest.importorskip("torch")
+    b = xpkit.Backend("torch", device="cpu")
+    leaf = torch.arange(4.0, requires_grad=True)
+    x, idx = {
+        "slice": (leaf[1:], 0),
+        "reshaped": (leaf.view(2, 2), (0, 0)),
+        "a weight's row": (torch.nn.Parameter(torch.zeros(2, 2))[0], 0),
+    }[view]
+    got = b.at(x, idx).set(9.0)
+    assert got.flatten()[0].item() == 9.0
+    assert got.requires_grad
+    with pytest.raises(ValueError, match=r"is a view of a leaf tensor that requires"):
+        b.at(x, idx).set(9.0, copy=False)
+    assert leaf.tolist() == [0.0, 1.0, 2.0, 3.0]
+    with torch.no_grad():  # (as an optimizer updates a weight's rows: in place)
+        assert b.at(leaf[1:], 0).set(7.0, copy=False).tolist() == [7.0, 2.0, 3.0]
+    assert leaf.tolist() == [0.0, 7.0, 2.0, 3.0]
 
 
 def test_torch_updates_a_parameter_in_place_under_no_grad():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -54,6 +55,23 @@ def test_auto_batch_size(
     assert got == expected
     assert got[0] * got[1] >= n_items
     assert (got[0] * (got[1] - 1)) < n_items
+
+
+@pytest.mark.parametrize(
+    ("bytes_per_item", "budget_gb"),
+    [(1, 1000.0), (1, 2.0**32), (3, 2.0**33), (GB / 3, 1.0), (GB / 10, 0.3)],
+)
+def test_a_batch_never_goes_over_the_budget(bytes_per_item, budget_gb):
+    """The allowance that keeps an exact fit from flooring (1 + 1e-12) added
+    a whole item past 1e12 items a budget: 1 byte over 1000 GB, 4.6 MB over
+    2**32 GB."""
+    n = 2**80
+    batch, _ = xpkit.auto_batch_size(n, bytes_per_item, budget_gb=budget_gb)
+    budget = Fraction(budget_gb) * GB
+    per_item = Fraction(bytes_per_item)
+    assert batch * per_item <= budget + Fraction(1, 2)  # (half a byte: rounding)
+    # (and not far under: within float64's precision of the quotient)
+    assert (batch + 1) * per_item > budget * (1 - Fraction(1, 10**12))
 
 
 @pytest.mark.parametrize(
@@ -206,6 +224,20 @@ def test_auto_n_jobs_counts_strings_of_any_library_as_numpy_s(monkeypatch):
     symbolic = ndx.argument(shape=(3,), dtype=ndx.utf8)
     with pytest.raises(TypeError, match=r"^arrays\[1\] has dtype utf8, .* no values"):
         xpkit.auto_n_jobs_for_arrays([None, symbolic], max_memory_gb=1.0)
+
+
+def test_auto_n_jobs_counts_an_object_array_as_its_pickle(monkeypatch):
+    """Counted as its pointers (8 bytes an element): an object array holding
+    a 1 MiB array ran as many workers as CPUs, under any budget."""
+    monkeypatch.setattr("joblib.cpu_count", lambda: 64)
+    held = np.empty(2, dtype=object)
+    held[0], held[1] = np.zeros(1024**2 // 8), "a label"
+    assert held.nbytes == 16
+    budget = 10 / 1024  # (10 MiB: 9 workers of a little over 1 MiB each)
+    with pytest.warns(xpkit.MemoryCapWarning, match="at 9 "):
+        assert xpkit.auto_n_jobs_for_arrays([held], max_memory_gb=budget) == 9
+    labels = np.array(["a", "b"], dtype=object)  # (small: not capped)
+    assert xpkit.auto_n_jobs_for_arrays([labels], max_memory_gb=budget) == 64
 
 
 @pytest.mark.parametrize(

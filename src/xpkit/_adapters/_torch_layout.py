@@ -184,6 +184,12 @@ def tensor_not_updatable(
         return "a tensor whose elements share memory (an expand()ed view)"
     if x.requires_grad and x.is_leaf and grad_enabled:
         return "a leaf tensor that requires grad (autograd refuses in-place updates)"
+    base = x._base if x.requires_grad and grad_enabled else None  # (a view's)
+    if base is not None and base.is_leaf and base.requires_grad:
+        return (
+            "a view of a leaf tensor that requires grad (autograd refuses "
+            "in-place updates)"
+        )
     if x.is_inference() and not inference_mode:
         return "an inference tensor (only torch.inference_mode may update it)"
     if tensor_over_read_only_memory(x):

@@ -15,6 +15,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from .._memory import array_nbytes, n_jobs_for_item_bytes
+from .._shown import shown
 from ._base import EXECUTORS, Pool
 from ._driver import each_task_on_pool
 from .dask import (
@@ -63,6 +64,6 @@ def pool_for(
         return DaskPool(usable_client(executor, repr(executor)))
     msg = (
         "executor must be None, 'dask', 'joblib' or a dask.distributed.Client, "
-        f"got {type(executor).__qualname__}"
+        f"got {shown(executor)} of type {type(executor).__qualname__}"
     )
     raise TypeError(msg)
