@@ -130,6 +130,7 @@ class At(Generic[ArrayT]):
         check_operand(facts, x, "x")
         kind = own_dtype(x, "x")  # (float8: torch saturated 1000 to 448, silently)
         idx = plain_index(idx)
+        _own_index(facts, idx)
         check_index(x, idx)  # (before narrow integers become positions)
         idx = tuple(map(as_positions, idx)) if type(idx) is tuple else as_positions(idx)
         idx = completed(x, idx)
@@ -329,6 +330,28 @@ class At(Generic[ArrayT]):
     ) -> ArrayT:
         """``x[idx] = maximum(x[idx], y)``, returning the updated array."""
         return self._apply("max", y, copy, xp)
+
+
+def _own_index(facts: Facts, idx: Value) -> None:
+    """TypeError where an index array is of a library other than ``x``'s and NumPy's.
+
+    Each library misread another's arrays in words of its own (torch's
+    "too many indices" for a JAX array, Dask's "Boolean value of Tensor is
+    ambiguous"); a NumPy array is taken by every library but
+    array-api-strict, which says so.
+    """
+    parts = idx if type(idx) is tuple else (idx,)
+    for k, part in enumerate(parts):
+        adapter = adapter_for_array(part)
+        if adapter is None or adapter is facts.adapter or adapter.key == "numpy":
+            continue
+        name = f"idx[{k}]" if type(idx) is tuple else "idx"
+        msg = (
+            f"{name} is an array of {adapter.label} but x is of "
+            f"{facts.adapter.label}: libraries do not mix; convert it with "
+            "Backend.asarray (or give a NumPy array)"
+        )
+        raise TypeError(msg)
 
 
 def _fitted(value: complex, target: str, narrowing: Narrowing) -> complex:

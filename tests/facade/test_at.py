@@ -237,6 +237,27 @@ def test_a_mask_of_leading_axes_updates_under_jax_jit():
     assert np.asarray(added).tolist() == [[5.0, 6.0], [2.0, 3.0], [9.0, 10.0]]
 
 
+def test_an_index_array_of_another_library_is_refused_naming_it(xpkit_backend):
+    """Each library misread another's: torch's "too many indices" for a JAX
+    array, Dask's "Boolean value of Tensor ... is ambiguous"."""
+    b = xpkit_backend
+    x = b.asarray([5.0, 6.0, 7.0])
+    others = [  # (NumPy's arrays are every library's index)
+        name
+        for name in ("torch", "jax", "dask")
+        if name != b.library and get_adapter(name).is_installed()
+    ]
+    for name in others:
+        label = get_adapter(name).label
+        positions = xpkit.Backend(name, device="cpu").asarray(np.array([0, 2]))
+        for idx, said in ((positions, "idx"), ((positions,), "idx[0]")):
+            with pytest.raises(
+                TypeError, match=re.escape(f"{said} is an array of {label} but x is")
+            ):
+                b.at(x, idx).set(0.0, copy=True)
+    assert _host(b, x).tolist() == [5.0, 6.0, 7.0]
+
+
 def test_a_float_index_array_is_no_index(xpkit_backend):
     """Dask read a float array as a mask (non-zero: True), a NumPy one as
     positions; the other libraries refused it in words of their own."""

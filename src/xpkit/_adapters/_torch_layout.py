@@ -156,8 +156,9 @@ def tensor_on_host(x: Array, torch: ModuleType) -> HostArray:
         t = t.to(wider)
     t = t.resolve_conj().resolve_neg()
     # (asked before .numpy(), which makes a storage torch allocated look
-    # foreign: not resizable, and then looked up in the page map)
-    read_only = tensor_over_read_only_memory(t)
+    # foreign: not resizable, and then looked up in the page map; not while
+    # dynamo traces, whose tensors hold no memory and which cannot trace it)
+    read_only = not torch.compiler.is_compiling() and tensor_over_read_only_memory(t)
     host = np.asarray(t.numpy())
     if read_only and host.flags.writeable:
         host = host.view()
