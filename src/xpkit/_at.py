@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Generic
 
 import numpy as np
 
-from ._adapters._registry import adapter_for_array
+from ._adapters._registry import adapter_for_array, over_read_only_memory
 from ._args import check_copy
 from ._at_index import (
     as_positions,
@@ -63,10 +63,11 @@ class At(Generic[ArrayT]):
     An integer index array that names a position more than once updates it
     as its library does, which xpkit does not even out: JAX applies every
     update there (``add`` of 5 and 1 at position 0 adds 6, ``max`` keeps
-    the largest of all); NumPy, torch and Dask apply the last alone, as
+    the largest of all); NumPy and Dask apply the last alone, as
     ``x[idx] += y`` does in NumPy (``add`` adds 1, ``max`` compares with 1
-    only). ``set`` keeps one of the values on each. Give each position once
-    where the answer must agree across libraries.
+    only); torch applies one of them, which it leaves unspecified (on CPU
+    threads it varies from run to run). Give each position once where the
+    answer must agree across libraries.
 
     Parameters
     ----------
@@ -170,6 +171,8 @@ class At(Generic[ArrayT]):
         x: Array = self._x  # (any library's array: its shape and dtype read)
         in_place = copy is not True and not stands_in(self._facts, x)
         why = adapter.update_refusal(x) if in_place else None
+        if in_place and why is None and over_read_only_memory(x):
+            why = "a view of read-only memory (a write into it ends the process)"
         if why is not None:
             if copy is False:
                 msg = (

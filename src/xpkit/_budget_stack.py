@@ -21,7 +21,6 @@ __all__ = [
     "ACTIVE_BUDGET",
     "BudgetEntry",
     "async_generator_in_budget",
-    "carried_in_budget",
     "generator_in_budget",
     "in_budget",
 ]
@@ -141,21 +140,3 @@ def async_generator_in_budget(func: UserFunction, gb: float) -> UserFunction:
                 resume, value = agen.athrow, exc
 
     return run
-
-
-def carried_in_budget(result: object, gb: float) -> object:
-    """What a plain callable returned: a generator or coroutine, under the budget."""
-    import inspect
-
-    if inspect.isgenerator(result):
-        return generator_in_budget(lambda: result, gb)()
-    if inspect.isasyncgen(result):
-        return async_generator_in_budget(lambda: result, gb)()
-    if inspect.iscoroutine(result):
-        return _awaited(result, gb)
-    return result
-
-
-async def _awaited(coro: Awaitable[object], gb: float) -> object:
-    with in_budget(gb):
-        return await coro

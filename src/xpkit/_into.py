@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from ._adapters._registry import adapter_for_array, get_adapter
+from ._adapters._registry import adapter_for_array, get_adapter, over_read_only_memory
 from ._adapters._stores import (
     bytes_held_while_writing,
     closed,
@@ -222,6 +222,12 @@ def _check_leaf(name: str, leaf: Value, n: int) -> int:
             raise TypeError(msg)
         if not leaf.flags.writeable:
             msg = f"{name} is read-only (a NumPy array whose writeable flag is off)"
+            raise ValueError(msg)
+        if over_read_only_memory(leaf):  # (torch.from_numpy of a read-only memmap)
+            msg = (
+                f"{name} lies over read-only memory (a view of a tensor over a "
+                "read-only memmap, say): writing rows into it would end the process"
+            )
             raise ValueError(msg)
         why = get_adapter("numpy").unwritable(leaf)
         if why is not None:

@@ -19,6 +19,7 @@ from collections.abc import (
     Iterable,
 )
 from contextlib import ContextDecorator
+from fractions import Fraction
 from typing import TYPE_CHECKING, Self, TypeVar, cast
 
 import numpy as np
@@ -36,7 +37,6 @@ from ._args import (
 from ._budget_stack import (
     ACTIVE_BUDGET,
     async_generator_in_budget,
-    carried_in_budget,
     generator_in_budget,
 )
 from ._dtypes import dtype_name, external_stacklevel
@@ -232,9 +232,10 @@ class memory_budget(ContextDecorator):
         own code runs (each resumption), never in its caller between them;
         a budget block the generator holds across a ``yield`` is its own
         (its caller never sees it, and it is in force again at the next
-        resumption). A callable that returns a coroutine or a generator
-        (an object whose ``__call__`` is ``async def``) is treated as one.
-        A class is refused: its instances would no longer be of it.
+        resumption). An object whose ``__call__`` is one of these is taken
+        as one. A plain function's budget holds while it runs: a generator
+        or coroutine it returns runs without it. A class is refused: its
+        instances would no longer be of it.
         """
         import inspect
 
@@ -243,7 +244,8 @@ class memory_budget(ContextDecorator):
             msg = f"func must be a function, not a class (decorate its methods), got {func!r}"
             raise TypeError(msg)
         gb = self._gb
-        if inspect.iscoroutinefunction(func):
+        kinds = (func, type(func).__call__)  # (an object whose __call__ is one)
+        if any(inspect.iscoroutinefunction(k) for k in kinds):
 
             @functools.wraps(func)
             async def run(*args: object, **kwargs: object) -> object:
@@ -251,16 +253,15 @@ class memory_budget(ContextDecorator):
                     return await func(*args, **kwargs)
 
             return cast("F", run)
-        if inspect.isgeneratorfunction(func):
+        if any(inspect.isgeneratorfunction(k) for k in kinds):
             return cast("F", generator_in_budget(func, gb))
-        if inspect.isasyncgenfunction(func):
+        if any(inspect.isasyncgenfunction(k) for k in kinds):
             return cast("F", async_generator_in_budget(func, gb))
 
         @functools.wraps(func)
         def call(*args: object, **kwargs: object) -> object:
             with memory_budget(gb):
-                result = func(*args, **kwargs)
-            return carried_in_budget(result, gb)
+                return func(*args, **kwargs)
 
         return cast("F", call)
 
@@ -550,12 +551,14 @@ def batch_size_within(
         )
         raise ValueError(msg)
     # The epsilon keeps an exact fit (budget / per_item == k) from flooring to k - 1;
-    # where it adds a whole item (a quotient past 1e12: 1 byte over a 1000 GB
-    # budget), the quotient as it is. (A subnormal per_item makes the quotient
-    # infinite: clamp before int.)
-    fits = int(min(budget / per_item * (1 + 1e-12), n))
-    if fits * per_item > budget + 0.5:  # (more than rounding: half a byte)
-        fits = int(min(budget / per_item, n))
+    # it adds at most budget * 1e-12 bytes, under a third of a byte for a budget
+    # under 2**38 bytes (256 GB). Past that (a whole item over 1000 GB, and
+    # float64's rounding of the quotient), the exact quotient. (A subnormal
+    # per_item makes the float quotient infinite: clamp before int.)
+    if budget < 2**38:
+        fits = int(min(budget / per_item * (1 + 1e-12), n))
+    else:
+        fits = min(math.floor(Fraction(budget) / Fraction(per_item)), n)
     batch = min(max(fits, floor), n)
     return batch, -(-n // batch)
 
@@ -673,7 +676,7 @@ def _item_bytes(i: int, item: Array) -> int:
         )
         raise ValueError(msg)
     if isinstance(item, np.ndarray) and item.dtype.kind == "O":
-        return _pickled_bytes(item)  # (nbytes counts its pointers alone)
+        return _pickled_bytes(i, item)  # (nbytes counts its pointers alone)
     try:
         return array_nbytes(item)
     except TypeError:  # (a dtype outside the standard, without nbytes: strings)
@@ -688,19 +691,45 @@ def _item_bytes(i: int, item: Array) -> int:
         raise TypeError(msg) from None
 
 
-def _pickled_bytes(item: HostArray) -> int:
-    """The bytes of ``item``'s pickle, as a worker receives it.
+def _pickled_bytes(i: int, item: HostArray) -> int:
+    """The bytes of ``item``'s pickle (``arrays[i]``), as a worker receives it.
 
-    The buffers it holds (NumPy arrays in it) are handed over out of band
-    (pickle protocol 5) and counted, not copied.
+    Pickled as joblib's and Dask's workers are sent their arguments
+    (cloudpickle, which takes lambdas; the standard pickle where it is
+    missing), into a counter, not a buffer; the arrays it holds are handed
+    over out of band (protocol 5) and counted, not copied. A TypeError
+    naming ``arrays[i]`` where it cannot be pickled: no worker could have it.
     """
-    buffers: list[int] = []
+    try:
+        import cloudpickle  # (joblib's dependency)
 
-    def buffer(view: pickle.PickleBuffer) -> None:
-        buffers.append(view.raw().nbytes)
+        pickler: type[pickle.Pickler] = cloudpickle.CloudPickler
+    except ImportError:
+        pickler = pickle.Pickler
+    buffers: list[pickle.PickleBuffer] = []
+    counter = _Counter()
+    try:
+        pickler(counter, protocol=5, buffer_callback=buffers.append).dump(item)
+    except Exception as exc:  # (pickle raises what its objects raise)
+        msg = (
+            f"arrays[{i}] is an object array whose items cannot be pickled "
+            f"({type(exc).__name__}: {exc}): no worker could receive it"
+        )
+        raise TypeError(msg) from exc
+    return counter.written + sum(b.raw().nbytes for b in buffers)
 
-    stream = len(pickle.dumps(item, protocol=5, buffer_callback=buffer))
-    return stream + sum(buffers)
+
+class _Counter:
+    """A file that counts what is written to it, and keeps none of it."""
+
+    __slots__ = ("written",)
+
+    def __init__(self) -> None:
+        self.written = 0
+
+    def write(self, data: bytes) -> int:
+        self.written += len(data)
+        return len(data)
 
 
 def n_jobs_for_item_bytes(item_bytes: int, budget_gb: float | None, floor: int) -> int:

@@ -338,17 +338,24 @@ CRASH_CASES = {
                 x = convert(t)
                 updated = b.at(x, 0).set(9.0)
                 assert b.to_numpy(updated).tolist() == [9.0, 1.0, 2.0, 3.0]
-        host = xpkit.Backend("numpy").to_numpy(t)
-        assert not host.flags.writeable
+        host = xpkit.Backend("numpy").to_numpy(t)  # (as torch holds it: shared)
         try:
             xpkit.map_batches(lambda r: r * 2, np.arange(4.0), out=host)
         except ValueError as exc:
-            assert "out is read-only" in str(exc), exc
+            assert "out lies over read-only memory" in str(exc), exc
         else:
             raise AssertionError("out over read-only memory was taken")
+        try:
+            xpkit.Backend("numpy").at(host, 0).set(9.0, copy=False)
+        except ValueError as exc:
+            assert "is a view of read-only memory" in str(exc), exc
+        else:
+            raise AssertionError("copy=False over read-only memory was taken")
         assert t.tolist() == [0.0, 1.0, 2.0, 3.0], t
-        writable = torch.from_numpy(np.zeros(4))  # (shared, and writable, still)
-        assert xpkit.Backend("numpy").to_numpy(writable).flags.writeable
+        writable = torch.from_numpy(np.zeros(4))  # (updated in place, still)
+        view = xpkit.Backend("numpy").to_numpy(writable)
+        assert xpkit.Backend("numpy").at(view, 0).set(9.0) is view
+        assert writable.tolist() == [9.0, 0.0, 0.0, 0.0]
     """,
 }
 

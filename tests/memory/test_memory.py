@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import math
 import os
+import types
 from fractions import Fraction
 
 import numpy as np
@@ -59,7 +61,15 @@ def test_auto_batch_size(
 
 @pytest.mark.parametrize(
     ("bytes_per_item", "budget_gb"),
-    [(1, 1000.0), (1, 2.0**32), (3, 2.0**33), (GB / 3, 1.0), (GB / 10, 0.3)],
+    [
+        (1, 1000.0),
+        (1, 2.0**32),
+        (3, 2.0**33),
+        (GB / 3, 1.0),
+        (GB / 10, 0.3),
+        (1234.567, 2.0**20),  # (a review: 1 KB over, the quotient rounded)
+        (987654.321, 2.0**26),
+    ],
 )
 def test_a_batch_never_goes_over_the_budget(bytes_per_item, budget_gb):
     """The allowance that keeps an exact fit from flooring (1 + 1e-12) added
@@ -407,21 +417,57 @@ def test_a_block_a_decorated_async_generator_holds_is_its_own():
     assert asyncio.run(main()) == [(3.0, None), (3.0, None), (0.5, None)]
 
 
-def test_a_callable_that_returns_a_coroutine_or_generator_runs_it_under_the_budget():
-    """An object whose ``__call__`` is ``async def``, or a lambda returning a
-    generator: the budget held only while the object was made."""
+def test_an_object_whose_call_is_a_coroutine_or_generator_runs_under_the_budget():
+    """An object whose ``__call__`` is ``async def`` (or a generator): the
+    budget held only while the coroutine object was made."""
 
     class Job:
         async def __call__(self):
             await asyncio.sleep(0)
             return _memory.configured_budget_gb()
 
+    class Rows:
+        def __call__(self):
+            yield _memory.configured_budget_gb()
+
     assert asyncio.run(xpkit.memory_budget(0.6)(Job())()) == 0.6
-    made = xpkit.memory_budget(0.6)(
-        lambda: (_memory.configured_budget_gb() for _ in range(2))
-    )
-    assert list(made()) == [0.6, 0.6]
+    assert list(xpkit.memory_budget(0.6)(Rows())()) == [0.6]
     assert _memory.configured_budget_gb() is None
+
+
+def test_what_a_plain_function_returns_comes_back_as_it_is():
+    """A review caught a first fix that wrapped every generator or coroutine a
+    plain function returned: a primed generator refused ``send``, a
+    ``types.coroutine`` generator could no longer be awaited."""
+
+    def consumer():
+        got = yield
+        while True:
+            got = yield got * 2
+
+    @xpkit.memory_budget(1.0)
+    def primed():
+        g = consumer()
+        next(g)
+        return g
+
+    made = primed()
+    assert inspect.getgeneratorstate(made) == inspect.GEN_SUSPENDED
+    assert made.send(5) == 10
+
+    @types.coroutine
+    def legacy():
+        yield
+        return 42
+
+    @xpkit.memory_budget(1.0)
+    def wrapped():
+        return legacy()
+
+    async def main():
+        return await wrapped()
+
+    assert asyncio.run(main()) == 42
 
 
 def test_memory_budget_refuses_to_decorate_a_class():

@@ -485,12 +485,18 @@ def test_assert_array_almost_equal_subtracts_integers_exactly(x, y, difference):
 
 
 def test_assert_array_almost_equal_holds_complex_nans_part_by_part():
-    """NumPy's test takes any two NaNs as equal: ``nan+1j`` passed as ``1+nanj``."""
-    with pytest.raises(AssertionError, match="NaN in different parts; first at index"):
-        assert_array_almost_equal(
-            np.array([1 + 1j, complex(np.nan, 1)]),
-            np.array([1 + 1j, complex(1, np.nan)]),
-        )
+    """NumPy's test takes any two NaNs as equal: ``nan+1j`` passed as ``1+nanj``
+    and as ``nan+5j``."""
+    for other in (complex(1, np.nan), complex(np.nan, 5)):
+        with pytest.raises(AssertionError, match="NaN in different parts .*first at"):
+            assert_array_almost_equal(
+                np.array([1 + 1j, complex(np.nan, 1)]), np.array([1 + 1j, other])
+            )
+    assert_array_almost_equal(
+        np.array([complex(np.nan, 1)]), np.array([complex(np.nan, 1 + 1e-9)])
+    )
+    with pytest.raises(AssertionError, match=r"shapes \(3,\), \(2, 3\) mismatch"):
+        assert_array_almost_equal(np.ones(3, complex), np.ones((2, 3), complex))
     assert_array_almost_equal(
         np.array([complex(np.nan, 1)]), np.array([complex(np.nan, 1)])
     )

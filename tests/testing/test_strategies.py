@@ -288,3 +288,26 @@ def test_a_bfloat16_bound_beyond_its_range_says_bfloat16s_range():
         f"elements={{'max_value': 3.4e+38}} is beyond what bfloat16 holds "
         f"({-top!r} to {top!r}) on this device"
     )
+
+
+def test_a_shape_as_a_list_or_of_numpy_integers_is_taken():
+    """A review caught the first check refusing ``shape=[2, 3]``, which
+    Hypothesis takes, and passing NumPy integers on to fail in its words."""
+    b = xpkit.Backend("numpy")
+    for shape, want in (([2, 3], (2, 3)), ((np.int64(2),), (2,)), (np.int64(4), (4,))):
+        assert find(strategies.arrays(b, shape=shape), lambda _: True).shape == want
+
+
+def test_a_fraction_is_a_bound_where_float64_is_narrowed():
+    """The first check refused a Fraction as 'not a real number'."""
+    pytest.importorskip("array_api_strict")
+    from fractions import Fraction
+
+    nof64 = xpkit.Backend("array_api_strict", device="no_float64")
+    bounds = {"min_value": Fraction(1, 3), "max_value": 1}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", xpkit.PrecisionWarning)
+        drawn = strategies.arrays(nof64, dtype="float64", shape=3, elements=bounds)
+        x = find(drawn, lambda a: bool(nof64.to_numpy(a).min() < 0.9))
+    values = nof64.to_numpy(x)
+    assert values.min() >= np.float32(1 / 3)

@@ -10,13 +10,14 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Hashable, Mapping
 from types import MappingProxyType, ModuleType
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
 import array_api_compat
 import numpy as np
 
 from .._dtypes import dtype_name
 from ._device_memory import MemoryCap, MemoryInfo, MemoryProbe
+from ._fast_ops import FastOps
 from ._layout import host_extent
 from ._peak import PeakMeter, host_meter
 from ._top_k import sorted_top_k
@@ -61,18 +62,6 @@ F = TypeVar("F", bound=Callable[..., object])
 #: Batch working-set ceiling on CPU devices: 16 MiB, half a typical last-level
 #: cache (`device_memory_budget` with ``cap_for_batching=True`` applies it).
 HOST_BATCH_WORKING_SET_BYTES = 16 * 1024**2
-
-
-class FastOps(NamedTuple):
-    """Functions with the standard's signatures, bound once per Backend."""
-
-    matmul: Callable[[Array, Array], Array]
-    sort: Callable[..., Array]
-    expand_dims: Callable[..., Array]
-    concat: Callable[..., Array]
-    zeros_like: Callable[..., Array]
-    ones_like: Callable[..., Array]
-    full_like: Callable[..., Array]
 
 
 class Adapter:
@@ -427,6 +416,17 @@ class Adapter:
     def to_cpu(self, x: Array) -> Array:
         """Move an array of this library to its CPU device (same library)."""
         return x
+
+    def over_read_only_memory(self, x: Array) -> bool:
+        """Whether ``x``, writable as its library holds it, lies over read-only pages.
+
+        (torch's tensor over a read-only memmap, and a NumPy array over it.)
+        """
+        return False
+
+    def host_owner(self, x: Array) -> object | None:
+        """What owns the host memory ``x`` views (a NumPy array's ``base``), or None."""
+        return getattr(self.host_view(x), "base", None)
 
     def host_view(self, x: Array) -> HostArray | None:
         """A NumPy view of ``x``'s own memory, where that is writable host memory.

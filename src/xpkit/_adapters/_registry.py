@@ -28,6 +28,7 @@ __all__ = [
     "LostOnHost",
     "adapter_for_array",
     "get_adapter",
+    "over_read_only_memory",
     "refuse_lossy",
     "register_adapters",
     "register_guest",
@@ -100,6 +101,30 @@ def adapter_for_array(x: object) -> Adapter | None:
             BY_TYPE[cls] = adapter
             return adapter
     return None
+
+
+def over_read_only_memory(x: Array) -> bool:
+    """Whether ``x`` (of any library) lies over pages the process cannot write.
+
+    Its own library's answer, else the answer of what owns the memory it
+    views, followed base by base (a NumPy array, or array-api-strict's,
+    over a tensor over a read-only memmap: writable as NumPy sees it, and a
+    write into it ended the process).
+    """
+    adapter = adapter_for_array(x)
+    if adapter is None:
+        return False
+    if adapter.over_read_only_memory(x):
+        return True
+    owner = adapter.host_owner(x)
+    for _ in range(64):  # (a chain of bases: each NumPy view's own)
+        if owner is None:
+            return False
+        found = adapter_for_array(owner)
+        if found is not None and found.over_read_only_memory(owner):
+            return True
+        owner = getattr(owner, "base", None)
+    return False
 
 
 def refuse_lossy(adapter: Adapter, x: Array, param: str) -> None:

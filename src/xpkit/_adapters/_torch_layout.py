@@ -142,11 +142,12 @@ def tensor_on_host(x: Array, torch: ModuleType) -> HostArray:
     """``x`` as a NumPy array: detached, on the CPU, widened where NumPy lacks its dtype.
 
     Memory is shared with a CPU tensor where it can be, as ``x.numpy()``
-    shares it. One over read-only pages (``torch.from_numpy`` of a
-    read-only memmap) comes back read-only: torch holds it writable, and a
-    write through the NumPy array (``Backend.at``, ``map_batches(out=)``)
-    ended the process (the page map is asked once per storage torch did
-    not allocate, `tensor_over_read_only_memory`).
+    shares it: one over read-only pages (``torch.from_numpy`` of a
+    read-only memmap) comes back as writable as torch holds it (asking the
+    page map on every conversion would cost a millisecond a call). What
+    xpkit writes into asks first: `Backend.at` and ``map_batches(out=)``
+    follow the NumPy array's ``base`` to the tensor
+    (`TorchAdapter.over_read_only_memory`).
     """
     t = x.detach()
     if t.device.type != "cpu":
@@ -154,16 +155,7 @@ def tensor_on_host(x: Array, torch: ModuleType) -> HostArray:
     wider = widened_on_host(t.dtype, torch)  # NumPy has no bfloat16, no float8
     if wider is not None:
         t = t.to(wider)
-    t = t.resolve_conj().resolve_neg()
-    # (asked before .numpy(), which makes a storage torch allocated look
-    # foreign: not resizable, and then looked up in the page map; not while
-    # dynamo traces, whose tensors hold no memory and which cannot trace it)
-    read_only = not torch.compiler.is_compiling() and tensor_over_read_only_memory(t)
-    host = np.asarray(t.numpy())
-    if read_only and host.flags.writeable:
-        host = host.view()
-        host.flags.writeable = False
-    return host
+    return np.asarray(t.resolve_conj().resolve_neg().numpy())
 
 
 def tensor_not_updatable(

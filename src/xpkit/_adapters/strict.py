@@ -84,6 +84,10 @@ class StrictAdapter(Adapter):
         view: HostArray = np.from_dlpack(x)
         return view
 
+    def host_owner(self, x: Array) -> object | None:
+        """The ``base`` of the NumPy array it wraps (its DLPack view's is a capsule)."""
+        return getattr(getattr(x, "_array", None), "base", None)
+
     def is_read_only(self, x: Array) -> bool:
         """An array over read-only memory (a move of a read-only NumPy array)."""
         return not np.from_dlpack(x).flags.writeable

@@ -23,6 +23,7 @@ from ._torch_layout import (
     tensor_extent,
     tensor_not_updatable,
     tensor_on_host,
+    tensor_over_read_only_memory,
     tensor_refused,
     tensor_unconvertible,
     tensor_unshareable,
@@ -251,6 +252,14 @@ class TorchAdapter(Adapter):
             return None
         view: HostArray = x.detach().numpy()
         return view
+
+    def over_read_only_memory(self, x: Array) -> bool:
+        """A CPU tensor over read-only pages (`tensor_over_read_only_memory`)."""
+        return (
+            x.layout is self._strided_layout()
+            and x.device.type == "cpu"
+            and tensor_over_read_only_memory(x)
+        )
 
     def memory_extent(self, x: Array) -> Extent | None:
         """A strided tensor's extent on its device (the host's for the CPU)."""

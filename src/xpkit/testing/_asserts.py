@@ -25,6 +25,9 @@ FINEST_DECIMAL = 323
 #: The strictest ``decimal`` that float32-only devices (MPS) are held to.
 FLOAT32_DEVICE_DECIMAL = 2
 
+#: Beyond it float64 does not hold every integer.
+_EXACT = 2**53
+
 #: The dtypes whose narrowing (to float32, complex64) loosens the comparison.
 _WIDE = ("float64", "complex128")
 
@@ -44,8 +47,9 @@ def assert_array_almost_equal(
     exceptions where NumPy's test passes arrays that differ: two integer
     arrays are subtracted exactly (NumPy wraps an int8 difference and rounds
     uint64 beyond 2**53 to float64), and a complex NaN equals only a NaN in
-    the same parts (NumPy's takes ``nan+1j`` as ``1+nanj``). A scalar
-    broadcasts against an array, as in NumPy's. On a device without
+    the same parts whose other parts are within ``decimal`` (NumPy's takes
+    ``nan+1j`` as ``1+nanj`` and as ``nan+5j``). A scalar broadcasts
+    against an array, as in NumPy's. On a device without
     float64 (Apple MPS, JAX without x64, array-api-strict's ``no_float64``),
     where one array is a float64 (or complex128) expectation and the other
     is of the float32 (complex64) the device narrowed it to, the requested
@@ -118,7 +122,7 @@ def assert_array_almost_equal(
             note_loosened(where, int(decimal), FLOAT32_DEVICE_DECIMAL)
         decimal = FLOAT32_DEVICE_DECIMAL
     hx, hy = _exact_integers(host_copy(x, "x"), host_copy(y, "y"))
-    _same_nan_parts(hx, hy, err_msg)
+    _same_nan_parts(hx, hy, min(int(decimal), FINEST_DECIMAL), err_msg)
     np.testing.assert_array_almost_equal(
         hx,
         hy,
@@ -133,38 +137,55 @@ def _exact_integers(x: HostArray, y: HostArray) -> tuple[HostArray, HostArray]:
 
     NumPy subtracts in their dtype: int8 ``127 - -128`` wrapped to 1 (the
     message said a difference of 1), and two uint64 beyond 2**53 rounded
-    to one float64 (``2**64 - 1`` passed as ``2**64 - 2``). Narrower than
-    64 bits: as int64; 64-bit: as Python ints. Any other pair as it is.
+    to one float64 (``2**64 - 1`` passed as ``2**64 - 2``). As int64 where
+    every value lies within 2**53 (their differences, within 2**54, fit);
+    else as Python ints, at least 1-d (NumPy's test reads the ``dtype`` of
+    the difference, which two 0-d object arrays give as a Python int). Any
+    other pair as it is.
     """
     if x.dtype.kind not in "iu" or y.dtype.kind not in "iu":
         return x, y
-    wide = np.int64 if max(x.dtype.itemsize, y.dtype.itemsize) < 8 else object
-    return x.astype(wide), y.astype(wide)
+    wide = max(x.dtype.itemsize, y.dtype.itemsize) == 8 and any(
+        a.size and (int(a.max()) > _EXACT or int(a.min()) < -_EXACT) for a in (x, y)
+    )
+    if not wide:
+        return x.astype(np.int64), y.astype(np.int64)
+    return np.atleast_1d(x).astype(object), np.atleast_1d(y).astype(object)
 
 
-def _same_nan_parts(x: HostArray, y: HostArray, err_msg: str) -> None:
-    """AssertionError where a complex NaN is NaN in another part than its peer.
+def _same_nan_parts(x: HostArray, y: HostArray, decimal: int, err_msg: str) -> None:
+    """AssertionError where complex NaNs differ: NaN in other parts, or the others far.
 
     NumPy's test takes any two NaNs as equal: ``nan+1j`` passed as
-    ``1+nanj``. Arrays that do not broadcast are left to NumPy's message.
+    ``1+nanj``, and as ``nan+5j``. Where both are NaN in the same parts,
+    the other parts are held to ``decimal`` as the values are. Arrays of
+    two shapes (a scalar aside) are left to NumPy's message.
     """
     __tracebackhide__ = True
     if "c" not in x.dtype.kind + y.dtype.kind:
         return
-    try:
-        bx, by = np.broadcast_arrays(x, y)
-    except ValueError:
+    if x.shape != y.shape and x.ndim and y.ndim:
         return
-    differ = (np.isnan(bx.real) != np.isnan(by.real)) | (
-        np.isnan(bx.imag) != np.isnan(by.imag)
-    )
+    bx, by = np.broadcast_arrays(x, y)
+    bound = 1.5 * 10.0 ** (-decimal)
+    differ = np.zeros(bx.shape, dtype=bool)
+    for part in ("real", "imag"):
+        px, py = getattr(bx, part), getattr(by, part)
+        nan_x, nan_y = np.isnan(px), np.isnan(py)
+        differ |= nan_x != nan_y
+    either = np.isnan(bx) | np.isnan(by)  # (a NaN pair: its other parts too)
+    for part in ("real", "imag"):
+        px, py = getattr(bx, part), getattr(by, part)
+        with np.errstate(invalid="ignore", over="ignore"):
+            far = ~(np.isnan(px) & np.isnan(py)) & ~(np.abs(px - py) < bound)
+        differ |= either & far & (px != py)
     if not differ.any():
         return
     index = tuple(int(i) for i in np.argwhere(differ)[0])
     msg = (
         f"{err_msg}\nArrays are not almost equal: {int(differ.sum())} of "
-        f"{differ.size} elements are NaN in different parts; first at index "
-        f"{index}: x {bx[index]!r}, y {by[index]!r}"
+        f"{differ.size} elements are NaN in different parts (or their other "
+        f"parts differ); first at index {index}: x {bx[index]!r}, y {by[index]!r}"
     ).lstrip("\n")
     raise AssertionError(msg)
 

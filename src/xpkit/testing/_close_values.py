@@ -162,6 +162,7 @@ def _numbers(
         else:
             close |= np.isnan(af) & np.isnan(df)
         excess = np.where(finite, diff - allowed, np.inf)
+        excess[np.isnan(excess)] = np.inf  # (inf - inf: past the dtype's range)
         # (1.7e308 against -1.7e308: a difference and an allowance past the
         # dtype's range are both inf, and inf <= inf passed them)
         over = np.flatnonzero(finite & np.isinf(diff) & np.isinf(allowed))

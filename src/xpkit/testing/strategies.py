@@ -14,7 +14,8 @@ Requires ``hypothesis`` (the ``test`` extra).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import numbers
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, cast
 
 import numpy as np
@@ -67,7 +68,7 @@ def arrays(
     backend: Backend,
     *,
     dtype: DType | st.SearchStrategy[DType] = None,
-    shape: int | tuple[int, ...] | st.SearchStrategy[tuple[int, ...]] | None = None,
+    shape: int | Sequence[int] | st.SearchStrategy[tuple[int, ...]] | None = None,
     elements: st.SearchStrategy[object] | Mapping[str, object] | None = None,
 ) -> st.SearchStrategy[Array]:
     """Arrays of ``backend``'s library, on its device.
@@ -227,14 +228,14 @@ def _check_bound(
     if given is None:
         return
     if isinstance(given, (bool, np.bool_)) or not isinstance(
-        given, (int, float, np.integer, np.floating)
+        given, (numbers.Real, np.integer, np.floating)
     ):
         msg = f"elements={{{key!r}: {given!r}}}: a bound must be a real number"
         raise TypeError(msg)
     low, high = limits
     if isinstance(low, float) and given in (-np.inf, np.inf):
         return
-    if not low <= given <= high:
+    if not low <= cast("float", given) <= high:  # (a Fraction, an int: exact)
         holds = f"what {drawn} holds ({low!r} to {high!r}): {asked} is {drawn}"
         if asked == "bfloat16":  # (drawn as float32, within bfloat16's range)
             holds = f"what bfloat16 holds ({low!r} to {high!r})"
@@ -243,12 +244,16 @@ def _check_bound(
 
 
 def _check_shape(
-    shape: int | tuple[int, ...] | st.SearchStrategy[tuple[int, ...]],
+    shape: int | Sequence[int] | st.SearchStrategy[tuple[int, ...]],
 ) -> int | tuple[int, ...] | st.SearchStrategy[tuple[int, ...]]:
-    """``shape`` as given, where it is a strategy or sides of at least 0."""
+    """``shape`` as Hypothesis takes it: a strategy, or sides of at least 0 as ints.
+
+    A list of sides, and NumPy integers, are taken (as Hypothesis takes
+    them); anything else is a TypeError naming ``shape``.
+    """
     if isinstance(shape, st.SearchStrategy):
         return shape
-    sides = shape if isinstance(shape, tuple) else (shape,)
+    sides = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
     for side in sides:
         if isinstance(side, (bool, np.bool_)) or not isinstance(
             side, (int, np.integer)
@@ -258,7 +263,9 @@ def _check_shape(
         if side < 0:
             msg = f"shape must have no negative side, got {shape!r}"
             raise ValueError(msg)
-    return shape
+    if isinstance(shape, (tuple, list)):
+        return tuple(int(side) for side in sides)
+    return int(sides[0])
 
 
 def _check_backend(backend: object) -> None:
