@@ -1055,6 +1055,18 @@ ON_EVERY_BACKEND: dict[str, Row] = {
     ),
     "dtype_to_str unknown": Row(lambda b: b.dtype_to_str("nope"), TypeError, "nope"),
     "dtype_to_str int": Row(lambda b: b.dtype_to_str(5), TypeError, "5"),
+    # (an array of the backend's: NumPy's "truth value ... is ambiguous",
+    # torch's "Could not convert", both ValueErrors naming no dtype)
+    "dtype_to_str an array": Row(
+        lambda b: b.dtype_to_str(b.asarray([1.0, 2.0])),
+        TypeError,
+        r"(?s)^dtype=.* is not a numeric or boolean dtype",
+    ),
+    "asarray dtype an array": Row(
+        lambda b: b.asarray([1, 2], dtype=b.asarray([1.0, 2.0])),
+        TypeError,
+        r"(?s)dtype=.* is not a numeric or boolean dtype",
+    ),
     "to_gpu device unknown": Row(
         lambda b: b.to_gpu(_x(b), device="nope"), ValueError, "device='nope'"
     ),

@@ -190,8 +190,8 @@ def _name_of(dtype: DType) -> str:
         if candidate in DTYPE_NAMES and (not prefix or prefix in _PREFIXES):
             return candidate
         return _numpy_name(dtype, text)
-    if dtype in (bool, int, float, complex):
-        return _numpy_name(dtype, dtype)
+    if dtype is bool or dtype is int or dtype is float or dtype is complex:
+        return _numpy_name(dtype, dtype)  # (``is``: ``in`` asked an array's __eq__)
     # Some libraries' dtype objects print as their name, bare or as
     # "<module>.<name>" (the adapters say which).
     module = (type(dtype).__module__ or "").split(".", 1)[0]
@@ -203,9 +203,11 @@ def _name_of(dtype: DType) -> str:
 
 
 def _numpy_name(dtype: DType, shown: object) -> str:
-    try:
-        name = str(np.dtype(dtype).name)
-    except TypeError:
+    try:  # (an array is no dtype: np.dtype(tensor) raised ValueError, an
+        # array's truth value "ambiguous")
+        array = not isinstance(dtype, (np.dtype, type)) and hasattr(dtype, "shape")
+        name = "" if array else str(np.dtype(dtype).name)
+    except (TypeError, ValueError):
         name = ""
     if name not in DTYPE_NAMES:
         msg = (

@@ -45,7 +45,7 @@ from ._memory import (
 from ._oom import at_min_batch, splittable
 from ._outputs import outputs_of_all_rows
 from ._plan_memory import plan_memory
-from ._rows import TRACING_ADAPTERS, refuse_compiled_rows, refuse_traced
+from ._rows import TRACING_ADAPTERS, held_items, refuse_compiled_rows, refuse_traced
 from ._signatures import exact_signature
 
 if TYPE_CHECKING:
@@ -196,7 +196,7 @@ def repeat(call: BatchCall) -> UserResult | Repeat:
         log.info("map_batches: %d items in one batch, as the last call planned", n)
     if whole:
         operands = whole.values() if whole.__class__ is dict else whole
-        arrays = (*arrays, *operands)
+        arrays = (*arrays, *held_items(tuple(operands)))
     return outputs_of_all_rows(result, n, fn, arrays)
 
 

@@ -22,7 +22,7 @@ from ._backend import Backend, coerce_backend
 from ._executors import Pool, pool_for
 from ._into import Out, check_out
 from ._outputs import PLACES
-from ._rows import Job, common_rows, refuse_traced
+from ._rows import Job, common_rows, held_items, refuse_traced
 from ._shown import shown
 from ._signatures import signature
 
@@ -133,11 +133,15 @@ class BatchRequest(NamedTuple):
 
     @property
     def sources(self) -> tuple[Array, ...]:
-        """Every array ``fn`` sees: the inputs and the whole operands."""
+        """Every array ``fn`` sees: the inputs and the whole operands.
+
+        The arrays in a whole operand that is a list, tuple or dict too: a
+        result that was one of them came back uncopied, sharing its memory.
+        """
         job = self.job
         if not job.args and not job.kwargs:
             return self.arrays
-        return (*self.arrays, *job.args, *job.kwargs.values())
+        return (*self.arrays, *held_items((*job.args, *job.kwargs.values())))
 
 
 def _shipped_arrays(arrays: tuple[Array, ...], job: Job) -> tuple[Array, ...]:

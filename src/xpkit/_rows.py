@@ -48,6 +48,7 @@ __all__ = [
     "Rows",
     "Widened",
     "common_rows",
+    "held_items",
     "host_rows",
     "leaf_name",
     "leaf_on_host",
@@ -506,3 +507,18 @@ def _travels(exc: BaseException) -> bool:
     except Exception:  # noqa: BLE001 - any failure: it cannot travel
         return False
     return True
+
+
+def held_items(operands: tuple[Value, ...]) -> list[Value]:
+    """``operands``, with the items of lists, tuples and dicts among them, at any depth."""
+    found: list[Value] = []
+    todo, seen = list(operands), set[int]()
+    while todo and len(seen) < 10_000:  # (a bound: a long list holds no arrays)
+        item = todo.pop()
+        if isinstance(item, (list, tuple, dict)):
+            if id(item) not in seen:  # (a list that holds itself: once)
+                seen.add(id(item))
+                todo.extend(item.values() if isinstance(item, dict) else item)
+        else:
+            found.append(item)
+    return found

@@ -199,3 +199,16 @@ def test_the_adapter_knows_when_dynamo_traces_the_caller():
 
     torch.compile(f, backend="eager")(torch.ones(3))
     assert seen == [True]
+
+
+def test_matmul_of_a_tensor_with_values_and_a_meta_tensor_is_refused():
+    """torch's matmul of a CPU tensor and a meta one gave a CPU tensor of
+    uninitialised memory, different from run to run."""
+    b = xpkit.Backend("torch", device="cpu")
+    values = torch.full((2, 2), 5.0)
+    meta = torch.ones(2, 2, device="meta")
+    for A, B in ((values, meta), (meta, values)):
+        with pytest.raises(ValueError, match=r"^A and B are on two devices \("):
+            b.matmul(A, B)
+    assert b.matmul(values, values).tolist() == [[50.0, 50.0], [50.0, 50.0]]
+    assert b.matmul(meta, meta).device.type == "meta"

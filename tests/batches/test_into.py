@@ -401,6 +401,27 @@ def test_a_worker_s_chunk_that_runs_out_of_memory_names_the_chunk(
         )
 
 
+def _fails_above_5_rows(x):
+    if x.shape[0] > 5:
+        raise MemoryError("injected: more than 5 rows")
+    return x * 2.0
+
+
+def test_a_worker_s_last_task_of_a_chunk_and_a_part_is_cut_after_its_chunk(
+    tmp_path, writing_holds_nothing
+):
+    """47 rows into chunks of 4: the last task, rows 40:47, halved on chunk
+    boundaries gave 0 rows, and it was given up "even at one chunk" though
+    40:44 and 44:47 each fit."""
+    pytest.importorskip("joblib")
+    z = _store(tmp_path, 47, 4)
+    a = _data(47)
+    sizing = {"bytes_per_item": 1.0, "budget_gb": 16 / GB}
+    got = xpkit.map_batches(_fails_above_5_rows, a, out=z, executor="joblib", **sizing)
+    assert got is z
+    np.testing.assert_array_equal(z[:], a * 2.0)
+
+
 def test_tasks_smaller_than_a_chunk_bring_their_rows_back(tmp_path, monkeypatch):
     """Batches of 7 rows into chunks of 8: the workers would write parts of
     chunks, so the rows come back and are written here, each chunk once."""

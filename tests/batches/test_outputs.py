@@ -614,3 +614,28 @@ def test_a_structured_or_wrong_result_goes_through_the_checks():
     assert not np.shares_memory(got[1], x)
     with pytest.raises(ValueError, match="one row per input row"):
         outputs_of_all_rows(x[:5] * 2.0, 20, _three, (x,))
+
+
+@pytest.mark.parametrize(
+    "wrap",
+    [lambda w: [w], lambda w: {"w": w}, lambda w: ([w], 3)],
+    ids=["list", "dict", "nested"],
+)
+def test_a_result_that_is_an_array_in_a_whole_container_is_copied(wrap):
+    """A list of arrays as a whole operand: a result that was one of them came
+    back uncopied when one call covered every row (``whole=(w,)`` was
+    copied); a write into it changed the caller's array."""
+    x = np.zeros((4, 2))
+    w = np.arange(4.0)
+
+    def first(rows, held):
+        while not isinstance(held, np.ndarray):
+            held = held[0] if isinstance(held, (list, tuple)) else held["w"]
+        return held
+
+    for _ in range(3):  # (planned, then repeated from the plan memory)
+        got = xpkit.map_batches(first, x, whole=(wrap(w),))
+        assert not np.shares_memory(got, w)
+        np.testing.assert_array_equal(got, np.arange(4.0))
+        got[:] = -1.0
+        np.testing.assert_array_equal(w, np.arange(4.0))

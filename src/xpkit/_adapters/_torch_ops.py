@@ -52,6 +52,19 @@ def set_default_dtype(torch: ModuleType, name: str) -> Callable[[], None] | None
     return undo
 
 
+def _on_two_devices(a: Array, b: Array) -> None:
+    """ValueError: one of ``A`` and ``B`` is a meta tensor, the other has values.
+
+    torch's ``matmul`` of a CPU tensor and a meta one returned a CPU tensor of
+    uninitialised memory (other devices raise torch's RuntimeError).
+    """
+    msg = (
+        f"A and B are on two devices ({a.device} and {b.device}): arrays of "
+        "one library on two devices do not mix; move one with Backend.to_device"
+    )
+    raise ValueError(msg)
+
+
 def torch_fast_ops(xp: Namespace, torch: ModuleType) -> FastOps:
     """Native torch calls where the compat wrapper only adds overhead.
 
@@ -73,6 +86,8 @@ def torch_fast_ops(xp: Namespace, torch: ModuleType) -> FastOps:
 
     def matmul(a: Array, b: Array) -> Array:
         if type(a) is tensor and type(b) is tensor:
+            if a.is_meta is not b.is_meta:  # (torch gave uninitialised memory)
+                _on_two_devices(a, b)
             try:
                 return native_matmul(a, b)
             except RuntimeError:

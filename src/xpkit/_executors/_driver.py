@@ -250,8 +250,15 @@ _MAX_DEATHS = 64
 
 
 def _half(rows: int, chunk: int) -> int:
-    """Rows of the first half of a task of ``rows``, on a multiple of ``chunk`` (0: none)."""
-    return rows // 2 // chunk * chunk
+    """Rows of the first half of a task of ``rows``, on a multiple of ``chunk`` (0: none).
+
+    A task of more than one chunk and less than two (a store's last, partial
+    chunk after a whole one) is cut after its first chunk: halved, it gave
+    0, and the task was given up as not fitting "even at one chunk".
+    """
+    if rows <= chunk:
+        return 0
+    return max(rows // 2 // chunk * chunk, chunk)
 
 
 def _cut(rows: int, chunk: int, whole_chunks: bool, min_batch: int) -> int:
