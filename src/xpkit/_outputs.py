@@ -38,8 +38,14 @@ from ._rows import (
     ResultSpec,
     Rows,
     Widened,
+    describe_rows,
+    hosted,
     leaf_on_host,
+    native_labels,
+    output_label,
+    row_shape,
     rows_of,
+    rows_where,
     split_result,
 )
 from ._shown import shown
@@ -55,14 +61,6 @@ __all__ = ["PLACES", "Outputs", "outputs_of_all_rows"]
 
 #: Where results are assembled: on the host as NumPy, or on the backend's device.
 PLACES = ("host", "device")
-
-
-def _label(spec: ResultSpec, i: int) -> str:
-    if spec[0] == "array":
-        return "its result"
-    if spec[0] == "dict":
-        return f"output [{spec[1][i]!r}]"
-    return f"output [{i}]"
 
 
 class Outputs:
@@ -105,6 +103,7 @@ class Outputs:
         "_into",
         "_kept",
         "_lib",
+        "_native",
         "_out",
         "_pending",
         "_rows",
@@ -145,6 +144,7 @@ class Outputs:
         self._spec: ResultSpec | None = None
         self._out: list[Array] = []
         self._dtypes: list[str] = []
+        self._native: list[str] = []  # (the dtypes fn returned: `native_labels`)
         self._rows: list[tuple[int, ...]] = []
         self._sizes: list[int] = []
         self._kept: list[Array] = []
@@ -174,17 +174,13 @@ class Outputs:
             )
         into = self._into
         if into is None:  # (at once: a planned call's common case)
-            leaves = [
-                v if type(v) is np.ndarray else leaf_on_host(v, self.fn, spec, i, span)
-                for i, v in enumerate(leaves)
-            ]
-        else:
-            slots = slots_of(into, spec, len(leaves))
-            own = rows.own or (None,) * len(leaves)
-            leaves = [
-                self._leaf(v, k, spec, i, span, own[i])
-                for i, (v, k) in enumerate(zip(leaves, slots, strict=True))
-            ]
+            return hosted(rows, self.fn, span)
+        slots = slots_of(into, spec, len(leaves))
+        own = rows.own or (None,) * len(leaves)
+        leaves = [
+            self._leaf(v, k, spec, i, span, own[i])
+            for i, (v, k) in enumerate(zip(leaves, slots, strict=True))
+        ]
         return Rows(spec, leaves, True)
 
     def _leaf(
@@ -214,7 +210,7 @@ class Outputs:
         """``fn``'s raw result for rows ``start:stop``, checked and converted."""
         rows = rows_of(result)
         if rows is None:  # not arrays: the error names fn and the rows
-            rows = split_result(result, self.fn, _where(start, stop))
+            rows = split_result(result, self.fn, rows_where(start, stop))
         return self.convert(rows, range(start, stop))
 
     def put(self, start: int, stop: int, rows: Rows, *, more: bool = False) -> None:
@@ -237,11 +233,12 @@ class Outputs:
             if not shape or shape[0] != stop - start:
                 msg = (
                     f"fn={shown(self.fn)} must return one row per input row: for "
-                    f"{_where(start, stop)} {_label(rows.spec, i)} has shape "
+                    f"{rows_where(start, stop)} {output_label(rows.spec, i)} has shape "
                     f"{shape}, expected axis 0 of length {stop - start}"
                 )
                 raise ValueError(msg)
         if self._spec is None:
+            self._native = native_labels(rows) if rows.own else []
             if self._first(rows, whole=start == 0 and stop == self.n):
                 return  # kept as it is: nothing to copy
             rows = self._same_structure(rows, start, stop)  # (in the outputs' order)
@@ -252,21 +249,27 @@ class Outputs:
             return
         rows = self._same_structure(rows, start, stop)
         dtypes, shapes = self._layout()
+        # (bfloat16 and float32 are both float32 here: the dtypes fn returned)
+        native = self._native or dtypes
+        labels = native_labels(rows) if rows.own or self._native else native
         for i, leaf in enumerate(rows.leaves):
             name = dtype_label(leaf.dtype)
-            if name != dtypes[i]:
+            if name != dtypes[i] or labels[i] != native[i]:
+                before, now = (
+                    (dtypes[i], name) if name != dtypes[i] else (native[i], labels[i])
+                )
                 msg = (
-                    f"fn={shown(self.fn)} changed the dtype of {_label(rows.spec, i)} "
-                    f"between batches: {dtypes[i]} before, {name} for "
-                    f"{_where(start, stop)}"
+                    f"fn={shown(self.fn)} changed the dtype of {output_label(rows.spec, i)} "
+                    f"between batches: {before} before, {now} for "
+                    f"{rows_where(start, stop)}"
                 )
                 raise TypeError(msg)
-            row = _row_shape(leaf)
+            row = row_shape(leaf)
             if row != shapes[i]:
                 msg = (
-                    f"fn={shown(self.fn)} changed the row shape of {_label(rows.spec, i)} "
+                    f"fn={shown(self.fn)} changed the row shape of {output_label(rows.spec, i)} "
                     f"between batches: {shapes[i]} before, {row} for "
-                    f"{_where(start, stop)}"
+                    f"{rows_where(start, stop)}"
                 )
                 raise ValueError(msg)
         if self.keep:
@@ -319,7 +322,7 @@ class Outputs:
             return Rows(self._spec, [by_key[k] for k in self._spec[1]], rows.placed)
         if spec != self._spec:
             msg = (
-                f"fn={shown(self.fn)} returned {describe_spec(spec)} for {_where(start, stop)} but "
+                f"fn={shown(self.fn)} returned {describe_spec(spec)} for {rows_where(start, stop)} but "
                 f"{describe_spec(self._spec)} before"
             )
             raise ValueError(msg)
@@ -362,7 +365,7 @@ class Outputs:
 
     def _read_layout(self, leaves: list[Array]) -> None:
         self._dtypes = [dtype_label(leaf.dtype) for leaf in leaves]
-        self._rows = [_row_shape(leaf) for leaf in leaves]
+        self._rows = [row_shape(leaf) for leaf in leaves]
         self._sizes = [
             item_size(leaf.dtype, label)
             for leaf, label in zip(leaves, self._dtypes, strict=True)
@@ -411,7 +414,7 @@ class Outputs:
                     raise
                 gib = array_nbytes(leaf[:1]) * self.n / 2**30
                 msg = (
-                    f"the outputs of fn={shown(self.fn)} do not fit: {_label(rows.spec, i)} "
+                    f"the outputs of fn={shown(self.fn)} do not fit: {output_label(rows.spec, i)} "
                     f"needs shape {shape}, {self._dtypes[i]} ({gib:.3g} GiB)"
                 )
                 raise MemoryError(msg) from None
@@ -436,7 +439,7 @@ class Outputs:
             where = "the host" if self._device is None else self._device.name
             msg = (
                 f"the outputs of fn={shown(self.fn)} do not fit: {self.n} rows of "
-                f"{_describe_rows(rows.spec, self._dtypes, self._rows)} need "
+                f"{describe_rows(rows.spec, self._dtypes, self._rows)} need "
                 f"{total / BYTES_PER_GB:.3g} GiB on {where}, which has "
                 f"{room / BYTES_PER_GB:.3g} GiB available"
             )
@@ -514,22 +517,3 @@ def outputs_of_all_rows(
     outputs = Outputs(n, fn, sources=sources)
     outputs.put(0, n, outputs.take(result, 0, n))
     return outputs.value()
-
-
-def _describe_rows(
-    spec: ResultSpec, dtypes: list[str], rows: list[tuple[int, ...]]
-) -> str:
-    parts = [f"{dtype} {row}" for dtype, row in zip(dtypes, rows, strict=True)]
-    return " and ".join(parts) if spec[0] != "array" else parts[0]
-
-
-def _row_shape(leaf: Array) -> tuple[int, ...]:
-    """The shape of one row of ``leaf``, as ints."""
-    shape = leaf.shape
-    if type(shape) is tuple:  # NumPy's: ints already
-        return shape[1:]
-    return tuple(int(d) for d in shape[1:])
-
-
-def _where(start: int, stop: int) -> str:
-    return f"rows {start}:{stop}"

@@ -48,13 +48,19 @@ __all__ = [
     "Rows",
     "Widened",
     "common_rows",
+    "describe_rows",
     "held_items",
     "host_rows",
+    "hosted",
     "leaf_name",
     "leaf_on_host",
+    "native_labels",
+    "output_label",
     "refuse_traced",
+    "row_shape",
     "row_slices",
     "rows_of",
+    "rows_where",
     "run_rows",
     "split_result",
     "to_host",
@@ -522,3 +528,53 @@ def held_items(operands: tuple[Value, ...]) -> list[Value]:
         else:
             found.append(item)
     return found
+
+
+def hosted(rows: Rows, fn: UserFunction, span: range) -> Rows:
+    """``rows`` on the host, placed, with what the host widened (`Rows.own`)."""
+    own: list[Widened | None] = list(rows.own) or [None] * len(rows.leaves)
+    leaves = list(rows.leaves)
+    for i, v in enumerate(leaves):
+        if type(v) is not np.ndarray:
+            leaves[i] = leaf_on_host(v, fn, rows.spec, i, span)
+            own[i] = own[i] or _widened(v, leaves[i])
+    return Rows(rows.spec, leaves, True, tuple(own) if any(own) else ())
+
+
+def native_labels(rows: Rows) -> list[str]:
+    """The dtype of each leaf as ``fn`` returned it (before the host widened it)."""
+    own = rows.own or (None,) * len(rows.leaves)
+    return [
+        dtype_label(leaf.dtype) if w is None else w.label
+        for leaf, w in zip(rows.leaves, own, strict=True)
+    ]
+
+
+def output_label(spec: ResultSpec, i: int) -> str:
+    """How a message names output ``i`` of a result of structure ``spec``."""
+    if spec[0] == "array":
+        return "its result"
+    if spec[0] == "dict":
+        return f"output [{spec[1][i]!r}]"
+    return f"output [{i}]"
+
+
+def describe_rows(
+    spec: ResultSpec, dtypes: list[str], rows: list[tuple[int, ...]]
+) -> str:
+    """The dtype and row shape of each output, for a message."""
+    parts = [f"{dtype} {row}" for dtype, row in zip(dtypes, rows, strict=True)]
+    return " and ".join(parts) if spec[0] != "array" else parts[0]
+
+
+def row_shape(leaf: Array) -> tuple[int, ...]:
+    """The shape of one row of ``leaf``, as ints."""
+    shape = leaf.shape
+    if type(shape) is tuple:  # NumPy's: ints already
+        return shape[1:]
+    return tuple(int(d) for d in shape[1:])
+
+
+def rows_where(start: int, stop: int) -> str:
+    """``rows start:stop``, as a message names them."""
+    return f"rows {start}:{stop}"

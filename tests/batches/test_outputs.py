@@ -639,3 +639,27 @@ def test_a_result_that_is_an_array_in_a_whole_container_is_copied(wrap):
         np.testing.assert_array_equal(got, np.arange(4.0))
         got[:] = -1.0
         np.testing.assert_array_equal(w, np.arange(4.0))
+
+
+@pytest.mark.parametrize("executor", [None, "joblib"])
+@pytest.mark.parametrize("pair", [("bfloat16", "float32"), ("float32", "bfloat16")])
+def test_a_dtype_the_host_widens_changed_between_batches_is_refused(executor, pair):
+    """torch's bfloat16 for rows 0:5, float32 after: both are float32 on the
+    host, and the rows came back in one array of mixed precision, unrefused
+    (``result_on="device"`` and ``out=`` refused it)."""
+    torch = pytest.importorskip("torch")
+    first, then = (getattr(torch, name) for name in pair)
+    x = torch.arange(10.0, dtype=torch.float64)[:, None] + 0.123456789
+
+    def fn(rows):
+        return rows.to(first if xpkit.current_rows().start == 0 else then)
+
+    sizing = {"bytes_per_item": 8.0, "budget_gb": 40 / 2**30}  # (5 rows a batch)
+    with pytest.raises(
+        TypeError,
+        match=f"changed the dtype of its result between batches: {pair[0]} "
+        f"before, {pair[1]} for rows 5:10",
+    ):
+        xpkit.map_batches(fn, x, executor=executor, **sizing)
+    same = xpkit.map_batches(lambda r: r.to(first), x, executor=executor, **sizing)
+    np.testing.assert_array_equal(same, x.to(first).float().numpy())
