@@ -964,7 +964,9 @@ class Backend(Generic[ArrayT]):
             ``X`` has fewer than two dimensions.
         NotImplementedError
             The library has no ``linalg`` extension (``"linalg"`` is not in
-            `Backend.capabilities`).
+            `Backend.capabilities`), or its ``svd`` lacks what is asked:
+            Dask's takes a matrix chunked along one axis, reduced
+            (``full_matrices=False``), not a stack.
         """
         return _operations.svd(self._facts, X, full_matrices)
 

@@ -263,6 +263,10 @@ def svd(
             f"{', '.join(sorted(capabilities)) or 'none'})"
         )
         raise NotImplementedError(msg)
+    lacks = f.adapter.svd_refusal(X, full_matrices)
+    if lacks is not None:
+        msg = f"Backend.svd on {f.adapter.label} cannot take {lacks}"
+        raise NotImplementedError(msg)
     u, s, vt = f.xp.linalg.svd(X, full_matrices=full_matrices)
     return u, s, vt
 

@@ -353,3 +353,27 @@ def test_a_value_whose_repr_or_index_raises_is_still_told_as_a_type_error(call):
     numbers.Integral), a datetime64 fill was told as a bad dtype."""
     with pytest.raises(TypeError, match=r"must be|is not|must return"):
         call()
+
+
+@pytest.mark.parametrize(
+    ("make", "full_matrices", "said"),
+    [
+        (lambda b, a: b.asarray(a), True, "full_matrices=True"),
+        (lambda b, a: b.asarray(np.stack([a, a])), False, "X of 3 dimensions"),
+        (lambda b, a: b.asarray(a).rechunk((2, 2)), False, "X chunked along both"),
+    ],
+    ids=["full", "a stack", "chunked both ways"],
+)
+def test_dask_svd_says_what_its_svd_lacks(make, full_matrices, said):
+    """Dask's own errors ("full_matrices=True is not supported by dask.",
+    "Array must be 2D.", "Array must be chunked in one dimension only"),
+    for what the docstring offers."""
+    pytest.importorskip("dask")
+    b = xpkit.Backend("dask")
+    a = np.random.default_rng(0).standard_normal((4, 3))
+    with pytest.raises(
+        NotImplementedError, match=f"^Backend.svd on Dask cannot take {said}"
+    ):
+        b.svd(make(b, a), full_matrices=full_matrices)
+    u, s, vt = b.svd(b.asarray(a))  # (reduced, chunked along one axis: its own)
+    np.testing.assert_allclose(b.to_numpy((u * s) @ vt), a, atol=1e-12)

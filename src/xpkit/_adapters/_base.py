@@ -505,6 +505,10 @@ class Adapter:
     #: Which of `CAPABILITIES` the strictest mode switches off.
     strictest_lacks: ClassVar[frozenset[str]] = frozenset()
 
+    def svd_refusal(self, x: Array, full_matrices: bool) -> str | None:
+        """What of ``svd(x, full_matrices)`` the library's ``linalg.svd`` lacks, or None."""
+        return None
+
     def capabilities_now(self) -> frozenset[str]:
         """`capabilities` under the library's settings in force now.
 

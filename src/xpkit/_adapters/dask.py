@@ -131,6 +131,19 @@ class DaskAdapter(Adapter):
     #: Its functions read ``.ndim``/``.dtype`` of what they get first.
     argument_errors = (TypeError, ValueError, IndexError, AttributeError)
 
+    def svd_refusal(self, x: Array, full_matrices: bool) -> str | None:
+        """``dask.array.linalg.svd``: a 2-D array chunked along one axis, reduced."""
+        if full_matrices:
+            return "full_matrices=True (Dask computes reduced factors only)"
+        if x.ndim != 2:
+            return f"X of {x.ndim} dimensions (Dask's svd takes a matrix, not a stack)"
+        if len(x.chunks[0]) > 1 and len(x.chunks[1]) > 1:
+            return (
+                f"X chunked along both axes ({len(x.chunks[0])} x "
+                f"{len(x.chunks[1])} chunks): rechunk it along one"
+            )
+        return None
+
     def namespace(self) -> ModuleType:
         """``array_api_compat.dask.array``."""
         import array_api_compat.dask.array as xp
