@@ -13,6 +13,7 @@ and under the lazy variant the compute refused, naming ``computes=``.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -84,3 +85,27 @@ def test_the_batching_functions_carry_one_checked_statement():
     assert stated.computes is True
     for name in ("map_batches", "plan_batches", "compute_oom_safe"):
         assert xpkit.testing.statements_of("xpkit")[name] is stated
+
+
+@pytest.mark.parametrize(
+    ("transform", "named"),
+    [
+        ("grad", "jax.grad (or another autodiff transform)"),
+        ("vmap", "jax.vmap"),
+        ("jit", "jax.jit"),
+    ],
+)
+def test_a_traced_input_is_refused_naming_its_transform(transform, named):
+    """Under jax.grad and jax.vmap the refusal said "inside jax.jit"."""
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    def batched(a):
+        return xpkit.map_batches(lambda r: r * 2.0, a).sum()
+
+    wrap = {"grad": jax.grad, "vmap": jax.vmap, "jit": jax.jit}[transform]
+    x = jnp.ones((3, 2, 2)) if transform == "vmap" else jnp.ones((3, 2))
+    with pytest.raises(
+        RuntimeError, match=f"^map_batches cannot run inside {re.escape(named)}: arrays"
+    ):
+        wrap(batched)(x)

@@ -148,8 +148,20 @@ class JaxAdapter(Adapter):
         return extent(place, address, x.shape, strides[::-1], size)
 
     def traced_by(self, x: Array) -> str | None:
-        """``"jax.jit"`` for a tracer (JAX's transformations trace their inputs)."""
-        return "jax.jit" if isinstance(x, _jax().core.Tracer) else None
+        """The transform tracing ``x`` (JAX's transformations trace their inputs).
+
+        Named by the tracer's class: ``jax.grad`` (and the other autodiff
+        transforms), ``jax.vmap``, else ``jax.jit`` (and the transforms that
+        stage a program: ``eval_shape``, a ``lax`` control-flow body).
+        """
+        if not isinstance(x, _jax().core.Tracer):
+            return None
+        kind = type(x).__name__
+        if kind in ("JVPTracer", "LinearizeTracer"):
+            return "jax.grad (or another autodiff transform)"
+        if kind == "BatchTracer":
+            return "jax.vmap"
+        return "jax.jit"
 
     def tracing_to_reuse(self) -> str | None:
         """While JAX traces the caller to a program it may reuse (JAX's own check).
