@@ -205,7 +205,9 @@ def _name_of(dtype: DType) -> str:
 def _numpy_name(dtype: DType, shown: object) -> str:
     try:  # (an array is no dtype: np.dtype(tensor) raised ValueError, an
         # array's truth value "ambiguous")
-        array = not isinstance(dtype, (np.dtype, type)) and hasattr(dtype, "shape")
+        array = not isinstance(dtype, (np.dtype, type, np.generic)) and hasattr(
+            dtype, "shape"
+        )
         name = "" if array else str(np.dtype(dtype).name)
     except (TypeError, ValueError):
         name = ""

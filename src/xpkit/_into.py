@@ -189,6 +189,16 @@ def _refuse_shared_memory(
     return tuple(in_place)
 
 
+def _over_pages_that_can_be_written(name: str, leaf: Value) -> None:
+    """ValueError where ``leaf`` lies over read-only pages (a write would crash)."""
+    if over_read_only_memory(leaf):  # (torch.from_numpy of a read-only memmap)
+        msg = (
+            f"{name} lies over read-only memory (a view of a tensor over a "
+            "read-only memmap, say): writing rows into it would end the process"
+        )
+        raise ValueError(msg)
+
+
 def _extent(leaf: Value) -> Extent | None:
     """Where ``leaf``'s elements lie, for an array of a library xpkit knows."""
     adapter = adapter_for_array(leaf)
@@ -223,16 +233,12 @@ def _check_leaf(name: str, leaf: Value, n: int) -> int:
         if not leaf.flags.writeable:
             msg = f"{name} is read-only (a NumPy array whose writeable flag is off)"
             raise ValueError(msg)
-        if over_read_only_memory(leaf):  # (torch.from_numpy of a read-only memmap)
-            msg = (
-                f"{name} lies over read-only memory (a view of a tensor over a "
-                "read-only memmap, say): writing rows into it would end the process"
-            )
-            raise ValueError(msg)
+
         why = get_adapter("numpy").unwritable(leaf)
         if why is not None:
             msg = f"{name} cannot be written: it is {why}"
             raise ValueError(msg)
+        _over_pages_that_can_be_written(name, leaf)
         return 1
     adapter = adapter_for_array(leaf)
     if adapter is not None and not adapter.writable_rows:
@@ -247,6 +253,7 @@ def _check_leaf(name: str, leaf: Value, n: int) -> int:
         if why is not None:
             msg = f"{name} cannot be written: it is {why}"
             raise ValueError(msg)
+        _over_pages_that_can_be_written(name, leaf)
         return 1  # (rows of an array library: no chunks of a store)
     why = read_only(leaf)
     if why is not None:

@@ -244,7 +244,10 @@ class memory_budget(ContextDecorator):
             msg = f"func must be a function, not a class (decorate its methods), got {func!r}"
             raise TypeError(msg)
         gb = self._gb
-        kinds = (func, type(func).__call__)  # (an object whose __call__ is one)
+        target = inspect.unwrap(func)  # (through functools.wraps and partials)
+        while isinstance(target, functools.partial):
+            target = inspect.unwrap(target.func)
+        kinds = (func, target, type(target).__call__)  # (an object's __call__)
         if any(inspect.iscoroutinefunction(k) for k in kinds):
 
             @functools.wraps(func)

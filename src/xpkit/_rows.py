@@ -518,16 +518,23 @@ def _travels(exc: BaseException) -> bool:
 def held_items(operands: tuple[Value, ...]) -> list[Value]:
     """``operands``, with the items of lists, tuples and dicts among them, at any depth."""
     found: list[Value] = []
-    todo, seen = list(operands), set[int]()
-    while todo and len(seen) < 10_000:  # (a bound: a long list holds no arrays)
+    todo, seen, visited = list(operands), set[int](), 0
+    while todo and visited < 100_000:  # (a bound on the items looked at)
         item = todo.pop()
+        visited += 1
+        if type(item) in _NOT_ARRAYS:  # (a list of numbers: at once)
+            continue
         if isinstance(item, (list, tuple, dict)):
             if id(item) not in seen:  # (a list that holds itself: once)
                 seen.add(id(item))
                 todo.extend(item.values() if isinstance(item, dict) else item)
-        else:
+        elif adapter_for_array(item) is not None:
             found.append(item)
     return found
+
+
+#: What `held_items` passes over at once: no array's memory is in them.
+_NOT_ARRAYS = frozenset({int, float, complex, bool, str, bytes, type(None)})
 
 
 def hosted(rows: Rows, fn: UserFunction, span: range) -> Rows:

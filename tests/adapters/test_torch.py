@@ -212,3 +212,6 @@ def test_matmul_of_a_tensor_with_values_and_a_meta_tensor_is_refused():
             b.matmul(A, B)
     assert b.matmul(values, values).tolist() == [[50.0, 50.0], [50.0, 50.0]]
     assert b.matmul(meta, meta).device.type == "meta"
+    weight = torch.nn.Parameter(values.clone())  # (a subclass: a review)
+    with pytest.raises(ValueError, match=r"^A and B are on two devices \("):
+        b.matmul(weight, meta)

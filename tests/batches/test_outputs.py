@@ -663,3 +663,17 @@ def test_a_dtype_the_host_widens_changed_between_batches_is_refused(executor, pa
         xpkit.map_batches(fn, x, executor=executor, **sizing)
     same = xpkit.map_batches(lambda r: r.to(first), x, executor=executor, **sizing)
     np.testing.assert_array_equal(same, x.to(first).float().numpy())
+
+
+def test_an_array_behind_many_lists_in_a_whole_operand_is_copied_quickly():
+    """A review: the first bound counted lists, not items (an array after
+    20,000 one-element lists came back uncopied), and a million numbers took
+    3 s (each asked whether it was an array)."""
+    x = np.zeros((4, 2))
+    w = np.arange(4.0)
+    held = [w] + [[i] for i in range(20_000)]
+    got = xpkit.map_batches(lambda rows, h: h[0], x, whole=(held,))
+    assert not np.shares_memory(got, w)
+    numbers = list(range(200_000))  # (passed over at once: not arrays)
+    got = xpkit.map_batches(lambda rows, h: rows[:, 0], x, whole=(numbers,))
+    np.testing.assert_array_equal(got, np.zeros(4))

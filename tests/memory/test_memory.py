@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import math
 import os
@@ -433,6 +434,39 @@ def test_an_object_whose_call_is_a_coroutine_or_generator_runs_under_the_budget(
     assert asyncio.run(xpkit.memory_budget(0.6)(Job())()) == 0.6
     assert list(xpkit.memory_budget(0.6)(Rows())()) == [0.6]
     assert _memory.configured_budget_gb() is None
+
+
+def test_a_coroutine_or_generator_behind_a_wrapper_or_partial_is_one():
+    """A review: through a sync ``functools.wraps`` decorator, or a
+    ``partial`` of an object with ``async def __call__``, the budget held
+    only while the coroutine or generator was made."""
+
+    def plain(f):
+        @functools.wraps(f)
+        def wrapper(*args, **kwargs):
+            return f(*args, **kwargs)
+
+        return wrapper
+
+    @xpkit.memory_budget(1.0)
+    @plain
+    async def job():
+        await asyncio.sleep(0)
+        return _memory.configured_budget_gb()
+
+    @xpkit.memory_budget(1.0)
+    @plain
+    def rows():
+        yield _memory.configured_budget_gb()
+
+    class Job:
+        async def __call__(self, k):
+            await asyncio.sleep(0)
+            return k * _memory.configured_budget_gb()
+
+    assert asyncio.run(job()) == 1.0
+    assert list(rows()) == [1.0]
+    assert asyncio.run(xpkit.memory_budget(0.6)(functools.partial(Job(), 1))()) == 0.6
 
 
 def test_what_a_plain_function_returns_comes_back_as_it_is():

@@ -484,6 +484,16 @@ def test_assert_array_almost_equal_subtracts_integers_exactly(x, y, difference):
     assert_array_almost_equal(x, x.copy())
 
 
+def test_a_0_d_integer_past_2_53_still_broadcasts():
+    """A review: made 1-d, it no longer broadcast ("shapes (1,), (2,) mismatch")."""
+    big = np.array(2**63, dtype=np.uint64)
+    both = np.array([2**63, 2**63], dtype=np.uint64)
+    assert_array_almost_equal(big, both)
+    assert_array_almost_equal(both, big)
+    with pytest.raises(AssertionError, match="Max absolute difference.*: 1\n"):
+        assert_array_almost_equal(big, both + np.uint64(1))
+
+
 def test_assert_array_almost_equal_holds_complex_nans_part_by_part():
     """NumPy's test takes any two NaNs as equal: ``nan+1j`` passed as ``1+nanj``
     and as ``nan+5j``."""

@@ -12,12 +12,14 @@ imports this module for anyone (a package runs before its modules).
 
 from __future__ import annotations
 
+import mmap
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .._dtypes import register_dtype_spelling
 from ._host_loss import LostOnHost
+from ._pages import read_only_host_memory
 
 if TYPE_CHECKING:
     from .._typing import Array, HostArray
@@ -106,10 +108,14 @@ def adapter_for_array(x: object) -> Adapter | None:
 def over_read_only_memory(x: Array) -> bool:
     """Whether ``x`` (of any library) lies over pages the process cannot write.
 
-    Its own library's answer, else the answer of what owns the memory it
-    views, followed base by base (a NumPy array, or array-api-strict's,
-    over a tensor over a read-only memmap: writable as NumPy sees it, and a
-    write into it ended the process).
+    Its own library's answer, else that of what owns the memory it views,
+    followed owner by owner (a NumPy array's ``base``, a memoryview's
+    ``obj``): a NumPy array that owns its memory says it by its flag;
+    another library's array (a tensor over a read-only memmap, which torch
+    holds writable) answers for itself; an owner no library answers for (a
+    DLPack capsule) has the pages under ``x`` looked up in the process's
+    map. A NumPy or array-api-strict array over such a tensor is writable
+    as NumPy sees it, and a write into it ended the process.
     """
     adapter = adapter_for_array(x)
     if adapter is None:
@@ -117,12 +123,22 @@ def over_read_only_memory(x: Array) -> bool:
     if adapter.over_read_only_memory(x):
         return True
     owner = adapter.host_owner(x)
-    for _ in range(64):  # (a chain of bases: each NumPy view's own)
+    numpy_adapter = ADAPTERS["numpy"]
+    for _ in range(64):  # (a chain of owners: each view's own)
         if owner is None:
-            return False
+            return False  # (memory NumPy allocated: its flags say)
+        if isinstance(owner, memoryview):
+            owner = owner.obj
+            continue
         found = adapter_for_array(owner)
-        if found is not None and found.over_read_only_memory(owner):
-            return True
+        if found is None:
+            if isinstance(owner, mmap.mmap):
+                return False  # (a read-only map gives read-only arrays)
+            view = adapter.host_view(x)  # (a capsule: the pages themselves)
+            extent = None if view is None else numpy_adapter.memory_extent(view)
+            return extent is not None and read_only_host_memory(extent.low, extent.high)
+        if found is not numpy_adapter:
+            return found.over_read_only_memory(owner)
         owner = getattr(owner, "base", None)
     return False
 

@@ -155,7 +155,14 @@ def tensor_on_host(x: Array, torch: ModuleType) -> HostArray:
     wider = widened_on_host(t.dtype, torch)  # NumPy has no bfloat16, no float8
     if wider is not None:
         t = t.to(wider)
-    return np.asarray(t.resolve_conj().resolve_neg().numpy())
+    t = t.resolve_conj().resolve_neg()
+    # (memory torch allocated is writable: said of the tensor NumPy's array
+    # holds as its base, read before .numpy() makes the storage look foreign)
+    allocated = t.untyped_storage().resizable()
+    host = np.asarray(t.numpy())
+    if allocated and host.base is not None:
+        _TORCH_ALLOCATED[id(host.base)] = host.base
+    return host
 
 
 def tensor_not_updatable(
@@ -200,6 +207,8 @@ def tensor_over_read_only_memory(x: Array) -> bool:
     """
     if x.device.type != "cpu":
         return False
+    if _TORCH_ALLOCATED.get(id(x)) is x:  # (a NumPy array's owner: `tensor_on_host`)
+        return False
     storage = x.untyped_storage()
     if storage.resizable():
         return False
@@ -217,6 +226,13 @@ def tensor_over_read_only_memory(x: Array) -> bool:
 #: Whether a storage torch did not allocate lies over read-only pages, while
 #: it lives (torch keeps one Python object for a storage: `tensor_over_read_only_memory`).
 _READ_ONLY: weakref.WeakKeyDictionary[object, bool] = weakref.WeakKeyDictionary()
+
+#: The tensors `tensor_on_host` shared with NumPy whose memory torch allocated
+#: (writable), by id while they live (a tensor's ``==`` is elementwise: no
+#: key): a NumPy array's owner, asked before a write.
+_TORCH_ALLOCATED: weakref.WeakValueDictionary[int, object] = (
+    weakref.WeakValueDictionary()
+)
 
 
 def tensor_unshareable(x: Array, strided: bool) -> Unshareable | None:

@@ -95,7 +95,9 @@ def torch_fast_ops(xp: Namespace, torch: ModuleType) -> FastOps:
                     raise  # (shapes: the facade says which)
         elif not (isinstance(a, tensor) and isinstance(b, tensor)):
             return compat_matmul(a, b)
-        elif a.dtype == b.dtype:  # (a Parameter, another subclass)
+        elif a.is_meta is not b.is_meta:  # (a Parameter, another subclass)
+            _on_two_devices(a, b)
+        elif a.dtype == b.dtype:
             return native_matmul(a, b)
         # mixed dtypes, which torch refuses (float32 with float16): promoted
         # as the standard does (unsigned ints beside others: RuntimeError,

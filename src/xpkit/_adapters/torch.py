@@ -253,6 +253,10 @@ class TorchAdapter(Adapter):
         view: HostArray = x.detach().numpy()
         return view
 
+    def host_owner(self, x: Array) -> object | None:
+        """None: a tensor answers for its own memory (`over_read_only_memory`)."""
+        return None
+
     def over_read_only_memory(self, x: Array) -> bool:
         """A CPU tensor over read-only pages (`tensor_over_read_only_memory`)."""
         return (

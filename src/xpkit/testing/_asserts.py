@@ -139,9 +139,9 @@ def _exact_integers(x: HostArray, y: HostArray) -> tuple[HostArray, HostArray]:
     message said a difference of 1), and two uint64 beyond 2**53 rounded
     to one float64 (``2**64 - 1`` passed as ``2**64 - 2``). As int64 where
     every value lies within 2**53 (their differences, within 2**54, fit);
-    else as Python ints, at least 1-d (NumPy's test reads the ``dtype`` of
-    the difference, which two 0-d object arrays give as a Python int). Any
-    other pair as it is.
+    else as Python ints, two 0-d ones as 1-d (NumPy's test reads the
+    ``dtype`` of their difference, which two 0-d object arrays give as a
+    Python int). Any other pair as it is.
     """
     if x.dtype.kind not in "iu" or y.dtype.kind not in "iu":
         return x, y
@@ -150,7 +150,9 @@ def _exact_integers(x: HostArray, y: HostArray) -> tuple[HostArray, HostArray]:
     )
     if not wide:
         return x.astype(np.int64), y.astype(np.int64)
-    return np.atleast_1d(x).astype(object), np.atleast_1d(y).astype(object)
+    if x.ndim == 0 and y.ndim == 0:  # (one 0-d side broadcasts as a scalar)
+        x, y = x.reshape(1), y.reshape(1)
+    return x.astype(object), y.astype(object)
 
 
 def _same_nan_parts(x: HostArray, y: HostArray, decimal: int, err_msg: str) -> None:
