@@ -381,10 +381,15 @@ def test_joblib_workers_write_their_own_rows_into_a_shared_store(
     )
 
 
-def _fails_above_4_rows(x):
-    if x.shape[0] > 4:
-        raise MemoryError("injected: more than 4 rows")
-    return x * 2.0
+def _fails_above(rows):
+    """``x * 2``, out of memory (injected) above ``rows`` rows."""
+
+    def fn(x):
+        if x.shape[0] > rows:
+            raise MemoryError(f"injected: more than {rows} rows")
+        return x * 2.0
+
+    return fn
 
 
 def test_a_worker_s_chunk_that_runs_out_of_memory_names_the_chunk(
@@ -397,14 +402,8 @@ def test_a_worker_s_chunk_that_runs_out_of_memory_names_the_chunk(
     sizing = {"bytes_per_item": 1.0, "budget_gb": 16 / GB}
     with pytest.raises(MemoryError, match=r"even at one chunk of out \(8 rows: the"):
         xpkit.map_batches(
-            _fails_above_4_rows, _data(64), out=z, executor="joblib", **sizing
+            _fails_above(4), _data(64), out=z, executor="joblib", **sizing
         )
-
-
-def _fails_above_5_rows(x):
-    if x.shape[0] > 5:
-        raise MemoryError("injected: more than 5 rows")
-    return x * 2.0
 
 
 def test_a_worker_s_last_task_of_a_chunk_and_a_part_is_cut_after_its_chunk(
@@ -417,7 +416,7 @@ def test_a_worker_s_last_task_of_a_chunk_and_a_part_is_cut_after_its_chunk(
     z = _store(tmp_path, 47, 4)
     a = _data(47)
     sizing = {"bytes_per_item": 1.0, "budget_gb": 16 / GB}
-    got = xpkit.map_batches(_fails_above_5_rows, a, out=z, executor="joblib", **sizing)
+    got = xpkit.map_batches(_fails_above(5), a, out=z, executor="joblib", **sizing)
     assert got is z
     np.testing.assert_array_equal(z[:], a * 2.0)
 
