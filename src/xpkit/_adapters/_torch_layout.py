@@ -158,8 +158,8 @@ def tensor_on_host(x: Array, torch: ModuleType) -> HostArray:
     t = t.resolve_conj().resolve_neg()
     # (memory torch allocated is writable: said of the tensor NumPy's array
     # holds as its base, read before .numpy() makes the storage look foreign)
-    allocated = t.untyped_storage().resizable()
-    host = np.asarray(t.numpy())
+    allocated = not torch.compiler.is_compiling() and t.untyped_storage().resizable()
+    host = np.asarray(t.numpy())  # (while dynamo traces: no memory, no storage)
     if allocated and host.base is not None:
         _TORCH_ALLOCATED[id(host.base)] = host.base
     return host
