@@ -106,10 +106,11 @@ def adapter_for_array(x: object) -> Adapter | None:
 
 
 def over_read_only_memory(x: Array) -> bool:
-    """Whether ``x`` (of any library) lies over pages the process cannot write.
+    """Whether ``x`` (of any library) views pages the process cannot write.
 
-    Its own library's answer, else that of what owns the memory it views,
-    followed owner by owner (a NumPy array's ``base``, a memoryview's
+    What owns the memory it views answers (its own library's checks of
+    ``x`` itself, `Adapter.update_refusal` and `Adapter.unwritable`, ask
+    its own memory), followed owner by owner (a NumPy array's ``base``, a memoryview's
     ``obj``): a NumPy array that owns its memory says it by its flag;
     another library's array (a tensor over a read-only memmap, which torch
     holds writable) answers for itself; an owner no library answers for (a
@@ -120,8 +121,6 @@ def over_read_only_memory(x: Array) -> bool:
     adapter = adapter_for_array(x)
     if adapter is None:
         return False
-    if adapter.over_read_only_memory(x):
-        return True
     owner = adapter.host_owner(x)
     numpy_adapter = ADAPTERS["numpy"]
     for _ in range(64):  # (a chain of owners: each view's own)

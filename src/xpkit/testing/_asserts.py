@@ -10,7 +10,7 @@ import numpy as np
 from .._adapters._registry import ADAPTERS, adapter_for_array
 from .._backend import Backend
 from .._dtypes import PrecisionWarning, dtype_name, narrowed
-from ._close_values import host_copy
+from ._close_values import complex_nans_match, host_copy, rounds_in_float64
 from ._running import note_loosened, running_variant
 
 if TYPE_CHECKING:
@@ -24,9 +24,6 @@ FINEST_DECIMAL = 323
 
 #: The strictest ``decimal`` that float32-only devices (MPS) are held to.
 FLOAT32_DEVICE_DECIMAL = 2
-
-#: Beyond it float64 does not hold every integer.
-_EXACT = 2**53
 
 #: The dtypes whose narrowing (to float32, complex64) loosens the comparison.
 _WIDE = ("float64", "complex128")
@@ -145,10 +142,7 @@ def _exact_integers(x: HostArray, y: HostArray) -> tuple[HostArray, HostArray]:
     """
     if x.dtype.kind not in "iu" or y.dtype.kind not in "iu":
         return x, y
-    wide = max(x.dtype.itemsize, y.dtype.itemsize) == 8 and any(
-        a.size and (int(a.max()) > _EXACT or int(a.min()) < -_EXACT) for a in (x, y)
-    )
-    if not wide:
+    if not (rounds_in_float64(x) or rounds_in_float64(y)):
         return x.astype(np.int64), y.astype(np.int64)
     if x.ndim == 0 and y.ndim == 0:  # (one 0-d side broadcasts as a scalar)
         x, y = x.reshape(1), y.reshape(1)
@@ -170,17 +164,9 @@ def _same_nan_parts(x: HostArray, y: HostArray, decimal: int, err_msg: str) -> N
         return
     bx, by = np.broadcast_arrays(x, y)
     bound = 1.5 * 10.0 ** (-decimal)
-    differ = np.zeros(bx.shape, dtype=bool)
-    for part in ("real", "imag"):
-        px, py = getattr(bx, part), getattr(by, part)
-        nan_x, nan_y = np.isnan(px), np.isnan(py)
-        differ |= nan_x != nan_y
-    either = np.isnan(bx) | np.isnan(by)  # (a NaN pair: its other parts too)
-    for part in ("real", "imag"):
-        px, py = getattr(bx, part), getattr(by, part)
-        with np.errstate(invalid="ignore", over="ignore"):
-            far = ~(np.isnan(px) & np.isnan(py)) & ~(np.abs(px - py) < bound)
-        differ |= either & far & (px != py)
+    with np.errstate(invalid="ignore", over="ignore"):  # (a NaN pair: part by part)
+        matched = complex_nans_match(bx, by, 0.0, bound)
+    differ = (np.isnan(bx) | np.isnan(by)) & ~matched
     if not differ.any():
         return
     index = tuple(int(i) for i in np.argwhere(differ)[0])

@@ -19,7 +19,12 @@ from .._convert import refuse_lossy_data
 if TYPE_CHECKING:
     from .._typing import Array, HostArray, Value
 
-__all__ = ["compare_values", "host_copy"]
+__all__ = [
+    "compare_values",
+    "complex_nans_match",
+    "host_copy",
+    "rounds_in_float64",
+]
 
 #: Beyond it float64 does not hold every integer.
 _EXACT = 2**53
@@ -158,7 +163,7 @@ def _numbers(
         finite = np.isfinite(af) & np.isfinite(df)
         close = (finite & (diff <= allowed)) | (af == df)
         if work.kind == "c":
-            close |= _complex_nans(af, df, rtol, atol)
+            close |= complex_nans_match(af, df, rtol, atol)
         else:
             close |= np.isnan(af) & np.isnan(df)
         excess = np.where(finite, diff - allowed, np.inf)
@@ -166,7 +171,7 @@ def _numbers(
         # (1.7e308 against -1.7e308: a difference and an allowance past the
         # dtype's range are both inf, and inf <= inf passed them)
         over = np.flatnonzero(finite & np.isinf(diff) & np.isinf(allowed))
-        if _rounds(a) or _rounds(d):
+        if rounds_in_float64(a) or rounds_in_float64(d):
             scale = np.maximum(np.abs(af), np.abs(df))
             near = np.flatnonzero(finite & (np.abs(excess) <= 8 * np.spacing(scale)))
             over = np.union1d(over, near)
@@ -177,9 +182,9 @@ def _numbers(
     return bad, excess
 
 
-def _rounds(x: HostArray) -> bool:
+def rounds_in_float64(x: HostArray) -> bool:
     """Whether ``x`` holds integers float64 does not hold exactly (beyond 2**53)."""
-    if x.dtype.kind not in "iu" or x.dtype.itemsize < 8:
+    if x.dtype.kind not in "iu" or x.dtype.itemsize < 8 or x.size == 0:
         return False
     return bool(x.max() >= _EXACT or (x.dtype.kind == "i" and x.min() <= -_EXACT))
 
@@ -224,7 +229,9 @@ def _exact_column(x: HostArray) -> HostArray:
     return out
 
 
-def _complex_nans(af: HostArray, df: HostArray, rtol: float, atol: float) -> HostArray:
+def complex_nans_match(
+    af: HostArray, df: HostArray, rtol: float, atol: float
+) -> HostArray:
     """Complex NaNs that match: the same parts NaN, the other parts close."""
     both = np.isnan(af) & np.isnan(df)
     for part in ("real", "imag"):
