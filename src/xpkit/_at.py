@@ -207,7 +207,11 @@ class At(Generic[ArrayT]):
             # float64 torch x; 0 as int64 made a uint64 x float64): x's own.
             ns = self._facts.xp if xp is None else xp
             value = ns.asarray(value, dtype=x.dtype, device=adapter.device_of(x))
-        result: ArrayT = update(value, copy=copy, xp=xp)
+        try:
+            result: ArrayT = update(value, copy=copy, xp=xp)
+        except Exception as exc:
+            _refuse_shape(adapter, self._x, self._idx, y, exc)
+            raise
         return result
 
     def _mask_of_x(self, value: Value) -> Array | None:
@@ -447,19 +451,60 @@ def _to_selection(
 
     Its leading axes of one element are dropped where it has more axes than
     ``x[idx]`` (JAX refused them), and with ``broadcast`` (for ndonnx, whose
-    update did not) it is broadcast to that shape. Left as it is where a size is not known (a symbolic axis) or it does
-    not broadcast (the library's error says so).
+    update did not) it is broadcast to that shape. Left as it is where a
+    size is not known (a symbolic axis); refused where it does not
+    broadcast (ValueError: ndonnx's would say so only once it is read).
     """
     selected = tuple(x[idx].shape)
     shape = tuple(y.shape)
     if not all(isinstance(d, int) for d in (*selected, *shape)):
         return y
+    _check_fits(shape, selected)
     extra = len(shape) - len(selected)
     if extra > 0 and all(d == 1 for d in shape[:extra]):
         y, shape = xp.reshape(y, shape[extra:]), shape[extra:]
     if not broadcast or shape == selected or len(shape) > len(selected):
         return y
     return xp.broadcast_to(y, selected)
+
+
+def _refuse_shape(
+    adapter: Adapter, x: Array, idx: Value, y: Value, error: Exception
+) -> None:
+    """ValueError naming ``y`` where its shape does not broadcast to ``x[idx]``'s.
+
+    Asked once the library's update has failed (torch's RuntimeError names
+    neither ``y`` nor the selection), so that a good update pays nothing
+    for it. Else the library's error stands.
+    """
+    if not adapter.owns(y):
+        return
+    try:
+        selected = tuple(x[idx].shape)
+    except Exception:  # noqa: BLE001 - the library's own error is the one to see
+        return
+    shape = tuple(y.shape)
+    if all(isinstance(d, int) for d in (*shape, *selected)):  # (else Dask's, masked)
+        _check_fits(shape, selected, error)
+
+
+def _check_fits(
+    shape: tuple[int, ...], selected: tuple[int, ...], error: Exception | None = None
+) -> None:
+    """ValueError naming ``y`` where its ``shape`` does not broadcast to ``selected``.
+
+    By NumPy's rule for ``x[idx] = y``: leading axes of one element beyond
+    ``selected``'s are dropped.
+    """
+    extra = max(len(shape) - len(selected), 0)
+    trailing = zip(reversed(shape), reversed(selected), strict=False)
+    if all(d == 1 for d in shape[:extra]) and all(a in (1, b) for a, b in trailing):
+        return
+    msg = (
+        f"y has shape {shape}, which does not broadcast to the shape {selected} "
+        "of the elements x[idx] selects"
+    )
+    raise ValueError(msg) from error
 
 
 def _reversed(y: Array, axes: tuple[int, ...], xp: Namespace) -> Array:

@@ -194,13 +194,14 @@ def _names(text: str) -> list[str]:
     unknown = [
         n for n in names if n not in {e.key for e in named} | {e.name for e in named}
     ]
-    if not names or unknown:
-        everything = backend_inventory()
-        known = {e.key for e in everything} | {e.name for e in everything}
+    if not names or unknown:  # (libraries not named stay unimported: their keys only)
+        known = {a.key for a in ADAPTERS.values()} | {e.name for e in named}
         msg = f"names no backend known here: {unknown or text!r}; known: " + ", ".join(
             sorted(known)
         )
-        raise argparse.ArgumentTypeError(msg)
+        raise argparse.ArgumentTypeError(
+            msg + " (or key-device, as `xpkit info` names them)"
+        )
     return names
 
 

@@ -532,6 +532,35 @@ def test_check_and_demo_on_numpy_import_no_other_library():
     assert done.stdout.splitlines() == ["check 0 []", "demo 0 []"]
 
 
+_UNKNOWN_NAME = """
+import io, sys
+from contextlib import redirect_stderr
+from xpkit._cli import main
+libraries = ("torch", "jax", "dask", "array_api_strict", "ndonnx", "cupy")
+err = io.StringIO()
+with redirect_stderr(err):
+    try:
+        main(["check", "--backends", "bogus"], io.StringIO())
+    except SystemExit as stop:
+        print(stop.code)
+print(sorted(m for m in libraries if m in sys.modules))
+print(err.getvalue().splitlines()[-1])
+"""
+
+
+def test_an_unknown_backend_name_is_refused_without_importing_the_libraries():
+    """The refusal listed every device of every library, importing each to
+    find them (seconds, for a typo)."""
+    done = run_python(_UNKNOWN_NAME)
+    assert done.returncode == 0, done.stderr[-2000:]
+    code, imported, message = done.stdout.splitlines()
+    assert (code, imported) == ("2", "[]")
+    assert "names no backend known here: ['bogus']; known: " in message
+    for key in ("numpy", "torch", "jax", "dask", "array_api_strict"):
+        assert key in message
+    assert "key-device" in message
+
+
 def test_the_demo_says_what_its_data_and_columns_are():
     """Issue #31: the planted signal, p's floor, and what the deviation column
     compares when NumPy alone ran."""

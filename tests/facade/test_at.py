@@ -90,6 +90,32 @@ def test_the_value_may_be_an_array_of_this_library(xpkit_backend):
     np.testing.assert_array_equal(_host(b, out), [[7.0, 8.0], [0.0, 0.0]])
 
 
+@pytest.mark.parametrize(
+    ("idx", "shape", "selected"),
+    [(0, (3,), (4,)), (0, (2, 4), (4,)), (slice(0, 2), (3, 1), (2, 4))],
+)
+def test_a_value_that_does_not_broadcast_is_refused_by_name(
+    xpkit_backend, idx, shape, selected
+):
+    """torch raised RuntimeError in its own words, and ndonnx gave back a
+    lazy array that failed only when read."""
+    b = xpkit_backend
+    x = b.asarray(np.zeros((3, 4)))
+    before = _host(b, x).copy()
+    msg = (
+        f"y has shape {shape}, which does not broadcast to the shape {selected} "
+        "of the elements x[idx] selects"
+    )
+    for copy in (None, True):
+        with pytest.raises(ValueError, match=re.escape(msg)):
+            b.at(x, idx).set(b.asarray(np.ones(shape)), copy=copy)
+    np.testing.assert_array_equal(_host(b, x), before)
+    fits = b.at(x, idx).set(b.asarray(np.ones((1, 1, 4))), copy=True)
+    expected = before.copy()
+    expected[idx] = 1.0
+    np.testing.assert_array_equal(_host(b, fits), expected)
+
+
 @pytest.mark.xpkit_skip(
     ["numpy-readonly"],
     reason="array-api-extra copies through the xp it is given: a read-only copy",
