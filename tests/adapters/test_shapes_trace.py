@@ -469,6 +469,39 @@ def test_every_way_to_the_namespace_finds_the_shape_only_one(xpkit_backend):
     assert all(ns is _namespace for ns in found), found
 
 
+_LATER_USES = {
+    "matmul": lambda w, xp: np.ones((5, 2)) @ w,
+    "ufunc": lambda w, xp: np.exp(w),
+    "operator": lambda w, xp: w + 1.0,
+    "setitem": lambda w, xp: w.__setitem__(0, 1.0),
+    "namespace": lambda w, xp: xp.zeros((2, 2)),
+    "namespace on it": lambda w, xp: xp.sum(w),
+    "value": lambda w, xp: float(w[0, 0]),
+}
+
+
+@pytest.mark.parametrize("use", sorted(_LATER_USES))
+def test_what_fn_keeps_of_a_trace_is_refused_where_it_is_used_later(xpkit_backend, use):
+    """An array or the namespace kept past the trace (a weight built on a
+    first call): ``x @ kept`` silently gave a shape-only array, ``kept[0] = 1``
+    silently did nothing, and the namespace raised the trace's internal
+    CannotFollow."""
+    kept = {}
+
+    def run(trace):
+        x = given(trace, (3, 2), "float32")
+        kept["xp"] = array_api_compat.array_namespace(x)
+        kept["w"] = kept["xp"].ones((2, 4), dtype=x.dtype)
+        return (x @ kept["w"]).shape
+
+    shape, _ = _in_trace(profile_of(xpkit_backend), run)
+    assert shape == (3, 4)  # (within its trace, the kept array works)
+    assert "xpkit's stand-in, without values" in repr(kept["w"])
+    match = "fn kept an array \\(or the namespace\\) of xpkit's shape-only trace"
+    with pytest.raises(TypeError, match=match):
+        _LATER_USES[use](kept["w"], kept["xp"])
+
+
 def test_the_namespace_speaks_for_the_impersonated_library(xpkit_backend, xp):
     """Its dtypes and device are the library's own objects, as a real array's are."""
     profile = profile_of(xpkit_backend)

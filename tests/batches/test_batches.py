@@ -11,6 +11,7 @@ import threading
 import time
 import warnings
 
+import array_api_compat
 import numpy as np
 import pytest
 from helpers import run_python
@@ -66,6 +67,45 @@ def test_map_batches_matches_unbatched_on_every_backend(xpkit_backend):
     )
     assert_equal(got, a * 2.0 - c, check_namespace=False)
     assert fn.sizes == [10] * 10
+
+
+class LazyWeights:
+    """A model that builds its weight on its first call, from its input's namespace."""
+
+    def __init__(self) -> None:
+        self.w = None
+
+    def __call__(self, x):
+        xp = array_api_compat.array_namespace(x)
+        if self.w is None:
+            self.w = xp.ones(
+                (x.shape[1], 3), dtype=x.dtype, device=array_api_compat.device(x)
+            )
+        return x @ self.w
+
+
+def test_a_weight_fn_builds_on_its_first_call_is_named_not_computed(xpkit_backend):
+    """The trace's call builds it as a shape-only array: the real batches met
+    xpkit's internal CannotFollow, and fn(x) afterwards gave a shape-only
+    array silently. Given bytes_per_item (no trace), fn builds a real one."""
+    b = xpkit_backend
+    x = b.asarray(np.arange(40.0).reshape(20, 2))
+    model = LazyWeights()
+    own_check = "strict" in b.name  # (its operators check the operand first)
+    refused = (TypeError, ValueError) if own_check else TypeError
+    with pytest.raises(refused) as info:
+        xpkit.map_batches(model, x)
+    if not own_check:
+        assert "fn kept an array (or the namespace) of xpkit's shape-only" in str(
+            info.value
+        )
+    assert "xpkit's stand-in, without values" in repr(model.w)
+    with pytest.raises(refused):
+        model(x)
+    model = LazyWeights()
+    got = xpkit.map_batches(model, x, bytes_per_item=2 * 8)
+    expected = np.arange(40.0).reshape(20, 2).sum(axis=1, keepdims=True)
+    assert_equal(got, np.repeat(expected, 3, axis=1), check_namespace=False)
 
 
 @pytest.mark.parametrize("direction", ["numpy inputs", "inputs of the backend"])

@@ -39,6 +39,7 @@ __all__ = [
     "Traits",
     "WrappedArrays",
     "active_trace",
+    "kept_from_trace",
     "missing_name",
     "public_names",
     "tracing",
@@ -629,6 +630,8 @@ class Trace:
     #: How many of the tape's arrays are the batch's input rows copied (where
     #: a row slice copies), which are no operation of ``fn``'s graph.
     copied_inputs: int = 0
+    #: The trace has ended: an array of it that ``fn`` kept is used later.
+    closed: bool = False
 
     def charge(
         self, nbytes: int, ndim: int, inputs: tuple[int, ...]
@@ -639,6 +642,8 @@ class Trace:
         bytes rounded to the profile's granule plus the array's own cost, and
         the tape node of the array.
         """
+        if self.closed:
+            raise kept_from_trace()
         profile = self.profile
         granule = profile.granule
         charged = -(-nbytes // granule) * granule
@@ -700,6 +705,8 @@ class Trace:
         Returns them, for `release` (a buffer is released at once: it
         counts only in the peak).
         """
+        if self.closed:
+            raise kept_from_trace()
         self.views += 1
         self.live += nbytes
         self.peak = max(self.peak, self.live)
@@ -707,10 +714,17 @@ class Trace:
 
     def spike(self, nbytes: int) -> None:
         """Bytes held only while one operation runs: they count in the peak alone."""
+        if self.closed:
+            raise kept_from_trace()
         self.peak = max(self.peak, self.live + nbytes)
 
-    def refuse(self, reason: str) -> CannotFollow:
-        """A `CannotFollow` for ``reason``, remembered as the trace's failure."""
+    def refuse(self, reason: str) -> Exception:
+        """A `CannotFollow` for ``reason``, remembered as the trace's failure.
+
+        Once the trace has ended, the TypeError of `kept_from_trace`.
+        """
+        if self.closed:
+            return kept_from_trace()
         if self.failure is None:
             self.failure = reason
         return CannotFollow(reason)
@@ -760,12 +774,30 @@ _ACTIVE: contextvars.ContextVar[Trace | None] = contextvars.ContextVar(
 
 
 def active_trace() -> Trace:
-    """The trace the current context runs (CannotFollow outside one)."""
+    """The trace the current context runs (`kept_from_trace`'s error outside one)."""
     trace = _ACTIVE.get()
     if trace is None:
-        msg = "a shape-only array was made outside its trace"
-        raise CannotFollow(msg)
+        raise kept_from_trace()
     return trace
+
+
+def kept_from_trace() -> TypeError:
+    """The error where an array or namespace of an ended trace is used.
+
+    ``fn`` kept it from the call that sized its batches (a weight it builds
+    on a first call, a namespace it caches) and uses it on real arrays,
+    or the caller does: it has no values. JAX's leaked tracers are refused
+    alike.
+    """
+    msg = (
+        "fn kept an array (or the namespace) of xpkit's shape-only trace and "
+        "used it after the trace: xpkit sizes batches by calling fn once on "
+        "arrays that have shapes but no values, and what fn keeps from that "
+        "call (a weight built on a first call, a cached namespace) has no "
+        "values. Build such state before the call (fn on one real row), or "
+        "pass bytes_per_item so that fn is not traced"
+    )
+    return TypeError(msg)
 
 
 def public_names(namespace: object) -> Container[str]:
@@ -816,3 +848,4 @@ def tracing(trace: Trace, run: Callable[[], object]) -> object:
         return run()
     finally:
         _ACTIVE.reset(token)
+        trace.closed = True  # (what fn kept of it is refused where it is used)

@@ -12,7 +12,7 @@ once.
 
 This package registers what its modules need of each other before they
 run: the namespace that ``__array_namespace__`` returns, NumPy's and other
-libraries' function protocols, the array's complex parts (``x.real``,
+libraries' function protocols, indexing, the array's complex parts (``x.real``,
 ``x.imag``, ``x.conj()``), and the adapter that `Backend.from_arrays`
 finds for shape-only arrays.
 """
@@ -23,9 +23,10 @@ from .._registry import register_guest
 from .._trace import CannotFollow, Profile
 from . import _namespace
 from ._adapter import ShapesAdapter
-from ._array import NAMESPACE, PROTOCOLS, REDUCTION, ShapeArray
+from ._array import INDEXED, NAMESPACE, PROTOCOLS, REDUCTION, ShapeArray
 from ._complex_parts import ATTRIBUTES
 from ._foreign import foreign_call
+from ._indexing import indexed
 from ._linalg import METHODS
 from ._manipulation import TRANSPOSES
 from ._numpy import array_function, array_ufunc
@@ -37,6 +38,7 @@ __all__ = ["CannotFollow", "InputSpec", "Profile", "ShapeArray", "ShapeTracer"]
 NAMESPACE.append(_namespace)
 PROTOCOLS.update(ufunc=array_ufunc, function=array_function, foreign=foreign_call)
 REDUCTION.append(reduction)
+INDEXED.append(indexed)
 for _name, _attribute in {**ATTRIBUTES, **METHODS, **TRANSPOSES}.items():  # (x.T)
     setattr(ShapeArray, _name, _attribute)
 register_guest(ShapeArray, ShapesAdapter())

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 import numpy as np
 
+from .._trace import kept_from_trace
 from . import _rules as rules
 from . import _strides as strides
 
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from .._trace import Trace
 
 __all__ = [
+    "INDEXED",
     "MIN_ELIDE_BYTES",
     "NAMESPACE",
     "PROTOCOLS",
@@ -57,6 +59,8 @@ NAMESPACE: list[object] = []
 #: Handlers of the libraries' own functions: ``"ufunc"``, ``"function"``
 #: (NumPy's protocols) and ``"foreign"`` (another library's functions).
 PROTOCOLS: dict[str, Callable[..., object]] = {}
+#: ``x[key]``: `_indexing.indexed`.
+INDEXED: list[Callable[[ShapeArray, Value], ShapeArray]] = []
 #: The reductions of the methods (``x.sum(1)``): `_statistics.reduction`.
 REDUCTION: list[Callable[[ShapeArray, str, Value, bool, str | None], ShapeArray]] = []
 
@@ -182,7 +186,9 @@ class ShapeArray:
         self._unit = unit  # (its axis of unit stride: `_strides`)
 
     def __del__(self) -> None:
-        if self._charged:
+        if getattr(
+            self, "_charged", 0
+        ):  # (torch's compiler makes some without __init__)
             self._trace.release(self._charged)
 
     # -- attributes -----------------------------------------------------------
@@ -217,7 +223,9 @@ class ShapeArray:
         return rules.itemsize(self._name)
 
     def __repr__(self) -> str:
-        return f"ShapeArray(shape={self.shape}, dtype={self._name})"
+        return (
+            f"ShapeArray({self.shape}, {self._name}: xpkit's stand-in, without values)"
+        )
 
     def __len__(self) -> int:
         if not self.shape:
@@ -235,6 +243,8 @@ class ShapeArray:
 
     def to_device(self, device: Value, /, *, stream: Value = None) -> ShapeArray:
         """Itself: a copy on another device is not this device's memory."""
+        if self._trace.closed:
+            raise kept_from_trace()
         return self
 
     # -- what a shape-only array cannot do -------------------------------------
@@ -267,23 +277,7 @@ class ShapeArray:
 
     # -- indexing ---------------------------------------------------------------
     def __getitem__(self, key: Value) -> ShapeArray:
-        items = key if isinstance(key, tuple) else (key,)
-        parsed = [_index_parts(self._trace, item) for item in items]
-        parts = [p for found, _ in parsed for p in found]
-        ints = rules.ints_advanced(self._trace.profile)
-        expanded = rules.expanded_index(self.shape, parts)
-        shape, copies, contiguous = rules.indexed(self.shape, expanded, ints)
-        if copies:  # (NumPy's is a view of its buffer unless an index array leads)
-            copy = made(self._trace, shape, self._name, (self,))
-            if len(items) > 1 or len(parts) < self.ndim:
-                # (NumPy turns a mask beside other indices into its index
-                # arrays, held while the result is filled)
-                self._trace.spike(sum(nbytes for _, nbytes in parsed))
-            return copy if isinstance(parts[0], tuple) else unowned(copy)
-        unit = strides.unit_after_index(self, expanded, contiguous)
-        return view_of(
-            self, shape, contiguous=self._contiguous and contiguous, unit=unit
-        )
+        return INDEXED[0](self, key)
 
     # -- operators (each left operand's temporariness read where it runs) -------
     __add__ = _left("+")
@@ -322,6 +316,7 @@ class ShapeArray:
     __invert__ = _unary("bitwise_invert")
 
     def _in_place(self, other: Value) -> ShapeArray:
+        self._written()
         _operand(self._trace, other)  # (an operand it cannot read is refused)
         return self
 
@@ -405,7 +400,8 @@ class ShapeArray:
 
     def _written(self, *args: Value, **kwargs: Value) -> None:
         """Written in place: nothing is allocated (``sort``, ``fill``, ``x[i] = v``)."""
-        return
+        if self._trace.closed:
+            raise kept_from_trace()
 
     clip = round = _elementwise
     sort = fill = __setitem__ = _written
@@ -513,36 +509,6 @@ def _operand(trace: Trace, x: Value) -> tuple[rules.Shape, str | None, Value]:
         return (), None, x
     a = lift(trace, x)
     return a.shape, a._name, a
-
-
-def _index_parts(trace: Trace, item: Value) -> tuple[list[object], int]:
-    """One item of an index as `rules.indexed` reads it, and a mask's index bytes.
-
-    A boolean mask selects as many elements as it holds True values: NumPy
-    indexes with its ``nonzero()``, an int64 index array per axis of the
-    mask. Where the profile bounds masks, each is as long as the mask's True
-    values where its values are at hand (a NumPy array ``fn`` holds), else
-    as the mask (every element selected: the most it can be); else the trace
-    refuses it.
-    """
-    if item is None or item is Ellipsis or isinstance(item, slice):
-        return [item], 0
-    if isinstance(item, int | np.integer) and not isinstance(item, bool):
-        return [int(item)], 0
-    if isinstance(item, list):
-        return [tuple(np.shape(item))], 0
-    if isinstance(item, bool):
-        msg = "an index of a Python bool"
-        raise trace.refuse(msg)
-    a = lift(trace, item)
-    if a._name != "bool":
-        return [a.shape], 0
-    if not trace.profile.bounded_masks or not a.shape:
-        msg = "a boolean mask (its result's shape depends on values)"
-        raise trace.refuse(msg)
-    # (a NumPy array fn holds is not shape-only: its True values count)
-    count = int(np.count_nonzero(item)) if isinstance(item, np.ndarray) else a.size
-    return [(count,)] * a.ndim, 8 * count * a.ndim
 
 
 # -- elementwise -----------------------------------------------------------------
