@@ -474,6 +474,44 @@ def test_a_jax_array_is_never_handed_to_torch_as_writable():
         target.move(jnp.arange(3.0), copy=False)
 
 
+_HOST_WAYS = {
+    "to_numpy": lambda b, w: b.to_numpy(w),
+    "asarray": lambda b, w: b.asarray(w),
+    "to_device": lambda b, w: b.to_device(w),
+    "move": lambda b, w: b.move(w),
+}
+
+
+@pytest.mark.parametrize(
+    ("dst", "way"),
+    [("numpy", way) for way in sorted(_HOST_WAYS)]
+    + [("array_api_strict", way) for way in sorted(_HOST_WAYS) if way != "to_numpy"],
+)
+def test_a_tensor_that_requires_grad_is_never_written_through_its_host_array(dst, way):
+    """torch refuses ``w.numpy()`` for it; xpkit's conversions detached it and
+    shared its memory writable, so an update through xpkit changed what
+    autograd had saved: the gradient came out wrong, silently."""
+    torch = pytest.importorskip("torch")
+    target = _cpu_backend(dst)
+    w = torch.arange(6.0).requires_grad_()
+    loss = (w**2).sum()  # (saves w for its gradient, 2 w)
+    host = _HOST_WAYS[way](target, w)
+    target.at(host, 0).set(42.0)  # (copy=None: in place where it may be)
+    out = host if dst == "numpy" else target.asarray(np.zeros(6, dtype=np.float32))
+    try:
+        xpkit.map_batches(
+            lambda r: r + 100.0, np.zeros(6, dtype=np.float32), out=out, backend=target
+        )
+    except ValueError as exc:
+        assert "out" in str(exc)  # (refused: it cannot be written)
+    loss.backward()
+    np.testing.assert_array_equal(w.detach().numpy(), np.arange(6.0))
+    np.testing.assert_array_equal(w.grad.numpy(), 2 * np.arange(6.0))
+    if dst == "numpy" and way == "to_numpy":  # (still zero-copy: read-only)
+        assert np.shares_memory(host, w.detach().numpy())
+        assert not host.flags.writeable
+
+
 def test_read_only_memory_is_shared_with_libraries_that_keep_it_read_only():
     """NumPy and array-api-strict keep a read-only source read-only: no copy needed."""
     ro = np.arange(4.0)

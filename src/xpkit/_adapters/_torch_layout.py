@@ -147,7 +147,9 @@ def tensor_on_host(x: Array, torch: ModuleType) -> HostArray:
     page map on every conversion would cost a millisecond a call). What
     xpkit writes into asks first: `Backend.at` and ``map_batches(out=)``
     follow the NumPy array's ``base`` to the tensor
-    (`TorchAdapter.over_read_only_memory`).
+    (`TorchAdapter.over_read_only_memory`). The view of a tensor that
+    requires grad is read-only: torch refuses ``x.numpy()`` for it, as a
+    write would change what autograd saved, unseen.
     """
     t = x.detach()
     if t.device.type != "cpu":
@@ -162,6 +164,10 @@ def tensor_on_host(x: Array, torch: ModuleType) -> HostArray:
     host = np.asarray(t.numpy())  # (while dynamo traces: no memory, no storage)
     if allocated and host.base is not None:
         _TORCH_ALLOCATED[id(host.base)] = host.base
+    if x.requires_grad and np.shares_memory(host, t.numpy()):
+        # (torch refuses x.numpy() for it: a write through NumPy would change
+        # what autograd saved without a trace, and the gradient silently)
+        host.flags.writeable = False
     return host
 
 
