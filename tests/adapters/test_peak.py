@@ -810,3 +810,41 @@ def test_without_a_meter_or_a_trace_the_input_rows_stand_for_an_item(
     assert plan.bytes_per_item == 128.0
     assert plan.probe_rows == 0
     assert any("input rows (" in r.getMessage() for r in caplog.records)
+
+
+def _samplers() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "xpkit-memory-sampler"]
+
+
+def _interrupted_in_the_calling_thread(result: object) -> types.FunctionType:
+    """A reading that raises KeyboardInterrupt in the main thread (a Ctrl-C
+    landing there), and gives ``result`` in the sampler's."""
+    main = threading.current_thread()
+
+    def read(*_: object) -> object:
+        if threading.current_thread() is main:
+            raise KeyboardInterrupt
+        return result
+
+    return read
+
+
+def test_a_ctrl_c_before_the_call_runs_stops_the_sampler(monkeypatch):
+    """An interrupt between the sampler's start and the call's (at a reading
+    of the high-water mark or the resident memory) left the thread reading
+    the heap every half millisecond, for the life of the process."""
+    before = set(_samplers())
+    meter = _peak._SampledHost(
+        (lambda: 1000, _interrupted_in_the_calling_thread(1000)), lambda: None
+    )
+    with pytest.raises(KeyboardInterrupt):
+        meter.measure(lambda: None)
+    assert set(_samplers()) <= before
+    monkeypatch.setattr(
+        _peak.tracemalloc,
+        "get_traced_memory",
+        _interrupted_in_the_calling_thread((0, 0)),
+    )
+    with pytest.raises(KeyboardInterrupt):
+        _peak._traced(lambda: None)
+    assert set(_samplers()) <= before

@@ -203,3 +203,40 @@ def test_with_the_compiler_imported_the_meter_still_counts():
     result, peak = DispatchPeak("cpu", None, 1).measure(make)
     assert result.shape == (1000,)
     assert peak >= 4000
+
+
+@pytest.mark.parametrize("where", ["entering", "leaving"])
+def test_a_ctrl_c_as_the_mode_enters_or_leaves_takes_it_off_the_stack(
+    monkeypatch, where
+):
+    """An interrupt landing in the mode's ``__exit__`` before it popped (or
+    after ``__enter__`` pushed it) left xpkit's counting mode on the caller's
+    thread: every later torch operation went through it."""
+    from torch.utils import _python_dispatch as dispatch
+
+    real_enter = dispatch.TorchDispatchMode.__enter__
+    real_exit = dispatch.TorchDispatchMode.__exit__
+    hit = []
+
+    def enter(self):
+        real_enter(self)  # (pushed)
+        hit.append(where)
+        raise KeyboardInterrupt
+
+    def leave(self, *exc):
+        if hit:  # (once: a second call is xpkit's own)
+            return real_exit(self, *exc)
+        hit.append(where)
+        raise KeyboardInterrupt  # (before anything is undone)
+
+    if where == "entering":
+        monkeypatch.setattr(dispatch.TorchDispatchMode, "__enter__", enter)
+    else:
+        monkeypatch.setattr(dispatch.TorchDispatchMode, "__exit__", leave)
+    flag = dispatch._is_in_torch_dispatch_mode
+    with pytest.raises(KeyboardInterrupt):
+        _cpu_meter().measure(lambda: torch.ones(4) * 2)
+    monkeypatch.undo()
+    assert hit == [where]
+    assert dispatch._get_current_dispatch_mode_stack() == []
+    assert dispatch._is_in_torch_dispatch_mode == flag

@@ -456,11 +456,11 @@ class _SampledHost(PeakMeter):
             self._trim()  # freed heap pages back, so the call's show as new pages
         growth = _Growth(self._own, heap)
         sampler = _Sampler(growth)
-        high = _high_water()
-        resident = self._resident()
-        growth.start()  # (the sampler's thread and objects made: not counted)
-        base = sampler.begin()
-        try:
+        try:  # (from here: a Ctrl-C anywhere stops the thread, as the end does)
+            high = _high_water()
+            resident = self._resident()
+            growth.start()  # (the sampler's thread and objects made: not counted)
+            base = sampler.begin()
             result = run()
         finally:
             top = max(sampler.stop(), growth())
@@ -519,9 +519,9 @@ def _traced(run: Callable[[], T]) -> tuple[T, int]:
     raised it, else the sampled count.
     """
     sampler = _Sampler(lambda: tracemalloc.get_traced_memory()[0])
-    old_peak = tracemalloc.get_traced_memory()[1]
-    base = sampler.begin()
     try:
+        old_peak = tracemalloc.get_traced_memory()[1]
+        base = sampler.begin()
         result = run()
     finally:
         top = sampler.stop()

@@ -209,6 +209,35 @@ class DispatchPeak(PeakMeter):
 
     def _measure(self, run: Callable[[], T]) -> tuple[T, int]:
         live = _Live(*self._device)
-        with _mode_type()(live):
-            result = run()
+        mode = _mode_type()(live)
+        try:
+            with mode:
+                result = run()
+        finally:
+            _left(mode)
         return result, live.peak
+
+
+def _left(mode: Value) -> None:
+    """``mode`` off the thread's dispatch stack, where a Ctrl-C left it on.
+
+    An interrupt that lands as ``with`` enters the mode (after torch pushed
+    it) or as it leaves (before ``__exit__`` pops it) left xpkit's counting
+    mode on the caller's thread: every later torch operation of the thread
+    went through it, several times slower. Its ``__exit__`` runs where it
+    had not begun (it restores torch's flags, then pops), else the pop
+    alone.
+    """
+    from torch.utils._python_dispatch import (
+        _get_current_dispatch_mode_stack,
+        _pop_mode,
+    )
+
+    stack = _get_current_dispatch_mode_stack()
+    if not stack or stack[-1] is not mode:
+        return
+    if getattr(mode, "old_dispatch_mode_flags", None):
+        leave: Callable[[None, None, None], object] = mode.__exit__
+        leave(None, None, None)
+    else:
+        _pop_mode()
