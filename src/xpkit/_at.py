@@ -163,11 +163,19 @@ class At(Generic[ArrayT]):
         self, name: str, y: Value, copy: bool | None, xp: Namespace | None
     ) -> ArrayT:
         check_copy(copy)
+        adapter = self._facts.adapter
+        if self._kind in adapter.where_rounds and _holds_mask(self._index):
+            msg = (
+                f"x has dtype {self._kind}, whose values {adapter.label}'s where "
+                "rounds (every element, selected or not), and an update by a "
+                "boolean mask runs through it there: index by integers or "
+                "slices, or convert x to a dtype it keeps"
+            )
+            raise TypeError(msg)
         update = getattr(self._at, name)
         value = self._value(y)
         if name in ("divide", "power"):
             _refuse_integer_quotient(self._facts, name, value, self._kind)
-        adapter = self._facts.adapter
         x: Array = self._x  # (any library's array: its shape and dtype read)
         in_place = copy is not True and not stands_in(self._facts, x)
         why = adapter.update_refusal(x) if in_place else None
@@ -466,6 +474,17 @@ def _to_selection(
     if not broadcast or shape == selected or len(shape) > len(selected):
         return y
     return xp.broadcast_to(y, selected)
+
+
+def _holds_mask(idx: Value) -> bool:
+    """Whether ``idx`` is a boolean array, or a tuple holding one."""
+    for part in idx if type(idx) is tuple else (idx,):
+        try:
+            if dtype_name(part.dtype) == "bool":
+                return True
+        except (AttributeError, TypeError):
+            continue
+    return False
 
 
 def _refuse_shape(

@@ -117,6 +117,28 @@ def test_a_value_that_does_not_broadcast_is_refused_by_name(
 
 
 @pytest.mark.xpkit_skip(
+    ["array_api_strict-strictest"], reason="its boolean indexing is switched off"
+)
+def test_an_update_by_a_mask_keeps_every_uint64_or_is_refused(xpkit_backend):
+    """ndonnx's where (its update by a mask) rounded uint64 through float64:
+    the elements not selected changed too, silently (2**64 - 1 became 0)."""
+    b = xpkit_backend
+    if "uint64" not in b.dtypes:
+        pytest.skip(f"{b.name} holds no uint64")
+    start = np.array([2**64 - 1, 2**53 + 1, 2], dtype=np.uint64)
+    x = b.asarray(start)
+    mask = b.asarray(np.array([False, False, True]))
+    try:
+        got = b.at(x, mask).set(5, copy=True)
+    except TypeError as exc:
+        assert "uint64, whose values" in str(exc)
+        assert "where rounds (every element, selected or not)" in str(exc)
+        return
+    assert b.to_numpy(got).tolist() == [2**64 - 1, 2**53 + 1, 5]
+    assert b.to_numpy(x).tolist() == start.tolist()
+
+
+@pytest.mark.xpkit_skip(
     ["numpy-readonly"],
     reason="array-api-extra copies through the xp it is given: a read-only copy",
 )

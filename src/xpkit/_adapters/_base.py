@@ -868,6 +868,12 @@ class Adapter:
     #: only then; otherwise on the host, moved to the device once at the end.
     writable_rows: ClassVar[bool] = True
 
+    #: dtypes whose values the library's ``where`` rounds (ndonnx's uint64,
+    #: through float64: every element, selected or not). ``Backend.at``
+    #: updates through a boolean mask by ``where`` where rows are not
+    #: writable (array-api-extra's), and refuses these.
+    where_rounds: ClassVar[frozenset[str]] = frozenset()
+
     #: Whether the library's arrays report NumPy's dtype objects as their
     #: ``dtype`` (JAX, CuPy, Dask), rather than the namespace's own objects.
     numpy_dtypes: ClassVar[bool] = False

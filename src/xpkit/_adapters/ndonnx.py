@@ -281,6 +281,8 @@ class NdonnxAdapter(Adapter):
     #: Writing rows builds a new graph node per write: a result is assembled
     #: on the host and converted once.
     writable_rows = False
+    #: ``where(m, x, x)`` of uint64's largest value gave 0 (ndonnx 0.23).
+    where_rounds = frozenset({"uint64"})
 
     def batch_ceiling_bytes(self, device: str) -> int | None:
         """None: few, large batches, as each call costs about 0.3 s.
