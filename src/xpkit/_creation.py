@@ -21,7 +21,7 @@ from ._args import (
     shape_of,
 )
 from ._cast_checks import check_fill_fits, fill_dtype_name, rounded_to_finite
-from ._convert import dtype_source, ref
+from ._convert import dtype_source, ref, refuse_lossy_data
 from ._dtypes import dtype_name
 from ._facts import ArrayT
 from ._shown import shown
@@ -49,7 +49,8 @@ class Creation(NamedTuple, Generic[ArrayT]):
     ``device=b.native_device`` bound: the library's signatures, defaults
     (torch's float32 default dtype included) and dtype objects, and the
     array lands on the backend's device without repeating ``device=``. An
-    explicit ``device=`` still wins. `Backend.asarray` and `Backend.full`
+    explicit ``device=`` still wins; ``asarray`` refuses a NumPy masked
+    array (TypeError), whose mask the namespace's own dropped. `Backend.asarray` and `Backend.full`
     are the checked versions (NumPy's dtype rules, values kept by casts);
     these cost what the library's own call costs.
 
@@ -86,12 +87,30 @@ def creation_for(f: Facts[ArrayT]) -> Creation[ArrayT]:
     xp: Array = f.xp  # the namespace's functions are its own, not Namespace's
     if f.unusable is not None:
         return Creation(*[xp.refuse] * len(Creation._fields))
-    return Creation(
-        *(
-            functools.partial(getattr(xp, name), device=f.native)
-            for name in Creation._fields
-        )
+    made: list[Callable[..., Array]] = [
+        functools.partial(getattr(xp, name), device=f.native)
+        for name in Creation._fields
+    ]
+    at = Creation._fields.index("asarray")
+    made[at] = _keeping_masks(made[at])
+    return Creation(*made)
+
+
+def _keeping_masks(asarray: Callable[..., Array]) -> Callable[..., Array]:
+    """``asarray`` that refuses what it would drop (a NumPy masked array's mask).
+
+    As `Backend.asarray` does: the namespace's own (``np.asarray``) returned
+    the data without its mask, silently.
+    """
+
+    @functools.wraps(
+        asarray.func if isinstance(asarray, functools.partial) else asarray
     )
+    def create_asarray(obj: Value, /, *args: Value, **kwargs: Value) -> Array:
+        refuse_lossy_data(obj, "obj")
+        return asarray(obj, *args, **kwargs)
+
+    return create_asarray
 
 
 def full(f: Facts[ArrayT], shape: Value, fill_value: Value, dtype: DType) -> ArrayT:
