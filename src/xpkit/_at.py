@@ -237,7 +237,14 @@ class At(Generic[ArrayT]):
         idx: Array = self._index
         if type(idx) is tuple and len(idx) == 1:
             idx = idx[0]
-        if adapter.writable_rows or not adapter.owns(idx):
+        if adapter.writable_rows:
+            return None
+        if isinstance(idx, np.ndarray) and idx.dtype == np.bool_:  # (every library's)
+            ns_: Namespace = self._facts.xp
+            idx = ns_.asarray(
+                idx, device=adapter.device_of(x)
+            )  # (Dask read it as ints)
+        elif not adapter.owns(idx):
             return None
         if adapter.owns(value) and tuple(value.shape) != ():
             return None  # (values for the selected elements: as they are)

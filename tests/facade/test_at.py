@@ -255,21 +255,24 @@ _BY_FIVE = {
 
 @pytest.mark.parametrize("op", sorted(_BY_FIVE))
 @pytest.mark.parametrize("wrapped", [False, True], ids=["bare", "in a tuple"])
+@pytest.mark.parametrize("mask_of", ["its library", "numpy"])
 def test_a_mask_of_leading_axes_updates_by_a_number_on_every_backend(
-    xpkit_backend, op, wrapped
+    xpkit_backend, op, wrapped, mask_of
 ):
     """Dask: ``add`` through a row mask of a matrix, or through ``(mask,)``,
     raised "chunk sizes are unknown" (``set`` through the bare mask worked);
-    JAX under ``jit`` failed the same way."""
+    JAX under ``jit`` failed the same way. A NumPy mask of x's shape, Dask
+    read as integer positions ("Incorrect shape ((3, 2)) of integer indices")."""
     b = xpkit_backend
     if b.library == "array_api_strict":
         pytest.skip("array-api-strict takes no boolean index in __setitem__")
     rows = np.array([True, False, True])
-    for shape, mask in (((3, 2), rows), ((3,), rows)):
+    full = np.array([[True, False], [False, False], [True, True]])
+    for shape, mask in (((3, 2), rows), ((3,), rows), ((3, 2), full)):
         values = np.arange(float(np.prod(shape))).reshape(shape) + 1.0
         want = values.copy()
         want[mask] = _BY_FIVE[op](want[mask])
-        x, m = b.asarray(values), b.asarray(mask)
+        x, m = b.asarray(values), b.asarray(mask) if mask_of != "numpy" else mask
         idx = (m,) if wrapped else m
         got = getattr(b.at(x, idx), op)(5.0, copy=True)
         assert _host(b, got).tolist() == want.tolist()
