@@ -96,3 +96,23 @@ print(values.tolist(), indices.tolist())
     proc = run_python(code)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split() == ["[3.0,", "2.0]", "[0,", "2]"]
+
+
+def test_a_device_is_found_while_another_thread_imports_dask(monkeypatch):
+    """array-api-compat asks every array whether it is Dask's by reading
+    ``dask.array.Array`` of the module in ``sys.modules``: while another
+    thread imports Dask, that module is half made (AttributeError), and
+    ``Backend.from_arrays`` of a tensor failed with it."""
+    torch = pytest.importorskip("torch")
+    import sys
+    import types
+
+    class Tensor(torch.Tensor):  # (a class array-api-compat has not seen)
+        pass
+
+    half_made = types.ModuleType("dask.array")  # (no Array yet)
+    monkeypatch.setitem(sys.modules, "dask.array", half_made)
+    t = torch.ones(2).as_subclass(Tensor)
+    adapter = get_adapter("torch")
+    assert adapter.device_of(t) == torch.device("cpu")
+    assert adapter.device_key(t) is not None

@@ -260,9 +260,8 @@ class Adapter:
 
         By default: read-only, or its elements share memory (`is_read_only`).
         """
-        if not self.is_read_only(x):
-            return None
-        return "read-only or its elements share memory (a broadcast or expanded view)"
+        shared = "read-only or its elements share memory (a broadcast or expanded view)"
+        return shared if self.is_read_only(x) else None
 
     def copy_to_update(self, x: Array) -> Array | None:
         """``x`` copied for ``Backend.at``'s ``copy=True``, where the library copies otherwise.
@@ -447,12 +446,20 @@ class Adapter:
         return None if view is None else host_extent(view)
 
     def device_of(self, x: Array) -> NativeDevice:
-        """The library's device object that the array ``x`` lives on."""
-        return array_api_compat.device(x)
+        """The library's device object that the array ``x`` lives on.
+
+        array-api-compat's, or the array's own ``device`` while another
+        thread imports Dask: its checks read ``dask.array.Array`` of the
+        half-made module (AttributeError for a tensor that was never Dask's).
+        """
+        try:
+            return array_api_compat.device(x)
+        except AttributeError:
+            return x.device
 
     def device_key(self, x: Array) -> Hashable:
         """A cheap hashable key of the device ``x`` lives on (for caching)."""
-        return cast("Hashable", array_api_compat.device(x))
+        return cast("Hashable", self.device_of(x))
 
     #: Whether the library has modes that change what a call costs
     #: (`cost_mode`; the plan memory asks only where it has).
@@ -951,9 +958,7 @@ class Adapter:
         reset), and none on accelerators. Adapters whose library reports its
         allocations better put their own first.
         """
-        if self.is_gpu(device):
-            return ()
-        meter = host_meter()
+        meter = None if self.is_gpu(device) else host_meter()
         return () if meter is None else (meter,)
 
     def memory_info(self, device: str) -> MemoryInfo | None:
