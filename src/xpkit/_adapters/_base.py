@@ -7,7 +7,6 @@ import an optional library themselves.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Hashable, Mapping
 from types import MappingProxyType, ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
@@ -18,6 +17,7 @@ import numpy as np
 from .._dtypes import dtype_name
 from ._device_memory import MemoryCap, MemoryInfo, MemoryProbe
 from ._fast_ops import FastOps
+from ._installed import Installed
 from ._layout import host_extent
 from ._peak import PeakMeter, host_meter
 from ._top_k import sorted_top_k
@@ -64,26 +64,19 @@ F = TypeVar("F", bound=Callable[..., object])
 HOST_BATCH_WORKING_SET_BYTES = 16 * 1024**2
 
 
-class Adapter:
+class Adapter(Installed):
     """Base adapter: the defaults of a host-memory, CPU-only library.
 
     Subclasses set the class attributes and override what differs. Methods
     that need the library import it on first use, never at import time.
 
-    A method takes the same arguments in every adapter, so that the facade
+    What it is called and whether it is installed, `Installed`'s. A method
+    takes the same arguments in every adapter, so that the facade
     and the memory layer ask each library alike; a library that needs fewer
     ignores the rest (NumPy's arrays all live on the CPU: its `device_key`
     reads nothing of ``x``), and so do the defaults here.
     """
 
-    #: Key used in ``Backend(key)`` and in the registry.
-    key: ClassVar[str] = ""
-    #: Top-level module whose presence decides "installed" / "imported".
-    module: ClassVar[str] = ""
-    #: The optional-dependency extra that installs the library.
-    extra: ClassVar[str] = ""
-    #: Human name used in messages.
-    label: ClassVar[str] = ""
     #: Module names its dtypes may be written with ("torch.float32", "jnp.int8").
     dtype_prefixes: ClassVar[tuple[str, ...]] = ()
     #: The module whose dtype objects print as their name, bare ("float32") or
@@ -103,53 +96,6 @@ class Adapter:
     #: Dtypes (by name) that `to_numpy` gives as another (torch's bfloat16
     #: as float32); every other dtype comes to the host as itself.
     host_dtypes: ClassVar[Mapping[str, str]] = MappingProxyType({})
-
-    # -- presence ---------------------------------------------------------
-    def is_installed(self) -> bool:
-        """Whether the library can be imported, without importing it.
-
-        A ``None`` entry in `sys.modules` (``sys.modules["torch"] = None``, how
-        Python and test suites mark a package unavailable) counts as not
-        installed: importing it would raise `ImportError`.
-        """
-        if self.module in sys.modules:
-            return sys.modules[self.module] is not None
-        import importlib.util
-
-        try:
-            return importlib.util.find_spec(self.module) is not None
-        except (ImportError, ValueError):  # pragma: no cover - broken installs
-            return False
-
-    def is_imported(self) -> bool:
-        """Whether the library has already been imported by someone."""
-        return sys.modules.get(self.module) is not None
-
-    def version(self) -> str | None:
-        """The library's version, or None when it is not installed."""
-        if not self.is_installed():
-            return None
-        from importlib.metadata import PackageNotFoundError, version
-
-        for dist in self.distributions():
-            try:
-                return version(dist)
-            except PackageNotFoundError:
-                continue
-        return None
-
-    def distributions(self) -> tuple[str, ...]:
-        """Names of the distributions that may install the library."""
-        return (self.module.replace("_", "-"),)
-
-    def require(self) -> None:
-        """Raise ImportError naming the extra when the library is missing."""
-        if not self.is_installed():
-            msg = (
-                f"backend {self.key!r} needs {self.label}, which is not installed; "
-                f"install it with: pip install 'xpkit[{self.extra}]'"
-            )
-            raise ImportError(msg)
 
     # -- namespace and arrays --------------------------------------------
     def namespace(self) -> ModuleType:
