@@ -243,7 +243,11 @@ def convert(
             name or own, dev_str, dtype_source(dtype, f"{param} has dtype {own}")
         )
         x = castable(f, x, own, target, param, on_host=False)
-        return f.xp.asarray(x, dtype=xp_dtype, device=native)
+        adapter = f.adapter
+        if adapter.device_key(x) == adapter.native_device_key(native):
+            return f.xp.asarray(x, dtype=xp_dtype, device=native)
+        moved: ArrayT = adapter.onto_device(f.xp, x, native, xp_dtype, None)
+        return moved
     values = exact_ints(x, host(x, param), name)
     own = own_dtype(values, param)
     kept = name or _source_dtype(f, x, own)

@@ -116,7 +116,10 @@ def _within(
         )
         msg = f"{param} {why}: it cannot move to {dev_str!r} with copy=False"
         raise ValueError(msg)
-    return f.xp.asarray(x, dtype=xp_dtype, device=native, copy=copy)
+    if here:
+        return f.xp.asarray(x, dtype=xp_dtype, device=native, copy=copy)
+    moved: ArrayT = adapter.onto_device(f.xp, x, native, xp_dtype, copy)
+    return moved
 
 
 def _import(

@@ -6,9 +6,12 @@ JAX's real exception classes are used; only the device queries are replaced
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from fakes import fake_jax_gpus
+from helpers import run_python
 
 import xpkit
 from xpkit import _memory
@@ -54,3 +57,48 @@ def test_jax_asarray_lands_on_cpu_when_pinned(monkeypatch):
     b = xpkit.Backend("jax", device="cpu")
     x = b.asarray(np.arange(3.0))
     assert xpkit.Backend.from_arrays(x).device == "cpu"
+
+
+_ANOTHER_DEVICE = """
+import json
+import jax, jax.numpy as jnp
+import json
+
+import numpy as np
+import xpkit
+
+x1 = jax.device_put(jnp.arange(3.0, dtype=jnp.float32), jax.devices()[1])
+b = xpkit.Backend("jax")  # its first CPU device
+first = str(jax.devices()[0])
+ways = {
+    "move": lambda: b.move(x1),
+    "asarray": lambda: b.asarray(x1),
+    "asarray float16": lambda: b.asarray(x1, dtype="float16"),
+    "to_device": lambda: b.to_device(x1),
+    "map_batches": lambda: xpkit.map_batches(
+        lambda r: r * 2, x1, backend=b, result_on="device"
+    ),
+}
+got = {}
+for name, way in ways.items():
+    y = way()
+    got[name] = [[str(d) for d in y.devices()] == [first], np.asarray(y).tolist()]
+print(json.dumps(got))
+"""
+
+
+def test_an_array_on_another_device_moves_to_the_backend_s():
+    """``jnp.asarray(x, dtype=..., device=...)`` of an array committed to
+    another device raised "Received incompatible devices for jitted
+    computation": move, asarray, to_device and map_batches all failed."""
+    pytest.importorskip("jax")
+    done = run_python(
+        _ANOTHER_DEVICE,
+        extra_env={"XLA_FLAGS": "--xla_force_host_platform_device_count=2"},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(done.stdout)
+    for name, (on_the_first, values) in got.items():
+        assert on_the_first, name
+        want = [0.0, 2.0, 4.0] if name == "map_batches" else [0.0, 1.0, 2.0]
+        assert values == want, name

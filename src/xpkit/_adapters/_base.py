@@ -362,6 +362,17 @@ class Adapter(Installed):
         """Move an array of this library to its CPU device (same library)."""
         return x
 
+    def onto_device(
+        self,
+        xp: Namespace,
+        x: Array,
+        native: NativeDevice,
+        dtype: DType,
+        copy: bool | None,
+    ) -> Array:
+        """``x``, an array of this library on another device, onto ``native`` in ``dtype``."""
+        return xp.asarray(x, dtype=dtype, device=native, copy=copy)
+
     def over_read_only_memory(self, x: Array) -> bool:
         """Whether ``x``, writable as its library holds it, lies over read-only pages.
 

@@ -32,7 +32,7 @@ from ._trace import DtypeRules, Workspace
 if TYPE_CHECKING:
     import pytest
 
-    from .._typing import Array, HostArray, Namespace, NativeDevice, UserFunction
+    from .._typing import Array, DType, HostArray, Namespace, NativeDevice, UserFunction
     from ._peak import PeakMeter
     from ._top_k import TopK
     from ._trace import Tracer, Traits
@@ -194,6 +194,28 @@ class JaxAdapter(Adapter):
         """``jax.device_put`` onto the first CPU device."""
         jax = _jax()
         return jax.device_put(x, jax.devices("cpu")[0])
+
+    def onto_device(
+        self,
+        xp: Namespace,
+        x: Array,
+        native: NativeDevice,
+        dtype: DType,
+        copy: bool | None,
+    ) -> Array:
+        """``jax.device_put`` first, then the dtype on ``native``.
+
+        ``jnp.asarray(x, dtype=..., device=...)`` of an array committed to
+        another device raised "Received incompatible devices for jitted
+        computation". The transfer is new memory: ``copy=True`` copies no
+        more.
+        """
+        jax = _jax()
+        if isinstance(x, jax.core.Tracer):  # (under jit: no device of its own)
+            return xp.asarray(x, dtype=dtype, device=native, copy=copy)
+        moved = jax.device_put(x, native)
+        again = None if copy else copy
+        return xp.asarray(moved, dtype=dtype, device=native, copy=again)
 
     def devices(self) -> tuple[str, ...]:
         """The default platform's devices first, then the CPU."""
