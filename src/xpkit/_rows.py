@@ -206,6 +206,19 @@ def leaf_on_host(
         if where.__class__ is range:
             where = f"rows {where.start}:{where.stop}"
         raise exc.named(leaf_name(fn, spec, i, str(where))) from None
+    except Exception as exc:
+        adapter = adapter_for_array(leaf)
+        mode = adapter.traced_by(leaf) if adapter in TRACING_ADAPTERS else None
+        if mode is None:
+            raise
+        msg = (
+            f"batches cannot be read inside {mode}: {leaf_name(fn, spec, i, 'a batch')} "
+            "is traced (fn computed it from a traced value it closes over, or "
+            "under the trace), and the batching loop reads each batch's result "
+            "on the host. Call it outside the traced function (fn itself may "
+            "be compiled), or run fn on all rows there"
+        )
+        raise RuntimeError(msg) from exc
 
 
 def leaf_name(fn: UserFunction, spec: ResultSpec, i: int, where: str) -> str:

@@ -93,7 +93,7 @@ def test_the_batching_functions_carry_one_checked_statement():
     [
         ("grad", "jax.grad (or another autodiff transform)"),
         ("vmap", "jax.vmap"),
-        ("jit", "jax.jit"),
+        ("jit", "jax.jit (or a traced lax.scan, fori_loop or cond body)"),
     ],
 )
 def test_a_traced_input_is_refused_naming_its_transform(transform, named):
@@ -110,6 +110,41 @@ def test_a_traced_input_is_refused_naming_its_transform(transform, named):
         RuntimeError, match=f"^map_batches cannot run inside {re.escape(named)}: arrays"
     ):
         wrap(batched)(x)
+
+
+_CLOSED_OVER = {
+    "a fori_loop body": (
+        "jax.jit (or a traced lax.scan, fori_loop or cond body)",
+        lambda jax, x, run: jax.lax.fori_loop(
+            0, 2, lambda i, c: c + run(lambda r: r.sum(1)), jax.numpy.zeros(4)
+        ),
+    ),
+    "jit, a traced weight": (
+        "jax.jit (or a traced lax.scan, fori_loop or cond body)",
+        lambda jax, x, run: jax.jit(lambda w: run(lambda r: r.sum(1) * w))(2.0),
+    ),
+    "grad, a traced weight": (
+        "jax.grad (or another autodiff transform)",
+        lambda jax, x, run: jax.grad(lambda w: run(lambda r: r.sum(1) * w).sum())(2.0),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_CLOSED_OVER))
+def test_a_traced_result_of_untraced_inputs_is_refused_naming_the_transform(case):
+    """Inputs not traced, but fn's results are (a weight fn closes over, or
+    map_batches under a trace): JAX's TracerArrayConversionError came from
+    deep inside xpkit's conversion of each batch to the host."""
+    jax = pytest.importorskip("jax")
+    named, run_case = _CLOSED_OVER[case]
+    x = jax.numpy.arange(12.0).reshape(4, 3)
+
+    def run(fn):
+        return xpkit.map_batches(fn, x, result_on="device")
+
+    message = f"batches cannot be read inside {re.escape(named)}: fn="
+    with pytest.raises(RuntimeError, match=message):
+        run_case(jax, x, run)
 
 
 _COMPILED_FN = """

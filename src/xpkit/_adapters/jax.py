@@ -161,7 +161,7 @@ class JaxAdapter(Adapter):
             return "jax.grad (or another autodiff transform)"
         if kind == "BatchTracer":
             return "jax.vmap"
-        return "jax.jit"
+        return "jax.jit (or a traced lax.scan, fori_loop or cond body)"
 
     def tracing_to_reuse(self) -> str | None:
         """While JAX traces the caller to a program it may reuse (JAX's own check).
