@@ -295,8 +295,11 @@ class Backend(Generic[ArrayT]):
 
     @property
     def dtypes(self) -> frozenset[str]:
-        """Names of the dtypes arrays can have on this backend's device."""
-        return self._facts.dtypes
+        """Names of the dtypes arrays can have on this backend's device.
+
+        Under the library's settings in force now (JAX's x64).
+        """
+        return self._facts.dtypes_now()
 
     @property
     def capabilities(self) -> frozenset[str]:
@@ -309,8 +312,8 @@ class Backend(Generic[ArrayT]):
 
     @property
     def has_float64(self) -> bool:
-        """Whether float64 (and complex128) arrays can live on this device."""
-        return "float64" in self._facts.dtypes
+        """Whether float64 (and complex128) arrays can live on this device (now)."""
+        return "float64" in self._facts.dtypes_now()
 
     @property
     def library(self) -> str:

@@ -86,6 +86,16 @@ class Facts(Generic[ArrayT]):
     #: that change its dtypes): JAX's x64, switched after a Backend was made.
     config: Hashable = None
 
+    def dtypes_now(self) -> frozenset[str]:
+        """`dtypes`, asked again where the library's settings changed since bound.
+
+        (JAX's x64 switched after the Backend was made: float64 arrays are
+        made, or no longer, whatever the bind found.)
+        """
+        if self.config is not None and self.adapter.config_token() != self.config:
+            return self.adapter.supported_dtypes(self.device)
+        return self.dtypes
+
     def dtype_pair(
         self, name: str, device: str | None = None, source: Source = None
     ) -> tuple[str, DType]:

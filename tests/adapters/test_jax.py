@@ -102,3 +102,33 @@ def test_an_array_on_another_device_moves_to_the_backend_s():
         assert on_the_first, name
         want = [0.0, 2.0, 4.0] if name == "map_batches" else [0.0, 1.0, 2.0]
         assert values == want, name
+
+
+_X64_SWITCHED = """
+import json
+import jax
+import xpkit
+from xpkit.testing import strategies
+
+said = {}
+jax.config.update("jax_enable_x64", False)
+b = xpkit.Backend("jax")
+jax.config.update("jax_enable_x64", True)
+said["on"] = [b.has_float64, "float64" in b.dtypes, str(b.asarray([1.0]).dtype)]
+jax.config.update("jax_enable_x64", False)
+said["off"] = [b.has_float64, "float64" in b.dtypes, str(b.asarray([1.0]).dtype)]
+said["strategies"] = strategies.dtype_names(b, "real floating")
+print(json.dumps(said))
+"""
+
+
+def test_the_dtypes_follow_x64_switched_after_the_backend_was_made():
+    """``has_float64``, ``dtypes`` and the strategies' dtypes were those of
+    the bind: True while asarray gave float32, and the reverse."""
+    pytest.importorskip("jax")
+    done = run_python(_X64_SWITCHED)
+    assert done.returncode == 0, done.stderr[-2000:]
+    said = json.loads(done.stdout)
+    assert said["on"] == [True, True, "float64"]
+    assert said["off"] == [False, False, "float32"]
+    assert "float64" not in said["strategies"]
