@@ -338,7 +338,7 @@ def test_marker_without_reason_is_an_error(pytester):
     result = pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", "--xpkit-backends=numpy"
     )
-    written_wrong(result, "xpkit_skip needs a reason")
+    written_wrong(result, "xpkit_skip needs a reason (test test_user.py::test_marked)")
 
 
 def test_marker_with_unknown_backend_is_an_error(pytester):

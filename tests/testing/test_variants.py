@@ -586,3 +586,20 @@ def test_the_read_only_variant_catches_a_write_into_an_input(pytester):
         "test_center_in_place[numpy]",
         "test_the_variant_says_so[numpy]",
     ]
+
+
+def test_a_library_that_fails_to_load_is_skipped_naming_it(monkeypatch):
+    """The skip reason was the library's own words alone (``libcudart.so.12:
+    cannot open shared object file``), naming no library."""
+    adapter = ADAPTERS["numpy"]
+
+    def broken():
+        raise ImportError("libcudart.so.12: cannot open shared object file")
+
+    monkeypatch.setattr(adapter, "devices", broken)
+    # (the uncached parameters: the cached ones stay the machine's)
+    (param,) = available_backend_params.__wrapped__(frozenset({"numpy"}))
+    assert param.skip == (
+        "NumPy is installed but fails to load: ImportError: libcudart.so.12: "
+        "cannot open shared object file"
+    )

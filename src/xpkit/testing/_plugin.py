@@ -227,8 +227,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     try:
         _parametrize(metafunc)
-    except pytest.UsageError as exc:
-        hold_written_wrong(metafunc.config, exc)
+    except pytest.UsageError as exc:  # (named by its test: the run stops before any)
+        said = pytest.UsageError(f"{exc} (test {metafunc.definition.nodeid})")
+        hold_written_wrong(metafunc.config, said)
 
 
 def _parametrize(metafunc: pytest.Metafunc) -> None:

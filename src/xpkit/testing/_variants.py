@@ -174,7 +174,8 @@ def _backends_of(adapter: Adapter) -> list[tuple[str | None, str, str]]:
     try:
         devices = adapter.devices()
     except Exception as exc:  # noqa: BLE001 - a broken install: report it
-        return [(None, adapter.key, f"{exc}")]
+        said = f"{adapter.label} is installed but fails to load: {type(exc).__name__}: {exc}"
+        return [(None, adapter.key, said)]
     if not devices:
         return [(None, adapter.key, f"{adapter.label} sees no device on this machine")]
     found: dict[str, str] = {}
