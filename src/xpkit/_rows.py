@@ -250,8 +250,11 @@ def common_rows(arrays: tuple[Array, ...]) -> int:
             msg = f"arrays must share their axis-0 length, got lengths {lengths}"
             raise ValueError(msg)
     if not isinstance(n, int):
-        msg = f"arrays have an unknown axis-0 length ({shown(n)}); compute chunk sizes first"
-        raise ValueError(msg)  # noqa: TRY004 - dask NaN length
+        owner = adapter_for_array(arrays[0])
+        known = "give arrays whose length is known"
+        advice = known if owner is None else owner.unknown_length_advice
+        msg = f"arrays have an unknown axis-0 length ({shown(n)}); {advice}"
+        raise ValueError(msg)  # noqa: TRY004 - a lazy library's length (NaN, None)
     return n
 
 

@@ -452,3 +452,15 @@ def test_a_batch_s_copied_rows_are_no_operation_of_the_graph():
         viewed = ShapeTracer(profile, fn, spec, charge_inputs=False).peak(rows)
         row_copy = rows * 32 * 8 + profile.array_bytes + 2 * profile.dim_bytes
         assert 0 <= copied - viewed <= row_copy, (rows, copied, viewed)
+
+
+def test_rows_of_unknown_length_are_refused_with_dask_s_remedy():
+    import dask.array as da
+
+    x = da.from_array(np.arange(12.0), chunks=4)
+    unknown = x[x > 3]  # (its chunk sizes: NaN)
+    with pytest.raises(ValueError, match=r"unknown axis-0 length \(nan\)") as info:
+        xpkit.map_batches(lambda r: r * 2, unknown)
+    assert str(info.value).endswith(
+        "compute chunk sizes first (x.compute_chunk_sizes())"
+    )

@@ -11,6 +11,8 @@ session's initialisation, so it cannot be a test that passes every time.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -28,7 +30,7 @@ ADAPTER = ADAPTERS["ndonnx"]
 def test_a_placeholder_has_no_value_at_hand():
     placeholder = ndx.argument(shape=(2,), dtype=ndx.float64) * 2.0
     assert not ADAPTER.values_at_hand(placeholder)
-    with pytest.raises(ValueError, match="no propagated value"):
+    with pytest.raises(ValueError, match="an ndonnx array without values"):
         ADAPTER.to_numpy(placeholder)
     eager = ndx.asarray(np.arange(3.0)) * 2.0
     assert ADAPTER.values_at_hand(eager)
@@ -72,3 +74,17 @@ def test_device_objects_of_other_libraries_are_refused():
         b.asarray([1.0], device=5)
     with pytest.raises(TypeError, match="is not a device of backend"):
         b.asarray([1.0], device=np.float64(0))
+
+
+def test_a_placeholder_without_values_is_refused_saying_so():
+    """ndonnx said "no propagated value available", and a symbolic axis got
+    Dask's advice ("compute chunk sizes first")."""
+    said = "an ndonnx array without values (a placeholder of a graph, ndx.argument)"
+    with pytest.raises(ValueError, match=re.escape(said)):
+        xpkit.map_batches(
+            lambda r: r.sum(axis=1), ndx.argument(shape=(10, 3), dtype=ndx.float32)
+        )
+    symbolic = ndx.argument(shape=("N", 3), dtype=ndx.float32)
+    with pytest.raises(ValueError, match="a symbolic axis") as info:
+        xpkit.map_batches(lambda r: r.sum(axis=1), symbolic)
+    assert "chunk" not in str(info.value)

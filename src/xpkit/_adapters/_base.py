@@ -838,6 +838,10 @@ class Adapter(Installed):
     #: writable (array-api-extra's), and refuses these.
     where_rounds: ClassVar[frozenset[str]] = frozenset()
 
+    #: What to do about an array whose axis-0 length is not known (a lazy
+    #: library's), said where `map_batches` needs it.
+    unknown_length_advice: ClassVar[str] = "give arrays whose length is known"
+
     #: Whether the library's arrays report NumPy's dtype objects as their
     #: ``dtype`` (JAX, CuPy, Dask), rather than the namespace's own objects.
     numpy_dtypes: ClassVar[bool] = False

@@ -276,6 +276,7 @@ class DaskAdapter(Adapter):
 
     #: A lazy graph: a result is assembled on the host, then wrapped.
     writable_rows = False
+    unknown_length_advice = "compute chunk sizes first (x.compute_chunk_sizes())"
 
     test_modes = ("lazy",)
     module_fixture = "da"

@@ -146,10 +146,14 @@ class NdonnxAdapter(Adapter):
         """
         try:
             value = np.asarray(x.unwrap_numpy())
-        except ValueError:
+        except ValueError as exc:
             ran = self._run_graph(x)
-            if ran is None:
-                raise
+            if ran is None:  # (ndonnx said "no propagated value available")
+                msg = (
+                    "an ndonnx array without values (a placeholder of a graph, "
+                    "ndx.argument): there is nothing to read; give one with values"
+                )
+                raise ValueError(msg) from exc
             value = ran
         view = value.view()
         view.flags.writeable = False
@@ -283,6 +287,7 @@ class NdonnxAdapter(Adapter):
     writable_rows = False
     #: ``where(m, x, x)`` of uint64's largest value gave 0 (ndonnx 0.23).
     where_rounds = frozenset({"uint64"})
+    unknown_length_advice = "a symbolic axis (of ndx.argument) has no rows to batch: give arrays with values"
 
     def batch_ceiling_bytes(self, device: str) -> int | None:
         """None: few, large batches, as each call costs about 0.3 s.
