@@ -360,7 +360,8 @@ def _own_index(facts: Facts, idx: Value) -> None:
     Each library misread another's arrays in words of its own (torch's
     "too many indices" for a JAX array, Dask's "Boolean value of Tensor is
     ambiguous"); a NumPy array is taken by every library but
-    array-api-strict, which says so.
+    array-api-strict, which says so (ndonnx takes a NumPy mask, and no
+    integer index array of any library in an update).
     """
     parts = idx if type(idx) is tuple else (idx,)
     for k, part in enumerate(parts):
