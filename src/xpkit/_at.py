@@ -35,6 +35,7 @@ from ._shown import shown
 
 if TYPE_CHECKING:
     from ._adapters._base import Adapter
+    from ._at_index import Placement
     from ._backend import Backend
     from ._typing import Array, Namespace, Narrowing, Value
 
@@ -218,7 +219,7 @@ class At(Generic[ArrayT]):
         try:
             result: ArrayT = update(value, copy=copy, xp=xp)
         except Exception as exc:
-            _refuse_shape(adapter, self._x, self._idx, y, exc)
+            _refuse_shape(adapter, self._x, self._idx, self._moved, y, exc)
             raise
         return result
 
@@ -282,12 +283,20 @@ class At(Generic[ArrayT]):
             y = _reversed(y, self._reversed, ns)
             shape = tuple(y.shape)
             broadcast = not adapter.updates_broadcast
+            moved = self._moved
             if broadcast or (shape and shape[0] == 1):  # (JAX refused (1, 3) for (3,))
-                y = _to_selection(y, self._x, self._idx, ns, broadcast=broadcast)
-            if self._moved is not None:  # (where torch and Dask place the axes)
-                y = ns.permute_dims(
-                    ns.broadcast_to(y, self._moved.shape), self._moved.order
+                numpy_shape = None if moved is None else moved.shape
+                y = _to_selection(
+                    y,
+                    self._x,
+                    self._idx,
+                    ns,
+                    broadcast=broadcast,
+                    numpy_shape=numpy_shape,
                 )
+            if moved is not None:  # (where torch and Dask place the axes)
+                _check_fits(tuple(y.shape), moved.shape)
+                y = ns.permute_dims(ns.broadcast_to(y, moved.shape), moved.order)
             if self._sliced is not None:  # (each integer's axis, of one element)
                 y = _with_sliced_axes(y, self._x, self._idx, self._sliced, ns)
             return y
@@ -461,7 +470,13 @@ def _with_sliced_axes(
 
 
 def _to_selection(
-    y: Array, x: Array, idx: Value, xp: Namespace, *, broadcast: bool
+    y: Array,
+    x: Array,
+    idx: Value,
+    xp: Namespace,
+    *,
+    broadcast: bool,
+    numpy_shape: tuple[int, ...] | None = None,
 ) -> Array:
     """``y`` as NumPy's ``x[idx] = y`` takes it.
 
@@ -469,13 +484,15 @@ def _to_selection(
     ``x[idx]`` (JAX refused them), and with ``broadcast`` (for ndonnx, whose
     update did not) it is broadcast to that shape. Left as it is where a
     size is not known (a symbolic axis); refused where it does not
-    broadcast (ValueError: ndonnx's would say so only once it is read).
+    broadcast (ValueError: ndonnx's would say so only once it is read), to
+    ``x[idx]``'s shape by NumPy's rules (``numpy_shape``, where the library
+    places the axes otherwise: `placement`).
     """
     selected = tuple(x[idx].shape)
     shape = tuple(y.shape)
     if not all(isinstance(d, int) for d in (*selected, *shape)):
         return y
-    _check_fits(shape, selected)
+    _check_fits(shape, selected if numpy_shape is None else numpy_shape)
     extra = len(shape) - len(selected)
     if extra > 0 and all(d == 1 for d in shape[:extra]):
         y, shape = xp.reshape(y, shape[extra:]), shape[extra:]
@@ -496,7 +513,12 @@ def _holds_mask(idx: Value) -> bool:
 
 
 def _refuse_shape(
-    adapter: Adapter, x: Array, idx: Value, y: Value, error: Exception
+    adapter: Adapter,
+    x: Array,
+    idx: Value,
+    moved: Placement | None,
+    y: Value,
+    error: Exception,
 ) -> None:
     """ValueError naming ``y`` where its shape does not broadcast to ``x[idx]``'s.
 
@@ -506,8 +528,8 @@ def _refuse_shape(
     """
     if not adapter.owns(y):
         return
-    try:
-        selected = tuple(x[idx].shape)
+    try:  # (by NumPy's rules: the library may place the axes otherwise)
+        selected = tuple(x[idx].shape) if moved is None else moved.shape
     except Exception:  # noqa: BLE001 - the library's own error is the one to see
         return
     shape = tuple(y.shape)

@@ -117,6 +117,28 @@ def test_a_value_that_does_not_broadcast_is_refused_by_name(
 
 
 @pytest.mark.xpkit_skip(
+    ["array_api_strict*", "ndonnx"], reason="no integer index arrays in an update"
+)
+def test_a_value_is_checked_against_numpy_s_placement_of_the_axes(xpkit_backend):
+    """torch and Dask place ``x[0, :, arange(4)]``'s axes otherwise than NumPy
+    ((3, 4), not (4, 3)): a value of NumPy's shape was refused against
+    theirs, and a value that fits neither raised torch's RuntimeError."""
+    b = xpkit_backend
+    start = np.arange(24.0).reshape(2, 3, 4)
+    idx = (0, slice(None), np.arange(4))
+    for shape in ((1, 4, 3), (4, 3), (1, 4, 1), (1, 3)):
+        y = np.arange(float(np.prod(shape))).reshape(shape) + 100.0
+        want = start.copy()
+        want[idx] = y
+        got = b.at(b.asarray(start), idx).set(b.asarray(y), copy=True)
+        assert _host(b, got).tolist() == want.tolist(), shape
+    for shape in ((3, 4), (2, 4, 3), (4, 2)):
+        msg = f"y has shape {shape}, which does not broadcast to the shape (4, 3)"
+        with pytest.raises(ValueError, match=re.escape(msg)):
+            b.at(b.asarray(start), idx).set(b.asarray(np.ones(shape)), copy=True)
+
+
+@pytest.mark.xpkit_skip(
     ["array_api_strict-strictest"], reason="its boolean indexing is switched off"
 )
 def test_an_update_by_a_mask_keeps_every_uint64_or_is_refused(xpkit_backend):
