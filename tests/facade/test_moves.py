@@ -512,6 +512,25 @@ def test_a_tensor_that_requires_grad_is_never_written_through_its_host_array(dst
         assert not host.flags.writeable
 
 
+def test_a_host_copy_of_a_tensor_that_requires_grad_stays_writable():
+    """Only the view that shares the tensor's memory is read-only: the
+    float32 copy of a bfloat16 tensor (or of a conjugate view) was marked
+    read-only too, and Backend.asarray copied it a second time."""
+    torch = pytest.importorskip("torch")
+    b = _cpu_backend("numpy")
+    for t in (
+        torch.arange(4.0, dtype=torch.bfloat16).requires_grad_(),
+        torch.tensor([1 + 2j, 3 - 1j]).requires_grad_().conj(),
+    ):
+        wide = torch.complex64 if t.is_complex() else torch.float32
+        before = t.detach().resolve_conj().to(wide)
+        host = b.to_numpy(t)
+        assert host.flags.writeable
+        host[0] = 7  # (a copy: the tensor keeps its values)
+        assert torch.equal(t.detach().resolve_conj().to(wide), before)
+        assert b.asarray(t).flags.writeable
+
+
 def test_read_only_memory_is_shared_with_libraries_that_keep_it_read_only():
     """NumPy and array-api-strict keep a read-only source read-only: no copy needed."""
     ro = np.arange(4.0)

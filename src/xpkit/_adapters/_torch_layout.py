@@ -152,21 +152,24 @@ def tensor_on_host(x: Array, torch: ModuleType) -> HostArray:
     write would change what autograd saved, unseen.
     """
     t = x.detach()
-    if t.device.type != "cpu":
+    shared = t.device.type == "cpu"  # (each step below that copies says so)
+    if not shared:
         t = t.cpu()
     wider = widened_on_host(t.dtype, torch)  # NumPy has no bfloat16, no float8
     if wider is not None:
-        t = t.to(wider)
-    t = t.resolve_conj().resolve_neg()
+        t, shared = t.to(wider), False
+    if t.is_conj() or t.is_neg():
+        t, shared = t.resolve_conj().resolve_neg(), False
     # (memory torch allocated is writable: said of the tensor NumPy's array
     # holds as its base, read before .numpy() makes the storage look foreign)
     allocated = not torch.compiler.is_compiling() and t.untyped_storage().resizable()
     host = np.asarray(t.numpy())  # (while dynamo traces: no memory, no storage)
     if allocated and host.base is not None:
         _TORCH_ALLOCATED[id(host.base)] = host.base
-    if x.requires_grad and np.shares_memory(host, t.numpy()):
+    if x.requires_grad and shared:
         # (torch refuses x.numpy() for it: a write through NumPy would change
-        # what autograd saved without a trace, and the gradient silently)
+        # what autograd saved without a trace, and the gradient silently;
+        # a copy made on the way, of bfloat16 or from a GPU, stays writable)
         host.flags.writeable = False
     return host
 
