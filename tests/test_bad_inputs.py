@@ -878,16 +878,6 @@ ON_EVERY_BACKEND: dict[str, Row] = {
         TypeError,
         "x is a NumPy masked array, whose mask the conversion would drop",
     ),
-    "create.asarray masked": Row(
-        lambda b: b.create.asarray(np.ma.masked_array([1.0, 2.0], mask=[True, False])),
-        TypeError,
-        "obj is a NumPy masked array, whose mask the conversion would drop",
-    ),
-    "create.asarray masked in a list": Row(
-        lambda b: b.create.asarray([np.ma.masked_array([1.0], mask=[True])]),
-        TypeError,
-        "obj\\[0\\] is a NumPy masked array, whose mask the conversion would drop",
-    ),
     "asarray_like ref str": Row(
         lambda b: b.asarray_like([1.0], "abc"), TypeError, "non-numeric"
     ),

@@ -92,25 +92,41 @@ def creation_for(f: Facts[ArrayT]) -> Creation[ArrayT]:
         for name in Creation._fields
     ]
     at = Creation._fields.index("asarray")
-    made[at] = _keeping_masks(made[at])
+    made[at] = _keeping_masks(made[at], keeps=f.adapter.asarray_keeps_masks)
     return Creation(*made)
 
 
-def _keeping_masks(asarray: Callable[..., Array]) -> Callable[..., Array]:
-    """``asarray`` that refuses what it would drop (a NumPy masked array's mask).
+def _keeping_masks(
+    asarray: Callable[..., Array], *, keeps: bool
+) -> Callable[..., Array]:
+    """``asarray`` that refuses a NumPy masked array, alone or as a list's item.
 
-    As `Backend.asarray` does: the namespace's own (``np.asarray``) returned
-    the data without its mask, silently.
+    As `Backend.asarray` does: the namespace's own (``np.asarray``,
+    ``torch.asarray``) returned the data without its mask, silently.
+    ``keeps``: the namespace's own keeps the mask of one given alone
+    (ndonnx's nullable dtypes; not of those in a list).
     """
 
-    @functools.wraps(
-        asarray.func if isinstance(asarray, functools.partial) else asarray
-    )
     def create_asarray(obj: Value, /, *args: Value, **kwargs: Value) -> Array:
-        refuse_lossy_data(obj, "obj")
+        if (isinstance(obj, np.ma.MaskedArray) and not keeps) or (
+            type(obj) in (list, tuple) and _holds_masked(obj)
+        ):
+            refuse_lossy_data(obj, "obj")  # (names it, and where)
         return asarray(obj, *args, **kwargs)
 
+    create_asarray.__wrapped__ = asarray  # type: ignore[attr-defined]  # (its signature)
+    create_asarray.__doc__ = getattr(asarray.func, "__doc__", None)  # type: ignore[attr-defined]
     return create_asarray
+
+
+def _holds_masked(items: list[Value] | tuple[Value, ...]) -> bool:
+    """Whether a NumPy masked array is one of ``items``.
+
+    Not deeper: the namespace's own cost is kept (`Backend.asarray` looks
+    at every depth).
+    """
+    masked = np.ma.MaskedArray
+    return any(isinstance(v, masked) for v in items)
 
 
 def full(f: Facts[ArrayT], shape: Value, fill_value: Value, dtype: DType) -> ArrayT:

@@ -477,7 +477,26 @@ _LATER_USES = {
     "namespace": lambda w, xp: xp.zeros((2, 2)),
     "namespace on it": lambda w, xp: xp.sum(w),
     "value": lambda w, xp: float(w[0, 0]),
+    "astype to its own dtype": lambda w, xp: w.astype(w.dtype, copy=False),
 }
+
+
+def test_fn_s_work_in_a_thread_of_its_own_is_measured_saying_so():
+    """While the trace runs, a thread fn starts has no trace: the plan is
+    measured instead, and says why (not that fn kept the trace's arrays)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def fn(x):
+        with ThreadPoolExecutor(1) as pool:
+            return pool.submit(
+                lambda: array_api_compat.array_namespace(x).exp(x)
+            ).result()
+
+    plan = xpkit.plan_batches(fn, np.ones((2000, 8)), remember=False)
+    assert "a shape-only array was made outside its trace (in another thread)" in (
+        plan.source
+    )
+    assert "kept" not in plan.source
 
 
 @pytest.mark.parametrize("use", sorted(_LATER_USES))

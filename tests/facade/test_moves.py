@@ -10,6 +10,7 @@ nothing lands on the default device by accident.
 from __future__ import annotations
 
 import itertools
+import re
 import textwrap
 from typing import Any
 
@@ -79,6 +80,25 @@ def test_create_is_the_namespace_untouched(xpkit_backend):
     b = xpkit_backend
     assert b.create.zeros.func is b.xp.zeros
     assert b.create.zeros.keywords == {"device": b.native_device}
+
+
+def test_create_asarray_keeps_a_mask_or_refuses_it(xpkit_backend):
+    """NumPy's and torch's own asarray dropped a masked array's mask; ndonnx's
+    keeps it (a nullable dtype), and there it is taken."""
+    b = xpkit_backend
+    masked = np.ma.masked_array([1.0, 2.0], mask=[True, False])
+    said = "is a NumPy masked array, whose mask the conversion would drop"
+    for given, name in ((masked, "obj"), ([masked, masked], "obj\\[0\\]")):
+        try:
+            kept = b.create.asarray(given)
+        except TypeError as exc:
+            assert re.search(f"^{name} {said}", str(exc)), exc
+            continue
+        host = kept.unwrap_numpy()  # (a library whose arrays hold a mask)
+        assert (
+            np.ma.getmaskarray(host).tolist()
+            == np.ma.getmaskarray(np.ma.asarray(given)).tolist()
+        )
 
 
 @pytest.mark.parametrize(

@@ -838,6 +838,11 @@ class Adapter(Installed):
     #: writable (array-api-extra's), and refuses these.
     where_rounds: ClassVar[frozenset[str]] = frozenset()
 
+    #: Whether the namespace's own ``asarray`` keeps the mask of a NumPy
+    #: masked array given alone (ndonnx's nullable dtypes), which
+    #: ``b.create.asarray`` then takes.
+    asarray_keeps_masks: ClassVar[bool] = False
+
     #: What to do about an array whose axis-0 length is not known (a lazy
     #: library's), said where `map_batches` needs it.
     unknown_length_advice: ClassVar[str] = "give arrays whose length is known"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import threading
 import weakref
 from collections.abc import Callable, Container, Hashable, Mapping
 from dataclasses import dataclass, field
@@ -773,10 +774,23 @@ _ACTIVE: contextvars.ContextVar[Trace | None] = contextvars.ContextVar(
 )
 
 
+#: How many traces run now, in any thread (a list: changed under `_OPEN_LOCK`).
+_OPEN = [0]
+_OPEN_LOCK = threading.Lock()
+
+
 def active_trace() -> Trace:
-    """The trace the current context runs (`kept_from_trace`'s error outside one)."""
+    """The trace the current context runs.
+
+    Outside one: `CannotFollow` while a trace runs in another thread (``fn``
+    hands work to a thread of its own: the trace cannot follow it there),
+    else `kept_from_trace`'s error (what ``fn`` kept is used after).
+    """
     trace = _ACTIVE.get()
     if trace is None:
+        if _OPEN[0]:
+            msg = "a shape-only array was made outside its trace (in another thread)"
+            raise CannotFollow(msg)
         raise kept_from_trace()
     return trace
 
@@ -844,8 +858,12 @@ def missing_name(name: str, extension: str = "") -> Exception:
 def tracing(trace: Trace, run: Callable[[], object]) -> object:
     """``run()`` with ``trace`` active in the current context."""
     token = _ACTIVE.set(trace)
+    with _OPEN_LOCK:
+        _OPEN[0] += 1
     try:
         return run()
     finally:
         _ACTIVE.reset(token)
         trace.closed = True  # (what fn kept of it is refused where it is used)
+        with _OPEN_LOCK:
+            _OPEN[0] -= 1

@@ -287,6 +287,8 @@ class NdonnxAdapter(Adapter):
     writable_rows = False
     #: ``where(m, x, x)`` of uint64's largest value gave 0 (ndonnx 0.23).
     where_rounds = frozenset({"uint64"})
+    #: ``ndx.asarray`` of a masked array: a nullable dtype (``nfloat64``).
+    asarray_keeps_masks = True
     unknown_length_advice = "a symbolic axis (of ndx.argument) has no rows to batch: give arrays with values"
 
     def batch_ceiling_bytes(self, device: str) -> int | None:

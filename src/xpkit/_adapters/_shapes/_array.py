@@ -465,6 +465,8 @@ def copy_of(x: ShapeArray) -> ShapeArray:
 
 def astype(x: ShapeArray, name: str | None, *, copy: bool = True) -> ShapeArray:
     """``x`` in dtype ``name`` (itself when it has it and ``copy`` is False)."""
+    if x._trace.closed:
+        raise kept_from_trace()
     if name is None or (name == x._name and not copy):
         return x
     return made(x._trace, x.shape, name, (x,))
