@@ -152,26 +152,36 @@ def tensor_on_host(x: Array, torch: ModuleType) -> HostArray:
     write would change what autograd saved, unseen.
     """
     t = x.detach()
-    shared = t.device.type == "cpu"  # (each step below that copies says so)
-    if not shared:
+    if t.device.type != "cpu":
         t = t.cpu()
     wider = widened_on_host(t.dtype, torch)  # NumPy has no bfloat16, no float8
     if wider is not None:
-        t, shared = t.to(wider), False
-    if t.is_conj() or t.is_neg():
-        t, shared = t.resolve_conj().resolve_neg(), False
+        t = t.to(wider)
+    t = t.resolve_conj().resolve_neg()
     # (memory torch allocated is writable: said of the tensor NumPy's array
     # holds as its base, read before .numpy() makes the storage look foreign)
     allocated = not torch.compiler.is_compiling() and t.untyped_storage().resizable()
     host = np.asarray(t.numpy())  # (while dynamo traces: no memory, no storage)
     if allocated and host.base is not None:
         _TORCH_ALLOCATED[id(host.base)] = host.base
-    if x.requires_grad and shared:
+    if x.requires_grad and _same_memory(x, t, torch):
         # (torch refuses x.numpy() for it: a write through NumPy would change
         # what autograd saved without a trace, and the gradient silently;
         # a copy made on the way, of bfloat16 or from a GPU, stays writable)
         host.flags.writeable = False
     return host
+
+
+def _same_memory(x: Array, t: Array, torch: ModuleType) -> bool:
+    """Whether the CPU tensor ``t`` made of ``x`` is ``x``'s memory (no copy on the way).
+
+    (Asked of a tensor that requires grad only, and not while dynamo
+    traces: it has no storage to compare there.)
+    """
+    if torch.compiler.is_compiling() or x.device.type != "cpu":
+        return False
+    ptr: int = t.untyped_storage().data_ptr()
+    return bool(ptr == x.untyped_storage().data_ptr())
 
 
 def tensor_not_updatable(
