@@ -111,6 +111,10 @@ def _median(
     x = lifted(a)
     copy = None if overwrite_input else made(x._trace, x.shape, x._name, (x,))
     result = reduction(x, "mean", axis, bool(keepdims), None)
+    if rules.kind(x._name) in (rules.FLOAT, rules.COMPLEX):  # (its check for NaN:
+        last = made(x._trace, result.shape, x._name, (x,))  # the last of each row,
+        nan = made(x._trace, result.shape, "bool", (last,))  # and whether it is NaN)
+        del last, nan
     del copy
     return result
 
@@ -123,8 +127,14 @@ def _replaced(x: ShapeArray, extra_masks: int = 0) -> list[ShapeArray]:
     return [copy, *_masks(x, 1 + extra_masks)]
 
 
-def _nan_reduction(rule: str, extra_masks: int = 0) -> Callable[..., ShapeArray]:
-    """``np.nansum``, ``nanprod``, ``nanmean``: the replaced copy held while it reduces."""
+def _nan_reduction(
+    rule: str, extra_masks: int = 0, *, counted: bool = False
+) -> Callable[..., ShapeArray]:
+    """``np.nansum``, ``nanprod``, ``nanmean``: the replaced copy held while it reduces.
+
+    ``counted``: ``nanmean``'s count of the values (an intp array of the
+    result's shape), held with its total and the result.
+    """
 
     def reduce(
         a: Value,
@@ -134,7 +144,15 @@ def _nan_reduction(rule: str, extra_masks: int = 0) -> Callable[..., ShapeArray]
         keepdims: Value = False,
         **_: Value,
     ) -> ShapeArray:
-        return _nan_reduce(a, rule, extra_masks, axis, dtype, keepdims)
+        if not counted:
+            return _nan_reduce(a, rule, extra_masks, axis, dtype, keepdims)
+        x = lifted(a)
+        count = made(
+            x._trace, rules.reduced(x.shape, axis, bool(keepdims)), "int64", (x,)
+        )
+        result = _nan_reduce(a, rule, extra_masks, axis, dtype, keepdims)
+        del count
+        return result
 
     return reduce
 
@@ -234,7 +252,7 @@ FUNCTIONS: dict[str, Callable[..., object]] = {
     "percentile": _quantile,
     "nansum": _nan_reduction("sum"),
     "nanprod": _nan_reduction("sum"),
-    "nanmean": _nan_reduction("mean", extra_masks=1),
+    "nanmean": _nan_reduction("mean", extra_masks=1, counted=True),
     "nanvar": _nan_spread,
     "nanstd": _nan_spread,
     "nanmax": _nan_extreme,

@@ -156,7 +156,15 @@ def _cumulative(
     # Into another dtype, the input is cast whole first (NumPy's accumulate,
     # torch's cumsum), held while the result is made.
     cast = made(a._trace, a.shape, name, (a,)) if name != a._name else None
-    result = made(a._trace, shape, name, (a, cast))
+    if include_initial:  # (array-api-compat's: the sums, a slab of zeros, joined)
+        sums = made(a._trace, a.shape, name, (a, cast))
+        zeros = made(
+            a._trace, tuple(1 if i == ax else d for i, d in enumerate(a.shape)), name
+        )
+        result = made(a._trace, shape, name, (sums, zeros))
+        del sums, zeros
+    else:
+        result = made(a._trace, shape, name, (a, cast))
     block = a._trace.profile.cumulative_block
     a._trace.spike(cumulative_scratch(result.nbytes, shape[ax], block))
     del cast
@@ -283,9 +291,14 @@ def reduction(
     if rule == "spread":  # (of a complex array: real)
         dtype, rule = dtype or rules.REDUCED_DTYPES["spread"](profile, x._name), "mean"
         if profile.numpy_internals or profile.centred_spread:
-            centred = made(x._trace, x.shape, rules.float_of(profile, x._name), (x,))
+            # (the mean, with its axes kept, and the centred copy, held while
+            # the squares are summed)
+            float_name = rules.float_of(profile, x._name)
+            kept = rules.reduced(x.shape, axis, True)
+            mean = made(x._trace, kept, float_name, (x,))
+            centred = made(x._trace, x.shape, float_name, (x, mean))
             result = reduction(x, rule, axis, keepdims, dtype)
-            del centred
+            del mean, centred
             return result
     if dtype is None:
         dtype = rules.REDUCED_DTYPES[rule](profile, x._name)
