@@ -21,9 +21,7 @@ import tokenize
 from pathlib import Path
 
 #: Base classes meant to be inherited (one subclass per library or executor).
-#: (``Installed`` is the adapter interface's first part: which library,
-#: and whether it is installed; `Adapter` the rest.)
-INTERFACES = frozenset({"Adapter", "Installed", "Pool", "PeakMeter"})
+INTERFACES = frozenset({"Adapter", "Pool", "PeakMeter"})
 
 
 def module_names(package: Path) -> dict[str, Path]:

@@ -7,6 +7,7 @@ import an optional library themselves.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Hashable, Mapping
 from types import MappingProxyType, ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
@@ -17,7 +18,7 @@ import numpy as np
 from .._dtypes import dtype_name
 from ._device_memory import MemoryCap, MemoryInfo, MemoryProbe
 from ._fast_ops import FastOps
-from ._installed import Installed
+from ._installed import installed, missing_library, version_of
 from ._layout import host_extent
 from ._peak import PeakMeter, host_meter
 from ._top_k import sorted_top_k
@@ -64,19 +65,26 @@ F = TypeVar("F", bound=Callable[..., object])
 HOST_BATCH_WORKING_SET_BYTES = 16 * 1024**2
 
 
-class Adapter(Installed):
+class Adapter:
     """Base adapter: the defaults of a host-memory, CPU-only library.
 
     Subclasses set the class attributes and override what differs. Methods
     that need the library import it on first use, never at import time.
 
-    What it is called and whether it is installed, `Installed`'s. A method
-    takes the same arguments in every adapter, so that the facade
+    A method takes the same arguments in every adapter, so that the facade
     and the memory layer ask each library alike; a library that needs fewer
     ignores the rest (NumPy's arrays all live on the CPU: its `device_key`
     reads nothing of ``x``), and so do the defaults here.
     """
 
+    #: Key used in ``Backend(key)`` and in the registry.
+    key: ClassVar[str] = ""
+    #: Top-level module whose presence decides "installed" / "imported".
+    module: ClassVar[str] = ""
+    #: The optional-dependency extra that installs the library.
+    extra: ClassVar[str] = ""
+    #: Human name used in messages.
+    label: ClassVar[str] = ""
     #: Module names its dtypes may be written with ("torch.float32", "jnp.int8").
     dtype_prefixes: ClassVar[tuple[str, ...]] = ()
     #: The module whose dtype objects print as their name, bare ("float32") or
@@ -96,6 +104,28 @@ class Adapter(Installed):
     #: Dtypes (by name) that `to_numpy` gives as another (torch's bfloat16
     #: as float32); every other dtype comes to the host as itself.
     host_dtypes: ClassVar[Mapping[str, str]] = MappingProxyType({})
+
+    # -- presence (asked without importing the library) -------------------
+    def is_installed(self) -> bool:
+        """Whether the library can be imported, without importing it (`installed`)."""
+        return installed(self.module)
+
+    def is_imported(self) -> bool:
+        """Whether the library has already been imported by someone."""
+        return sys.modules.get(self.module) is not None
+
+    def version(self) -> str | None:
+        """The library's version, or None when it is not installed."""
+        return version_of(self.distributions()) if self.is_installed() else None
+
+    def distributions(self) -> tuple[str, ...]:
+        """Names of the distributions that may install the library."""
+        return (self.module.replace("_", "-"),)
+
+    def require(self) -> None:
+        """Raise ImportError naming the extra when the library is missing."""
+        if not self.is_installed():
+            raise missing_library(self.key, self.label, self.extra)
 
     # -- namespace and arrays --------------------------------------------
     def namespace(self) -> ModuleType:
