@@ -255,6 +255,14 @@ CASES = {
         lambda a: _xp(a).cumulative_sum(a[:, :4], axis=1, include_initial=True),
         "float64",
     ),
+    "convolve-each-row": (
+        lambda a: np.stack([np.convolve(r, _W[0, :16], mode="same") for r in a]),
+        "float32",
+    ),
+    "correlate-strided-rows": (
+        lambda a: np.stack([np.correlate(r[::2], _W[0, :16]) for r in a]),
+        "float64",
+    ),
     "tile-strided": (lambda a: np.tile(a[:, ::2], (1, 2)), "float64"),
     "repeat-strided": (lambda a: np.repeat(a[:, ::2], 2, axis=1), "float64"),
 }

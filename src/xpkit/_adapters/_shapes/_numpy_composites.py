@@ -158,8 +158,42 @@ def _diagonal(a: Value, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Shap
     return view_of(x, (*kept, size), contiguous=False)
 
 
+def _convolved(default: str) -> Callable[..., ShapeArray]:
+    """``np.convolve`` (``default`` "full") or ``np.correlate`` ("valid") of two 1-d arrays.
+
+    The result, and each operand first cast whole to its dtype, or laid out
+    contiguous where it is strided, held while it runs (tracemalloc: a
+    float32 row 1.00x of that, a strided one too).
+    """
+
+    def convolved(a: Value, v: Value, mode: Value = default) -> ShapeArray:
+        trace = trace_of(a, v)
+        x, k = operand(trace, a), operand(trace, v)
+        if x.ndim != 1 or k.ndim != 1 or not x.size or not k.size:
+            msg = f"numpy.convolve of arrays of shapes {x.shape} and {k.shape}"
+            raise trace.refuse(msg)
+        n, m = x.shape[0], k.shape[0]
+        lengths = {"full": n + m - 1, "same": max(n, m), "valid": abs(n - m) + 1}
+        if mode not in lengths:
+            msg = f"numpy.convolve with mode={mode!r}"
+            raise trace.refuse(msg)
+        name = str(np.promote_types(x._name, k._name))
+        held = [
+            made(trace, u.shape, name, (u,))
+            for u in (x, k)
+            if u._name != name or not u._contiguous
+        ]
+        result = made(trace, (lengths[mode],), name, (x, k))
+        del held
+        return result
+
+    return convolved
+
+
 #: NumPy function name -> its handler on shape-only arrays.
 FUNCTIONS: dict[str, Callable[..., object]] = {
+    "convolve": _convolved("full"),
+    "correlate": _convolved("valid"),
     "average": _average,
     "isclose": _isclose,
     "cross": _cross,
