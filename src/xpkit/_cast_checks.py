@@ -127,9 +127,11 @@ def limits(
     over, under = _OVERFLOW_AT.get(part), _UNDERFLOW_AT.get(part)
     if narrowing == "exact" or _real_part(source) != "float64":
         return over, under
+    if narrowing == "flushed, float16 once" and part == "float16":
+        return over, under
     over = _VIA_FLOAT32_OVERFLOW_AT.get(part, over)
     under = _VIA_FLOAT32_UNDERFLOW_AT.get(part, under)
-    if narrowing == "via float32, flushed" and part in ("float32", "bfloat16"):
+    if narrowing != "via float32" and part in ("float32", "bfloat16"):
         under = _FLUSHED_UNDERFLOW_AT
     return over, under
 

@@ -63,8 +63,12 @@ TaskFuture: TypeAlias = Any
 #: How a library rounds float64 into a narrower float: once, to the nearest
 #: ("exact", NumPy's); to float32 first, then again (torch: a value just
 #: under float16's overflow threshold reaches it, and becomes inf); or so,
-#: with float32's subnormals flushed to 0 (JAX's own arrays on XLA's CPU).
-Narrowing: TypeAlias = Literal["exact", "via float32", "via float32, flushed"]
+#: with float32's subnormals flushed to 0 (JAX's own arrays on XLA's CPU);
+#: or that, but float16 rounded once (XLA's CPU where the processor
+#: converts float64 to float16 itself: AVX512-FP16).
+Narrowing: TypeAlias = Literal[
+    "exact", "via float32", "via float32, flushed", "flushed, float16 once"
+]
 #: Plain data as ``--json`` prints it (str keys; numbers, strings, None,
 #: lists and objects as values).
 JSONObject: TypeAlias = dict[str, Any]

@@ -258,6 +258,31 @@ NEAR_THE_EDGES = {
 }
 
 
+def test_jax_narrows_its_float64_as_this_processor_does():
+    """XLA's CPU converts float64 to float16 through float32 (rounding twice)
+    on most processors, and once on one with AVX512-FP16: there the check,
+    held to twice, refused 65520 - 2**-9, which JAX casts to 65504. The
+    oracle is JAX's own cast; each rule's limits are NumPy's casts."""
+    jax = pytest.importorskip("jax")
+    from xpkit._adapters._registry import get_adapter
+    from xpkit._cast_checks import limits
+
+    assert jax.config.jax_enable_x64  # (the suite's conftest switches it on)
+    near = 65520.0 - 2.0**-9
+    own = jax.numpy.asarray(np.array([near])).astype(jax.numpy.float16)
+    narrowing = get_adapter("jax").float64_narrowing(on_host=False)
+    over, _ = limits("float64", "float16", narrowing)
+    assert over is not None
+    assert (near >= over) == bool(np.isinf(np.asarray(own))[0]), narrowing
+    assert float(np.float16(near)) == 65504.0  # (once: NumPy's)
+    assert limits("float64", "float16", "flushed, float16 once") == limits(
+        "float64", "float16"
+    )
+    assert limits("float64", "float32", "flushed, float16 once") == limits(
+        "float64", "float32", "via float32, flushed"
+    )
+
+
 @pytest.mark.parametrize("target", list(NEAR_THE_EDGES))
 def test_a_cast_is_refused_where_the_library_s_own_makes_inf_or_0(
     xpkit_backend, target

@@ -32,7 +32,15 @@ from ._trace import DtypeRules, Workspace
 if TYPE_CHECKING:
     import pytest
 
-    from .._typing import Array, DType, HostArray, Namespace, NativeDevice, UserFunction
+    from .._typing import (
+        Array,
+        DType,
+        HostArray,
+        Namespace,
+        Narrowing,
+        NativeDevice,
+        UserFunction,
+    )
     from ._peak import PeakMeter
     from ._top_k import TopK
     from ._trace import Tracer, Traits
@@ -68,6 +76,21 @@ CPU_MATMUL_PACKING = 2**20
 _CPU_SORT_SCRATCH = (16, 5_120)
 
 _ALIASES = {"cuda": "gpu", "rocm": "gpu"}
+
+
+def _float64_enabled() -> bool:
+    """Whether JAX makes float64 arrays now (its x64 switch, read)."""
+    return bool(_jax().config.read("jax_enable_x64"))
+
+
+@functools.cache
+def _xla_narrowing() -> Narrowing:
+    """`JaxAdapter.float64_narrowing` of its own arrays, measured (see there)."""
+    jax = _jax()
+    with jax.ensure_compile_time_eval():  # (a value, even under a trace)
+        near = jax.numpy.asarray(np.array([65520.0 - 2.0**-9]))
+        once = bool(np.isfinite(np.asarray(near.astype(jax.numpy.float16)))[0])
+    return "flushed, float16 once" if once else "via float32, flushed"
 
 
 def _jax() -> ModuleType:
@@ -181,10 +204,25 @@ class JaxAdapter(Adapter):
 
     #: Its own float64 arrays: XLA's CPU converts to float32 with float32's
     #: subnormals flushed to 0 (2**-130 became 0.0), and to float16 and
-    #: bfloat16 through float32 (rounding twice); host data and numbers by
-    #: NumPy's casts. (A GPU's converts are held to the CPU's rule: not
-    #: measured here.)
+    #: bfloat16 through float32 (rounding twice), or to float16 once where
+    #: the processor converts it (`float64_narrowing`); host data and
+    #: numbers by NumPy's casts. (A GPU's converts are held to the CPU's
+    #: rule: not measured here.)
     own_narrowing = "via float32, flushed"
+
+    def float64_narrowing(self, *, on_host: bool) -> Narrowing:
+        """How JAX's own float64 arrays narrow, as XLA's CPU does it on this processor.
+
+        A float64 just under float16's overflow threshold, cast by JAX:
+        through float32 it becomes inf (rounded twice), on a processor with
+        AVX512-FP16 it stays finite (once). Asked once, where float64 is
+        enabled; else (no float64 array of its own to narrow) the rule.
+        """
+        if on_host:
+            return self.host_narrowing
+        if not _float64_enabled():
+            return self.own_narrowing
+        return _xla_narrowing()
 
     def extra_dtypes(self, device: str) -> frozenset[str]:
         """float16 and bfloat16, on every device."""

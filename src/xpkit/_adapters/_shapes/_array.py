@@ -539,7 +539,9 @@ def binary(
     if result is None:
         result = made(trace, shape, name, (av, bv, casts))
     if trace.profile.numpy_internals:  # (held with the result: after it)
-        rules.buffer_operands(trace, shape, name, ((sa, na), (sb, nb)), (av, bv))
+        loops = rules.loop_dtypes(op, na, nb, av, bv)
+        operands = ((sa, na), (sb, nb))
+        rules.buffer_operands(trace, shape, name, operands, (av, bv), loops)
     return result
 
 

@@ -39,6 +39,7 @@ __all__ = [
     "float_of",
     "itemsize",
     "kind",
+    "loop_dtypes",
     "nbytes",
     "numpy_operands",
     "numpy_scalar",
@@ -318,6 +319,29 @@ def _ufunc_dtype(trace: Trace, func: str, operands: tuple[object, ...]) -> str:
         raise trace.refuse(msg) from None
     dtype = resolved[-1]
     return _NAMES.get(dtype) or str(dtype.name)
+
+
+def loop_dtypes(
+    func: str, a: str | None, b: str | None, av: object, bv: object
+) -> tuple[str, str] | None:
+    """The dtypes NumPy's loop of ``func(a, b)`` reads its operands in.
+
+    An operand of another dtype is cast into its loop's dtype in the ufunc's
+    buffer: a comparison of float32 with float64 reads both as float64, a
+    product of int32 and float32 as float64. ``a``/``b`` dtype names, None
+    for the scalars ``av``/``bv``; None where NumPy has no such ufunc.
+    """
+    name = OPERATORS.get(func, func)
+    ufunc = getattr(np, _UFUNCS.get(name, name), np)
+    if getattr(ufunc, "nin", None) != 2 or "bfloat16" in (a, b):  # (not a ufunc of two)
+        return None
+    operands = (weak_dtype(a or type(av)), weak_dtype(b or type(bv)))
+    try:
+        resolved = ufunc.resolve_dtypes((*operands, None))
+    except (TypeError, ValueError):
+        return None
+    first, second = (_NAMES.get(d) or str(d.name) for d in resolved[:2])
+    return first, second
 
 
 def unary_dtype(trace: Trace, func: str, name: str) -> str:

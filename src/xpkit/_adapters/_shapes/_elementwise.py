@@ -222,9 +222,12 @@ def clip(x: Value, /, min: Value = None, max: Value = None) -> ShapeArray:
             name = rules.zero_d_dtype(trace, "clip", name, bound._name, zero_d)
         elif bound is not None:
             name = rules.scalar_dtype(trace.profile, name, bound)
-    shapes = [b.shape for b in bounds if isinstance(b, ShapeArray)]
+    arrays = [a, *(b for b in bounds if isinstance(b, ShapeArray))]
     casts = _casts(trace, name, [a])
-    return made(trace, rules.broadcast(a.shape, *shapes), name, (a, *bounds, casts))
+    shape = rules.broadcast(*(o.shape for o in arrays))
+    result = made(trace, shape, name, (*arrays, casts))
+    rules.buffer_together(result, arrays)
+    return result
 
 
 def _casts(trace: Trace, name: str, operands: list[ShapeArray]) -> list[ShapeArray]:
@@ -510,4 +513,6 @@ def where(condition: Value, x1: Value, x2: Value, /) -> ShapeArray:
         scalar = x2 if isinstance(x1, ShapeArray) or hasattr(x1, "shape") else x1
         name = rules.scalar_dtype(trace.profile, name, scalar)
     shape = rules.broadcast(c.shape, *(o.shape for o in operands))
-    return made(trace, shape, name, (c, *operands, _casts(trace, name, operands)))
+    result = made(trace, shape, name, (c, *operands, _casts(trace, name, operands)))
+    rules.buffer_together(result, [c, *operands], condition=True)
+    return result

@@ -15,6 +15,7 @@ from .._trace import active_trace
 from . import _rules as rules
 from ._array import ShapeArray, lift, made, permuted, unowned, view_of
 from ._array import reshape as _reshape
+from ._strides import unit_after_flip
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -92,7 +93,8 @@ def flip(x: Value, /, *, axis: Value = None) -> ShapeArray:
     """Reversed along ``axis`` (a view where the library makes one)."""
     a = _array(x)
     if a._trace.profile.flip_views:
-        return view_of(a, a.shape, contiguous=False)
+        every = len(rules.axes_of(axis, a.ndim)) == a.ndim
+        return view_of(a, a.shape, contiguous=False, unit=unit_after_flip(a, every))
     return made(a._trace, a.shape, a._name, (a,))
 
 

@@ -79,7 +79,7 @@ def array_ufunc(
     elif method == "outer":
         a, b = (lift(trace, v) for v in inputs)
         resolved = _resolve(trace, ufunc, (a, b), kwargs)
-        result = made(trace, (*a.shape, *b.shape), resolved[0], (a, b))
+        result = made(trace, (*a.shape, *b.shape), resolved[ufunc.nin], (a, b))
     elif method == "at":
         return None  # in place
     else:
@@ -107,6 +107,7 @@ def _overlaps(v: Value, outs: tuple[Value, ...]) -> bool:
 def _resolve(
     trace: Trace, ufunc: Value, inputs: tuple[Value, ...], kwargs: dict[str, Value]
 ) -> list[str]:
+    """The dtype names of ``ufunc``'s loop: its inputs' (what it casts them to), then its outputs'."""
     dtypes = tuple(_numpy_dtype(trace, v) for v in inputs)
     wanted = kwargs.get("dtype")
     extra: dict[str, Value] = {}
@@ -118,18 +119,17 @@ def _resolve(
     except (TypeError, ValueError) as exc:
         msg = f"numpy.{ufunc.__name__} of {dtypes}: {exc}"
         raise trace.refuse(msg) from None
-    return [str(d.name) for d in resolved[ufunc.nin :]]
+    return [str(d.name) for d in resolved]
 
 
 def _call(
     trace: Trace, ufunc: Value, inputs: tuple[Value, ...], kwargs: dict[str, Value]
 ) -> object:
-    names = _resolve(trace, ufunc, inputs, kwargs)
-    arrays = [
-        lift(trace, v)
-        for v in inputs
-        if not isinstance(v, bool | int | float | complex)
-    ]
+    resolved = _resolve(trace, ufunc, inputs, kwargs)
+    names = resolved[ufunc.nin :]
+    scalar = [isinstance(v, bool | int | float | complex) for v in inputs]
+    arrays = [lift(trace, v) for v, s in zip(inputs, scalar, strict=True) if not s]
+    loops = [n for n, s in zip(resolved, scalar, strict=False) if not s]
     if ufunc.signature:
         shapes = rules.gufunc_shape(ufunc.signature, [a.shape for a in arrays])
     else:
@@ -139,7 +139,9 @@ def _call(
     )
     if trace.profile.numpy_internals and not ufunc.signature:  # (with its outputs)
         operands = tuple((a.shape, a._name) for a in arrays)
-        rules.buffer_operands(trace, shapes[0], names[0], operands, tuple(arrays))
+        rules.buffer_operands(
+            trace, shapes[0], names[0], operands, tuple(arrays), loops
+        )
     return outputs[0] if len(outputs) == 1 else outputs
 
 
@@ -157,7 +159,7 @@ def _reduce(
         if ufunc.__name__ in _WIDENING:
             dtype = rules.sum_dtype(trace.profile, a._name)
         else:
-            dtype = _resolve(trace, ufunc, (a, a), {})[0]
+            dtype = _resolve(trace, ufunc, (a, a), {})[ufunc.nin]
     if method == "accumulate":  # (into another dtype: the input cast whole first)
         cast = made(trace, a.shape, dtype, (a,)) if dtype != a._name else None
         result = made(trace, a.shape, dtype, (a, cast))
@@ -275,7 +277,7 @@ def _clip(
 ) -> ShapeArray:
     """``np.clip``: NumPy's own promotion with the bounds (array-api-compat's keeps ``a``'s)."""
     x = lift(trace_of(a), a)
-    name, shapes = x._name, [x.shape]
+    name, arrays = x._name, [x]
     for func, bound in (
         ("maximum", kw.get("min", a_min)),
         ("minimum", kw.get("max", a_max)),
@@ -289,8 +291,11 @@ def _clip(
         )
         other = None if b is None else b._name
         name = rules.result_dtype(x._trace, func, name, other, None, bound)
-        shapes += [b.shape] if b is not None else []
-    return made(x._trace, rules.broadcast(*shapes), name, (x,))
+        arrays += [b] if b is not None else []
+    shape = rules.broadcast(*(o.shape for o in arrays))
+    result = made(x._trace, shape, name, tuple(arrays))
+    rules.buffer_together(result, arrays)
+    return result
 
 
 def _shape_of(a: Value) -> tuple[int, ...]:

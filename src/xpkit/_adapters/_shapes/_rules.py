@@ -32,6 +32,7 @@ from ._dtypes import (
     float_of,
     itemsize,
     kind,
+    loop_dtypes,
     nbytes,
     numpy_operands,
     numpy_scalar,
@@ -68,6 +69,7 @@ __all__ = [
     "axes_of",
     "broadcast",
     "buffer_operands",
+    "buffer_together",
     "concat_shape",
     "dtype_name_of",
     "einsum_shape",
@@ -78,6 +80,7 @@ __all__ = [
     "ints_advanced",
     "itemsize",
     "kind",
+    "loop_dtypes",
     "matmul_shape",
     "nbytes",
     "numpy_operands",
@@ -440,24 +443,50 @@ def buffer_operands(
     name: str,
     operands: tuple[tuple[Shape, str | None], ...],
     values: tuple[object, ...] = (),
+    loops: Sequence[str] | None = None,
 ) -> None:
     """The buffers NumPy's ufunc machinery holds while it computes ``shape``.
 
     One buffer of ``min(8192, size)`` elements for each array operand (not
-    0-d) it broadcasts or casts to ``name``, or whose rows lie apart while
-    its elements along the last axis do not (``values``, the operands
-    themselves: ``p[:, :-16] + p[:, 16:]`` after ``np.pad`` held two, 1.89
-    times a 100 kB budget while they were not counted); counted in the peak
-    only (freed at once).
+    0-d) it broadcasts, casts to its loop's dtype (``loops``, one for each
+    operand: `loop_dtypes`; by default ``name``, the result's), or whose
+    rows lie apart while its elements along the last axis do not, or that
+    runs backwards (``values``, the operands themselves: ``p[:, :-16] +
+    p[:, 16:]`` after ``np.pad`` held two, 1.89 times a 100 kB budget while
+    they were not counted); each in its loop's dtype (a float32 operand of
+    a float64 product: a float64 buffer). Counted in the peak only (freed
+    at once).
     """
     elements = min(BUFFER_ELEMENTS, math.prod(shape))
     held = 0
     for i, (s, n) in enumerate(operands):
+        loop = name if loops is None else loops[i]
         apart = i < len(values) and rows_apart(values[i])
-        if n is not None and s and (s != shape or n != name or apart):
-            held += elements * itemsize(n)
+        if n is not None and s and (s != shape or n != loop or apart):
+            held += elements * itemsize(loop)
     if held:
         trace.release(trace.hold(ITERATOR_BYTES + held))
+
+
+def buffer_together(
+    result: ShapeArray, operands: Sequence[ShapeArray], condition: bool = False
+) -> None:
+    """NumPy's buffers of ``operands`` as one iterator computes ``result`` from them.
+
+    ``where`` and ``clip`` iterate their operands together, as a ufunc
+    does: a bound or a branch broadcast to the rows, or in another dtype
+    than the result, is buffered in the result's dtype (`buffer_operands`);
+    the first operand, where it is a ``condition``, in bool.
+    """
+    trace = result._trace
+    if trace.profile.numpy_internals:
+        pairs = tuple((o.shape, o._name) for o in operands)
+        loops = [result._name] * len(operands)
+        if condition:
+            loops[0] = "bool"
+        buffer_operands(
+            trace, result.shape, result._name, pairs, tuple(operands), loops
+        )
 
 
 def rows_apart(value: object) -> bool:

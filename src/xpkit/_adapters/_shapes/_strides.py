@@ -25,6 +25,10 @@ apart (``p[:, :-16]``, ``p[:, :-16].T``, ``p.T[:10]``). NumPy's ufunc
 buffers an operand of the second kind to run longer inner loops
 (`rules.rows_apart`), and runs one of the first in memory order without.
 Where a view's density is not known, it is counted apart (the safe side).
+A view that runs backwards along an axis (``np.flip(p, 1)``, ``p[::-1]``,
+``p[:, ::-2]``) is counted apart too: NumPy's ufunc buffers it, unless it is
+one run backwards (a 1-d one, a contiguous array reversed along every
+axis).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ if TYPE_CHECKING:
 __all__ = [
     "copied_operands",
     "reshape_is_view",
+    "unit_after_flip",
     "unit_after_index",
     "unit_after_permute",
 ]
@@ -56,13 +61,47 @@ class _Operand(Protocol):  # (the part of a ShapeArray read here)
 _A = TypeVar("_A", bound=_Operand)
 
 
+def unit_after_flip(x: _Operand, every: bool) -> int:
+    """The unit-stride axis of ``x`` reversed along some axes (``every``: all), signed.
+
+    Apart (negative: see the module), unless the view is one run backwards:
+    ``x`` 1-d, or contiguous and reversed along every axis.
+    """
+    if x.ndim < 2 or (every and x._contiguous):
+        return 0
+    return -(abs(x._unit) or 1)
+
+
 def unit_after_index(x: _Operand, items: Sequence[object], kept: bool) -> int:
     """The unit-stride axis of a basic index's view of ``x``, signed (see the module).
 
     ``items`` as `rules.expanded_index` makes them: an int or a slice for
     each axis, and the Nones (new axes) where they stand. ``kept``: whether
-    the index keeps a contiguous array contiguous (`rules.indexed`).
+    the index keeps a contiguous array contiguous (`rules.indexed`). A view
+    that runs backwards along an axis is apart.
     """
+    unit = _unit_of_index(x, items, kept)
+    return -(abs(unit) or 1) if _backwards(x.shape, items) else unit
+
+
+def _backwards(shape: Shape, items: Sequence[object]) -> bool:
+    """Whether an index's view runs backwards along an axis of more than one element."""
+    at = 0
+    for item in items:
+        if item is None:
+            continue
+        if (
+            isinstance(item, slice)
+            and (item.step or 1) < 0
+            and len(range(*item.indices(shape[at]))) > 1
+        ):
+            return True
+        at += 1
+    return False
+
+
+def _unit_of_index(x: _Operand, items: Sequence[object], kept: bool) -> int:
+    """`unit_after_index` of an index that runs forwards."""
     shape, unit = x.shape, abs(x._unit)
     ndim = len(shape)
     if not 1 <= unit <= ndim:
