@@ -137,6 +137,8 @@ class At(Generic[ArrayT]):
         idx = tuple(map(as_positions, idx)) if type(idx) is tuple else as_positions(idx)
         idx = completed(x, idx)
         idx, reversed_axes = forward(x, idx)
+        if not facts.adapter.reads_numpy_masks:
+            idx = _masks_as_own(facts, x, idx)
         moved = None if facts.adapter.ints_join_arrays else placement(x, idx)
         sliced = (
             None if facts.adapter.sets_ints_beside_arrays else ints_as_slices(x, idx)
@@ -240,15 +242,15 @@ class At(Generic[ArrayT]):
             idx = idx[0]
         if adapter.writable_rows:
             return None
-        if isinstance(idx, np.ndarray) and idx.dtype == np.bool_:  # (every library's)
+        converted = isinstance(idx, np.ndarray) and idx.dtype == np.bool_
+        if converted:  # (every library's; Dask read it as ints, ndonnx refused it)
             ns_: Namespace = self._facts.xp
-            idx = ns_.asarray(
-                idx, device=adapter.device_of(x)
-            )  # (Dask read it as ints)
+            idx = ns_.asarray(idx, device=adapter.device_of(x))
         elif not adapter.owns(idx):
             return None
         if adapter.owns(value) and tuple(value.shape) != ():
-            return None  # (values for the selected elements: as they are)
+            # (values for the selected elements: as they are, by its own mask)
+            return idx if converted else None
         try:
             if dtype_name(idx.dtype) != "bool":
                 return None
@@ -361,6 +363,17 @@ class At(Generic[ArrayT]):
     ) -> ArrayT:
         """``x[idx] = maximum(x[idx], y)``, returning the updated array."""
         return self._apply("max", y, copy, xp)
+
+
+def _masks_as_own(facts: Facts, x: Array, idx: Value) -> Value:
+    """The NumPy boolean masks in ``idx`` (or it) as arrays of ``x``'s library."""
+
+    def own(part: Value) -> Value:
+        if isinstance(part, np.ndarray) and part.dtype == np.bool_:
+            return facts.xp.asarray(part, device=facts.adapter.device_of(x))
+        return part
+
+    return tuple(map(own, idx)) if type(idx) is tuple else own(idx)
 
 
 def _own_index(facts: Facts, idx: Value) -> None:

@@ -10,6 +10,7 @@ rules, fill values that fit) beyond their fast paths, as functions of the
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Generic, NamedTuple
 
@@ -92,31 +93,51 @@ def creation_for(f: Facts[ArrayT]) -> Creation[ArrayT]:
         for name in Creation._fields
     ]
     at = Creation._fields.index("asarray")
-    made[at] = _keeping_masks(made[at], keeps=f.adapter.asarray_keeps_masks)
+    asarray = functools.partial(xp.asarray, device=f.native)
+    made[at] = _keeping_masks(asarray, f.adapter.asarray_keeps_mask)
     return Creation(*made)
 
 
 def _keeping_masks(
-    asarray: Callable[..., Array], *, keeps: bool
+    asarray: functools.partial[Array], keeps: Callable[[DType | None], bool]
 ) -> Callable[..., Array]:
     """``asarray`` that refuses a NumPy masked array, alone or as a list's item.
 
     As `Backend.asarray` does: the namespace's own (``np.asarray``,
     ``torch.asarray``) returned the data without its mask, silently.
-    ``keeps``: the namespace's own keeps the mask of one given alone
-    (ndonnx's nullable dtypes; not of those in a list).
+    ``keeps(dtype)``: the namespace's own keeps the mask of one given alone
+    into ``dtype`` (None: not given; ndonnx's nullable dtypes; not of those
+    in a list). The object and the dtype are found where the namespace's
+    ``asarray`` takes them (JAX's: ``a`` and ``dtype`` by position too).
     """
+    first, dtype_at = _parameters(asarray.func)
 
-    def create_asarray(obj: Value, /, *args: Value, **kwargs: Value) -> Array:
-        if (isinstance(obj, np.ma.MaskedArray) and not keeps) or (
-            type(obj) in (list, tuple) and _holds_masked(obj)
-        ):
-            refuse_lossy_data(obj, "obj")  # (names it, and where)
-        return asarray(obj, *args, **kwargs)
+    def create_asarray(*args: Value, **kwargs: Value) -> Array:
+        obj: Value = args[0] if args else kwargs.get(first)
+        if type(obj) in (list, tuple) and _holds_masked(obj):
+            refuse_lossy_data(obj, first)  # (names it, and where)
+        if isinstance(obj, np.ma.MaskedArray):
+            dtype = args[dtype_at] if 0 < dtype_at < len(args) else kwargs.get("dtype")
+            if not keeps(dtype):
+                refuse_lossy_data(obj, first)
+        return asarray(*args, **kwargs)
 
     create_asarray.__wrapped__ = asarray  # type: ignore[attr-defined]  # (its signature)
-    create_asarray.__doc__ = getattr(asarray.func, "__doc__", None)  # type: ignore[attr-defined]
+    create_asarray.__doc__ = getattr(asarray.func, "__doc__", None)
     return create_asarray
+
+
+def _parameters(func: Callable[..., object]) -> tuple[str, int]:
+    """The name of ``func``'s first parameter, and ``dtype``'s place (0: by keyword only)."""
+    try:
+        params = list(inspect.signature(func).parameters.values())
+    except (TypeError, ValueError):  # (no signature to read)
+        return "obj", 0
+    first = params[0].name if params else "obj"
+    for i, p in enumerate(params):
+        if p.name == "dtype":
+            return first, i if p.kind is p.POSITIONAL_OR_KEYWORD else 0
+    return first, 0
 
 
 def _holds_masked(items: list[Value] | tuple[Value, ...]) -> bool:

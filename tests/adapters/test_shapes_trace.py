@@ -521,6 +521,59 @@ def test_what_fn_keeps_of_a_trace_is_refused_where_it_is_used_later(xpkit_backen
         _LATER_USES[use](kept["w"], kept["xp"])
 
 
+@pytest.mark.parametrize("use", sorted(_LATER_USES))
+def test_what_fn_keeps_is_refused_alike_while_another_thread_traces(use):
+    """With a trace open in another thread (a second plan, a server's
+    thread), the kept namespace met the trace's internal CannotFollow ("in
+    another thread") in place of the TypeError."""
+    kept = {}
+
+    def run(trace):
+        x = given(trace, (3, 2), "float64")
+        kept["xp"] = array_api_compat.array_namespace(x)
+        kept["w"] = kept["xp"].ones((2, 4), dtype=x.dtype)
+        return x.shape
+
+    _in_trace(profile_of(xpkit.Backend("numpy")), run)
+    started, release = threading.Event(), threading.Event()
+
+    def waits(a):
+        started.set()
+        release.wait(60)
+        return a * 2
+
+    other = threading.Thread(
+        target=xpkit.plan_batches,
+        args=(waits, np.ones((50, 4))),
+        kwargs={"remember": False},
+    )
+    other.start()
+    try:
+        assert started.wait(60)
+        match = "fn kept an array \\(or the namespace\\) of xpkit's shape-only trace"
+        with pytest.raises(TypeError, match=match):
+            _LATER_USES[use](kept["w"], kept["xp"])
+    finally:
+        release.set()
+        other.join()
+
+
+def test_fn_s_work_in_a_pool_made_before_its_trace_is_measured_saying_so():
+    """A pool's thread that existed before the trace began gets the batch's
+    shape-only rows: the trace says it cannot follow fn there."""
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(int).result()  # (its thread started)
+
+        def fn(x):
+            return pool.submit(
+                lambda: array_api_compat.array_namespace(x).exp(x)
+            ).result()
+
+        plan = xpkit.plan_batches(fn, np.ones((2000, 8)), remember=False)
+    assert "(in another thread)" in plan.source
+    assert "kept" not in plan.source
+
+
 def test_the_namespace_speaks_for_the_impersonated_library(xpkit_backend, xp):
     """Its dtypes and device are the library's own objects, as a real array's are."""
     profile = profile_of(xpkit_backend)

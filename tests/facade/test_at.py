@@ -301,6 +301,31 @@ def test_a_mask_of_leading_axes_updates_by_a_number_on_every_backend(
         assert _host(b, x).tolist() == values.tolist()
 
 
+@pytest.mark.parametrize("mask_of", ["its library", "numpy"])
+def test_a_mask_updates_by_an_array_of_the_selected_values(xpkit_backend, mask_of):
+    """ndonnx refused a NumPy mask ("unexpected key type") where the value
+    was an array, a 0-d one too, though its own mask took them. Dask does
+    not know how many elements a mask selects: an array of them is its
+    ValueError (a number or a 0-d array updates)."""
+    b = xpkit_backend
+    if b.library == "array_api_strict":
+        pytest.skip("array-api-strict takes no boolean index in __setitem__")
+    values = np.arange(6.0).reshape(2, 3)
+    mask = np.array([[True, False, True], [False, True, False]])
+    m = b.asarray(mask) if mask_of != "numpy" else mask
+    for y in (np.array([7.0, 8.0, 9.0]), np.array(7.0)):
+        want = values.copy()
+        want[mask] = y
+        x = b.asarray(values)
+        if b.library == "dask" and y.ndim:
+            with pytest.raises(ValueError, match="broadcast"):
+                b.at(x, m).set(b.asarray(y), copy=True)
+            continue
+        got = b.at(x, m).set(b.asarray(y), copy=True)
+        assert _host(b, got).tolist() == want.tolist()
+        assert _host(b, x).tolist() == values.tolist()
+
+
 def test_a_mask_of_leading_axes_updates_under_jax_jit():
     jax = pytest.importorskip("jax")
     b = xpkit.Backend("jax")

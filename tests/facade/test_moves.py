@@ -9,6 +9,7 @@ nothing lands on the default device by accident.
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import re
 import textwrap
@@ -84,21 +85,33 @@ def test_create_is_the_namespace_untouched(xpkit_backend):
 
 def test_create_asarray_keeps_a_mask_or_refuses_it(xpkit_backend):
     """NumPy's and torch's own asarray dropped a masked array's mask; ndonnx's
-    keeps it (a nullable dtype), and there it is taken."""
+    keeps it into its nullable dtypes, and there it is taken. Given by the
+    namespace's keyword (JAX's ``a``: an internal TypeError), or into a
+    dtype the mask cannot follow (ndonnx's float32: the mask dropped), or
+    by JAX's positional dtype, it is refused naming the parameter alike."""
     b = xpkit_backend
     masked = np.ma.masked_array([1.0, 2.0], mask=[True, False])
     said = "is a NumPy masked array, whose mask the conversion would drop"
-    for given, name in ((masked, "obj"), ([masked, masked], "obj\\[0\\]")):
+    params = inspect.signature(b.xp.asarray).parameters
+    first = next(iter(params))
+    float32 = b.asarray([1.0], dtype="float32").dtype
+    calls = [
+        (lambda: b.create.asarray(masked), first),
+        (lambda: b.create.asarray(masked, dtype=float32), first),
+        (lambda: b.create.asarray([masked, masked]), f"{first}\\[0\\]"),
+    ]
+    if params[first].kind is not inspect.Parameter.POSITIONAL_ONLY:
+        calls.append((lambda: b.create.asarray(**{first: masked}), first))
+    if params["dtype"].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD:
+        calls.append((lambda: b.create.asarray(masked, float32), first))
+    for call, name in calls:
         try:
-            kept = b.create.asarray(given)
+            kept = call()
         except TypeError as exc:
             assert re.search(f"^{name} {said}", str(exc)), exc
             continue
         host = kept.unwrap_numpy()  # (a library whose arrays hold a mask)
-        assert (
-            np.ma.getmaskarray(host).tolist()
-            == np.ma.getmaskarray(np.ma.asarray(given)).tolist()
-        )
+        assert np.ma.getmaskarray(host).tolist() == [True, False], name
 
 
 @pytest.mark.parametrize(

@@ -195,6 +195,9 @@ class Adapter:
     #: an integer array (Dask's wrote wrong values or failed: `Backend.at`
     #: gives it one-element slices instead, and ``y`` their axes).
     sets_ints_beside_arrays: ClassVar[bool] = True
+    #: Whether ``x[idx]`` takes a NumPy boolean mask (in ``idx`` or as it):
+    #: ndonnx's raised "unexpected key type" (`Backend.at` gives it its own).
+    reads_numpy_masks: ClassVar[bool] = True
 
     def unshareable(self, x: Array) -> Unshareable | None:
         """Why ``x``'s memory must not be handed to another library as it is.
@@ -868,10 +871,14 @@ class Adapter:
     #: writable (array-api-extra's), and refuses these.
     where_rounds: ClassVar[frozenset[str]] = frozenset()
 
-    #: Whether the namespace's own ``asarray`` keeps the mask of a NumPy
-    #: masked array given alone (ndonnx's nullable dtypes), which
-    #: ``b.create.asarray`` then takes.
-    asarray_keeps_masks: ClassVar[bool] = False
+    def asarray_keeps_mask(self, dtype: DType | None) -> bool:
+        """Whether the namespace's own ``asarray`` of a NumPy masked array keeps its mask.
+
+        Given alone, into ``dtype`` (None: not given): ndonnx's does, into
+        its nullable dtypes, which ``b.create.asarray`` then takes. None
+        by default.
+        """
+        return False
 
     #: What to do about an array whose axis-0 length is not known (a lazy
     #: library's), said where `map_batches` needs it.

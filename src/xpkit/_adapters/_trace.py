@@ -774,25 +774,40 @@ _ACTIVE: contextvars.ContextVar[Trace | None] = contextvars.ContextVar(
 )
 
 
-#: How many traces run now, in any thread (a list: changed under `_OPEN_LOCK`).
-_OPEN = [0]
+#: The traces that run now, in any thread: for each, the threads alive as it
+#: began (changed under `_OPEN_LOCK`).
+_OPEN: dict[int, frozenset[int | None]] = {}
 _OPEN_LOCK = threading.Lock()
 
 
-def active_trace() -> Trace:
+def active_trace(*operands: object) -> Trace:
     """The trace the current context runs.
 
-    Outside one: `CannotFollow` while a trace runs in another thread (``fn``
-    hands work to a thread of its own: the trace cannot follow it there),
-    else `kept_from_trace`'s error (what ``fn`` kept is used after).
+    Outside one: `CannotFollow` where the call belongs to a trace that runs
+    in another thread (``fn`` hands work to a thread: the trace cannot
+    follow it there), as an operand of it (``operands``: shape-only arrays
+    of a running trace) or this thread begun while one runs tell; else
+    `kept_from_trace`'s error (what ``fn`` kept is used after its trace,
+    whatever other threads trace meanwhile).
     """
     trace = _ACTIVE.get()
     if trace is None:
-        if _OPEN[0]:
+        if _in_another_thread(operands):
             msg = "a shape-only array was made outside its trace (in another thread)"
             raise CannotFollow(msg)
         raise kept_from_trace()
     return trace
+
+
+def _in_another_thread(operands: tuple[object, ...]) -> bool:
+    """Whether a running trace's work is done in this thread (see `active_trace`)."""
+    for operand in operands:
+        trace = getattr(operand, "_trace", None)
+        if isinstance(trace, Trace) and not trace.closed:
+            return True
+    ident = threading.get_ident()
+    with _OPEN_LOCK:
+        return any(ident not in alive for alive in _OPEN.values())
 
 
 def kept_from_trace() -> TypeError:
@@ -857,13 +872,14 @@ def missing_name(name: str, extension: str = "") -> Exception:
 
 def tracing(trace: Trace, run: Callable[[], object]) -> object:
     """``run()`` with ``trace`` active in the current context."""
+    alive = frozenset(t.ident for t in threading.enumerate())
     token = _ACTIVE.set(trace)
     with _OPEN_LOCK:
-        _OPEN[0] += 1
+        _OPEN[id(token)] = alive
     try:
         return run()
     finally:
         _ACTIVE.reset(token)
         trace.closed = True  # (what fn kept of it is refused where it is used)
         with _OPEN_LOCK:
-            _OPEN[0] -= 1
+            del _OPEN[id(token)]

@@ -14,7 +14,7 @@ from ._top_k import along
 from ._trace import DtypeRules
 
 if TYPE_CHECKING:
-    from .._typing import Array, HostArray, Namespace, NativeDevice
+    from .._typing import Array, DType, HostArray, Namespace, NativeDevice
     from ._top_k import TopK
     from ._trace import Traits
 
@@ -285,11 +285,23 @@ class NdonnxAdapter(Adapter):
     #: Writing rows builds a new graph node per write: a result is assembled
     #: on the host and converted once.
     writable_rows = False
+    #: ``x[m]`` of a NumPy mask: "unexpected key type" (ndonnx 0.23).
+    reads_numpy_masks = False
     #: ``where(m, x, x)`` of uint64's largest value gave 0 (ndonnx 0.23).
     where_rounds = frozenset({"uint64"})
-    #: ``ndx.asarray`` of a masked array: a nullable dtype (``nfloat64``).
-    asarray_keeps_masks = True
     unknown_length_advice = "a symbolic axis (of ndx.argument) has no rows to batch: give arrays with values"
+
+    def asarray_keeps_mask(self, dtype: DType | None) -> bool:
+        """Into a nullable dtype (``nfloat64``, its choice where none is given).
+
+        Into another (``float32``) ``ndx.asarray`` keeps the data alone.
+        """
+        if dtype is None:
+            return True
+        try:
+            return bool(self.namespace().to_nullable_dtype(dtype) == dtype)
+        except (KeyError, TypeError, ValueError):  # (not one of its dtypes)
+            return False
 
     def batch_ceiling_bytes(self, device: str) -> int | None:
         """None: few, large batches, as each call costs about 0.3 s.

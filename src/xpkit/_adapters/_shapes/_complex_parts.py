@@ -57,7 +57,7 @@ def conj(x: ShapeArray) -> ShapeArray:
 
 
 def _array(v: Value) -> ShapeArray:
-    return lift(v._trace if isinstance(v, ShapeArray) else active_trace(), v)
+    return lift(v._trace if isinstance(v, ShapeArray) else active_trace(v), v)
 
 
 def _angle(z: Value, deg: Value = False) -> Value:

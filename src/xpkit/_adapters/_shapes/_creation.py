@@ -241,9 +241,9 @@ def meshgrid(*arrays: Value, indexing: str = "xy") -> list[ShapeArray]:
 
 def tril(x: Value, /, *, k: int = 0) -> ShapeArray:
     """The lower triangle (a new array)."""
-    return copy_of(lift(active_trace(), x))
+    return copy_of(lift(active_trace(x), x))
 
 
 def triu(x: Value, /, *, k: int = 0) -> ShapeArray:
     """The upper triangle (a new array)."""
-    return copy_of(lift(active_trace(), x))
+    return copy_of(lift(active_trace(x), x))

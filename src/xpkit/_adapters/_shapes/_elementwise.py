@@ -96,7 +96,7 @@ _SCALARS = (bool, int, float, complex)
 
 
 def _array(x: Value) -> ShapeArray:
-    return lift(active_trace(), x)
+    return lift(active_trace(x), x)
 
 
 def _one(func: str, x: Value) -> ShapeArray:
@@ -497,7 +497,7 @@ def where(condition: Value, x1: Value, x2: Value, /) -> ShapeArray:
     A NumPy scalar is taken as the library takes it (`rules.numpy_operands`);
     torch casts an operand of another dtype whole first.
     """
-    trace = active_trace()
+    trace = active_trace(condition, x1, x2)
     c = lift(trace, condition)
     x1, x2 = rules.numpy_operands(trace, "where", x1, x2)
     operands = [lift(trace, v) for v in (x1, x2) if not isinstance(v, _SCALARS)]

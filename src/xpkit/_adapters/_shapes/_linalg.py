@@ -70,7 +70,7 @@ __all__ = [
 
 
 def _array(x: Value) -> ShapeArray:
-    return lift(active_trace(), x)
+    return lift(active_trace(x), x)
 
 
 def _square(x: Value) -> ShapeArray:

@@ -45,7 +45,7 @@ __all__ = [
 
 
 def _array(x: Value) -> ShapeArray:
-    return lift(active_trace(), x)
+    return lift(active_trace(x), x)
 
 
 def reshape(x: Value, /, shape: Value, *, copy: Value = None) -> ShapeArray:

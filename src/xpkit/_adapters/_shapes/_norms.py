@@ -57,7 +57,7 @@ _SVD = cast("Callable[..., ShapeArray]", np.linalg.svd)
 
 
 def _array(x: Value) -> ShapeArray:
-    return lift(active_trace(), x)
+    return lift(active_trace(x), x)
 
 
 def _inexact(a: ShapeArray) -> str:

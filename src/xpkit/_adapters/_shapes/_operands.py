@@ -27,7 +27,7 @@ def trace_of(*values: Value) -> Trace:
     for v in values:
         if isinstance(v, ShapeArray):
             return v._trace
-    return active_trace()
+    return active_trace(*values)
 
 
 def operand(trace: Trace, v: Value) -> ShapeArray:

@@ -62,7 +62,7 @@ class UniqueInverse(NamedTuple):
 
 def _bounded(x: Value, name: str) -> ShapeArray:
     """``x``, where NumPy computes ``name`` and a trace follows it at its largest."""
-    trace = active_trace()
+    trace = active_trace(x)
     a = lift(trace, x)
     profile = trace.profile
     if not (profile.numpy_internals and profile.bounded_masks and not profile.lazy):

@@ -47,7 +47,7 @@ __all__ = [
 
 
 def _array(x: Value) -> ShapeArray:
-    return lift(active_trace(), x)
+    return lift(active_trace(x), x)
 
 
 def _reduce(
@@ -275,7 +275,7 @@ def searchsorted(
     x1: Value, x2: Value, /, *, side: str = "left", sorter: Value = None
 ) -> ShapeArray:
     """Where ``x2``'s elements would go in the sorted ``x1``."""
-    trace = active_trace()
+    trace = active_trace(x1, x2)
     sorted_values, values = lift(trace, x1), lift(trace, x2)
     name = trace.profile.dtype_rules.index_dtype or trace.profile.default_int
     result = made(trace, values.shape, name, (sorted_values, values))  # (JAX: int32)
