@@ -25,7 +25,7 @@ from ._dtypes import dtype_name
 from ._shown import shown
 
 if TYPE_CHECKING:
-    from ._typing import Array, Value
+    from ._typing import Array, HostArray, Value
 
 __all__ = [
     "Placement",
@@ -49,6 +49,21 @@ def plain_index(idx: Value) -> Value:
     if type(idx) is tuple:
         return tuple(_plain_part(p, f"idx[{k}]") for k, p in enumerate(idx))
     return _plain_part(idx, "idx")
+
+
+def _list_index(part: list[Value], name: str) -> HostArray:
+    """A list in an index as the NumPy array NumPy reads it as (``[]``: no positions).
+
+    torch, Dask and NumPy took a list each their own way (torch updated a
+    1-d array through ``[[True, False, True, False]]``, which NumPy
+    refuses), JAX, ndonnx and array-api-strict refused it.
+    """
+    try:
+        array = np.asarray(part) if part else np.zeros(0, dtype=np.intp)
+    except ValueError as exc:  # (ragged)
+        msg = f"{name}={shown(part)} is not an index: {exc}"
+        raise TypeError(msg) from None
+    return array
 
 
 def _plain_part(part: Value, name: str) -> Value:
@@ -76,6 +91,8 @@ def _plain_part(part: Value, name: str) -> Value:
             "..., an integer array or a boolean mask array"
         )
         raise TypeError(msg)
+    if type(part) is list:  # (NumPy's array of it, as NumPy reads a list)
+        part = _list_index(part, name)
     adapter = adapter_for_array(part)  # (an array its library's functions misread)
     refused = None if adapter is None else adapter.refused_operand(part)
     if refused is not None:

@@ -326,6 +326,29 @@ def test_a_mask_updates_by_an_array_of_the_selected_values(xpkit_backend, mask_o
         assert _host(b, x).tolist() == values.tolist()
 
 
+def test_a_list_index_is_read_as_numpy_reads_it(xpkit_backend):
+    """A list was each library's: torch updated a 1-d array through
+    ``[[True, False, True, False]]`` (NumPy: IndexError), JAX refused every
+    list. It is the NumPy array NumPy reads, on every backend."""
+    b = xpkit_backend
+    values = np.arange(4.0)
+    x = b.asarray(values)
+    with pytest.raises(IndexError, match="idx indexes 2 axes"):
+        b.at(x, [[True, False, True, False]]).set(-1.0, copy=True)
+    with pytest.raises(TypeError, match="not an index"):
+        b.at(x, [[0], [1, 2]]).set(-1.0, copy=True)
+    if b.library == "array_api_strict":
+        return  # (it takes no NumPy index array: it says so)
+    lists = [[True, False, True, False]]
+    if b.library != "ndonnx":  # (no integer index array of any library)
+        lists += [[0, 2], [], [-1, 0]]
+    for idx in lists:
+        want = values.copy()
+        want[np.asarray(idx, dtype=None if idx else np.intp)] = -1.0
+        got = b.at(x, idx).set(-1.0, copy=True)
+        assert _host(b, got).tolist() == want.tolist(), idx
+
+
 def test_a_mask_of_leading_axes_updates_under_jax_jit():
     jax = pytest.importorskip("jax")
     b = xpkit.Backend("jax")
