@@ -349,6 +349,23 @@ def test_a_list_index_is_read_as_numpy_reads_it(xpkit_backend):
         assert _host(b, got).tolist() == want.tolist(), idx
 
 
+@pytest.mark.parametrize("mask_of", ["its library", "numpy"])
+def test_a_0d_mask_updates_as_numpy_s_does(xpkit_backend, mask_of):
+    """torch: a NumPy 0-d mask of a 0-d tensor was its IndexError ("too many
+    indices"), its own mask worked."""
+    b = xpkit_backend
+    if b.library == "array_api_strict":
+        pytest.skip("array-api-strict takes no boolean index in __setitem__")
+    for values in (np.array(3.0), np.arange(3.0)):
+        for selected in (True, False):
+            mask = np.array(selected)
+            want = values.copy()
+            want[mask] = 5.0
+            m = b.asarray(mask) if mask_of != "numpy" else mask
+            got = b.at(b.asarray(values), m).set(5.0, copy=True)
+            assert _host(b, got).tolist() == want.tolist(), (values, selected)
+
+
 def test_a_mask_of_leading_axes_updates_under_jax_jit():
     jax = pytest.importorskip("jax")
     b = xpkit.Backend("jax")

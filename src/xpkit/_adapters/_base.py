@@ -196,7 +196,8 @@ class Adapter:
     #: gives it one-element slices instead, and ``y`` their axes).
     sets_ints_beside_arrays: ClassVar[bool] = True
     #: Whether ``x[idx]`` takes a NumPy boolean mask (in ``idx`` or as it):
-    #: ndonnx's raised "unexpected key type" (`Backend.at` gives it its own).
+    #: ndonnx's raised "unexpected key type", torch's "too many indices" for
+    #: a 0-d one of a 0-d tensor (`Backend.at` gives them their own).
     reads_numpy_masks: ClassVar[bool] = True
 
     def unshareable(self, x: Array) -> Unshareable | None:

@@ -281,6 +281,8 @@ class TorchAdapter(Adapter):
     #: torch has no read-only tensors.
     always_writable = True
     ints_join_arrays = False
+    #: A NumPy 0-d mask of a 0-d tensor: "too many indices" (torch 2.13).
+    reads_numpy_masks = False
 
     def unshareable(self, x: Array) -> Unshareable | None:
         """Lazy conjugate and negative bits (DLPack drops them), zero strides."""
