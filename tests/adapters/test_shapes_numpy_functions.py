@@ -654,7 +654,25 @@ _LOOPS = {
     ),
     "diff-standard": (lambda a: _xp(a).diff(a, axis=1), "float64"),
     "diff-bool": (lambda a: np.diff(a > 0, axis=1), "float64"),
+    # (and a third: count_nonzero's bool copy and int buffer, an update in
+    # place computed in a wider dtype, its operand buffered in and out)
+    "count_nonzero-standard": (lambda a: _xp(a).count_nonzero(a, axis=1), "float32"),
+    "count_nonzero-of-a-mask": (lambda a: np.count_nonzero(a > 0, axis=1), "float64"),
+    "in-place-by-float64-row": (lambda a: _in_place(a * 2.0, _W[0]), "float32"),
+    "in-place-by-numpy-float64": (
+        lambda a: _in_place(a * 2.0, np.float64(2.0)),
+        "float32",
+    ),
+    "in-place-by-float64-rows": (
+        lambda a: _in_place(a * 2.0, a.astype(np.float64)),
+        "float32",
+    ),
 }
+
+
+def _in_place(y, w):
+    y *= w
+    return y
 
 
 @pytest.mark.parametrize("name", list(_LOOPS))

@@ -30,7 +30,26 @@ _OPS = """
 import torch
 torch.manual_seed(0)
 r = lambda *s: torch.randn(*s, dtype=torch.float64)
+W = r(64)
+
+
+def imul_wider(x):
+    y = x * 2.0
+    y *= W
+    return y
+
+
 OPS = {
+    "count_nonzero": (lambda: (r(8000, 64).float(),), lambda x: torch.count_nonzero(x, dim=1)),
+    "imul-f32-by-f64": (lambda: (r(8000, 64).float(),), imul_wider),
+    "mul_-f32-by-f64": (lambda: (r(8000, 64).float(), r(64)), lambda x, w: x.clone().mul_(w)),
+    "mul-out-f32-by-f64": (
+        lambda: (r(8000, 64).float(), r(64)),
+        lambda x, w: torch.mul(x, w, out=torch.empty_like(x))),
+    "clamp_min-f32-by-f64": (lambda: (r(8000, 64).float(), r(64)), torch.clamp_min),
+    "softmax-mT": (lambda: (r(4000, 8, 8).float(),), lambda x: torch.softmax(x.mT, dim=-1)),
+    "log_softmax-strided": (
+        lambda: (r(4000, 128).float(),), lambda x: torch.log_softmax(x[:, ::2], dim=1)),
     "kthvalue": (lambda: (r(8000, 64),), lambda x: torch.kthvalue(x, 5, dim=1)),
     "logsumexp": (lambda: (r(8000, 64),), lambda x: torch.logsumexp(x, dim=1)),
     "inv": (lambda: (r(2000, 16, 16) + 8 * torch.eye(16, dtype=torch.float64),),
@@ -141,6 +160,13 @@ def ops():
         "convT2d-f32-groups",
         "convT2d-f64-depthwise",
         "convT3d-f64",
+        # (a fuzz of the meters: 2-70 times a budget uncounted)
+        "count_nonzero",
+        "mul_-f32-by-f64",
+        "mul-out-f32-by-f64",
+        "clamp_min-f32-by-f64",
+        "softmax-mT",
+        "log_softmax-strided",
     ],
 )
 def test_the_dispatch_meter_charges_the_kernels_workspace(name, ops, true_peaks):
@@ -220,6 +246,22 @@ def test_the_trace_charges_the_cast_where_and_clamp_make_first(
     (x,) = make()
     profile = get_adapter("torch").shape_profile("cpu")
     tracer = ShapeTracer(profile, op, ((tuple(x.shape[1:]), dtype),))
+    peak = tracer.peak(int(x.shape[0]))
+    true = true_peaks[name]
+    assert 0.95 * true <= peak <= 1.15 * true, (name, peak, true)
+
+
+@pytest.mark.parametrize("name", ["count_nonzero", "imul-f32-by-f64"])
+def test_the_trace_charges_count_nonzero_and_an_update_in_a_wider_dtype(
+    name, ops, true_peaks
+):
+    """``count_nonzero`` holds ``x != 0`` and its int64 cast (traced at 1/70
+    of its peak); ``y_f32 *= w_f64`` computes in float64, ``y`` cast whole
+    and a float64 result (1/5)."""
+    make, op = ops[name]
+    (x,) = make()
+    profile = get_adapter("torch").shape_profile("cpu")
+    tracer = ShapeTracer(profile, op, ((tuple(x.shape[1:]), "float32"),))
     peak = tracer.peak(int(x.shape[0]))
     true = true_peaks[name]
     assert 0.95 * true <= peak <= 1.15 * true, (name, peak, true)

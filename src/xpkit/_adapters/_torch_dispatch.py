@@ -19,6 +19,7 @@ that code's operations return is counted.
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
@@ -94,21 +95,55 @@ class _Live:
 #: is their own) make none.
 _CASTING = frozenset(
     {"add", "sub", "mul", "div", "pow", "sum", "prod", "mean", "cumsum", "cumprod"}
+    | {"clamp", "clamp_min", "clamp_max", "maximum", "minimum"}
 )
 
 
+#: Of those, the elementwise ones: written in place (``mul_``) or into
+#: ``out=``, they compute in their operands' common dtype where it is wider
+#: than the output's, and cast back.
+_ELEMENTWISE = frozenset({"add", "sub", "mul", "div", "pow"})
+
+
 def _cast_bytes(name: str, inputs: list[Value], outputs: list[Value]) -> int:
-    """Bytes operation ``name`` casts: each operand whose dtype is not its result's."""
-    if name not in _CASTING or not outputs:
+    """Bytes operation ``name`` casts: each operand whose dtype is not its result's.
+
+    Written in place or into ``out=`` from operands of a wider common
+    dtype (``y_f32.mul_(w_f64)``): a result in that dtype beside each
+    operand cast whole to it (4 times ``y`` uncounted).
+    """
+    in_place = name.endswith("_")
+    base = name[:-1] if in_place else name
+    if base not in _CASTING or not outputs:
         return 0
-    dtype = outputs[0].dtype
+    out = outputs[0]
+    dtype = out.dtype
     if dtype.itemsize == 1 and not dtype.is_floating_point:
         return 0  # (a bool or byte result: nothing is widened into it)
+    written = in_place or any(t is o for t in inputs for o in outputs)
+    if written and base in _ELEMENTWISE:
+        read = [t for t in inputs if in_place or all(t is not o for o in outputs)]
+        common = _common_dtype(read)
+        if common is not None and common.itemsize > dtype.itemsize:
+            size: int = common.itemsize
+            cast: int = sum(t.numel() * size for t in read if t.dtype != common)
+            return int(out.numel()) * size + cast
+        return 0
     return sum(
         t.numel() * dtype.itemsize
         for t in inputs
-        if t.dtype != dtype and t.layout == outputs[0].layout
+        if t.dtype != dtype and t.layout == out.layout
     )
+
+
+def _common_dtype(tensors: list[Value]) -> Value:
+    """The dtype torch computes ``tensors`` in (0-d ones count where all are)."""
+    import torch  # (imported: its operations are being counted)
+
+    shaped = [t for t in tensors if t.dim()] or tensors
+    if not shaped:
+        return None
+    return functools.reduce(torch.promote_types, (t.dtype for t in shaped))
 
 
 def _workspace(

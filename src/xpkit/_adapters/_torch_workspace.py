@@ -3,7 +3,9 @@
 Neither meter sees it by what an operation returns: ``kthvalue`` sorts a
 copy of its input with int64 indices of its whole shape, ``logsumexp`` holds
 ``exp(x - max)``, LAPACK's ``inv``, ``svd``, ``qr`` and ``lstsq`` work on a
-copy of the matrix, ``matrix_exp`` holds ten of its input in powers, ``mm`` copies an operand BLAS cannot read as it lies
+copy of the matrix, ``matrix_exp`` holds ten of its input in powers, ``count_nonzero`` a bool
+mask and its int64 cast, ``softmax`` a contiguous copy of a strided input,
+``mm`` copies an operand BLAS cannot read as it lies
 (``x[:, ::2] @ w``), a convolution packs its channels into oneDNN's
 blocks (float32) or unfolds its patches (other dtypes). `workspace_bytes`
 gives it for an aten operation (its overload packet's name) from its
@@ -15,7 +17,8 @@ array).
 Each rule was measured on torch 2.13's CPU build, one thread, with a
 counting malloc (every block torch allocates during the call, less what the
 results hold); operations whose measured workspace was within a few percent
-of their results (``sort``, ``topk``, ``median`` along a dim, ``softmax``,
+of their results (``sort``, ``topk``, ``median`` along a dim, ``softmax``
+of a contiguous input,
 ``cumsum``, ``var``, ``eigh``, ``cholesky``, ``solve``, the FFTs) have none.
 A CUDA kernel's workspace is another (cuSOLVER's, cuBLAS's): this table is
 the CPU's only.
@@ -43,18 +46,20 @@ __all__ = [
 
 
 class Operand(NamedTuple):
-    """What a workspace rule reads of a tensor: shape, item size, kind, layout.
+    """What a workspace rule reads of a tensor: shape, item size, kind, layouts.
 
     ``kind``: ``"b"`` bool, ``"i"`` integer, ``"f"`` floating, ``"c"``
     complex. ``blas``: a matrix BLAS reads as it lies (one of its last two
     axes has unit stride, the other a stride at least its row's length);
-    True for any other array.
+    True for any other array. ``contiguous``: laid out in C order (a
+    shape-only array's layout is not known here: True).
     """
 
     shape: tuple[int, ...]
     itemsize: int
     kind: str
     blas: bool = True
+    contiguous: bool = True
 
     @property
     def numel(self) -> int:
@@ -178,6 +183,20 @@ def _unique(
     if x.kind != "i" and len(outs) > 1 and outs[1].numel == x.numel:
         per += _INDEX
     return max(0, x.numel * per - sum(t.nbytes for t in outs))
+
+
+def _count_nonzero(
+    ins: Sequence[Operand], _o: Sequence[Operand], _kw: Mapping[str, object]
+) -> int:
+    """``x != 0`` (bool), then summed as int64: cast whole first (70x a budget uncounted)."""
+    return ins[0].numel * (1 + _INDEX)
+
+
+def _contiguous(
+    ins: Sequence[Operand], _o: Sequence[Operand], _kw: Mapping[str, object]
+) -> int:
+    """A contiguous copy of a strided input (``softmax`` of ``x.mT``: 2x uncounted)."""
+    return 0 if ins[0].contiguous else ins[0].nbytes
 
 
 def _copies(first: int) -> Rule:
@@ -316,6 +335,9 @@ _RULES: dict[str, Rule] = {
     "abs": _to_real,
     "angle": _to_real,
     "_unique2": _unique,
+    "count_nonzero": _count_nonzero,
+    "_softmax": _contiguous,
+    "_log_softmax": _contiguous,
     "mm": _copies(0),
     "mv": _copies(0),
     "addmm": _copies(1),
@@ -368,7 +390,10 @@ def tensor_operand(t: Value) -> Operand:
         else "i"
     )
     shape = tuple(t.shape)
-    return Operand(shape, dtype.itemsize, kind, _blas_ready(shape, t.stride()))
+    strides = t.stride()
+    return Operand(
+        shape, dtype.itemsize, kind, _blas_ready(shape, strides), t.is_contiguous()
+    )
 
 
 def _named(shape: tuple[int, ...], name: str) -> Operand:

@@ -132,6 +132,21 @@ def _refusing(reason: str) -> Callable[..., NoReturn]:
     return method
 
 
+def _in_place_of(op: str) -> Callable[[ShapeArray, Value], ShapeArray]:
+    """``x <op>= other``: nothing new, but where it is wider (`rules.hold_in_place`)."""
+
+    def in_place(self: ShapeArray, other: Value) -> ShapeArray:
+        self._written()
+        trace = self._trace
+        s, n, v = _operand(trace, other)  # (an operand it cannot read is refused)
+        zero_d = (not self.shape, not s and n is not None)
+        common = rules.result_dtype(trace, op, self._name, n, self, v, zero_d)
+        rules.hold_in_place(trace, self.shape, self._name, common, (s, n))
+        return self
+
+    return in_place
+
+
 class ShapeArray:
     """An array with a shape and a dtype but no values, charged to a trace.
 
@@ -320,8 +335,14 @@ class ShapeArray:
         _operand(self._trace, other)  # (an operand it cannot read is refused)
         return self
 
-    __iadd__ = __isub__ = __imul__ = __itruediv__ = __ifloordiv__ = _in_place
-    __imod__ = __ipow__ = __iand__ = __ior__ = __ixor__ = _in_place
+    __iadd__ = _in_place_of("+")
+    __isub__ = _in_place_of("-")
+    __imul__ = _in_place_of("*")
+    __itruediv__ = _in_place_of("/")
+    __ifloordiv__ = _in_place_of("//")
+    __imod__ = _in_place_of("%")
+    __ipow__ = _in_place_of("**")
+    __iand__ = __ior__ = __ixor__ = _in_place
     __ilshift__ = __irshift__ = __imatmul__ = _in_place
 
     # -- methods NumPy's and torch's arrays have --------------------------------

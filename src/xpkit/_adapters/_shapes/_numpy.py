@@ -325,7 +325,9 @@ FUNCTIONS: dict[str, Callable[..., object]] = {
     "any": _no_dtype("any"),
     "argmax": _no_dtype("arg"),
     "argmin": _no_dtype("arg"),
-    "count_nonzero": _no_dtype("arg"),
+    "count_nonzero": lambda a, axis=None, *, keepdims=False: statistics.count_nonzero(
+        a, axis=axis, keepdims=keepdims
+    ),
     "cumsum": lambda a, axis=None, dtype=None, out=None: lift(trace_of(a), a).cumsum(
         axis, dtype
     ),

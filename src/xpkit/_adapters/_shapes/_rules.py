@@ -75,6 +75,7 @@ __all__ = [
     "einsum_shape",
     "float_of",
     "gufunc_shape",
+    "hold_in_place",
     "hold_workspace",
     "indexed",
     "ints_advanced",
@@ -501,6 +502,27 @@ def rows_apart(value: object) -> bool:
     if len(shape) < 2 or not 1 <= -unit <= len(shape):
         return False
     return math.prod(shape) > shape[unit] > 0  # (more than one run of it)
+
+
+def hold_in_place(
+    trace: Trace, shape: Shape, name: str, common: str, other: tuple[Shape, str | None]
+) -> None:
+    """What ``x <op>= other`` holds where it computes in ``common``, wider than ``name``.
+
+    torch computes ``y_f32 *= w_f64`` in float64: ``y`` cast whole and a
+    float64 result, then cast back (5 times a budget uncounted); NumPy's
+    iterator buffers ``y`` in and out, and ``other`` (its shape and dtype)
+    where it broadcasts or is cast. In the peak only.
+    """
+    if common == name or not shape:
+        return
+    size, wide = math.prod(shape), itemsize(common)
+    if trace.profile.casts_whole:
+        trace.spike(2 * size * wide)
+    elif trace.profile.numpy_internals:
+        s, n = other
+        buffered = 2 + int(bool(s) and n is not None and (s != shape or n != common))
+        trace.spike(ITERATOR_BYTES + buffered * min(BUFFER_ELEMENTS, size) * wide)
 
 
 def hold_workspace(

@@ -130,8 +130,21 @@ def argmin(
 def count_nonzero(
     x: Value, /, *, axis: Value = None, keepdims: bool = False
 ) -> ShapeArray:
-    """How many elements over ``axis`` are not zero."""
-    return _reduce("count_nonzero", x, "arg", axis, keepdims)
+    """How many elements over ``axis`` are not zero.
+
+    NumPy's makes a bool copy (of another dtype's array) and sums it into
+    its int buffers (over every axis, it counts in place); torch's workspace
+    (`Profile.workspace`) is its own.
+    """
+    a = _array(x)
+    result = _reduce("count_nonzero", a, "arg", axis, keepdims)
+    if a._trace.profile.numpy_internals and (axis is not None or keepdims):
+        each = builtins.min(rules.BUFFER_ELEMENTS, a.size) * rules.itemsize(
+            result._name
+        )
+        copy = a.size if a._name != "bool" else 0
+        a._trace.spike(copy + rules.ITERATOR_BYTES + each)
+    return result
 
 
 def _cumulative(
