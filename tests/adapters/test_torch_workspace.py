@@ -48,6 +48,7 @@ OPS = {
         lambda x, w: torch.mul(x, w, out=torch.empty_like(x))),
     "clamp_min-f32-by-f64": (lambda: (r(8000, 64).float(), r(64)), torch.clamp_min),
     "softmax-mT": (lambda: (r(4000, 8, 8).float(),), lambda x: torch.softmax(x.mT, dim=-1)),
+    "pinv-4x3": (lambda: (r(20000, 4, 3),), torch.linalg.pinv),
     "det-2x2": (lambda: (r(40000, 2, 2) + 4 * torch.eye(2, dtype=torch.float64),),
                 torch.linalg.det),
     "slogdet-5x5-f32": (lambda: ((r(8000, 5, 5) + 4 * torch.eye(5, dtype=torch.float64)).float(),),
@@ -173,6 +174,7 @@ def ops():
         "log_softmax-strided",
         "det-2x2",
         "slogdet-5x5-f32",
+        "pinv-4x3",
     ],
 )
 def test_the_dispatch_meter_charges_the_kernels_workspace(name, ops, true_peaks):

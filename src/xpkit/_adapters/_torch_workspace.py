@@ -3,12 +3,13 @@
 Neither meter sees it by what an operation returns: ``kthvalue`` sorts a
 copy of its input with int64 indices of its whole shape, ``logsumexp`` holds
 ``exp(x - max)``, LAPACK's ``inv``, ``svd``, ``qr`` and ``lstsq`` work on a
-copy of the matrix, ``matrix_exp`` holds ten of its input in powers, ``det`` its diagonal and
-pivots' parity beside its LU, ``count_nonzero`` a bool
-mask and its int64 cast, ``softmax`` a contiguous copy of a strided input,
-``mm`` copies an operand BLAS cannot read as it lies
-(``x[:, ::2] @ w``), a convolution packs its channels into oneDNN's
-blocks (float32) or unfolds its patches (other dtypes). `workspace_bytes`
+copy of the matrix, ``pinv`` holds the SVD it is made from, ``matrix_exp``
+holds ten of its input in powers, ``det`` its diagonal and pivots' parity
+beside its LU, ``count_nonzero`` a bool mask and its int64 cast,
+``softmax`` a contiguous copy of a strided input, ``mm`` copies an operand
+BLAS cannot read as it lies (``x[:, ::2] @ w``), a convolution packs its
+channels into oneDNN's blocks (float32) or unfolds its patches (other
+dtypes). `workspace_bytes`
 gives it for an aten operation (its overload packet's name) from its
 operands and results; the dispatch meter
 adds it to the live bytes while the operation runs (`DispatchPeak`), and the
@@ -200,6 +201,22 @@ def _contiguous(
     return 0 if ins[0].contiguous else ins[0].nbytes
 
 
+def _pinv(
+    ins: Sequence[Operand], _o: Sequence[Operand], _kw: Mapping[str, object]
+) -> int:
+    """The reduced SVD ``linalg_pinv`` is made from, inside it: U, S, Vh, a copy.
+
+    (The copy is what ``gesdd`` overwrites; uncounted, a batch of 4x3
+    matrices held 4 times its result.)
+    """
+    a = ins[0]
+    if len(a.shape) < 2:
+        return 0
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    return a.matrices() * (m * k + k + k * n + m * n) * a.itemsize
+
+
 def _det(
     ins: Sequence[Operand], _o: Sequence[Operand], _kw: Mapping[str, object]
 ) -> int:
@@ -341,6 +358,7 @@ _RULES: dict[str, Rule] = {
     "logsumexp": _logsumexp,
     "linalg_inv_ex": _inv,
     "_linalg_det": _det,
+    "linalg_pinv": _pinv,
     "_linalg_slogdet": _det,
     "_linalg_svd": _svd,
     "linalg_qr": _qr,
