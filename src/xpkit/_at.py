@@ -243,9 +243,8 @@ class At(Generic[ArrayT]):
         if adapter.writable_rows:
             return None
         converted = isinstance(idx, np.ndarray) and idx.dtype == np.bool_
-        if converted:  # (every library's; Dask read it as ints, ndonnx refused it)
-            ns_: Namespace = self._facts.xp
-            idx = ns_.asarray(idx, device=adapter.device_of(x))
+        if converted:  # (every library's; Dask read it as ints)
+            idx = _masks_as_own(self._facts, x, idx)
         elif not adapter.owns(idx):
             return None
         if adapter.owns(value) and tuple(value.shape) != ():
