@@ -56,6 +56,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "xpkit._operations",
             "xpkit._at",
             "xpkit._at_index",
+            "xpkit._at_shape",
             "xpkit._top_k",
             "xpkit._inputs",
             "xpkit._resolve",

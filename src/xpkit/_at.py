@@ -24,8 +24,15 @@ from ._at_index import (
     completed,
     forward,
     ints_as_slices,
+    is_basic_index,
     placement,
     plain_index,
+)
+from ._at_shape import (
+    basic_selection,
+    check_fits,
+    refuse_shape,
+    selection_shape,
 )
 from ._cast_checks import rounded_to_finite, scalar_cast_loss
 from ._dtypes import dtype_name, own_dtype
@@ -35,7 +42,6 @@ from ._shown import shown
 
 if TYPE_CHECKING:
     from ._adapters._base import Adapter
-    from ._at_index import Placement
     from ._backend import Backend
     from ._typing import Array, Namespace, Narrowing, Value
 
@@ -117,6 +123,7 @@ class At(Generic[ArrayT]):
 
     __slots__ = (
         "_at",
+        "_basic",
         "_facts",
         "_idx",
         "_index",
@@ -132,17 +139,26 @@ class At(Generic[ArrayT]):
         check_operand(facts, x, "x")
         kind = own_dtype(x, "x")  # (float8: torch saturated 1000 to 448, silently)
         idx = plain_index(idx)
-        _own_index(facts, idx)
+        basic = is_basic_index(idx)  # (no array in it: nothing to convert or move)
+        if not basic:
+            _own_index(facts, idx)
         check_index(x, idx)  # (before narrow integers become positions)
-        idx = tuple(map(as_positions, idx)) if type(idx) is tuple else as_positions(idx)
+        if not basic:
+            idx = (
+                tuple(map(as_positions, idx))
+                if type(idx) is tuple
+                else as_positions(idx)
+            )
         idx = completed(x, idx)
         idx, reversed_axes = forward(x, idx)
-        if not facts.adapter.reads_numpy_masks:
-            idx = _masks_as_own(facts, x, idx)
-        moved = None if facts.adapter.ints_join_arrays else placement(x, idx)
-        sliced = (
-            None if facts.adapter.sets_ints_beside_arrays else ints_as_slices(x, idx)
-        )
+        moved = sliced = None
+        if not basic:
+            if not facts.adapter.reads_numpy_masks:
+                idx = _masks_as_own(facts, x, idx)
+            if not facts.adapter.ints_join_arrays:
+                moved = placement(x, idx)
+            if not facts.adapter.sets_ints_beside_arrays:
+                sliced = ints_as_slices(x, idx)
         try:
             from array_api_extra import at
         except ImportError as exc:
@@ -153,6 +169,7 @@ class At(Generic[ArrayT]):
             raise ImportError(msg) from exc
         target: Array = x  # an array of any library, which array-api-extra takes
         self._facts = facts
+        self._basic = basic
         self._x = x
         self._kind = kind
         self._idx = idx
@@ -221,8 +238,22 @@ class At(Generic[ArrayT]):
         try:
             result: ArrayT = update(value, copy=copy, xp=xp)
         except Exception as exc:
-            _refuse_shape(adapter, self._x, self._idx, self._moved, y, exc)
-            raise
+            numpy_shape = None if self._moved is None else self._moved.shape
+            refuse_shape(adapter, self._x, self._idx, numpy_shape, y, exc)
+            selected = selection_shape(self._x, self._idx, numpy_shape)
+            known = not adapter.owns(value) or all(
+                isinstance(d, int) for d in tuple(value.shape)
+            )  # (its fit checked just now)
+            if selected is None or 0 not in selected or not known:
+                raise
+            # (no element selected, and y fits: NumPy's x, unchanged; Dask
+            # refused an empty array into an empty selection of its shape)
+            kept: ArrayT = self._x
+            if fresh is not None:
+                kept = fresh
+            elif copy:
+                kept = adapter.own_copy(kept)
+            return kept
         return result
 
     def _mask_of_x(self, value: Value) -> Array | None:
@@ -283,6 +314,11 @@ class At(Generic[ArrayT]):
             ns: Namespace = self._facts.xp if owned else y.__array_namespace__()
             y = _reversed(y, self._reversed, ns)
             shape = tuple(y.shape)
+            if self._basic:  # (JAX took any value into a selection of nothing)
+                whole: Array = self._x  # (any library's array: its shape read)
+                selected = basic_selection(tuple(whole.shape), self._idx)
+                if selected is not None and 0 in selected:
+                    check_fits(shape, selected)
             broadcast = not adapter.updates_broadcast
             moved = self._moved
             if broadcast or (shape and shape[0] == 1):  # (JAX refused (1, 3) for (3,))
@@ -296,7 +332,7 @@ class At(Generic[ArrayT]):
                     numpy_shape=numpy_shape,
                 )
             if moved is not None:  # (where torch and Dask place the axes)
-                _check_fits(tuple(y.shape), moved.shape)
+                check_fits(tuple(y.shape), moved.shape)
                 y = ns.permute_dims(ns.broadcast_to(y, moved.shape), moved.order)
             if self._sliced is not None:  # (each integer's axis, of one element)
                 y = _with_sliced_axes(y, self._x, self._idx, self._sliced, ns)
@@ -504,7 +540,7 @@ def _to_selection(
     shape = tuple(y.shape)
     if not all(isinstance(d, int) for d in (*selected, *shape)):
         return y
-    _check_fits(shape, selected if numpy_shape is None else numpy_shape)
+    check_fits(shape, selected if numpy_shape is None else numpy_shape)
     extra = len(shape) - len(selected)
     if extra > 0 and all(d == 1 for d in shape[:extra]):
         y, shape = xp.reshape(y, shape[extra:]), shape[extra:]
@@ -522,50 +558,6 @@ def _holds_mask(idx: Value) -> bool:
         except (AttributeError, TypeError):
             continue
     return False
-
-
-def _refuse_shape(
-    adapter: Adapter,
-    x: Array,
-    idx: Value,
-    moved: Placement | None,
-    y: Value,
-    error: Exception,
-) -> None:
-    """ValueError naming ``y`` where its shape does not broadcast to ``x[idx]``'s.
-
-    Asked once the library's update has failed (torch's RuntimeError names
-    neither ``y`` nor the selection), so that a good update pays nothing
-    for it. Else the library's error stands.
-    """
-    if not adapter.owns(y):
-        return
-    try:  # (by NumPy's rules: the library may place the axes otherwise)
-        selected = tuple(x[idx].shape) if moved is None else moved.shape
-    except Exception:  # noqa: BLE001 - the library's own error is the one to see
-        return
-    shape = tuple(y.shape)
-    if all(isinstance(d, int) for d in (*shape, *selected)):  # (else Dask's, masked)
-        _check_fits(shape, selected, error)
-
-
-def _check_fits(
-    shape: tuple[int, ...], selected: tuple[int, ...], error: Exception | None = None
-) -> None:
-    """ValueError naming ``y`` where its ``shape`` does not broadcast to ``selected``.
-
-    By NumPy's rule for ``x[idx] = y``: leading axes of one element beyond
-    ``selected``'s are dropped.
-    """
-    extra = max(len(shape) - len(selected), 0)
-    trailing = zip(reversed(shape), reversed(selected), strict=False)
-    if all(d == 1 for d in shape[:extra]) and all(a in (1, b) for a, b in trailing):
-        return
-    msg = (
-        f"y has shape {shape}, which does not broadcast to the shape {selected} "
-        "of the elements x[idx] selects"
-    )
-    raise ValueError(msg) from error
 
 
 def _reversed(y: Array, axes: tuple[int, ...], xp: Namespace) -> Array:

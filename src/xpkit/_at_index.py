@@ -8,7 +8,8 @@ refused by name), `check_index` (integers in range, one ``...``),
 (a slice that steps back as the forward one of the same elements, and the
 result's axes that run backwards) and `placement` (where a library whose
 integers are basic indices, torch's and Dask's, places the result's axes
-otherwise than NumPy: the value is moved to match).
+otherwise than NumPy: the value is moved to match). `xpkit._at_shape`
+says what shape the index selects and whether a value fits it.
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ __all__ = [
     "check_index",
     "completed",
     "forward",
+    "is_basic_index",
+    "is_basic_part",
+    "is_mask_part",
+    "part_width",
     "placement",
     "plain_index",
 ]
@@ -49,6 +54,20 @@ def plain_index(idx: Value) -> Value:
     if type(idx) is tuple:
         return tuple(_plain_part(p, f"idx[{k}]") for k, p in enumerate(idx))
     return _plain_part(idx, "idx")
+
+
+def is_basic_index(idx: Value) -> bool:
+    """Whether ``idx`` (after `plain_index`) holds only integers, slices and ``...``.
+
+    Such an index selects the same elements, its axes in the same places,
+    on every library: none of the steps for arrays in an index applies.
+    """
+    parts = idx if type(idx) is tuple else (idx,)
+    return all(type(p) in _BASIC for p in parts)
+
+
+#: The types of a basic index's parts, as `plain_index` leaves them.
+_BASIC = frozenset({int, slice, type(Ellipsis)})
 
 
 def _list_index(part: list[Value], name: str) -> HostArray:
@@ -161,7 +180,7 @@ def check_index(x: Array, idx: Value) -> None:
     """
     parts = idx if type(idx) is tuple else (idx,)
     shape = tuple(x.shape)
-    widths = [_width(p) for p in parts]
+    widths = [part_width(p) for p in parts]
     if sum(p is Ellipsis for p in parts) > 1:  # (torch and ndonnx took it)
         msg = f"idx={idx!r:.80} holds more than one ...: an index takes one at most"
         raise IndexError(msg)
@@ -178,7 +197,7 @@ def check_index(x: Array, idx: Value) -> None:
             axis = len(shape) - sum(counted[k + 1 :])
             continue
         name = "idx" if type(idx) is not tuple else f"idx[{k}]"
-        if _is_mask(part):
+        if is_mask_part(part):
             _check_mask_shape(part, name, axis, shape[axis : axis + width])
         elif width == 1:
             _check_in_range(part, name, axis, shape[axis])
@@ -209,15 +228,15 @@ def completed(x: Array, idx: Value) -> Value:
     every library. An index whose width is not known here is left alone.
     """
     parts = idx if type(idx) is tuple else (idx,)
-    if any(p is Ellipsis or _is_mask(p) for p in parts):
+    if any(p is Ellipsis or is_mask_part(p) for p in parts):
         return idx  # (the standard takes a boolean mask only as the whole index)
-    widths = [_width(p) for p in parts]
+    widths = [part_width(p) for p in parts]
     if None in widths or sum(w for w in widths if w is not None) >= len(x.shape):
         return idx
     return (*parts, Ellipsis)
 
 
-def _width(part: Value) -> int | None:
+def part_width(part: Value) -> int | None:
     """How many axes of ``x`` an index part uses; None where not known here."""
     if part is None or part is Ellipsis:
         return 0
@@ -235,7 +254,7 @@ def _width(part: Value) -> int | None:
     return 1 if name is not None and name.startswith(("int", "uint")) else None
 
 
-def _is_mask(part: Value) -> bool:
+def is_mask_part(part: Value) -> bool:
     """Whether the index part ``part`` is a boolean mask array (it holds no positions)."""
     if isinstance(part, (int, np.integer, slice)) or adapter_for_array(part) is None:
         return False
@@ -297,13 +316,13 @@ def forward(x: Array, idx: Value) -> tuple[Value, tuple[int, ...]]:
     parts = idx if type(idx) is tuple else (idx,)
     if not any(_steps_back(p) for p in parts):
         return idx, ()
-    widths = [_width(p) for p in parts]
+    widths = [part_width(p) for p in parts]
     if None in widths or sum(p is Ellipsis for p in parts) > 1:
         return idx, ()
     counted = [w for w in widths if w is not None]
     shape = tuple(x.shape)
     rest = len(shape) - sum(counted)  # the axes ``...`` (or the end) stands for
-    advanced = [k for k, p in enumerate(parts) if not _is_basic(p)]
+    advanced = [k for k, p in enumerate(parts) if not is_basic_part(p)]
     block = _advanced_ndim(parts, advanced)
     together = (
         advanced == list(range(advanced[0], advanced[-1] + 1)) if advanced else True
@@ -361,7 +380,7 @@ def ints_as_slices(x: Array, idx: Value) -> tuple[Value, ...] | None:
         parts = tuple(p[None] if z else p for p, z in zip(parts, zero_d, strict=True))
     if not any(type(p) is int for p in parts) or not any(map(_positions, parts)):
         return parts if any(zero_d) else None
-    widths = [_width(p) for p in parts]
+    widths = [part_width(p) for p in parts]
     shape = tuple(x.shape)
     if None in widths or not all(isinstance(d, int) for d in shape):
         return None
@@ -384,11 +403,11 @@ def _positions(part: Value) -> bool:
     """Whether ``part`` is an integer index array (not a mask, not an integer)."""
     if isinstance(part, (int, np.integer, slice)) or part is None or part is Ellipsis:
         return False
-    width = _width(part)
-    return width == 1 and not _is_mask(part)
+    width = part_width(part)
+    return width == 1 and not is_mask_part(part)
 
 
-def _is_basic(part: Value) -> bool:
+def is_basic_part(part: Value) -> bool:
     """Whether ``part`` is a slice or ``...`` (an integer joins the arrays' block if any)."""
     return isinstance(part, slice) or part is Ellipsis
 
@@ -399,7 +418,7 @@ def _advanced_ndim(parts: tuple[Value, ...], advanced: list[int]) -> int:
     Integers alone make none (an integer drops its axis); a mask makes one.
     """
     ndims = [
-        1 if _is_mask(parts[k]) else len(tuple(parts[k].shape))
+        1 if is_mask_part(parts[k]) else len(tuple(parts[k].shape))
         for k in advanced
         if not isinstance(parts[k], int)
     ]
@@ -447,15 +466,19 @@ def placement(x: Array, idx: Value) -> Placement | None:
     alike, or where a size is not known here (a mask's block).
     """
     parts = idx if type(idx) is tuple else (idx,)
-    widths = [_width(p) for p in parts]
+    widths = [part_width(p) for p in parts]
     if None in widths or sum(p is Ellipsis for p in parts) > 1:
         return None
     shape = tuple(x.shape)
     rest = len(shape) - sum(w for w in widths if w is not None)
-    if any(_is_mask(p) for p in parts) or not all(isinstance(d, int) for d in shape):
+    if any(is_mask_part(p) for p in parts) or not all(
+        isinstance(d, int) for d in shape
+    ):
         return None
     arrays = [
-        k for k, p in enumerate(parts) if not _is_basic(p) and not isinstance(p, int)
+        k
+        for k, p in enumerate(parts)
+        if not is_basic_part(p) and not isinstance(p, int)
     ]
     shaped = [k for k in arrays if tuple(parts[k].shape)]
     if not shaped:
@@ -465,7 +488,7 @@ def placement(x: Array, idx: Value) -> Placement | None:
     except ValueError:
         return None  # (the library's error says so)
     theirs = _labels(parts, rest, shaped, len(block), _adjacent(parts, rest, shaped))
-    advanced = [k for k, p in enumerate(parts) if not _is_basic(p)]
+    advanced = [k for k, p in enumerate(parts) if not is_basic_part(p)]
     ours = _labels(parts, rest, advanced, len(block), _contiguous(advanced))
     if theirs == ours:
         return None
@@ -529,7 +552,7 @@ def _sizes(
             continue
         if isinstance(part, slice):
             sizes[("s", k)] = len(range(*part.indices(shape[axis])))
-        width = _width(part)
+        width = part_width(part)
         axis += 1 if width is None else width
     sizes.update({("e", j): shape[whole_from + j] for j in range(rest)})
     return sizes

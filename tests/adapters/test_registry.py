@@ -116,3 +116,15 @@ def test_a_device_is_found_while_another_thread_imports_dask(monkeypatch):
     adapter = get_adapter("torch")
     assert adapter.device_of(t) == torch.device("cpu")
     assert adapter.device_key(t) is not None
+
+
+@pytest.mark.parametrize(
+    "obj", [slice(1, 2), 3, 2.5, True, None, Ellipsis, (0, 1), [1, 2], "a"]
+)
+def test_python_s_own_objects_are_answered_without_asking_an_adapter(monkeypatch, obj):
+    # (an update's index asks for each part's library several times a call)
+    asked = []
+    for adapter in ADAPTERS.values():
+        monkeypatch.setattr(adapter, "owns", lambda x, a=adapter: asked.append(a))
+    assert adapter_for_array(obj) is None
+    assert asked == []

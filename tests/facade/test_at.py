@@ -12,9 +12,13 @@ import re
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import xpkit
 from xpkit._adapters import get_adapter
+from xpkit._at_index import is_basic_index, plain_index
 
 pytest.importorskip(
     "array_api_extra", reason="needs array-api-extra: pip install 'xpkit[test]'"
@@ -402,9 +406,9 @@ def test_a_float_index_array_is_no_index(xpkit_backend):
     b = xpkit_backend
     x = b.asarray([5.0, 6.0, 7.0, 8.0])
     floats = b.asarray([0.0, 2.0, 0.0, 3.0], dtype=b.xp.float32)
-    for given in (floats, np.array([0.0, 2.0])):
-        said = b.dtype_to_str(given.dtype) if given is floats else "float64"
-        for idx, name in ((given, "idx"), ((given,), "idx[0]")):
+    for index_array in (floats, np.array([0.0, 2.0])):
+        said = b.dtype_to_str(index_array.dtype) if index_array is floats else "float64"
+        for idx, name in ((index_array, "idx"), ((index_array,), "idx[0]")):
             with pytest.raises(
                 TypeError, match=re.escape(f"{name} is an array of {said}, which is")
             ):
@@ -1116,3 +1120,63 @@ def test_a_slice_of_floats_or_a_string_index_is_a_type_error_everywhere(
         9.0,
         3.0,
     ]
+
+
+@given(data=st.data())
+def test_a_basic_index_updates_what_numpy_s_setitem_updates(xpkit_backend, data):
+    # Integers (negative too), slices of any step and ... take a path of
+    # their own (no array in the index: nothing converted or moved).
+    b = xpkit_backend
+    shape = data.draw(hnp.array_shapes(min_dims=1, max_dims=3, max_side=5))
+    idx = data.draw(hnp.basic_indices(shape, min_dims=0, allow_newaxis=False))
+    assert is_basic_index(plain_index(idx))
+    start = np.arange(np.prod(shape), dtype=np.float64).reshape(shape)
+    expected = start.copy()
+    selected = expected[idx].shape
+    value = -1.0 - np.arange(np.prod(selected), dtype=np.float64).reshape(selected)
+    expected[idx] = value
+    x = b.asarray(start)
+    got = b.at(x, idx).set(b.asarray(value), copy=True)
+    np.testing.assert_array_equal(_host(b, got), expected)
+    np.testing.assert_array_equal(_host(b, x), start)  # (copy=True: x kept)
+
+
+@pytest.mark.parametrize(
+    ("idx", "basic"),
+    [
+        ((0, slice(None), Ellipsis), True),
+        (-1, True),
+        (slice(4, 0, -2), True),
+        (Ellipsis, True),
+        (np.int64(2), True),  # (an int once plain)
+        ((slice(None), np.arange(2)), False),
+        (np.array([True, False]), False),
+        ([0, 1], False),
+        ((0, [1]), False),
+    ],
+)
+def test_only_integers_slices_and_ellipsis_are_a_basic_index(idx, basic):
+    assert is_basic_index(plain_index(idx)) is basic
+
+
+@pytest.mark.parametrize("copy", [None, True])
+@pytest.mark.parametrize(
+    ("idx", "fits"),
+    [
+        ((0, slice(None), slice(0, 0)), (2, 0)),
+        (slice(0, 0), (0, 2, 1)),
+        ((Ellipsis, slice(1, 1)), (1, 2, 0)),
+    ],
+)
+def test_an_update_that_selects_nothing_leaves_x_as_it_was(
+    xpkit_backend, idx, fits, copy
+):
+    # Dask refused an empty array into an empty selection of its very shape
+    # ("(2, 0) could not be broadcast to ... (2, 0)").
+    b = xpkit_backend
+    start = np.arange(2.0).reshape(1, 2, 1)
+    x = b.asarray(start)
+    got = b.at(x, idx).set(b.asarray(np.zeros(fits)), copy=copy)
+    np.testing.assert_array_equal(_host(b, got), start)
+    with pytest.raises(ValueError, match=r"y has shape \(3,\)"):
+        b.at(x, idx).set(b.asarray(np.zeros(3)), copy=copy)

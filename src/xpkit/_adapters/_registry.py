@@ -44,6 +44,14 @@ ADAPTERS: dict[str, Adapter] = {}
 #: Array type -> adapter; filled on first sight of each type.
 BY_TYPE: dict[type, Adapter] = {}
 
+#: Python's own types, which no library's arrays are: an index's slices and
+#: integers, a value's number are answered None without asking each adapter
+#: (seven checks each, run several times an update).
+NOT_ARRAYS: frozenset[type] = frozenset(
+    {bool, int, float, complex, str, bytes, slice, tuple, list, dict}
+    | {type(None), type(Ellipsis)}
+)
+
 #: Array type -> the adapter of an array library of xpkit's own, which is
 #: no backend (not in `ADAPTERS`): the shape-only arrays a cost trace runs.
 GUESTS: dict[type, Adapter] = {}
@@ -92,7 +100,7 @@ def adapter_for_array(x: object) -> Adapter | None:
     """
     cls = type(x)
     found = BY_TYPE.get(cls) or GUESTS.get(cls)
-    if found is not None:
+    if found is not None or cls in NOT_ARRAYS:
         return found
     for adapter in ADAPTERS.values():
         try:
