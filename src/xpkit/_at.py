@@ -25,6 +25,8 @@ from ._at_index import (
     forward,
     ints_as_slices,
     is_basic_index,
+    is_mask_part,
+    is_positions,
     placement,
     plain_index,
 )
@@ -155,6 +157,7 @@ class At(Generic[ArrayT]):
         if not basic:
             if not facts.adapter.reads_numpy_masks:
                 idx = _masks_as_own(facts, x, idx)
+            idx = _masks_as_positions(facts, idx)
             if not facts.adapter.ints_join_arrays:
                 moved = placement(x, idx)
             if not facts.adapter.sets_ints_beside_arrays:
@@ -409,6 +412,34 @@ def _masks_as_own(facts: Facts, x: Array, idx: Value) -> Value:
         return part
 
     return tuple(map(own, idx)) if type(idx) is tuple else own(idx)
+
+
+def _masks_as_positions(facts: Facts, idx: Value) -> Value:
+    """Each boolean mask beside an integer in ``idx`` as its positions, where ints are basic.
+
+    NumPy's rule: a mask stands for its ``nonzero`` positions, and joins the
+    integers' block. torch reads an integer as a basic index
+    (`Adapter.ints_join_arrays`): a mask beside one made a block of its
+    own, placed as NumPy does not place it (a ``(3, 1)`` value was added
+    along the wrong axis of ``x[0, :, mask]``). Positions are placed as
+    NumPy places them (`placement`). A mask whose values are not at hand
+    (Dask's, a trace's) or a 0-d one keeps the library's own answer.
+    """
+    adapter = facts.adapter
+    if type(idx) is not tuple or len(idx) < 2:
+        return idx
+    if adapter.ints_join_arrays or not any(
+        type(p) is int or (is_positions(p) and not tuple(p.shape)) for p in idx
+    ):
+        return idx
+    parts: list[Value] = []
+    for part in idx:
+        mask = is_mask_part(part) and tuple(part.shape) and adapter.owns(part)
+        if mask and adapter.values_at_hand(part):
+            parts.extend(facts.xp.nonzero(part))
+            continue
+        parts.append(part)
+    return tuple(parts)
 
 
 def _own_index(facts: Facts, idx: Value) -> None:

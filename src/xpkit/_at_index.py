@@ -37,6 +37,7 @@ __all__ = [
     "is_basic_index",
     "is_basic_part",
     "is_mask_part",
+    "is_positions",
     "part_width",
     "placement",
     "plain_index",
@@ -375,10 +376,10 @@ def ints_as_slices(x: Array, idx: Value) -> tuple[Value, ...] | None:
     a 0-d one, or a size is not known here.
     """
     parts = idx if type(idx) is tuple else (idx,)
-    zero_d = [_positions(p) and not tuple(p.shape) for p in parts]
+    zero_d = [is_positions(p) and not tuple(p.shape) for p in parts]
     if any(zero_d):
         parts = tuple(p[None] if z else p for p, z in zip(parts, zero_d, strict=True))
-    if not any(type(p) is int for p in parts) or not any(map(_positions, parts)):
+    if not any(type(p) is int for p in parts) or not any(map(is_positions, parts)):
         return parts if any(zero_d) else None
     widths = [part_width(p) for p in parts]
     shape = tuple(x.shape)
@@ -399,7 +400,7 @@ def ints_as_slices(x: Array, idx: Value) -> tuple[Value, ...] | None:
     return tuple(out)
 
 
-def _positions(part: Value) -> bool:
+def is_positions(part: Value) -> bool:
     """Whether ``part`` is an integer index array (not a mask, not an integer)."""
     if isinstance(part, (int, np.integer, slice)) or part is None or part is Ellipsis:
         return False
