@@ -415,23 +415,24 @@ def _masks_as_own(facts: Facts, x: Array, idx: Value) -> Value:
 
 
 def _masks_as_positions(facts: Facts, idx: Value) -> Value:
-    """Each boolean mask beside an integer in ``idx`` as its positions, where ints are basic.
+    """Each boolean mask beside an integer or another index array as its positions.
 
     NumPy's rule: a mask stands for its ``nonzero`` positions, and joins the
-    integers' block. torch reads an integer as a basic index
-    (`Adapter.ints_join_arrays`): a mask beside one made a block of its
-    own, placed as NumPy does not place it (a ``(3, 1)`` value was added
-    along the wrong axis of ``x[0, :, mask]``). Positions are placed as
-    NumPy places them (`placement`). A mask whose values are not at hand
-    (Dask's, a trace's) or a 0-d one keeps the library's own answer.
+    integers' and arrays' block. torch reads an integer as a basic index
+    (`Adapter.ints_join_arrays`), and a ``...`` of no axes between two
+    arrays as no parting: a mask beside either made a block placed as
+    NumPy does not place it (a ``(3, 1)`` value was added along the wrong
+    axis of ``x[0, :, mask]``; ``x[:, positions, ..., mask]`` was updated
+    transposed). Positions are placed as NumPy places them (`placement`).
+    A mask whose values are not at hand (Dask's, a trace's) or a 0-d one
+    keeps the library's own answer.
     """
     adapter = facts.adapter
-    if type(idx) is not tuple or len(idx) < 2:
+    if adapter.ints_join_arrays or type(idx) is not tuple or len(idx) < 2:
         return idx
-    if adapter.ints_join_arrays or not any(
-        type(p) is int or (is_positions(p) and not tuple(p.shape)) for p in idx
-    ):
-        return idx
+    advanced = sum(is_mask_part(p) or is_positions(p) for p in idx)
+    if not advanced or (advanced == 1 and not any(type(p) is int for p in idx)):
+        return idx  # (a mask alone among slices: placed alike)
     parts: list[Value] = []
     for part in idx:
         mask = is_mask_part(part) and tuple(part.shape) and adapter.owns(part)
