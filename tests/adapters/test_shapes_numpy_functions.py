@@ -290,6 +290,11 @@ CASES = {
         lambda a: _xp(a).linalg.qr(a.reshape(-1, 8, 4)).R.reshape(a.shape[0], -1),
         "float64",
     ),
+    # Horner's rule from zeros: each step's product and sum, the float32
+    # batch's first sum in float64 (NumPy's coefficients are float64 scalars)
+    "polyval": (lambda a: np.polyval(_W[0, :6], a), "float64"),
+    "polyval-list-float32": (lambda a: np.polyval([1.0, -2.0, 3.0], a), "float32"),
+    "polyval-int32": (lambda a: np.polyval([2, 3, 1], a), "int32"),
     "tile-strided": (lambda a: np.tile(a[:, ::2], (1, 2)), "float64"),
     "repeat-strided": (lambda a: np.repeat(a[:, ::2], 2, axis=1), "float64"),
 }

@@ -1,15 +1,18 @@
 """NumPy's functions that NumPy writes in Python from its ufuncs, on shape-only arrays.
 
-``np.average`` with weights, ``np.isclose``, ``np.cross``, ``np.ptp`` and
-``np.column_stack`` are a few lines of NumPy's own Python, and what those
-lines make beside the result is their cost: ``np.average(x, axis=1,
-weights=w)`` multiplies ``x`` by the weights whole before it sums (an array
-of ``x``'s size, not the result's), ``np.isclose`` holds ``abs(x - y)``
-while it compares, ``np.cross`` casts both operands whole. Each handler
-runs the same lines on shape-only arrays (their operators and NumPy's
-ufuncs, which the trace follows with their temporary elision and buffers);
-NumPy's checks of values (weights summing to zero) are left out. Measured
-against tracemalloc in ``tests/adapters/test_shapes_numpy_functions.py``.
+``np.average`` with weights, ``np.isclose``, ``np.cross``, ``np.ptp``,
+``np.polyval`` and ``np.column_stack`` are a few lines of NumPy's own
+Python, and what those lines make beside the result is their cost:
+``np.average(x, axis=1, weights=w)`` multiplies ``x`` by the weights whole
+before it sums (an array of ``x``'s size, not the result's), ``np.isclose``
+holds ``abs(x - y)`` while it compares, ``np.cross`` casts both operands
+whole, ``np.polyval``'s Horner loop holds each step's product beside the
+last step's sum (in float64 for a float32 ``x``: its coefficients are
+float64 scalars). Each handler runs the same lines on shape-only arrays
+(their operators and NumPy's ufuncs, which the trace follows with their
+temporary elision and buffers); NumPy's checks of values (weights summing
+to zero) are left out. Measured against tracemalloc in
+``tests/adapters/test_shapes_numpy_functions.py``.
 """
 
 from __future__ import annotations
@@ -137,6 +140,20 @@ def _ptp(
     return ufunc("subtract")(x.max(axis, keepdims=keep), x.min(axis, keepdims=keep))
 
 
+def _polyval(p: Value, x: Value) -> Value:
+    """``np.polyval``: ``y = y * x + pv`` for each coefficient, from ``zeros_like(x)``."""
+    trace = trace_of(p, x)
+    points = operand(trace, x)
+    coefficients = operand(trace, p) if isinstance(p, ShapeArray) else np.asarray(p)
+    if coefficients.ndim != 1:
+        msg = f"numpy.polyval of coefficients of shape {coefficients.shape}"
+        raise trace.refuse(msg)
+    y: Value = made(trace, points.shape, points._name, (points,))
+    for pv in coefficients:  # (NumPy's scalars, or 0-d arrays of a shape-only p)
+        y = y * points + pv
+    return y
+
+
 def _column_stack(tup: Value) -> ShapeArray:
     """``np.column_stack``: 1-d arrays as columns (views), then one concatenate."""
     trace = trace_of(*tup)
@@ -198,6 +215,7 @@ FUNCTIONS: dict[str, Callable[..., object]] = {
     "isclose": _isclose,
     "cross": _cross,
     "ptp": _ptp,
+    "polyval": _polyval,
     "column_stack": _column_stack,
     "diagonal": _diagonal,
 }
