@@ -15,7 +15,7 @@ from __future__ import annotations
 import array_api_compat
 import numpy as np
 import pytest
-from shape_twins import assert_twins, numpy_peak
+from shape_twins import assert_twins, described, numpy_peak, shape_only
 
 import xpkit
 from xpkit._adapters._registry import get_adapter
@@ -729,3 +729,47 @@ def test_linalg_results_are_read_by_their_names_in_a_trace(name, field):
     x = np.ones((4000, 64))
     plan = xpkit.plan_batches(fn, x, budget_gb=4e6 / 2**30, remember=False)
     assert plan.source == "traced by shape-only arrays", plan.source
+
+
+#: ``np.unique``'s flags: each a path of NumPy's ``_unique1d``.
+UNIQUE = {
+    "values": lambda a: np.unique(a),
+    "counts": lambda a: np.unique(a, return_counts=True),
+    "inverse": lambda a: np.unique(a, return_inverse=True),
+    "index": lambda a: np.unique(a, return_index=True),
+    "index-counts": lambda a: np.unique(a, return_index=True, return_counts=True),
+    "all": lambda a: np.unique(a, True, True, True),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int32"])
+@pytest.mark.parametrize("name", list(UNIQUE))
+def test_numpy_unique_is_traced_at_its_largest(numpy_profile, name, dtype):
+    """Every element distinct: the most ``np.unique`` can hold, with its
+    flattened copy, sort, mask and indices (refused before, and sampled at
+    3.3-4.9 times a 100 kB budget). The traced peak is at least the true one
+    on distinct and on repeated values, and within 1.3 times the distinct
+    one; the results' shapes are the distinct values'."""
+    fn, rows = UNIQUE[name], 2000
+    traced = ShapeTracer(numpy_profile, _row_each(fn), (((64,), dtype),)).peak(rows)
+    order = np.random.default_rng(0).permutation(rows * 64)
+    distinct = order.reshape(rows, 64).astype(dtype)
+    repeated = (order % 7).reshape(rows, 64).astype(dtype)
+    real = numpy_peak(_row_each(fn), distinct)
+    assert real <= traced + 8192, (traced, real)
+    assert numpy_peak(_row_each(fn), repeated) <= traced + 8192, traced
+    assert traced <= 1.3 * real + 8192, (traced, real)
+    spec = [((rows, 64), dtype)]
+    assert shape_only(numpy_profile, spec, lambda xp, a: fn(a)) == described(
+        fn(distinct)
+    )
+
+
+def _row_each(fn):
+    """``fn``, its results held while a row's worth is made (a result of the rows)."""
+
+    def rows(a):
+        held = fn(a)
+        return a[:, 0] + len(held)
+
+    return rows

@@ -420,7 +420,7 @@ FUNCTIONS: dict[str, Callable[..., object]] = {
     "unique_all": sets.unique_all,
     "flatnonzero": _refuse("flatnonzero"),
     "argwhere": _refuse("argwhere"),
-    "unique": _refuse("unique"),
+    "unique": sets.numpy_unique,
     "allclose": _refuse("allclose"),
     "array_equal": _refuse("array_equal"),
     **numpy_statistics.FUNCTIONS,

@@ -16,7 +16,10 @@ then the figure is the peak; fewer distinct values cost less. Elsewhere
 (torch's, CuPy's, JAX's own) they are refused, and a meter measures
 ``fn``. Before, NumPy's were refused too: the sampled host meter missed
 their short peaks, and planned them at 2.3 to 4.3 times a 100 kB budget
-(once 190 times).
+(once 190 times). NumPy's own ``np.unique`` takes the same paths by its
+flags (``return_index`` sorts the indices stably, then selects the
+first of each run); along an ``axis`` of a 2-d or wider array (its rows
+as structured values) it is refused.
 """
 
 from __future__ import annotations
@@ -31,7 +34,14 @@ from ._array import ShapeArray, lift, made, view_of
 if TYPE_CHECKING:
     from ..._typing import Value
 
-__all__ = ["nonzero", "unique_all", "unique_counts", "unique_inverse", "unique_values"]
+__all__ = [
+    "nonzero",
+    "numpy_unique",
+    "unique_all",
+    "unique_counts",
+    "unique_inverse",
+    "unique_values",
+]
 
 #: Dtype kinds NumPy's ``unique_values`` finds with a hash table (no sort).
 _HASHED_KINDS = frozenset("iuc")
@@ -154,3 +164,41 @@ def unique_all(x: Value, /) -> UniqueAll:
     counts = _counts(mask)
     del perm, mask, held
     return UniqueAll(values, first, inverse, counts)
+
+
+def numpy_unique(
+    ar: Value,
+    return_index: bool = False,
+    return_inverse: bool = False,
+    return_counts: bool = False,
+    axis: Value = None,
+    **_: Value,
+) -> object:
+    """``np.unique``: NumPy's ``_unique1d`` by its flags, every element unique.
+
+    Its locals live to its return: the flattened copy, the argsort and the
+    values in its order (where it returns indices; else the copy is sorted
+    in place), the mask, the cumulative sum of the mask for the inverse.
+    """
+    a = _bounded(ar, "numpy.unique")
+    if axis is not None and a.ndim > 1:
+        msg = "numpy.unique along an axis (its rows as structured values)"
+        raise a._trace.refuse(msg)
+    if not (return_index or return_inverse or return_counts):
+        return unique_values(a)
+    flat = ordered = made(a._trace, (a.size,), a._name, (a,))
+    perm = held = None
+    if return_index or return_inverse:
+        perm = _index(flat, a.size)
+        ordered = made(a._trace, (a.size,), a._name, (flat, perm))
+    mask = made(a._trace, (a.size,), "bool", (ordered,))
+    results = [made(a._trace, (a.size,), a._name, (ordered, mask))]
+    if perm is not None and return_index:
+        results.append(_index(perm, a.size))  # (perm[mask])
+    if perm is not None and return_inverse:  # (the mask's cumulative sum, held)
+        held = _index(mask, a.size)
+        results.append(view_of(_index(perm, a.size), a.shape, contiguous=True))
+    if return_counts:
+        results.append(_counts(mask))
+    del flat, ordered, perm, mask, held
+    return tuple(results)
