@@ -8,10 +8,12 @@ compute statistics or ramps, ``reflect_type="odd"`` and a callable mode are
 refused. ``np.kron`` is one broadcast ``multiply`` reshaped (a view);
 ``np.meshgrid`` copies each broadcast grid; ``np.select`` fills its result
 and copies each choice in where its condition holds; ``np.where`` of two
-Python scalars makes the result only. ``np.isin`` is followed where NumPy
-compares ``x`` with each test value (a few values of a float array): its
-table and sorting paths read values (how many of ``x`` are in range, how
-many are unique) and are refused. ``np.lexsort`` makes its indices, and
+Python scalars makes the result only. ``np.isin`` takes the path NumPy
+takes for ``x``'s size and the test values (which ``fn`` holds): a table
+of their range for integers, each value compared for a few, else ``x``'s
+unique values sorted with theirs; what depends on ``x``'s values (how many
+are in the table's range, how many are unique) is taken at its most.
+``np.lexsort`` makes its indices, and
 copies each key to a buffer with one of indices when a key is strided.
 """
 
@@ -24,7 +26,8 @@ import numpy as np
 
 from . import _manipulation as manipulation
 from . import _rules as rules
-from ._array import ShapeArray, made
+from . import _sets as sets
+from ._array import ShapeArray, made, view_of
 from ._elementwise import where
 from ._numpy_composites import ufunc
 from ._operands import operand, trace_of
@@ -134,29 +137,92 @@ def _isin(
     *,
     kind: Value = None,
 ) -> ShapeArray:
-    """``np.isin`` where NumPy compares with each test value; its other paths refused."""
+    """``np.isin`` by the path NumPy takes for ``x``'s shape and the test values.
+
+    Integers (and bools) in a table of the test values' range where it is
+    small enough; a few test values compared one by one; else ``x``'s unique
+    values sorted with the tests'. Every element in range, every element
+    unique: the most each path holds.
+    """
     trace = trace_of(element)
     x = operand(trace, element)
     if isinstance(test_elements, ShapeArray):
         msg = "numpy.isin of shape-only test values (it reads them)"
         raise trace.refuse(msg)
     tests = np.asarray(test_elements).ravel()
-    ints = all(
-        rules.kind(n) in (rules.BOOL, rules.INT, rules.UINT)
-        for n in (x._name, tests.dtype.name)
-    )
-    if (
-        (ints and kind in (None, "table"))
-        or kind == "table"
-        or len(tests) >= 10 * x.size**0.145
-    ):
-        msg = "numpy.isin by its table or by sorting (it reads x's values)"
+    listed = not isinstance(test_elements, np.ndarray)  # (NumPy converts a list)
+    converted = made(trace, tests.shape, tests.dtype.name, ()) if listed else None
+    result = _isin_path(x.ravel(), tests, kind, bool(assume_unique))
+    del converted
+    return manipulation.reshape(result, x.shape)
+
+
+def _isin_path(
+    flat: ShapeArray, tests: np.ndarray, kind: Value, assume_unique: bool
+) -> ShapeArray:
+    """``np.isin``'s mask of ``flat``, by NumPy's choice of its path."""
+    trace, n = flat._trace, flat.size
+    ints = all(np.dtype(name).kind in "biu" for name in (flat._name, tests.dtype.name))
+    if ints and kind in (None, "table"):
+        if not tests.size:
+            return made(trace, (n,), "bool", (flat,))
+        tests = tests.astype(np.uint8) if tests.dtype == bool else tests
+        span = int(tests.max()) - int(tests.min())
+        if span <= np.iinfo(tests.dtype).max and (
+            span <= 6 * (n + tests.size) or kind == "table"
+        ):
+            return _isin_table(flat, tests)
+    if kind == "table":
+        msg = "numpy.isin by a table of values NumPy refuses it for"
         raise trace.refuse(msg)
-    flat = x.ravel()
-    mask = made(trace, (x.size,), "bool", (flat,))
-    if tests.size:  # (each comparison a mask, or-ed in, then dropped)
-        made(trace, (x.size,), "bool", (flat,))
-    return manipulation.reshape(mask, x.shape)
+    if len(tests) < 10 * n**0.145:
+        mask = made(trace, (n,), "bool", (flat,))
+        if tests.size:  # (each comparison a mask, or-ed in, then dropped)
+            made(trace, (n,), "bool", (flat,))
+        return mask
+    return _isin_sorted(flat, tests, assume_unique)
+
+
+def _isin_table(flat: ShapeArray, tests: np.ndarray) -> ShapeArray:
+    """NumPy's table: a mask of the values in its range, their indices looked up."""
+    trace = flat._trace
+    if flat._name == "bool":
+        flat = flat.astype("uint8")
+    low, high = int(tests.min()), int(tests.max())
+    result = made(trace, flat.shape, "bool", (flat,))
+    table = made(trace, (high - low + 1,), "bool", ())
+    made(trace, tests.shape, tests.dtype.name, ())  # (tests - low: dropped)
+    inside = ufunc("logical_and")(flat <= high, flat >= low)
+    selected = flat[inside]  # (every element, at the most)
+    indices = made(trace, selected.shape, "int64", (selected,))
+    looked_up = made(trace, selected.shape, "bool", (table, indices))
+    del looked_up, indices, selected, inside, table
+    return result
+
+
+def _isin_sorted(
+    flat: ShapeArray, tests: np.ndarray, assume_unique: bool
+) -> ShapeArray:
+    """``x``'s unique values and the tests' joined, stably sorted, neighbours compared."""
+    trace = flat._trace
+    held: list[ShapeArray] = [flat]
+    if not assume_unique:  # (x's unique values and its inverse; the tests')
+        held = list(sets.unique_inverse(flat))
+        tests = np.unique(tests)
+        held.append(made(trace, tests.shape, tests.dtype.name, ()))
+    size = flat.size + tests.size
+    name = str(np.result_type(flat._name, tests.dtype))
+    joined = made(trace, (size,), name, (flat,))
+    order = made(trace, (size,), "int64", (joined,))
+    ordered = made(trace, (size,), name, (joined, order))
+    equal = made(trace, (size - 1,), "bool", (ordered,))
+    flag = made(trace, (size,), "bool", (equal,))
+    placed = made(trace, (size,), "bool", (flag, order))
+    if assume_unique:  # (ret[:len(x)]: a view)
+        return view_of(placed, flat.shape, contiguous=True)
+    result = made(trace, flat.shape, "bool", (placed,))
+    del held, joined, order, ordered, equal, flag, placed
+    return result
 
 
 def _lexsort(keys: Value, axis: int = -1) -> ShapeArray:
