@@ -70,7 +70,7 @@ REFUSALS = {
 
 
 #: Refused but where NumPy computes them: followed at their largest (`_sets`).
-AT_THEIR_LARGEST = frozenset({"nonzero", "unique_values", "np.nonzero"})
+AT_THEIR_LARGEST = frozenset({"nonzero", "unique_values", "np.nonzero", "np.unique"})
 
 
 @pytest.mark.parametrize("what", list(REFUSALS))
