@@ -19,6 +19,7 @@ import numpy as np
 
 from . import _rules as rules
 from ._array import ShapeArray, made
+from ._numpy_composites import ufunc
 from ._operands import lifted
 from ._statistics import reduction
 
@@ -31,6 +32,8 @@ __all__ = ["FUNCTIONS"]
 _TAKES = frozenset(
     {"lower", "higher", "nearest", "inverted_cdf", "closest_observation"}
 )
+#: Elements ``np.histogram`` bins at a time.
+_BLOCK = 65536
 #: Bool masks ``np.nan_to_num`` holds at once (``isposinf``, ``isneginf``).
 _NAN_TO_NUM_MASKS = 5
 
@@ -245,6 +248,67 @@ def _searchsorted(
     return made(values._trace, values.shape, "int64", (values,))
 
 
+def _unsigned_dtype(first: Value, last: Value) -> np.dtype[np.generic]:
+    """The dtype of NumPy's ``_unsigned_subtract(last, first)``: a signed int's unsigned."""
+    name = np.result_type(first, last)
+    return np.dtype(name.char.upper()) if name.kind == "i" else name
+
+
+def _histogram(a: Value, bins: Value = 10, *rest: Value, **kw: Value) -> object:
+    """``np.histogram``: NumPy's own lines, on its first two blocks of 65,536 elements.
+
+    Each block's masks, bin indices and their corrections; a block's arrays
+    live until the next block's replace them (their sizes are the same
+    after the second). Elements outside ``range``: every one, at the most.
+    """
+    x = lifted(a)
+    span, weights = (rest[0] if rest else kw.get("range")), kw.get("weights")
+    if weights is not None or isinstance(bins, str) or np.ndim(bins) > 1:
+        msg = "numpy.histogram with weights or bins chosen by a rule"
+        raise x._trace.refuse(msg)
+    flat = (x.astype("uint8") if x._name == "bool" else x).ravel()
+    own = np.dtype(flat._name).type(0)  # (a.min() and a.max(): x's scalars)
+    first, last = (own, own) if span is None else span
+    if np.ndim(bins) == 1:
+        edges = made(x._trace, np.shape(bins), np.asarray(bins).dtype.name, ())
+        return _histogram_sorted(flat, edges), edges
+    name = np.result_type(first, last, np.dtype(flat._name))
+    if name.kind in "biu":
+        name = np.result_type(name, float)
+    edges = made(x._trace, (int(bins) + 1,), name.name, ())
+    n = made(x._trace, (int(bins),), "int64", ())
+    denominator = _unsigned_dtype(first, last).type(1)
+    for start in range(0, min(flat.size, 2 * _BLOCK), _BLOCK):
+        tmp_a = flat[start : start + _BLOCK]
+        keep = tmp_a >= first
+        keep &= tmp_a <= last
+        if span is not None:  # (the elements in range: all, at the most)
+            tmp_a = tmp_a[keep]
+        tmp_a = tmp_a.astype(name, copy=False)
+        f_indices = (ufunc("subtract")(tmp_a, first) / denominator) * int(bins)
+        indices = f_indices.astype(np.intp)
+        indices[indices == int(bins)] -= 1
+        decrement = tmp_a < edges[indices]
+        indices[decrement] -= 1
+        increment = (tmp_a >= edges[indices + 1]) & (indices != int(bins) - 1)
+        indices[increment] += 1
+        n += made(x._trace, (int(bins),), "int64", (indices,)).astype(np.intp)
+    if kw.get("density"):
+        n = made(x._trace, n.shape, "float64", (n,))
+    return n, edges
+
+
+def _histogram_sorted(flat: ShapeArray, edges: ShapeArray) -> ShapeArray:
+    """Bins by their edges: each block sorted, its cumulative counts at the edges."""
+    trace = flat._trace
+    cumulative = made(trace, edges.shape, "int64", ())
+    for start in range(0, min(flat.size, 2 * _BLOCK), _BLOCK):
+        sa = made(trace, flat[start : start + _BLOCK].shape, flat._name, (flat,))
+        cumulative += made(trace, edges.shape, "int64", (sa,))
+    del sa
+    return made(trace, (edges.shape[0] - 1,), "int64", (cumulative,))
+
+
 #: NumPy function name -> its handler on shape-only arrays.
 FUNCTIONS: dict[str, Callable[..., object]] = {
     "median": _median,
@@ -264,4 +328,5 @@ FUNCTIONS: dict[str, Callable[..., object]] = {
     "nan_to_num": _nan_to_num,
     "partition": _partition,
     "searchsorted": _searchsorted,
+    "histogram": _histogram,
 }
