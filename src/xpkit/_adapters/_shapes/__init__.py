@@ -13,7 +13,8 @@ once.
 This package registers what its modules need of each other before they
 run: the namespace that ``__array_namespace__`` returns, NumPy's and other
 libraries' function protocols, indexing, the array's complex parts (``x.real``,
-``x.imag``, ``x.conj()``), and the adapter that `Backend.from_arrays`
+``x.imag``, ``x.conj()``), torch's tensor methods (``x.clone()``,
+``x.transpose(1, 2)``), and the adapter that `Backend.from_arrays`
 finds for shape-only arrays.
 """
 
@@ -25,13 +26,14 @@ from . import _namespace
 from ._adapter import ShapesAdapter
 from ._array import INDEXED, NAMESPACE, PROTOCOLS, REDUCTION, ShapeArray
 from ._complex_parts import ATTRIBUTES
-from ._foreign import foreign_call
+from ._foreign import OWN, foreign_call
 from ._indexing import indexed
 from ._linalg import METHODS
 from ._manipulation import TRANSPOSES
 from ._numpy import array_function, array_ufunc
 from ._run import InputSpec, ShapeTracer
 from ._statistics import reduction
+from ._torch_methods import FUNCTIONS, methods
 
 __all__ = ["CannotFollow", "InputSpec", "Profile", "ShapeArray", "ShapeTracer"]
 
@@ -39,6 +41,8 @@ NAMESPACE.append(_namespace)
 PROTOCOLS.update(ufunc=array_ufunc, function=array_function, foreign=foreign_call)
 REDUCTION.append(reduction)
 INDEXED.append(indexed)
-for _name, _attribute in {**ATTRIBUTES, **METHODS, **TRANSPOSES}.items():  # (x.T)
-    setattr(ShapeArray, _name, _attribute)
+OWN.update(FUNCTIONS)
+_TORCH = methods(ShapeArray)  # (torch's methods, where NumPy's differ)
+for _name, _attribute in {**ATTRIBUTES, **METHODS, **TRANSPOSES, **_TORCH}.items():
+    setattr(ShapeArray, _name, _attribute)  # (x.T)
 register_guest(ShapeArray, ShapesAdapter())

@@ -8,7 +8,10 @@ with torch's keywords renamed (``dim`` -> ``axis``, ``keepdim`` ->
 by array-api-compat's function of the same name, which promotes as the
 standard does), it promotes as torch does (`Trace.native`): a 0-d tensor
 beside a dimensioned one of its kind is a scalar (``torch.maximum(x32,
-torch.tensor(2.0, dtype=torch.float64))`` is float32).
+torch.tensor(2.0, dtype=torch.float64))`` is float32). torch's functions
+the standard has not (``torch.clone``, ``torch.softmax``) take the rules of
+the tensor's methods of their names (`OWN`), and those methods reach this
+handler for the standard's names (``x.exp()``, ``x.sum(1, True)``).
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ _ALIASES = {
     "unsqueeze": "expand_dims",
     "mm": "matmul",
     "bmm": "matmul",
+    "mv": "matmul",
+    "neg": "negative",
     "amax": "max",
     "amin": "min",
     "topk": "top_k",
@@ -61,6 +66,11 @@ _ALIASES = {
 #: a dispatch mode (the meter after the trace) torch's ``svdvals`` computes
 #: U and Vh too, which the call it stands for does not.
 _LINALG = {"linalg_svdvals": "svdvals"}
+
+#: torch's functions of its own (``torch.clone``, ``torch.transpose``):
+#: name -> rule, ``rule(x, *args, **kwargs)`` with torch's arguments
+#: (registered by the package: `_torch_methods.FUNCTIONS`).
+OWN: dict[str, Callable[..., object]] = {}
 
 #: A tensor's operators, by their method names.
 _OPERATORS = {
@@ -84,13 +94,16 @@ _OPERATORS = {
 
 #: torch's keywords, as the standard spells them.
 _KEYWORDS = {"dim": "axis", "keepdim": "keepdims", "input": None}
+#: torch's keywords that change no shape or dtype (``add(x, y, alpha=2)``;
+#: ``std(x, 1, unbiased=False)``).
+_UNSHAPED = frozenset({"out", "alpha", "unbiased"})
 
 
 def _keywords(kwargs: dict[str, Value]) -> dict[str, Value]:
     renamed: dict[str, Value] = {}
     for given, v in kwargs.items():
         k = _KEYWORDS.get(given, given) or given
-        if k != "out":
+        if k not in _UNSHAPED:
             renamed[k] = v
     if kwargs.get("out") is not None:
         msg = "a function writing into out="
@@ -130,7 +143,8 @@ def _with_indices(
     if axis is None:
         return None
     x = lift(trace, args[0])
-    keep = bool(kw.get("keepdims", False)) and name != "sort"
+    given = args[2] if len(args) > 2 else False  # (torch's keepdim, positional)
+    keep = bool(kw.get("keepdims", given)) and name != "sort"
     shape = x.shape if name == "sort" else rules.reduced(x.shape, axis, keep)
     values = made(trace, shape, x._name, (x,))
     return _Pair(values, made(trace, shape, "int64", (x,)))
@@ -153,6 +167,8 @@ def foreign_call(
         return namespace.matmul(*args)
     if name in ("__getitem__",) and args:
         return lift(trace, args[0])[args[1]]
+    if name in OWN and args:
+        return OWN[name](lift(trace, args[0]), *args[1:], **kwargs)
     if name in _LINALG and not kwargs:
         return getattr(namespace.linalg, _LINALG[name])(*args)
     standard = _ALIASES.get(name, name)
@@ -189,6 +205,10 @@ def _called_by_fn() -> bool:
     return True
 
 
+#: The standard's functions whose second argument torch's give the axis.
+_AXIS_SECOND = frozenset({"concat", "stack", "expand_dims", "flip", "argsort"})
+
+
 def _standard(
     trace: Trace,
     name: str,
@@ -221,8 +241,14 @@ def _standard(
         and len(positional) > 1
     ):
         kw.setdefault("axis", positional.pop(1))
-    if standard in ("concat", "stack", "expand_dims", "flip") and len(positional) > 1:
+        if standard in ("var", "std") and len(positional) > 1:
+            positional.pop(1)  # (torch's unbiased)
+        if len(positional) > 1:
+            kw.setdefault("keepdims", positional.pop(1))
+    if standard in _AXIS_SECOND and len(positional) > 1:
         kw.setdefault("axis", positional.pop(1))
+    if standard == "roll" and len(positional) > 2:
+        kw.setdefault("axis", positional.pop(2))
     if standard == "top_k":  # torch.topk(x, k, dim, largest, sorted): sorted always
         if len(positional) > 2:
             kw.setdefault("axis", positional.pop(2))
