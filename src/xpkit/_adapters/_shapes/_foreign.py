@@ -62,10 +62,15 @@ _ALIASES = {
     "ne": "not_equal",
 }
 
-#: torch's ``linalg`` functions the trace follows by the standard's: under
-#: a dispatch mode (the meter after the trace) torch's ``svdvals`` computes
-#: U and Vh too, which the call it stands for does not.
-_LINALG = {"linalg_svdvals": "svdvals"}
+#: torch's ``linalg`` functions the trace follows by the standard's, and
+#: their positional arguments after the first: under a dispatch mode (the
+#: meter after the trace) torch's ``svdvals`` computes U and Vh too, which
+#: the call it stands for does not (``matrix_norm`` of ord 2 and "nuc" call it).
+_LINALG = {
+    "linalg_svdvals": ("svdvals", ()),
+    "linalg_matrix_norm": ("matrix_norm", ("ord", "dim", "keepdim")),
+    "linalg_vector_norm": ("vector_norm", ("ord", "dim", "keepdim")),
+}
 
 #: torch's functions of its own (``torch.clone``, ``torch.transpose``):
 #: name -> rule, ``rule(x, *args, **kwargs)`` with torch's arguments
@@ -169,8 +174,8 @@ def foreign_call(
         return lift(trace, args[0])[args[1]]
     if name in OWN and args:
         return OWN[name](lift(trace, args[0]), *args[1:], **kwargs)
-    if name in _LINALG and not kwargs:
-        return getattr(namespace.linalg, _LINALG[name])(*args)
+    if name in _LINALG:
+        return _linalg(name, list(args), kwargs)
     standard = _ALIASES.get(name, name)
     handler = (
         getattr(namespace, standard, None) if standard in namespace.__all__ else None
@@ -184,6 +189,22 @@ def foreign_call(
         return _standard(trace, name, standard, handler, list(args), kwargs)
     finally:
         trace.native = native
+
+
+def _linalg(name: str, args: list[Value], kwargs: dict[str, Value]) -> object:
+    """The standard's function for torch's ``linalg`` function ``name``, its arguments renamed."""
+    standard, positional = _LINALG[name]
+    kwargs = dict(zip(positional, args[1:], strict=False)) | kwargs
+    if kwargs.pop("dtype", None) is not None or (
+        standard == "matrix_norm" and kwargs.pop("dim", (-2, -1)) not in _LAST_TWO
+    ):
+        msg = f"torch.linalg.{standard} into a dtype or over other axes"
+        raise active_trace().refuse(msg)
+    return getattr(namespace.linalg, standard)(args[0], **_keywords(kwargs))
+
+
+#: A matrix norm's axes that the standard's ``matrix_norm`` takes.
+_LAST_TWO = ((-2, -1), [-2, -1])
 
 
 #: This package, whose frames stand between torch's function and `foreign_call`.
