@@ -225,6 +225,38 @@ def test_transpose_swaps_two_axes_as_torch_s_and_stays_a_view():
     assert x.nbytes <= peaks["strided sum"] < 1.01 * x.nbytes
 
 
+def test_a_tensor_s_values_are_not_methods_and_numpy_s_arrays_have_none():
+    """``getattr(x, "grad_fn", None)`` of a shape-only tensor is None, not
+    a method that refuses when called (a truthy value to a library's check);
+    a shape-only NumPy array has no ``clone``."""
+    from xpkit._adapters._shapes._array import given
+    from xpkit._adapters._trace import Trace, tracing
+
+    seen = {}
+    for library in ("torch", "numpy"):
+        trace = Trace(get_adapter(library).shape_profile("cpu"))
+
+        def look(trace=trace, library=library):
+            x = given(trace, (3, 4), "float32")
+            names = ("is_sparse", "grad_fn", "layout", "clone", "no_such_method")
+            seen[library] = {n: getattr(x, n, "missing") for n in names}
+            seen[library]["size"] = x.size
+
+        tracing(trace, look)
+    torch_s, numpy_s = seen["torch"], seen["numpy"]
+    assert torch_s["is_sparse"] is False
+    assert (
+        torch_s["grad_fn"]
+        == torch_s["layout"]
+        == torch_s["no_such_method"]
+        == "missing"
+    )
+    assert callable(torch_s["clone"])
+    assert torch_s["size"] == 12
+    assert torch_s["size"](1) == 4
+    assert numpy_s == {**dict.fromkeys(torch_s, "missing"), "size": 12}
+
+
 #: name -> (the inputs' maker, fn), each input about 4 MB.
 _OPS = """
 import torch

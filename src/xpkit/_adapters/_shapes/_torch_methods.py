@@ -14,6 +14,7 @@ method) torch's applies under a torch trace and NumPy's under any other
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
@@ -431,6 +432,9 @@ _VALUES: dict[str, Callable[[ShapeArray], Value]] = {
     "grad": lambda x: None,
     "data": lambda x: x,
     "is_cuda": lambda x: x._trace.profile.device.startswith("cuda"),
+    "is_sparse": lambda x: False,
+    "is_quantized": lambda x: False,
+    "is_nested": lambda x: False,
 }
 
 #: Methods that write in place, shape and all: not followed.
@@ -495,9 +499,10 @@ def attribute(x: ShapeArray, name: str) -> Value:
         return lambda *args, **kwargs: rule(x, *args, **kwargs)
     import torch  # (a torch trace: torch is there)
 
-    if not hasattr(torch.Tensor, name):
-        msg = f"'Tensor' object has no attribute {name!r}"
-        raise AttributeError(msg)
+    if not callable(inspect.getattr_static(torch.Tensor, name, None)):
+        # (none, or an attribute that is a value: ``is_sparse``, ``grad_fn``)
+        msg = f"'Tensor' object has no attribute {name!r} a shape-only array knows"
+        raise AttributeError(msg)  # noqa: TRY004 - getattr's protocol
     if name.endswith("_"):
         return _in_place(x, name)
     func = _Named(name)
