@@ -128,6 +128,11 @@ METHODS = [
     ("x.new_empty((2, 3))", [CUBE], lambda _, x: x.new_empty((2, 3))),
     ("x.new_ones(5)", [CUBE], lambda _, x: x.new_ones(5)),
     ("x.new_full((2, 3), 2)", [CUBE], lambda _, x: x.new_full((2, 3), 2)),
+    (
+        "x.new_full(size=, fill_value=)",
+        [CUBE],
+        lambda _, x: x.new_full(size=(2, 3), fill_value=2),
+    ),
     ("x.new_zeros(x.size())", [CUBE], lambda _, x: x.new_zeros(x.size())),
     (
         "x.new_zeros(x.size(1), x.dim())",

@@ -237,7 +237,7 @@ def _repeat(x: ShapeArray, *sizes: Value) -> ShapeArray:
 # -- new arrays ---------------------------------------------------------------------------
 def _new(fill: bool) -> Rule:
     def method(x: ShapeArray, *size: Value, **kwargs: Value) -> ShapeArray:
-        if fill:
+        if fill and size and "fill_value" not in kwargs:
             size, kwargs["fill_value"] = size[:-1], size[-1]
         if not size:
             size = (kwargs.pop("size"),)
