@@ -247,7 +247,12 @@ class At(Generic[ArrayT]):
             known = not adapter.owns(value) or all(
                 isinstance(d, int) for d in tuple(value.shape)
             )  # (its fit checked just now)
-            if selected is None or 0 not in selected or not known:
+            if (
+                selected is None
+                or 0 not in selected
+                or not known
+                or not _refuses_empty_value(exc)
+            ):
                 raise
             # (no element selected, and y fits: NumPy's x, unchanged; Dask
             # refused an empty array into an empty selection of its shape)
@@ -414,6 +419,17 @@ def _masks_as_own(facts: Facts, x: Array, idx: Value) -> Value:
     return tuple(map(own, idx)) if type(idx) is tuple else own(idx)
 
 
+def _refuses_empty_value(error: Exception) -> bool:
+    """Whether ``error`` is a library's refusal to broadcast a value of no elements.
+
+    Dask's ``x[0, :, 0:0] = y`` of a ``(2, 0)`` ``y``: "value array of shape
+    (2, 0) could not be broadcast to indexing result of shape (2, 0)". Any
+    other error of an update that selects nothing (a float array into an
+    integer ``x``) is the library's, as where an element is selected.
+    """
+    return isinstance(error, ValueError) and "broadcast" in str(error)
+
+
 def _masks_as_positions(facts: Facts, idx: Value) -> Value:
     """Each boolean mask beside an integer or another index array as its positions.
 
@@ -435,6 +451,9 @@ def _masks_as_positions(facts: Facts, idx: Value) -> Value:
         return idx  # (a mask alone among slices: placed alike)
     parts: list[Value] = []
     for part in idx:
+        if isinstance(part, np.ndarray) and part.dtype == np.bool_ and part.ndim:
+            parts.extend(np.nonzero(part))  # (NumPy's, which every library takes)
+            continue
         mask = is_mask_part(part) and tuple(part.shape) and adapter.owns(part)
         if mask and adapter.values_at_hand(part):
             parts.extend(facts.xp.nonzero(part))
@@ -456,6 +475,8 @@ def _own_index(facts: Facts, idx: Value) -> None:
     for k, part in enumerate(parts):
         adapter = adapter_for_array(part)
         if adapter is None or adapter is facts.adapter or adapter.key == "numpy":
+            continue
+        if stands_in(facts, part):  # (a trace's array of fn: x's library's)
             continue
         name = f"idx[{k}]" if type(idx) is tuple else "idx"
         msg = (
