@@ -34,7 +34,11 @@ from ._at_shape import (
     basic_selection,
     check_fits,
     refuse_shape,
+    refuses_empty_value,
+    reversed_along,
     selection_shape,
+    to_selection,
+    with_sliced_axes,
 )
 from ._cast_checks import rounded_to_finite, scalar_cast_loss
 from ._dtypes import dtype_name, own_dtype
@@ -251,7 +255,7 @@ class At(Generic[ArrayT]):
                 selected is None
                 or 0 not in selected
                 or not known
-                or not _refuses_empty_value(exc)
+                or not refuses_empty_value(exc)
             ):
                 raise
             # (no element selected, and y fits: NumPy's x, unchanged; Dask
@@ -320,7 +324,7 @@ class At(Generic[ArrayT]):
         if owned or stands_in(self._facts, y):
             # (a stand-in of a trace of fn: its own namespace follows it)
             ns: Namespace = self._facts.xp if owned else y.__array_namespace__()
-            y = _reversed(y, self._reversed, ns)
+            y = reversed_along(y, self._reversed, ns)
             shape = tuple(y.shape)
             if self._basic:  # (JAX took any value into a selection of nothing)
                 whole: Array = self._x  # (any library's array: its shape read)
@@ -331,7 +335,7 @@ class At(Generic[ArrayT]):
             moved = self._moved
             if broadcast or (shape and shape[0] == 1):  # (JAX refused (1, 3) for (3,))
                 numpy_shape = None if moved is None else moved.shape
-                y = _to_selection(
+                y = to_selection(
                     y,
                     self._x,
                     self._idx,
@@ -343,7 +347,7 @@ class At(Generic[ArrayT]):
                 check_fits(tuple(y.shape), moved.shape)
                 y = ns.permute_dims(ns.broadcast_to(y, moved.shape), moved.order)
             if self._sliced is not None:  # (each integer's axis, of one element)
-                y = _with_sliced_axes(y, self._x, self._idx, self._sliced, ns)
+                y = with_sliced_axes(y, self._x, self._idx, self._sliced, ns)
             return y
         other = adapter_for_array(y)
         if other is not None:
@@ -417,17 +421,6 @@ def _masks_as_own(facts: Facts, x: Array, idx: Value) -> Value:
         return part
 
     return tuple(map(own, idx)) if type(idx) is tuple else own(idx)
-
-
-def _refuses_empty_value(error: Exception) -> bool:
-    """Whether ``error`` is a library's refusal to broadcast a value of no elements.
-
-    Dask's ``x[0, :, 0:0] = y`` of a ``(2, 0)`` ``y``: "value array of shape
-    (2, 0) could not be broadcast to indexing result of shape (2, 0)". Any
-    other error of an update that selects nothing (a float array into an
-    integer ``x``) is the library's, as where an element is selected.
-    """
-    return isinstance(error, ValueError) and "broadcast" in str(error)
 
 
 def _masks_as_positions(facts: Facts, idx: Value) -> Value:
@@ -556,52 +549,6 @@ def _negative_integers(facts: Facts[ArrayT], y: Array) -> bool:
     return facts.adapter.values_at_hand(y) and bool(facts.xp.any(y < 0))
 
 
-def _with_sliced_axes(
-    y: Array, x: Array, idx: Value, sliced: Value, xp: Namespace
-) -> Array:
-    """``y`` for ``x[sliced] = y``, where it was for ``x[idx] = y`` (`ints_as_slices`).
-
-    The selections hold the same elements in the same order, ``sliced``'s
-    with an axis of one element for each integer: a reshape.
-    """
-    selected, target = tuple(x[idx].shape), tuple(x[sliced].shape)
-    if not all(isinstance(d, int) for d in (*selected, *target)):
-        return y
-    return xp.reshape(xp.broadcast_to(y, selected), target)
-
-
-def _to_selection(
-    y: Array,
-    x: Array,
-    idx: Value,
-    xp: Namespace,
-    *,
-    broadcast: bool,
-    numpy_shape: tuple[int, ...] | None = None,
-) -> Array:
-    """``y`` as NumPy's ``x[idx] = y`` takes it.
-
-    Its leading axes of one element are dropped where it has more axes than
-    ``x[idx]`` (JAX refused them), and with ``broadcast`` (for ndonnx, whose
-    update did not) it is broadcast to that shape. Left as it is where a
-    size is not known (a symbolic axis); refused where it does not
-    broadcast (ValueError: ndonnx's would say so only once it is read), to
-    ``x[idx]``'s shape by NumPy's rules (``numpy_shape``, where the library
-    places the axes otherwise: `placement`).
-    """
-    selected = tuple(x[idx].shape)
-    shape = tuple(y.shape)
-    if not all(isinstance(d, int) for d in (*selected, *shape)):
-        return y
-    check_fits(shape, selected if numpy_shape is None else numpy_shape)
-    extra = len(shape) - len(selected)
-    if extra > 0 and all(d == 1 for d in shape[:extra]):
-        y, shape = xp.reshape(y, shape[extra:]), shape[extra:]
-    if not broadcast or shape == selected or len(shape) > len(selected):
-        return y
-    return xp.broadcast_to(y, selected)
-
-
 def _holds_mask(idx: Value) -> bool:
     """Whether ``idx`` is a boolean array, or a tuple holding one."""
     for part in idx if type(idx) is tuple else (idx,):
@@ -611,15 +558,6 @@ def _holds_mask(idx: Value) -> bool:
         except (AttributeError, TypeError):
             continue
     return False
-
-
-def _reversed(y: Array, axes: tuple[int, ...], xp: Namespace) -> Array:
-    """``y`` reversed along each of ``axes`` (from its last) where it has more than one element."""
-    for axis in axes:
-        shape = tuple(y.shape)
-        if len(shape) >= -axis and shape[axis] != 1:
-            y = xp.flip(y, axis=axis)
-    return y
 
 
 def _overlaps(adapter: Adapter, x: Array, value: Value) -> bool:

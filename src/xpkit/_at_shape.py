@@ -1,11 +1,14 @@
-"""What an update selects: ``x[idx]``'s shape, and whether a value fits it.
+"""What an update selects: ``x[idx]``'s shape, and the value made to fit it.
 
 `xpkit._at.At` asks these once the index is checked (`xpkit._at_index`):
 `basic_selection` (the shape an index of integers, slices and ``...``
 selects, computed without the library), `selection_shape` (``x[idx]``'s,
 by NumPy's rules where the library places the axes otherwise), and
 `refuse_shape` / `check_fits` (a value that does not broadcast to the
-selection, by NumPy's rule: a ValueError naming ``y``).
+selection, by NumPy's rule: a ValueError naming ``y``),
+`refuses_empty_value` (a library's refusal of a value of no elements),
+and the value laid out as each library takes it: `to_selection`,
+`with_sliced_axes`, `reversed_along`.
 """
 
 from __future__ import annotations
@@ -14,13 +17,17 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ._adapters._base import Adapter
-    from ._typing import Array, Value
+    from ._typing import Array, Namespace, Value
 
 __all__ = [
     "basic_selection",
     "check_fits",
     "refuse_shape",
+    "refuses_empty_value",
+    "reversed_along",
     "selection_shape",
+    "to_selection",
+    "with_sliced_axes",
 ]
 
 
@@ -110,3 +117,69 @@ def check_fits(
         "of the elements x[idx] selects"
     )
     raise ValueError(msg) from error
+
+
+def refuses_empty_value(error: Exception) -> bool:
+    """Whether ``error`` is a library's refusal to broadcast a value of no elements.
+
+    Dask's ``x[0, :, 0:0] = y`` of a ``(2, 0)`` ``y``: "value array of shape
+    (2, 0) could not be broadcast to indexing result of shape (2, 0)". Any
+    other error of an update that selects nothing (a float array into an
+    integer ``x``) is the library's, as where an element is selected.
+    """
+    return isinstance(error, ValueError) and "broadcast" in str(error)
+
+
+def with_sliced_axes(
+    y: Array, x: Array, idx: Value, sliced: Value, xp: Namespace
+) -> Array:
+    """``y`` for ``x[sliced] = y``, where it was for ``x[idx] = y`` (`ints_as_slices`).
+
+    The selections hold the same elements in the same order, ``sliced``'s
+    with an axis of one element for each integer: a reshape.
+    """
+    selected, target = tuple(x[idx].shape), tuple(x[sliced].shape)
+    if not all(isinstance(d, int) for d in (*selected, *target)):
+        return y
+    return xp.reshape(xp.broadcast_to(y, selected), target)
+
+
+def to_selection(
+    y: Array,
+    x: Array,
+    idx: Value,
+    xp: Namespace,
+    *,
+    broadcast: bool,
+    numpy_shape: tuple[int, ...] | None = None,
+) -> Array:
+    """``y`` as NumPy's ``x[idx] = y`` takes it.
+
+    Its leading axes of one element are dropped where it has more axes than
+    ``x[idx]`` (JAX refused them), and with ``broadcast`` (for ndonnx, whose
+    update did not) it is broadcast to that shape. Left as it is where a
+    size is not known (a symbolic axis); refused where it does not
+    broadcast (ValueError: ndonnx's would say so only once it is read), to
+    ``x[idx]``'s shape by NumPy's rules (``numpy_shape``, where the library
+    places the axes otherwise: `placement`).
+    """
+    selected = tuple(x[idx].shape)
+    shape = tuple(y.shape)
+    if not all(isinstance(d, int) for d in (*selected, *shape)):
+        return y
+    check_fits(shape, selected if numpy_shape is None else numpy_shape)
+    extra = len(shape) - len(selected)
+    if extra > 0 and all(d == 1 for d in shape[:extra]):
+        y, shape = xp.reshape(y, shape[extra:]), shape[extra:]
+    if not broadcast or shape == selected or len(shape) > len(selected):
+        return y
+    return xp.broadcast_to(y, selected)
+
+
+def reversed_along(y: Array, axes: tuple[int, ...], xp: Namespace) -> Array:
+    """``y`` reversed along each of ``axes`` (from its last) where it has more than one element."""
+    for axis in axes:
+        shape = tuple(y.shape)
+        if len(shape) >= -axis and shape[axis] != 1:
+            y = xp.flip(y, axis=axis)
+    return y
