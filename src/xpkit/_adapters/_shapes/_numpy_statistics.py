@@ -20,7 +20,7 @@ import numpy as np
 from . import _rules as rules
 from ._array import ShapeArray, made
 from ._numpy_composites import ufunc
-from ._operands import lifted
+from ._operands import lifted, operand
 from ._statistics import reduction
 
 if TYPE_CHECKING:
@@ -254,12 +254,20 @@ def _unsigned_dtype(first: Value, last: Value) -> np.dtype[np.generic]:
     return np.dtype(name.char.upper()) if name.kind == "i" else name
 
 
+def _edge(value: Value) -> Value:
+    """A range's end as NumPy reads it: a shape-only array's, a scalar of its dtype."""
+    if isinstance(value, ShapeArray):  # (its value unknown: a.min(), a.max())
+        return np.dtype(value._name).type(0)
+    return value
+
+
 def _histogram(a: Value, bins: Value = 10, *rest: Value, **kw: Value) -> object:
     """``np.histogram``: NumPy's own lines, on its first two blocks of 65,536 elements.
 
     Each block's masks, bin indices and their corrections; a block's arrays
     live until the next block's replace them (their sizes are the same
-    after the second). Elements outside ``range``: every one, at the most.
+    after the second), the last block's until it returns. Elements outside
+    ``range``: every one, at the most.
     """
     x = lifted(a)
     span, weights = (rest[0] if rest else kw.get("range")), kw.get("weights")
@@ -268,10 +276,9 @@ def _histogram(a: Value, bins: Value = 10, *rest: Value, **kw: Value) -> object:
         raise x._trace.refuse(msg)
     flat = (x.astype("uint8") if x._name == "bool" else x).ravel()
     own = np.dtype(flat._name).type(0)  # (a.min() and a.max(): x's scalars)
-    first, last = (own, own) if span is None else span
+    first, last = (own, own) if span is None else (_edge(v) for v in span)
     if np.ndim(bins) == 1:
-        edges = made(x._trace, np.shape(bins), np.asarray(bins).dtype.name, ())
-        return _histogram_sorted(flat, edges), edges
+        return _histogram_sorted(flat, bins, bool(kw.get("density")))
     name = np.result_type(first, last, np.dtype(flat._name))
     if name.kind in "biu":
         name = np.result_type(name, float)
@@ -293,20 +300,60 @@ def _histogram(a: Value, bins: Value = 10, *rest: Value, **kw: Value) -> object:
         increment = (tmp_a >= edges[indices + 1]) & (indices != int(bins) - 1)
         indices[increment] += 1
         n += made(x._trace, (int(bins),), "int64", (indices,)).astype(np.intp)
-    if kw.get("density"):
-        n = made(x._trace, n.shape, "float64", (n,))
-    return n, edges
+    return (_density(n, edges) if kw.get("density") else n), edges
 
 
-def _histogram_sorted(flat: ShapeArray, edges: ShapeArray) -> ShapeArray:
-    """Bins by their edges: each block sorted, its cumulative counts at the edges."""
+def _density(n: ShapeArray, edges: ShapeArray) -> ShapeArray:
+    """``n / db / n.sum()``: the widths (``np.diff``, copied to float64), then quotients."""
+    widths = made(n._trace, n.shape, edges._name, (edges,))
+    db = made(n._trace, n.shape, "float64", (widths,))
+    del widths
+    return n / db / n.sum()
+
+
+def _histogram_sorted(flat: ShapeArray, bins: Value, density: bool) -> object:
+    """Bins by their edges: each block sorted, its cumulative counts at the edges.
+
+    ``searchsorted`` casts the sorted block to the dtype it shares with the
+    edges (a uint8 block searched in float64 edges: a float64 copy), and
+    the edges but the last (then the last) where they differ or are
+    strided; the two searches' indices are joined, then added. The last
+    block stays held until NumPy returns.
+    """
     trace = flat._trace
+    if isinstance(bins, ShapeArray):
+        edges, strided = bins, not bins._contiguous
+    elif isinstance(bins, np.ndarray):  # (np.asarray: no copy)
+        edges, strided = operand(trace, bins), not bins.flags.c_contiguous
+    else:  # (a list converted)
+        name = np.asarray(bins).dtype.name
+        edges, strided = made(trace, np.shape(bins), name, ()), False
+    common = str(np.promote_types(flat._name, edges._name))
     cumulative = made(trace, edges.shape, "int64", ())
+    sa: ShapeArray | None = None
     for start in range(0, min(flat.size, 2 * _BLOCK), _BLOCK):
         sa = made(trace, flat[start : start + _BLOCK].shape, flat._name, (flat,))
-        cumulative += made(trace, edges.shape, "int64", (sa,))
-    del sa
-    return made(trace, (edges.shape[0] - 1,), "int64", (cumulative,))
+        left = _searched(sa, edges, edges.shape[0] - 1, common, strided)
+        right = _searched(sa, edges, 1, common, strided)
+        cumulative += made(trace, edges.shape, "int64", (left, right))
+        del left, right
+    n = made(trace, (edges.shape[0] - 1,), "int64", (cumulative,))
+    result = _density(n, edges) if density else n
+    del sa, cumulative
+    return result, edges
+
+
+def _searched(
+    sa: ShapeArray, edges: ShapeArray, count: int, common: str, strided: bool
+) -> ShapeArray:
+    """``sa.searchsorted(v)`` of ``count`` edges: both cast to ``common`` while it runs."""
+    trace = sa._trace
+    cast = made(trace, sa.shape, common, (sa,)) if common != sa._name else None
+    copied = common != edges._name or strided
+    values = made(trace, (count,), common, (edges,)) if copied else None
+    result = made(trace, (count,), "int64", (sa,))
+    del cast, values
+    return result
 
 
 #: NumPy function name -> its handler on shape-only arrays.
