@@ -152,15 +152,20 @@ def _isin(
     tests = np.asarray(test_elements).ravel()
     listed = not isinstance(test_elements, np.ndarray)  # (NumPy converts a list)
     converted = made(trace, tests.shape, tests.dtype.name, ()) if listed else None
-    result = _isin_path(x.ravel(), tests, kind, bool(assume_unique))
+    result = _isin_path(x.ravel(), tests, kind, bool(assume_unique), bool(invert))
     del converted
     return manipulation.reshape(result, x.shape)
 
 
 def _isin_path(
-    flat: ShapeArray, tests: np.ndarray, kind: Value, assume_unique: bool
+    flat: ShapeArray, tests: np.ndarray, kind: Value, assume_unique: bool, invert: bool
 ) -> ShapeArray:
-    """``np.isin``'s mask of ``flat``, by NumPy's choice of its path."""
+    """``np.isin``'s mask of ``flat``, by NumPy's choice of its path.
+
+    A few test values: ``flat == v`` for each (a NumPy scalar of the tests'
+    dtype), by the ufunc's rule: an int or float32 ``flat`` compared with a
+    float64 value is read through a float64 buffer.
+    """
     trace, n = flat._trace, flat.size
     ints = all(np.dtype(name).kind in "biu" for name in (flat._name, tests.dtype.name))
     if ints and kind in (None, "table"):
@@ -178,7 +183,7 @@ def _isin_path(
     if len(tests) < 10 * n**0.145:
         mask = made(trace, (n,), "bool", (flat,))
         if tests.size:  # (each comparison a mask, or-ed in, then dropped)
-            made(trace, (n,), "bool", (flat,))
+            ufunc("not_equal" if invert else "equal")(flat, tests[0])
         return mask
     return _isin_sorted(flat, tests, assume_unique)
 
