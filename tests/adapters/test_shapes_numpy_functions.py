@@ -304,6 +304,8 @@ CASES = {
     "polyval": (lambda a: np.polyval(_W[0, :6], a), "float64"),
     "polyval-list-float32": (lambda a: np.polyval([1.0, -2.0, 3.0], a), "float32"),
     "polyval-int32": (lambda a: np.polyval([2, 3, 1], a), "int32"),
+    # coefficients of two axes: each row broadcast against x (refused before)
+    "polyval-rows": (lambda a: np.polyval(_W[:3], a), "float64"),
     # NumPy's histogram in blocks of 65,536 elements: each block's masks,
     # its bin indices and their corrections, the last block's held while the
     # next is made

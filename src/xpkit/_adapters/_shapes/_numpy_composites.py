@@ -141,11 +141,14 @@ def _ptp(
 
 
 def _polyval(p: Value, x: Value) -> Value:
-    """``np.polyval``: ``y = y * x + pv`` for each coefficient, from ``zeros_like(x)``."""
+    """``np.polyval``: ``y = y * x + pv`` for each coefficient, from ``zeros_like(x)``.
+
+    Coefficients of more axes: each ``pv`` a row, broadcast against ``x``.
+    """
     trace = trace_of(p, x)
     points = operand(trace, x)
     coefficients = operand(trace, p) if isinstance(p, ShapeArray) else np.asarray(p)
-    if coefficients.ndim != 1:
+    if coefficients.ndim == 0:  # (NumPy cannot iterate over it)
         msg = f"numpy.polyval of coefficients of shape {coefficients.shape}"
         raise trace.refuse(msg)
     y: Value = made(trace, points.shape, points._name, (points,))
