@@ -326,11 +326,16 @@ class At(Generic[ArrayT]):
             ns: Namespace = self._facts.xp if owned else y.__array_namespace__()
             y = reversed_along(y, self._reversed, ns)
             shape = tuple(y.shape)
+            whole: Array = self._x  # (any library's array: its shape read)
             if self._basic:  # (JAX took any value into a selection of nothing)
-                whole: Array = self._x  # (any library's array: its shape read)
                 selected = basic_selection(tuple(whole.shape), self._idx)
-                if selected is not None and 0 in selected:
-                    check_fits(shape, selected)
+            elif _empty_array_in(self._idx):  # (an index array of no positions)
+                numpy_shape = None if self._moved is None else self._moved.shape
+                selected = selection_shape(whole, self._idx, numpy_shape)
+            else:
+                selected = None
+            if selected is not None and 0 in selected:
+                check_fits(shape, selected)
             broadcast = not adapter.updates_broadcast
             moved = self._moved
             if broadcast or (shape and shape[0] == 1):  # (JAX refused (1, 3) for (3,))
@@ -453,6 +458,12 @@ def _masks_as_positions(facts: Facts, idx: Value) -> Value:
             continue
         parts.append(part)
     return tuple(parts)
+
+
+def _empty_array_in(idx: Value) -> bool:
+    """Whether an index array in ``idx`` has no elements (it selects none)."""
+    parts = idx if type(idx) is tuple else (idx,)
+    return any(adapter_for_array(p) is not None and 0 in tuple(p.shape) for p in parts)
 
 
 def _own_index(facts: Facts, idx: Value) -> None:

@@ -1269,3 +1269,23 @@ def test_a_mask_fn_computes_from_its_rows_is_traced(name):
     rows = b.asarray(np.random.default_rng(0).random((1000, 4, 3)))
     plan = xpkit.plan_batches(fn, rows, remember=False)
     assert plan.source == "traced by shape-only arrays"
+
+
+def test_an_empty_index_array_selects_nothing_on_every_backend(xpkit_backend):
+    # JAX took a value of any shape there (x came back as it was; NumPy
+    # refuses a value that does not fit the selection of no elements).
+    b = xpkit_backend
+    start = np.arange(3.0)
+    x = b.asarray(start)
+    none = b.asarray(np.zeros(0, dtype=np.int64))
+    if b.library in ("ndonnx", "array_api_strict"):  # (no integer array in
+        # an update: their own IndexError, whatever the value)
+        with pytest.raises((ValueError, IndexError)):
+            b.at(x, none).set(b.asarray(np.ones(5)), copy=True)
+        with pytest.raises(IndexError):
+            b.at(x, none).set(b.asarray(np.ones(0)), copy=True)
+        return
+    with pytest.raises(ValueError, match=r"y has shape \(5,\)"):
+        b.at(x, none).set(b.asarray(np.ones(5)), copy=True)
+    got = b.at(x, none).set(b.asarray(np.ones(0)), copy=True)
+    np.testing.assert_array_equal(_host(b, got), start)
