@@ -91,6 +91,47 @@ def counting_malloc_env(directory: Path) -> dict[str, str]:
     return env
 
 
+_TORCH_PEAKS_CHILD = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import torch
+torch.set_num_threads(1)
+import _true_peak
+exec(sys.argv[2])
+meter = _true_peak.CounterMeter()
+peaks = {}
+for name, (make, op) in OPS.items():
+    args = make()
+    op(*args)  # (warm: torch's first call of an operation allocates its own)
+    peaks[name] = min(meter.measure(lambda: op(*args))[1] for _ in range(2))
+print(json.dumps(peaks))
+"""
+
+
+def torch_peaks(source: str, directory: Path) -> dict[str, int]:
+    """The peak of each of ``source``'s ``OPS`` (name -> (make, op)), the least of two.
+
+    torch on the CPU in one thread, by a counting malloc in a child (less
+    the operands ``make`` returns, made before).
+    """
+    env = counting_malloc_env(directory)
+    env["OMP_NUM_THREADS"] = "1"
+    done = run_python(
+        _TORCH_PEAKS_CHILD, str(BENCHMARKS), source, extra_env=env, timeout=60
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    peaks: dict[str, int] = json.loads(done.stdout.strip().splitlines()[-1])
+    return peaks
+
+
+def ops_of(source: str) -> dict[str, object]:
+    """The ``OPS`` table ``source`` defines, as the child runs it."""
+    namespace: dict[str, object] = {}
+    exec(source, namespace)  # noqa: S102 - the same table the child runs
+    ops: dict[str, object] = namespace["OPS"]  # type: ignore[assignment]
+    return ops
+
+
 _JAX_PEAKS_CHILD = """
 import json, sys
 sys.path.insert(0, sys.argv[1])

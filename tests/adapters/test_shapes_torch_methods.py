@@ -11,13 +11,11 @@ malloc measures in a child process.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from helpers import BENCHMARKS, counting_malloc_env, run_python
+from helpers import ops_of, torch_peaks
 from shape_twins import assert_twins
 
 import xpkit
@@ -300,38 +298,16 @@ OPS = {
 }
 """
 
-_CHILD = """
-import json, sys
-sys.path.insert(0, sys.argv[1])
-import torch
-torch.set_num_threads(1)
-import _true_peak
-exec(sys.argv[2])
-meter = _true_peak.CounterMeter()
-peaks = {}
-for name, (make, op) in OPS.items():
-    args = make()
-    op(*args)  # (warm: torch's first call of an operation allocates its own)
-    peaks[name] = min(meter.measure(lambda: op(*args))[1] for _ in range(2))
-print(json.dumps(peaks))
-"""
-
 
 @pytest.fixture(scope="module")
 def true_peaks(tmp_path_factory):
     """Each method's peak by a counting malloc, in a child process."""
-    env = counting_malloc_env(tmp_path_factory.mktemp("counter"))
-    env["OMP_NUM_THREADS"] = "1"
-    done = run_python(_CHILD, str(BENCHMARKS), _OPS, extra_env=env, timeout=60)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return torch_peaks(_OPS, tmp_path_factory.mktemp("counter"))
 
 
 @pytest.fixture(scope="module")
 def ops():
-    namespace: dict[str, object] = {}
-    exec(_OPS, namespace)  # noqa: S102 - the same table the child runs
-    return namespace["OPS"]
+    return ops_of(_OPS)
 
 
 @pytest.mark.parametrize(
