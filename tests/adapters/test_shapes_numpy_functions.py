@@ -341,6 +341,13 @@ def numpy_profile():
     return get_adapter("numpy").shape_profile("cpu")
 
 
+def _traced_and_true(profile, fn, x):
+    """``fn``'s traced peak on ``len(x)`` rows of ``x``'s row shape and dtype,
+    and its true peak on ``x`` (tracemalloc)."""
+    traced = ShapeTracer(profile, fn, ((x.shape[1:], x.dtype.name),)).peak(len(x))
+    return traced, numpy_peak(fn, x)
+
+
 @pytest.mark.parametrize("name", list(CASES))
 def test_traced_as_numpy_computes_it(numpy_profile, name):
     """The result's shape and dtype are NumPy's; the peak is within a tenth."""
@@ -713,9 +720,8 @@ def test_a_ufunc_buffers_an_operand_in_its_loop_s_dtype(numpy_profile, name, row
     assert_twins(
         xpkit.Backend("numpy"), np, [(name, [((rows, 64), dtype)], lambda xp, a: fn(a))]
     )
-    traced = ShapeTracer(numpy_profile, fn, (((64,), dtype),)).peak(rows)
     x = np.random.default_rng(0).standard_normal((rows, 64)).astype(dtype)
-    real = numpy_peak(fn, x)
+    traced, real = _traced_and_true(numpy_profile, fn, x)
     assert real / 1.15 <= traced <= 1.15 * real + 8192, (traced, real)
 
 
@@ -885,9 +891,8 @@ def test_numpy_histogram_by_edges_counts_each_block_cast_to_theirs(
     not counted before (a uint8 ``x``: 0.22 of the true peak traced; float32
     and int32: 0.67)."""
     fn, rows = HISTOGRAM_EDGES[name], 3000
-    traced = ShapeTracer(numpy_profile, fn, (((64,), dtype),)).peak(rows)
     x = np.abs(np.random.default_rng(0).standard_normal((rows, 64)) * 2)
-    real = numpy_peak(fn, x.astype(dtype))
+    traced, real = _traced_and_true(numpy_profile, fn, x.astype(dtype))
     assert real <= 1.1 * traced + 8192, (traced, real)
     assert traced <= 1.1 * real + 8192, (traced, real)
     assert_twins(
@@ -914,9 +919,8 @@ def test_numpy_histogram_density_holds_its_quotients(numpy_profile, name, dtype)
     def fn(a):
         return a[:, 0] + hist(a)[0][0]
 
-    traced = ShapeTracer(numpy_profile, fn, (((64,), dtype),)).peak(rows)
     x = np.random.default_rng(0).standard_normal((rows, 64)) * 2
-    real = numpy_peak(fn, x.astype(dtype))
+    traced, real = _traced_and_true(numpy_profile, fn, x.astype(dtype))
     assert real <= 1.1 * traced + 8192, (traced, real)
     assert traced <= 1.1 * real + 8192, (traced, real)
     assert_twins(
@@ -944,9 +948,8 @@ def test_numpy_isin_of_a_few_values_buffers_x_in_their_dtype(numpy_profile, name
     not counted before (1.26-1.52 times the traced peak here)."""
     fn, dtype = ISIN_FEW[name]
     rows = 500
-    traced = ShapeTracer(numpy_profile, fn, (((64,), dtype),)).peak(rows)
     x = np.random.default_rng(0).permutation(rows * 64).reshape(rows, 64)
-    real = numpy_peak(fn, x.astype(dtype))
+    traced, real = _traced_and_true(numpy_profile, fn, x.astype(dtype))
     assert real <= 1.1 * traced + 8192, (traced, real)
     assert traced <= 1.1 * real + 8192, (traced, real)
     assert_twins(
@@ -963,9 +966,8 @@ def test_numpy_histogram_of_a_range_from_x_is_traced(numpy_profile, dtype):
         return a[:, 0] + np.histogram(a, 7, (a.min(), a.max()))[0][0]
 
     rows = 3000
-    traced = ShapeTracer(numpy_profile, fn, (((64,), dtype),)).peak(rows)
     x = np.random.default_rng(0).standard_normal((rows, 64)) * 2
-    real = numpy_peak(fn, x.astype(dtype))
+    traced, real = _traced_and_true(numpy_profile, fn, x.astype(dtype))
     assert real <= 1.1 * traced + 8192, (traced, real)
     assert traced <= 1.3 * real + 8192, (traced, real)
     assert_twins(
