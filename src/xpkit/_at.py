@@ -34,7 +34,6 @@ from ._at_shape import (
     basic_selection,
     check_fits,
     refuse_shape,
-    refuses_empty_value,
     reversed_along,
     selection_shape,
     to_selection,
@@ -242,31 +241,25 @@ class At(Generic[ArrayT]):
             # float64 torch x; 0 as int64 made a uint64 x float64): x's own.
             ns = self._facts.xp if xp is None else xp
             value = ns.asarray(value, dtype=x.dtype, device=adapter.device_of(x))
+        if not adapter.sets_empty_values and self._selects_nothing(value):
+            # (y fits, `_value` said: NumPy's x, unchanged)
+            kept: ArrayT = self._x if fresh is None else fresh
+            return adapter.own_copy(kept) if copy else kept
         try:
             result: ArrayT = update(value, copy=copy, xp=xp)
         except Exception as exc:
             numpy_shape = None if self._moved is None else self._moved.shape
             refuse_shape(adapter, self._x, self._idx, numpy_shape, y, exc)
-            selected = selection_shape(self._x, self._idx, numpy_shape)
-            known = not adapter.owns(value) or all(
-                isinstance(d, int) for d in tuple(value.shape)
-            )  # (its fit checked just now)
-            if (
-                selected is None
-                or 0 not in selected
-                or not known
-                or not refuses_empty_value(exc)
-            ):
-                raise
-            # (no element selected, and y fits: NumPy's x, unchanged; Dask
-            # refused an empty array into an empty selection of its shape)
-            kept: ArrayT = self._x
-            if fresh is not None:
-                kept = fresh
-            elif copy:
-                kept = adapter.own_copy(kept)
-            return kept
+            raise
         return result
+
+    def _selects_nothing(self, value: Value) -> bool:
+        """Whether an array ``value`` goes into a basic index's selection of no elements."""
+        if not self._basic or not self._facts.adapter.owns(value):
+            return False
+        whole: Array = self._x  # (any library's array: its shape read)
+        selected = basic_selection(tuple(whole.shape), self._idx)
+        return selected is not None and 0 in selected
 
     def _mask_of_x(self, value: Value) -> Array | None:
         """A boolean mask index as one of ``x``'s shape, where arrays are immutable.

@@ -3,12 +3,11 @@
 `xpkit._at.At` asks these once the index is checked (`xpkit._at_index`):
 `basic_selection` (the shape an index of integers, slices and ``...``
 selects, computed without the library), `selection_shape` (``x[idx]``'s,
-by NumPy's rules where the library places the axes otherwise), and
+by NumPy's rules where the library places the axes otherwise),
 `refuse_shape` / `check_fits` (a value that does not broadcast to the
-selection, by NumPy's rule: a ValueError naming ``y``),
-`refuses_empty_value` (a library's refusal of a value of no elements),
-and the value laid out as each library takes it: `to_selection`,
-`with_sliced_axes`, `reversed_along`.
+selection, by NumPy's rule: a ValueError naming ``y``), and the value
+laid out as each library takes it: `to_selection`, `with_sliced_axes`,
+`reversed_along`.
 """
 
 from __future__ import annotations
@@ -23,7 +22,6 @@ __all__ = [
     "basic_selection",
     "check_fits",
     "refuse_shape",
-    "refuses_empty_value",
     "reversed_along",
     "selection_shape",
     "to_selection",
@@ -117,17 +115,6 @@ def check_fits(
         "of the elements x[idx] selects"
     )
     raise ValueError(msg) from error
-
-
-def refuses_empty_value(error: Exception) -> bool:
-    """Whether ``error`` is a library's refusal to broadcast a value of no elements.
-
-    Dask's ``x[0, :, 0:0] = y`` of a ``(2, 0)`` ``y``: "value array of shape
-    (2, 0) could not be broadcast to indexing result of shape (2, 0)". Any
-    other error of an update that selects nothing (a float array into an
-    integer ``x``) is the library's, as where an element is selected.
-    """
-    return isinstance(error, ValueError) and "broadcast" in str(error)
 
 
 def with_sliced_axes(

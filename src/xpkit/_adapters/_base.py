@@ -195,6 +195,11 @@ class Adapter:
     #: an integer array (Dask's wrote wrong values or failed: `Backend.at`
     #: gives it one-element slices instead, and ``y`` their axes).
     sets_ints_beside_arrays: ClassVar[bool] = True
+    #: Whether ``x[idx] = y`` takes an array ``y`` of no elements where a
+    #: basic index selects none (Dask's refused ``x[0, :, 0:0] = y`` of a
+    #: ``(2, 0)`` ``y``: "could not be broadcast to ... (2, 0)"; `Backend.at`
+    #: leaves ``x`` as it is there, as NumPy's does).
+    sets_empty_values: ClassVar[bool] = True
     #: Whether ``x[idx]`` takes a NumPy boolean mask (in ``idx`` or as it):
     #: ndonnx's raised "unexpected key type", torch's "too many indices" for
     #: a 0-d one of a 0-d tensor (`Backend.at` gives them their own).

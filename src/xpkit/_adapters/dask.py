@@ -273,6 +273,7 @@ class DaskAdapter(Adapter):
     dlpack_import = False
     ints_join_arrays = False
     sets_ints_beside_arrays = False
+    sets_empty_values = False
 
     #: A lazy graph: a result is assembled on the host, then wrapped.
     writable_rows = False
