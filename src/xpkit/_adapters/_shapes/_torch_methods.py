@@ -494,19 +494,16 @@ def attribute(x: ShapeArray, name: str) -> Value:
         raise AttributeError(msg)
     if name in _VALUES:
         return _VALUES[name](x)
-    rule = _METHODS.get(name) or FUNCTIONS.get(name)
-    if rule is not None:
-        return lambda *args, **kwargs: rule(x, *args, **kwargs)
-    import torch  # (a torch trace: torch is there)
+    if name not in _METHODS and name not in FUNCTIONS:
+        import torch  # (a torch trace: torch is there)
 
-    if not callable(inspect.getattr_static(torch.Tensor, name, None)):
-        # (none, or an attribute that is a value: ``is_sparse``, ``grad_fn``)
-        msg = f"'Tensor' object has no attribute {name!r} a shape-only array knows"
-        raise AttributeError(msg)  # noqa: TRY004 - getattr's protocol
-    if name.endswith("_"):
-        return _in_place(x, name)
-    func = _Named(name)
-    return lambda *args, **kwargs: PROTOCOLS["foreign"](func, (x, *args), kwargs)
+        if not callable(inspect.getattr_static(torch.Tensor, name, None)):
+            # (none, or an attribute that is a value: ``is_sparse``, ``grad_fn``)
+            msg = f"'Tensor' object has no attribute {name!r} a shape-only array knows"
+            raise AttributeError(msg)
+        if name.endswith("_"):
+            return _in_place(x, name)
+    return _torch_method(x, name)
 
 
 #: ``ShapeArray``'s methods that NumPy's arrays and torch's tensors both have, with other arguments.
